@@ -1,0 +1,59 @@
+//! How a platform differs, expressed as data the core can plan with.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The markup a channel renders. The reply pipeline turns the model's markdown into this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MarkupDialect {
+    /// No markup at all: markdown syntax is stripped.
+    Plain,
+    /// CommonMark, rendered by the client (the web chat).
+    Markdown,
+    /// Telegram's HTML parse mode (`<b>`, `<i>`, `<code>`, `<pre>`, `<a href>`).
+    TelegramHtml,
+    /// Discord's markdown flavour: no tables, so tables become code blocks.
+    DiscordMarkdown,
+    /// Slack mrkdwn: `*bold*`, `<url|label>` links.
+    SlackMrkdwn,
+}
+
+/// What a channel can do and where its limits are. Platform quirks reach the core only
+/// through these values, so the core never branches on the platform's name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelCapabilities {
+    /// The platform's hard limit on characters in one message (Telegram 4096, Discord 2000).
+    /// Operators may chunk below it with `text_chunk_limit`, never above.
+    pub text_limit: usize,
+    /// Lines per message before the client collapses it (Discord: 17), if any.
+    pub max_lines: Option<usize>,
+    pub markup: MarkupDialect,
+    /// Messages can be edited after sending; needed for preview streaming.
+    pub supports_edit: bool,
+    pub supports_delete: bool,
+    pub supports_typing: bool,
+    /// Replies can be threaded to a specific message (`[[reply_to_current]]`).
+    pub supports_reply_to: bool,
+    /// The shortest interval between two edits of one preview message that the platform
+    /// tolerates without rate-limiting (Telegram 1 s, Discord 1.2 s, Slack 1 s).
+    pub min_edit_interval: Duration,
+}
+
+impl ChannelCapabilities {
+    /// A channel with no limits worth planning around and every feature: the in-memory
+    /// channel and the web chat start from this.
+    pub fn unrestricted() -> Self {
+        Self {
+            text_limit: 1_000_000,
+            max_lines: None,
+            markup: MarkupDialect::Markdown,
+            supports_edit: true,
+            supports_delete: true,
+            supports_typing: true,
+            supports_reply_to: true,
+            min_edit_interval: Duration::ZERO,
+        }
+    }
+}

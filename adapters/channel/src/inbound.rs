@@ -1,0 +1,118 @@
+//! What an adapter hands the core: one normalized shape for every platform's message.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::Ack;
+
+/// The kind of conversation a message belongs to. Access policies and session keys differ
+/// per kind (DM policy vs group policy; `direct:<peer>` vs `group:<id>` keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatKind {
+    /// A one-to-one conversation with the bot.
+    Direct,
+    /// A multi-person chat: Telegram groups and supergroups, Slack MPIMs, Discord group DMs.
+    Group,
+    /// A named room in a workspace: Discord guild channels, Slack channels, Telegram channels.
+    Channel,
+}
+
+impl ChatKind {
+    /// The lowercase name used in session keys and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChatKind::Direct => "direct",
+            ChatKind::Group => "group",
+            ChatKind::Channel => "channel",
+        }
+    }
+}
+
+/// A conversation on one platform account, by the platform's own id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ChatRef {
+    pub kind: ChatKind,
+    /// The platform's chat id as text (Telegram ids are signed integers, Slack ids are
+    /// strings such as `C0123ABC`); the core never interprets it.
+    pub id: String,
+}
+
+impl ChatRef {
+    pub fn new(kind: ChatKind, id: impl Into<String>) -> Self {
+        Self { kind, id: id.into() }
+    }
+}
+
+/// Who wrote a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sender {
+    /// The platform's user id; allowlists and pairing match on it.
+    pub id: String,
+    /// A display name for prompts and logs, when the platform gives one.
+    pub name: Option<String>,
+    /// Bot senders are ignored unless the operator allows them, to stop bot loops.
+    pub is_bot: bool,
+}
+
+impl Sender {
+    pub fn user(id: impl Into<String>) -> Self {
+        Self { id: id.into(), name: None, is_bot: false }
+    }
+}
+
+/// What kind of file came with a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttachmentKind {
+    Image,
+    Audio,
+    Video,
+    Document,
+    Other,
+}
+
+/// A file attached to a message, inbound or outbound. The bytes stay on the platform; the
+/// reference is whatever the adapter needs to fetch or re-send them (a URL or a file id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attachment {
+    pub kind: AttachmentKind,
+    pub reference: String,
+    pub mime_type: Option<String>,
+    pub file_name: Option<String>,
+    pub size_bytes: Option<u64>,
+}
+
+/// A message from a chat platform, normalized by its adapter (SPEC §3.1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InboundMessage {
+    /// The channel's name as used in config and session keys: `telegram`, `discord`, …
+    pub channel: String,
+    /// Which bot account of that channel received it (one process can run several).
+    pub account_id: String,
+    pub chat: ChatRef,
+    /// Slack `thread_ts`, a Discord thread id or a Telegram forum topic id.
+    pub thread_id: Option<String>,
+    pub sender: Sender,
+    /// The platform's message id; with channel, account, chat and thread it identifies a
+    /// message for dedupe of redeliveries.
+    pub message_id: String,
+    /// The message text, captions included; empty for a bare attachment.
+    pub text: String,
+    /// The bot was mentioned natively (`@bot`, `<@id>`); the adapter decides what counts.
+    pub mentions_bot: bool,
+    /// The message replies to one of the bot's own messages.
+    pub reply_to_bot: bool,
+    pub attachments: Vec<Attachment>,
+    pub received_at: DateTime<Utc>,
+}
+
+/// An inbound message plus the acknowledgement the core owes the adapter for it.
+///
+/// The adapter confirms the message to its platform only once `ack` is accepted; see
+/// [`Ack`].
+#[derive(Debug)]
+pub struct InboundDelivery {
+    pub message: InboundMessage,
+    pub ack: Ack,
+}

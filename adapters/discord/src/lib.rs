@@ -1,0 +1,27 @@
+//! Ferry's Discord adapter: a [`Channel`](ferry_channel::Channel) on serenity.
+//!
+//! The platform client arrives with the Discord issue; what is here now are the platform's
+//! limits, which the core plans replies with (and `ferry config check` validates against).
+
+use std::time::Duration;
+
+use ferry_channel::{ChannelCapabilities, MarkupDialect};
+
+/// The channel's name in config (`[channels.discord]`) and in session keys.
+pub const CHANNEL_NAME: &str = "discord";
+
+/// Discord's limits and features, from its API documentation.
+pub fn capabilities() -> ChannelCapabilities {
+    ChannelCapabilities {
+        // Message content: 2000 characters; clients collapse long messages at 17 lines.
+        text_limit: 2000,
+        max_lines: Some(17),
+        markup: MarkupDialect::DiscordMarkdown,
+        supports_edit: true,
+        supports_delete: true,
+        supports_typing: true,
+        supports_reply_to: true,
+        // 5 messages per 5 s per channel leaves room for one edit every 1.2 s.
+        min_edit_interval: Duration::from_millis(1200),
+    }
+}

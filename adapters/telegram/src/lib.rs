@@ -1,0 +1,27 @@
+//! Ferry's Telegram adapter: a [`Channel`](ferry_channel::Channel) on teloxide.
+//!
+//! The platform client arrives with the Telegram issue; what is here now are the platform's
+//! limits, which the core plans replies with (and `ferry config check` validates against).
+
+use std::time::Duration;
+
+use ferry_channel::{ChannelCapabilities, MarkupDialect};
+
+/// The channel's name in config (`[channels.telegram]`) and in session keys.
+pub const CHANNEL_NAME: &str = "telegram";
+
+/// Telegram's limits and features, from its API documentation.
+pub fn capabilities() -> ChannelCapabilities {
+    ChannelCapabilities {
+        // sendMessage: 1-4096 characters after entity parsing.
+        text_limit: 4096,
+        max_lines: None,
+        markup: MarkupDialect::TelegramHtml,
+        supports_edit: true,
+        supports_delete: true,
+        supports_typing: true,
+        supports_reply_to: true,
+        // Edits above ~1/s per chat draw 429s.
+        min_edit_interval: Duration::from_millis(1000),
+    }
+}

@@ -1,0 +1,94 @@
+//! The `ferry` command line (SPEC §2). Names and flags here are a contract with operators
+//! and scripts: change them only with the spec.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "ferry", version, about = "Run AI agents in Telegram, Discord, Slack and a built-in web chat.")]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Config file (default lookup: $FERRY_CONFIG, ./ferry.toml, $XDG_CONFIG_HOME/ferry/ferry.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Log line format on stderr; the level comes from RUST_LOG (default "info").
+    #[arg(long, global = true, value_enum, default_value_t = LogFormatArg::Pretty)]
+    pub log_format: LogFormatArg,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormatArg {
+    Pretty,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon: channels, lanes, WebSocket RPC and the web chat.
+    Gateway,
+    /// Run one agent turn and print the reply as it streams.
+    Agent(AgentArgs),
+    /// Validate or print the configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Approve people who asked to talk to the bot in direct messages.
+    #[command(subcommand)]
+    Pairing(PairingCommand),
+    /// Inspect conversation sessions.
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// The message to send to the agent.
+    #[arg(long, short)]
+    pub message: String,
+    /// Session key to continue (default: the agent's main session).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Which agent answers.
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Print the run's events as JSON lines instead of the reply text.
+    #[arg(long)]
+    pub json: bool,
+    /// Abort the run after this many seconds (default: agents.defaults.timeout_seconds).
+    #[arg(long, value_name = "S")]
+    pub timeout: Option<u64>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Check the configuration; exits non-zero with the file, key and reason if it is invalid.
+    Check,
+    /// Print the effective configuration (file + environment + defaults), secrets as ***.
+    Show,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PairingCommand {
+    /// Pending pairing requests.
+    List,
+    /// Approve a pairing code a user received.
+    Approve {
+        /// The channel the code was issued on (telegram, discord, slack).
+        channel: String,
+        /// The 8-character code.
+        code: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// Sessions with key, last update and token counts.
+    List,
+}

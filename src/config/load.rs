@@ -1,0 +1,190 @@
+//! Finding, reading and layering the configuration (SPEC §2).
+//!
+//! Lookup order for the file: `--config`, `FERRY_CONFIG`, `./ferry.toml`,
+//! `$XDG_CONFIG_HOME/ferry/ferry.toml`. No file is fine: the built-in defaults apply. On top
+//! of the file, every key can be overridden from the environment as `FERRY__` + the key
+//! path in capitals with `__` between parts (`FERRY__CHANNELS__TELEGRAM__API_URL`).
+
+use std::path::{Path, PathBuf};
+
+use super::environment::Environment;
+use super::error::{ConfigError, Violation, one_line};
+use super::schema::Config;
+use super::{Secret, validate};
+
+/// Prefix of environment overrides: `FERRY__GATEWAY__PORT` sets `gateway.port`.
+pub const ENV_PREFIX: &str = "FERRY";
+/// Separator between the prefix and the key, and between the parts of a key path.
+pub const ENV_SEPARATOR: &str = "__";
+/// Names a config file, after `--config` and before the default locations.
+pub const CONFIG_FILE_VAR: &str = "FERRY_CONFIG";
+/// The file name looked for in the working directory and under `$XDG_CONFIG_HOME/ferry/`.
+pub const CONFIG_FILE_NAME: &str = "ferry.toml";
+
+/// List-valued keys that an environment override gives as comma-separated text.
+const ENV_LIST_KEYS: [&str; 3] =
+    ["channels.telegram.allow_from", "channels.discord.allow_from", "channels.slack.allow_from"];
+
+/// Credentials that may come from the conventional variables of each platform instead of
+/// the config file, so a token need not be written to disk.
+const TOKEN_FALLBACKS: [(&str, &str); 5] = [
+    ("channels.telegram.bot_token", "TELEGRAM_BOT_TOKEN"),
+    ("channels.discord.bot_token", "DISCORD_BOT_TOKEN"),
+    ("channels.slack.bot_token", "SLACK_BOT_TOKEN"),
+    ("channels.slack.app_token", "SLACK_APP_TOKEN"),
+    ("channels.slack.signing_secret", "SLACK_SIGNING_SECRET"),
+];
+
+/// Where the configuration came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    File(PathBuf),
+    /// No file was found; built-in defaults (and any environment overrides) apply.
+    Defaults,
+}
+
+/// A validated configuration and where it came from.
+#[derive(Debug, Clone)]
+pub struct LoadedConfig {
+    pub config: Config,
+    pub source: ConfigSource,
+    /// Kept to attribute later findings (e.g. adapter limits) to their origin.
+    environment: Environment,
+}
+
+impl LoadedConfig {
+    /// Turns a problem found after loading into an error that says where the key was set.
+    pub fn error_at(&self, violation: Violation) -> ConfigError {
+        attribute(violation, &self.source, &self.environment)
+    }
+}
+
+/// Finds the config file by the lookup order. An explicitly named file (flag or
+/// `FERRY_CONFIG`) must exist; the default locations are optional.
+pub fn locate(explicit: Option<&Path>, env: &Environment) -> Result<Option<PathBuf>, ConfigError> {
+    let named = explicit.map(Path::to_path_buf).or_else(|| env.var(CONFIG_FILE_VAR).map(PathBuf::from));
+    if let Some(path) = named {
+        let path = if path.is_absolute() { path } else { env.cwd().join(path) };
+        if !path.is_file() {
+            let reason = if path.exists() { "not a regular file" } else { "no such file" };
+            return Err(ConfigError::Read { path, reason: reason.to_owned() });
+        }
+        return Ok(Some(path));
+    }
+    let candidates = [
+        Some(env.cwd().join(CONFIG_FILE_NAME)),
+        env.xdg_dir("XDG_CONFIG_HOME", ".config").map(|dir| dir.join("ferry").join(CONFIG_FILE_NAME)),
+    ];
+    Ok(candidates.into_iter().flatten().find(|path| path.is_file()))
+}
+
+/// Locates, reads, layers, deserializes and validates the configuration.
+pub fn load(explicit: Option<&Path>, env: &Environment) -> Result<LoadedConfig, ConfigError> {
+    let path = locate(explicit, env)?;
+    let source = path.clone().map_or(ConfigSource::Defaults, ConfigSource::File);
+    let file_text = match &path {
+        Some(path) => Some(read_toml(path)?),
+        None => None,
+    };
+
+    let mut builder = config::Config::builder();
+    if let Some(text) = &file_text {
+        builder = builder.add_source(config::File::from_str(text, config::FileFormat::Toml));
+    }
+    let mut overrides = config::Environment::with_prefix(ENV_PREFIX)
+        .prefix_separator(ENV_SEPARATOR)
+        .separator(ENV_SEPARATOR)
+        .try_parsing(true)
+        .list_separator(",")
+        .source(Some(env.vars().iter().map(|(k, v)| (k.clone(), v.clone())).collect()));
+    for key in ENV_LIST_KEYS {
+        overrides = overrides.with_list_parse_key(key);
+    }
+    let layered = builder
+        .add_source(overrides)
+        .build()
+        .map_err(|error| attribute(Violation::new("(top level)", describe(&error)), &source, env))?;
+
+    let mut config: Config = serde_path_to_error::deserialize(layered).map_err(|error| {
+        let key = match error.path().to_string() {
+            path if path == "." || path.is_empty() => "(top level)".to_owned(),
+            path => path,
+        };
+        attribute(Violation::new(key, describe(error.inner())), &source, env)
+    })?;
+
+    apply_token_fallbacks(&mut config, env);
+    validate::validate(&config).map_err(|violation| attribute(violation, &source, env))?;
+    Ok(LoadedConfig { config, source, environment: env.clone() })
+}
+
+/// Reads the file and checks it is TOML, so a syntax error points at a line and column.
+fn read_toml(path: &Path) -> Result<String, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| ConfigError::Read { path: path.to_owned(), reason: error.to_string() })?;
+    if let Err(error) = text.parse::<toml::Table>() {
+        let offset = error.span().map_or(0, |span| span.start);
+        let before = &text[..offset.min(text.len())];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |tail| tail.chars().count()) + 1;
+        return Err(ConfigError::Syntax { path: path.to_owned(), line, column, message: one_line(error.message()) });
+    }
+    Ok(text)
+}
+
+/// The reason alone, without the `config` crate's " for key … in …" suffix: the key and
+/// origin are reported separately and more precisely.
+fn describe(error: &config::ConfigError) -> String {
+    match error {
+        config::ConfigError::At { error, .. } => describe(error),
+        config::ConfigError::Type { unexpected, expected, .. } => {
+            format!("invalid type: {unexpected}, expected {expected}")
+        }
+        config::ConfigError::Message(message) => one_line(message),
+        other => one_line(&other.to_string()),
+    }
+}
+
+/// Blames the environment variable that sets the key (or a table above it) if there is
+/// one, else the file, else the defaults.
+fn attribute(violation: Violation, source: &ConfigSource, env: &Environment) -> ConfigError {
+    let origin =
+        override_var_for(&violation.key, env).map(|var| format!("environment variable {var}")).unwrap_or_else(|| {
+            match source {
+                ConfigSource::File(path) => path.display().to_string(),
+                ConfigSource::Defaults => "built-in defaults, no config file".to_owned(),
+            }
+        });
+    ConfigError::Invalid { origin, key: violation.key, reason: violation.reason }
+}
+
+/// The `FERRY__…` variable that sets `key` or one of its children, if any is set.
+fn override_var_for(key: &str, env: &Environment) -> Option<String> {
+    let parts: Vec<&str> = key.split(['.', '[']).map(|part| part.trim_end_matches(']')).collect();
+    let exact = format!("{ENV_PREFIX}{ENV_SEPARATOR}{}", parts.join(ENV_SEPARATOR).to_uppercase());
+    if env.var(&exact).is_some() {
+        return Some(exact);
+    }
+    let child_prefix = format!("{exact}{ENV_SEPARATOR}");
+    let mut children: Vec<&String> = env.vars().keys().filter(|name| name.starts_with(&child_prefix)).collect();
+    children.sort();
+    children.first().map(|name| (*name).clone())
+}
+
+fn apply_token_fallbacks(config: &mut Config, env: &Environment) {
+    let channels = &mut config.channels;
+    let slots: [(&mut Option<Secret>, &str); 5] = [
+        (&mut channels.telegram.bot_token, TOKEN_FALLBACKS[0].1),
+        (&mut channels.discord.bot_token, TOKEN_FALLBACKS[1].1),
+        (&mut channels.slack.bot_token, TOKEN_FALLBACKS[2].1),
+        (&mut channels.slack.app_token, TOKEN_FALLBACKS[3].1),
+        (&mut channels.slack.signing_secret, TOKEN_FALLBACKS[4].1),
+    ];
+    for (slot, var) in slots {
+        if slot.as_ref().is_none_or(Secret::is_blank)
+            && let Some(value) = env.var(var)
+        {
+            *slot = Some(Secret::new(value));
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! Ferry's configuration: one TOML file plus `FERRY__` environment overrides, typed and
+//! validated before anything starts.
+//!
+//! ```no_run
+//! use ferry::config::{Environment, load};
+//!
+//! let loaded = load(None, &Environment::from_process())?;
+//! println!("gateway on port {}", loaded.config.gateway.port);
+//! # Ok::<(), ferry::config::ConfigError>(())
+//! ```
+//!
+//! Loading fails with one [`ConfigError`] that names the file or environment variable, the
+//! key path and what is wrong; nothing half-valid is ever returned.
+
+mod environment;
+mod error;
+mod human_delay;
+mod load;
+mod schema;
+mod secret;
+mod validate;
+
+pub use environment::Environment;
+pub use error::{ConfigError, Violation};
+pub use human_delay::{HumanDelay, NATURAL_DELAY_MS};
+pub use load::{
+    CONFIG_FILE_NAME, CONFIG_FILE_VAR, ConfigSource, ENV_PREFIX, ENV_SEPARATOR, LoadedConfig, load, locate,
+};
+pub use schema::*;
+pub use secret::{REDACTED, Secret};
+pub use validate::{CHANNEL_NAMES, IMPLICIT_PROVIDERS};
+
+/// The effective configuration as TOML, with every secret shown as `***`.
+pub fn render_redacted(config: &Config) -> Result<String, toml::ser::Error> {
+    toml::to_string_pretty(config)
+}

@@ -1,0 +1,503 @@
+//! The shape of `ferry.toml`: every key, its type and its default (SPEC §2).
+//!
+//! Key names are a contract with operators and tools, so they are spelled here exactly as
+//! in the spec, and every struct rejects keys it does not know: a typo is an error, never a
+//! silently ignored setting. `config/default.toml` documents the same keys for people.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::Secret;
+use super::human_delay::HumanDelay;
+
+/// The whole configuration.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Where SQLite state and transcripts live; see [`crate::state::resolve_state_dir`].
+    pub state_dir: Option<PathBuf>,
+    pub gateway: GatewayConfig,
+    pub models: ModelsConfig,
+    pub agents: AgentsConfig,
+    pub messages: MessagesConfig,
+    pub session: SessionConfig,
+    pub channels: ChannelsConfig,
+}
+
+/// The daemon's WebSocket RPC and HTTP listener.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// An IP address, or `localhost`. Anything but loopback requires `auth_token`.
+    pub bind: String,
+    pub port: u16,
+    /// Clients must present this in their `connect` frame when set.
+    pub auth_token: Option<Secret>,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self { bind: "127.0.0.1".to_owned(), port: 18789, auth_token: None }
+    }
+}
+
+/// Model providers by the name `agents.defaults.model` refers to them with.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelsConfig {
+    pub providers: BTreeMap<String, ProviderConfig>,
+}
+
+/// One model endpoint.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub kind: ProviderKind,
+    /// The API root; defaults to the vendor's public endpoint for `openai` / `anthropic`.
+    pub base_url: Option<String>,
+    pub api_key: Option<Secret>,
+    /// The model's context window in tokens; compaction keeps prompts below it.
+    pub context_window: Option<u32>,
+}
+
+/// The wire protocol a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// OpenAI-compatible Chat Completions: OpenAI, Ollama, vLLM, llama.cpp, OpenRouter.
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Offline: streams the user's text back. The default when nothing is configured.
+    Echo,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentsConfig {
+    pub defaults: AgentDefaults,
+}
+
+/// How every agent runs unless overridden.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentDefaults {
+    /// `PROVIDER/MODEL`, e.g. `openai/gpt-4o-mini`. Unset: a provider from the environment
+    /// (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`), else the offline echo provider.
+    pub model: Option<String>,
+    /// A run longer than this is aborted.
+    pub timeout_seconds: u64,
+    /// Runs in flight at once across all sessions (the global lane).
+    pub max_concurrent: u32,
+    /// Send the reply in blocks as it streams instead of one message at the end.
+    pub block_streaming: bool,
+    pub block_streaming_break: BlockStreamingBreak,
+    pub block_streaming_chunk: BlockStreamingChunk,
+    pub block_streaming_coalesce: BlockStreamingCoalesce,
+    /// A pause before each block after the first, so replies read like typing.
+    pub human_delay: HumanDelay,
+    /// Bootstrap files (AGENTS.md, SOUL.md…) and skills; default `<state_dir>/workspace`.
+    pub workspace: Option<PathBuf>,
+    pub compaction: CompactionConfig,
+}
+
+impl Default for AgentDefaults {
+    fn default() -> Self {
+        Self {
+            model: None,
+            timeout_seconds: 600,
+            max_concurrent: 4,
+            block_streaming: false,
+            block_streaming_break: BlockStreamingBreak::TextEnd,
+            block_streaming_chunk: BlockStreamingChunk::default(),
+            block_streaming_coalesce: BlockStreamingCoalesce::default(),
+            human_delay: HumanDelay::Off,
+            workspace: None,
+            compaction: CompactionConfig::default(),
+        }
+    }
+}
+
+/// When a streamed block is flushed to the chat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockStreamingBreak {
+    /// At every end of a text part (before a tool call, say).
+    TextEnd,
+    /// Only when the whole assistant message is done.
+    MessageEnd,
+}
+
+/// How the growing reply is cut into blocks.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BlockStreamingChunk {
+    pub min_chars: usize,
+    pub max_chars: usize,
+    /// The first kind of break tried; the chunker falls back through the finer ones.
+    pub break_preference: BreakPreference,
+}
+
+impl Default for BlockStreamingChunk {
+    fn default() -> Self {
+        Self { min_chars: 800, max_chars: 1200, break_preference: BreakPreference::Paragraph }
+    }
+}
+
+/// Where a block may end, coarsest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BreakPreference {
+    Paragraph,
+    Newline,
+    Sentence,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BlockStreamingCoalesce {
+    /// Blocks arriving closer together than this are merged into one message.
+    pub idle_ms: u64,
+}
+
+impl Default for BlockStreamingCoalesce {
+    fn default() -> Self {
+        Self { idle_ms: 1000 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompactionConfig {
+    /// Tokens kept free below the context window; crossing the line triggers compaction.
+    pub reserve_tokens: u32,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        Self { reserve_tokens: 20_000 }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MessagesConfig {
+    pub queue: QueueConfig,
+}
+
+/// What happens to a message that arrives while its session is busy (SPEC §5).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QueueConfig {
+    pub mode: QueueMode,
+    /// Quiet time after a run before queued messages are run.
+    pub debounce_ms: u64,
+    /// Most messages queued per session.
+    pub cap: usize,
+    pub drop: DropPolicy,
+    /// A mode per channel name (`telegram = "steer"`), overriding `mode`.
+    pub by_channel: BTreeMap<String, QueueMode>,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        Self {
+            mode: QueueMode::Collect,
+            debounce_ms: 1000,
+            cap: 20,
+            drop: DropPolicy::Summarize,
+            by_channel: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueueMode {
+    /// Batch everything that arrived during the run into one follow-up.
+    Collect,
+    /// Inject into the running turn at the next model or tool boundary.
+    Steer,
+    /// Run each queued message on its own after the current run.
+    Followup,
+    /// Steer now and also queue a follow-up.
+    SteerBacklog,
+    /// Abort the running turn and run the newest message.
+    Interrupt,
+}
+
+/// What gives way when a session's queue is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DropPolicy {
+    /// Drop the oldest queued message.
+    Old,
+    /// Reject the incoming message (its sender is told).
+    New,
+    /// Drop the oldest but keep a one-line summary for the next follow-up.
+    Summarize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionConfig {
+    pub dm_scope: DmScope,
+    pub reset: ResetConfig,
+}
+
+/// How direct messages map to sessions (SPEC §3.5).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DmScope {
+    /// Every DM, on every channel, shares the agent's main session.
+    #[default]
+    Main,
+    PerPeer,
+    PerChannelPeer,
+    PerAccountChannelPeer,
+}
+
+/// When a session starts afresh on its own (manual `/new` and `/reset` always work).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ResetConfig {
+    pub mode: ResetMode,
+    /// Local hour (0–23) of the daily reset.
+    pub at_hour: u8,
+    /// Reset after this many minutes without messages; 0 turns idle resets off.
+    pub idle_minutes: u64,
+}
+
+impl Default for ResetConfig {
+    fn default() -> Self {
+        Self { mode: ResetMode::Daily, at_hour: 4, idle_minutes: 0 }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResetMode {
+    /// At `at_hour` every day (and after `idle_minutes`, if set).
+    Daily,
+    /// Only after `idle_minutes` without messages.
+    Idle,
+    /// Only on `/new` or `/reset`.
+    Manual,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChannelsConfig {
+    pub telegram: TelegramConfig,
+    pub discord: DiscordConfig,
+    pub slack: SlackConfig,
+    pub webchat: WebchatConfig,
+}
+
+/// Who may talk to the bot in direct messages (SPEC §3.2).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DmPolicy {
+    /// Unknown senders get a code an operator approves with `ferry pairing approve`.
+    #[default]
+    Pairing,
+    /// Only senders in `allow_from`.
+    Allowlist,
+    /// Anyone; `allow_from` must contain `"*"` to say so explicitly.
+    Open,
+    Disabled,
+}
+
+/// Which group chats the bot answers in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupPolicy {
+    /// Only the groups listed in the channel's group table.
+    #[default]
+    Allowlist,
+    Open,
+    Disabled,
+}
+
+/// How a reply appears while it is being written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamingMode {
+    /// One message when the reply is done.
+    Off,
+    /// One preview message edited in place as the text grows.
+    Partial,
+}
+
+/// How the Telegram bot receives updates.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TelegramMode {
+    #[default]
+    Polling,
+    /// Telegram POSTs updates to `/telegram-webhook` on the gateway; needs `webhook_secret`.
+    Webhook,
+}
+
+/// Per-group settings for an allowlisted group or channel.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GroupConfig {
+    /// Overrides the channel's `require_mention` for this group.
+    pub require_mention: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelegramConfig {
+    pub enabled: bool,
+    /// From @BotFather; `TELEGRAM_BOT_TOKEN` is used when unset.
+    pub bot_token: Option<Secret>,
+    pub api_url: String,
+    pub mode: TelegramMode,
+    /// Checked against `X-Telegram-Bot-Api-Secret-Token` in webhook mode.
+    pub webhook_secret: Option<Secret>,
+    pub dm_policy: DmPolicy,
+    pub allow_from: Vec<String>,
+    pub group_policy: GroupPolicy,
+    /// Allowlisted groups by chat id (e.g. `"-1001234567890"`).
+    pub groups: BTreeMap<String, GroupConfig>,
+    pub require_mention: bool,
+    pub streaming: StreamingMode,
+    pub text_chunk_limit: usize,
+}
+
+impl Default for TelegramConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            bot_token: None,
+            api_url: "https://api.telegram.org".to_owned(),
+            mode: TelegramMode::Polling,
+            webhook_secret: None,
+            dm_policy: DmPolicy::Pairing,
+            allow_from: Vec::new(),
+            group_policy: GroupPolicy::Allowlist,
+            groups: BTreeMap::new(),
+            require_mention: true,
+            streaming: StreamingMode::Partial,
+            text_chunk_limit: 4000,
+        }
+    }
+}
+
+/// An allowlisted Discord guild.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GuildConfig {
+    /// Channel ids the bot answers in; empty means every channel of the guild.
+    pub channels: Vec<String>,
+    pub require_mention: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DiscordConfig {
+    pub enabled: bool,
+    /// `DISCORD_BOT_TOKEN` is used when unset.
+    pub bot_token: Option<Secret>,
+    pub api_url: String,
+    /// Overrides the gateway URL Discord hands out (for tests against a local fake).
+    pub gateway_url: Option<String>,
+    pub dm_policy: DmPolicy,
+    pub allow_from: Vec<String>,
+    pub group_policy: GroupPolicy,
+    /// Allowlisted guilds by id.
+    pub guilds: BTreeMap<String, GuildConfig>,
+    pub require_mention: bool,
+    pub streaming: StreamingMode,
+    pub text_chunk_limit: usize,
+    pub max_lines_per_message: usize,
+}
+
+impl Default for DiscordConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            bot_token: None,
+            api_url: "https://discord.com".to_owned(),
+            gateway_url: None,
+            dm_policy: DmPolicy::Pairing,
+            allow_from: Vec::new(),
+            group_policy: GroupPolicy::Allowlist,
+            guilds: BTreeMap::new(),
+            require_mention: true,
+            streaming: StreamingMode::Off,
+            text_chunk_limit: 2000,
+            max_lines_per_message: 17,
+        }
+    }
+}
+
+/// How the Slack app receives events.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SlackMode {
+    /// Socket Mode over a WebSocket; needs `app_token`.
+    #[default]
+    Socket,
+    /// Events API POSTs to `/slack/events`; needs `signing_secret`.
+    Http,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SlackConfig {
+    pub enabled: bool,
+    /// `xoxb-…`; `SLACK_BOT_TOKEN` is used when unset.
+    pub bot_token: Option<Secret>,
+    /// `xapp-…` for Socket Mode; `SLACK_APP_TOKEN` is used when unset.
+    pub app_token: Option<Secret>,
+    /// Verifies Events API requests in HTTP mode; `SLACK_SIGNING_SECRET` when unset.
+    pub signing_secret: Option<Secret>,
+    pub mode: SlackMode,
+    pub api_url: String,
+    pub dm_policy: DmPolicy,
+    pub allow_from: Vec<String>,
+    pub group_policy: GroupPolicy,
+    /// Allowlisted channels by id (e.g. `C0123ABCD`).
+    pub channels: BTreeMap<String, GroupConfig>,
+    pub require_mention: bool,
+    pub streaming: StreamingMode,
+    pub text_chunk_limit: usize,
+}
+
+impl Default for SlackConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            bot_token: None,
+            app_token: None,
+            signing_secret: None,
+            mode: SlackMode::Socket,
+            api_url: "https://slack.com/api".to_owned(),
+            dm_policy: DmPolicy::Pairing,
+            allow_from: Vec::new(),
+            group_policy: GroupPolicy::Allowlist,
+            channels: BTreeMap::new(),
+            require_mention: true,
+            streaming: StreamingMode::Partial,
+            text_chunk_limit: 4000,
+        }
+    }
+}
+
+/// The chat page the gateway serves at `/`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebchatConfig {
+    pub enabled: bool,
+}
+
+impl Default for WebchatConfig {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
+}

@@ -1,0 +1,268 @@
+//! Rules a configuration must satisfy beyond its types: the combinations that would
+//! otherwise fail later, at run time, in front of a user.
+
+use std::net::IpAddr;
+
+use super::Secret;
+use super::error::Violation;
+use super::human_delay::HumanDelay;
+use super::schema::{
+    AgentDefaults, Config, DmPolicy, GatewayConfig, ModelsConfig, QueueConfig, ResetMode, SessionConfig, SlackMode,
+    TelegramMode,
+};
+
+/// Channel names the core knows; `messages.queue.by_channel` keys must be one of these.
+pub const CHANNEL_NAMES: [&str; 4] = ["telegram", "discord", "slack", "webchat"];
+
+/// Provider names that need no `[models.providers.NAME]` table: `echo` is built in, and
+/// `openai` / `anthropic` are configured from `OPENAI_*` / `ANTHROPIC_*` variables.
+pub const IMPLICIT_PROVIDERS: [&str; 3] = ["echo", "openai", "anthropic"];
+
+/// Checks every rule and reports the first broken one.
+pub fn validate(config: &Config) -> Result<(), Violation> {
+    gateway(&config.gateway)?;
+    models(&config.models)?;
+    agent_defaults(&config.agents.defaults, &config.models)?;
+    queue(&config.messages.queue)?;
+    session(&config.session)?;
+    channels(config)
+}
+
+fn gateway(gateway: &GatewayConfig) -> Result<(), Violation> {
+    if gateway.port == 0 {
+        return Err(Violation::new("gateway.port", "must be a port between 1 and 65535"));
+    }
+    let loopback = match gateway.bind.as_str() {
+        "localhost" => true,
+        bind => match bind.parse::<IpAddr>() {
+            Ok(address) => address.is_loopback(),
+            Err(_) => {
+                return Err(Violation::new(
+                    "gateway.bind",
+                    format!("{bind:?} is not an IP address (use e.g. \"127.0.0.1\", \"0.0.0.0\" or \"localhost\")"),
+                ));
+            }
+        },
+    };
+    if !loopback && missing(&gateway.auth_token) {
+        return Err(Violation::new(
+            "gateway.auth_token",
+            format!("is required when gateway.bind ({}) is not a loopback address", gateway.bind),
+        ));
+    }
+    Ok(())
+}
+
+fn models(models: &ModelsConfig) -> Result<(), Violation> {
+    for (name, provider) in &models.providers {
+        let key = format!("models.providers.{name}");
+        if name.is_empty() || name.contains('/') {
+            return Err(Violation::new(key, "a provider name must be non-empty and contain no '/'"));
+        }
+        if let Some(base_url) = &provider.base_url {
+            http_url(&format!("{key}.base_url"), base_url)?;
+        }
+        if provider.context_window == Some(0) {
+            return Err(Violation::new(format!("{key}.context_window"), "must be greater than 0"));
+        }
+    }
+    Ok(())
+}
+
+fn agent_defaults(defaults: &AgentDefaults, models: &ModelsConfig) -> Result<(), Violation> {
+    const KEY: &str = "agents.defaults";
+    if let Some(model) = &defaults.model {
+        let (provider, model_name) = model.split_once('/').ok_or_else(|| {
+            Violation::new(
+                format!("{KEY}.model"),
+                format!("{model:?} must be PROVIDER/MODEL, e.g. \"openai/gpt-4o-mini\""),
+            )
+        })?;
+        if provider.is_empty() || model_name.is_empty() {
+            return Err(Violation::new(format!("{KEY}.model"), format!("{model:?} must be PROVIDER/MODEL")));
+        }
+        if !models.providers.contains_key(provider) && !IMPLICIT_PROVIDERS.contains(&provider) {
+            return Err(Violation::new(
+                format!("{KEY}.model"),
+                format!("provider {provider:?} is not defined: add [models.providers.{provider}]"),
+            ));
+        }
+    }
+    if defaults.timeout_seconds == 0 {
+        return Err(Violation::new(format!("{KEY}.timeout_seconds"), "must be greater than 0"));
+    }
+    if defaults.max_concurrent == 0 {
+        return Err(Violation::new(format!("{KEY}.max_concurrent"), "must be at least 1"));
+    }
+    let chunk = &defaults.block_streaming_chunk;
+    if chunk.min_chars == 0 {
+        return Err(Violation::new(format!("{KEY}.block_streaming_chunk.min_chars"), "must be at least 1"));
+    }
+    if chunk.max_chars < chunk.min_chars {
+        return Err(Violation::new(
+            format!("{KEY}.block_streaming_chunk.max_chars"),
+            format!("must be at least min_chars ({})", chunk.min_chars),
+        ));
+    }
+    if let HumanDelay::Custom { min_ms, max_ms } = defaults.human_delay
+        && max_ms < min_ms
+    {
+        return Err(Violation::new(
+            format!("{KEY}.human_delay.max_ms"),
+            format!("must be at least min_ms ({min_ms}), got {max_ms}"),
+        ));
+    }
+    if defaults.compaction.reserve_tokens == 0 {
+        return Err(Violation::new(format!("{KEY}.compaction.reserve_tokens"), "must be greater than 0"));
+    }
+    Ok(())
+}
+
+fn queue(queue: &QueueConfig) -> Result<(), Violation> {
+    if queue.cap == 0 {
+        return Err(Violation::new("messages.queue.cap", "must be at least 1"));
+    }
+    if let Some(unknown) = queue.by_channel.keys().find(|name| !CHANNEL_NAMES.contains(&name.as_str())) {
+        return Err(Violation::new(
+            format!("messages.queue.by_channel.{unknown}"),
+            format!("unknown channel (expected one of {})", CHANNEL_NAMES.join(", ")),
+        ));
+    }
+    Ok(())
+}
+
+fn session(session: &SessionConfig) -> Result<(), Violation> {
+    if session.reset.at_hour > 23 {
+        return Err(Violation::new("session.reset.at_hour", "must be an hour from 0 to 23"));
+    }
+    if session.reset.mode == ResetMode::Idle && session.reset.idle_minutes == 0 {
+        return Err(Violation::new("session.reset.idle_minutes", "must be greater than 0 when reset.mode = \"idle\""));
+    }
+    Ok(())
+}
+
+/// What every chat channel shares: who may talk to it and how it splits replies.
+struct ChannelRules<'a> {
+    name: &'static str,
+    enabled: bool,
+    api_url: &'a str,
+    dm_policy: DmPolicy,
+    allow_from: &'a [String],
+    text_chunk_limit: usize,
+    /// Credentials the channel cannot start without, when enabled: (field, environment
+    /// fallback or "", extra condition under which it is needed or "").
+    required: Vec<(&'static str, &'static str, &'a Option<Secret>, &'static str)>,
+}
+
+fn channels(config: &Config) -> Result<(), Violation> {
+    let telegram = &config.channels.telegram;
+    let discord = &config.channels.discord;
+    let slack = &config.channels.slack;
+
+    let mut telegram_required = vec![("bot_token", "TELEGRAM_BOT_TOKEN", &telegram.bot_token, "")];
+    if telegram.mode == TelegramMode::Webhook {
+        telegram_required.push(("webhook_secret", "", &telegram.webhook_secret, " and mode = \"webhook\""));
+    }
+    let mut slack_required = vec![("bot_token", "SLACK_BOT_TOKEN", &slack.bot_token, "")];
+    match slack.mode {
+        SlackMode::Socket => slack_required.push(("app_token", "SLACK_APP_TOKEN", &slack.app_token, "")),
+        SlackMode::Http => slack_required.push((
+            "signing_secret",
+            "SLACK_SIGNING_SECRET",
+            &slack.signing_secret,
+            " and mode = \"http\"",
+        )),
+    }
+
+    let rules = [
+        ChannelRules {
+            name: "telegram",
+            enabled: telegram.enabled,
+            api_url: &telegram.api_url,
+            dm_policy: telegram.dm_policy,
+            allow_from: &telegram.allow_from,
+            text_chunk_limit: telegram.text_chunk_limit,
+            required: telegram_required,
+        },
+        ChannelRules {
+            name: "discord",
+            enabled: discord.enabled,
+            api_url: &discord.api_url,
+            dm_policy: discord.dm_policy,
+            allow_from: &discord.allow_from,
+            text_chunk_limit: discord.text_chunk_limit,
+            required: vec![("bot_token", "DISCORD_BOT_TOKEN", &discord.bot_token, "")],
+        },
+        ChannelRules {
+            name: "slack",
+            enabled: slack.enabled,
+            api_url: &slack.api_url,
+            dm_policy: slack.dm_policy,
+            allow_from: &slack.allow_from,
+            text_chunk_limit: slack.text_chunk_limit,
+            required: slack_required,
+        },
+    ];
+    for rules in &rules {
+        channel(rules)?;
+    }
+    if let Some(gateway_url) = &discord.gateway_url {
+        let key = "channels.discord.gateway_url";
+        let parsed = url::Url::parse(gateway_url).map_err(|error| Violation::new(key, format!("{error}")))?;
+        if !matches!(parsed.scheme(), "ws" | "wss") {
+            return Err(Violation::new(key, format!("{gateway_url:?} must be a ws:// or wss:// URL")));
+        }
+    }
+    if discord.max_lines_per_message == 0 {
+        return Err(Violation::new("channels.discord.max_lines_per_message", "must be at least 1"));
+    }
+    Ok(())
+}
+
+fn channel(rules: &ChannelRules<'_>) -> Result<(), Violation> {
+    let key = |field: &str| format!("channels.{}.{field}", rules.name);
+    http_url(&key("api_url"), rules.api_url)?;
+    if rules.text_chunk_limit == 0 {
+        return Err(Violation::new(key("text_chunk_limit"), "must be at least 1"));
+    }
+    match rules.dm_policy {
+        DmPolicy::Allowlist if rules.allow_from.is_empty() => {
+            return Err(Violation::new(
+                key("allow_from"),
+                "must list at least one sender id when dm_policy = \"allowlist\"",
+            ));
+        }
+        DmPolicy::Open if !rules.allow_from.iter().any(|entry| entry == "*") => {
+            return Err(Violation::new(
+                key("allow_from"),
+                "must contain \"*\" when dm_policy = \"open\" (so opening DMs to everyone is explicit)",
+            ));
+        }
+        _ => {}
+    }
+    if rules.enabled {
+        for (field, env_var, value, condition) in &rules.required {
+            if missing(value) {
+                let hint = if env_var.is_empty() { String::new() } else { format!(" (set it here or in {env_var})") };
+                return Err(Violation::new(
+                    key(field),
+                    format!("missing; required when enabled = true{condition}{hint}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn http_url(key: &str, value: &str) -> Result<(), Violation> {
+    let parsed =
+        url::Url::parse(value).map_err(|error| Violation::new(key, format!("{value:?} is not a URL: {error}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(Violation::new(key, format!("{value:?} must be an http:// or https:// URL")));
+    }
+    Ok(())
+}
+
+fn missing(secret: &Option<Secret>) -> bool {
+    secret.as_ref().is_none_or(Secret::is_blank)
+}

@@ -1,0 +1,19 @@
+//! Ferry: run AI agents in the chat apps people already use.
+//!
+//! A message travels one way through the core:
+//!
+//! 1. an adapter (a [`ferry_channel::Channel`]) receives it and normalizes it;
+//! 2. `routing` decides whether it may run and which session it belongs to;
+//! 3. `queue` decides when it runs (per-session lanes, queue modes);
+//! 4. `agent` runs the model and its tools;
+//! 5. `reply` shapes the streamed output and sends it back through the adapter.
+//!
+//! What is here so far is the foundation those stages build on: [`config`] (the operator's
+//! settings, typed and validated), [`state`] (the state directory and its SQLite database)
+//! and [`logging`].
+
+pub mod config;
+pub mod logging;
+pub mod state;
+
+pub use ferry_channel as channel;

@@ -1,0 +1,83 @@
+//! Which chat adapters this binary was built with, and the checks that need them.
+//!
+//! This is the one module of the binary that names adapter crates (besides `main.rs`):
+//! each is behind its cargo feature, and the core library never sees them.
+
+use ferry::channel::ChannelCapabilities;
+use ferry::config::{Config, Violation};
+
+/// A chat adapter compiled into this binary.
+pub struct CompiledAdapter {
+    pub name: &'static str,
+    pub capabilities: ChannelCapabilities,
+}
+
+/// The adapters this build includes, by cargo feature.
+pub fn compiled_adapters() -> Vec<CompiledAdapter> {
+    #[allow(unused_mut)]
+    let mut adapters = Vec::new();
+    #[cfg(feature = "telegram")]
+    adapters.push(CompiledAdapter { name: ferry_telegram::CHANNEL_NAME, capabilities: ferry_telegram::capabilities() });
+    #[cfg(feature = "discord")]
+    adapters.push(CompiledAdapter { name: ferry_discord::CHANNEL_NAME, capabilities: ferry_discord::capabilities() });
+    #[cfg(feature = "slack")]
+    adapters.push(CompiledAdapter { name: ferry_slack::CHANNEL_NAME, capabilities: ferry_slack::capabilities() });
+    adapters
+}
+
+/// Checks the config against what the compiled adapters can do: an enabled channel must
+/// be built in, and chunk limits must fit the platform's hard limits.
+pub fn check_against_adapters(config: &Config) -> Result<(), Violation> {
+    let adapters = compiled_adapters();
+    let channels = &config.channels;
+    let settings = [
+        ("telegram", channels.telegram.enabled, channels.telegram.text_chunk_limit, None),
+        (
+            "discord",
+            channels.discord.enabled,
+            channels.discord.text_chunk_limit,
+            Some(channels.discord.max_lines_per_message),
+        ),
+        ("slack", channels.slack.enabled, channels.slack.text_chunk_limit, None),
+    ];
+    for (name, enabled, chunk_limit, max_lines) in settings {
+        let Some(adapter) = adapters.iter().find(|adapter| adapter.name == name) else {
+            if enabled {
+                return Err(Violation::new(
+                    format!("channels.{name}.enabled"),
+                    format!("this ferry binary was built without the `{name}` feature"),
+                ));
+            }
+            continue;
+        };
+        if chunk_limit > adapter.capabilities.text_limit {
+            return Err(Violation::new(
+                format!("channels.{name}.text_chunk_limit"),
+                format!("{chunk_limit} is over the platform limit of {} characters", adapter.capabilities.text_limit),
+            ));
+        }
+        if let (Some(lines), Some(limit)) = (max_lines, adapter.capabilities.max_lines)
+            && lines > limit
+        {
+            return Err(Violation::new(
+                format!("channels.{name}.max_lines_per_message"),
+                format!("{lines} is over the {limit} lines the platform shows before collapsing a message"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The names of the chat channels the config turns on, in a stable order.
+pub fn enabled_channels(config: &Config) -> Vec<&'static str> {
+    let channels = &config.channels;
+    [
+        ("telegram", channels.telegram.enabled),
+        ("discord", channels.discord.enabled),
+        ("slack", channels.slack.enabled),
+        ("webchat", channels.webchat.enabled),
+    ]
+    .into_iter()
+    .filter_map(|(name, enabled)| enabled.then_some(name))
+    .collect()
+}
