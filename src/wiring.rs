@@ -14,15 +14,16 @@ pub struct CompiledAdapter {
 
 /// The adapters this build includes, by cargo feature.
 pub fn compiled_adapters() -> Vec<CompiledAdapter> {
-    #[allow(unused_mut)]
-    let mut adapters = Vec::new();
-    #[cfg(feature = "telegram")]
-    adapters.push(CompiledAdapter { name: ferry_telegram::CHANNEL_NAME, capabilities: ferry_telegram::capabilities() });
-    #[cfg(feature = "discord")]
-    adapters.push(CompiledAdapter { name: ferry_discord::CHANNEL_NAME, capabilities: ferry_discord::capabilities() });
-    #[cfg(feature = "slack")]
-    adapters.push(CompiledAdapter { name: ferry_slack::CHANNEL_NAME, capabilities: ferry_slack::capabilities() });
-    adapters
+    [
+        #[cfg(feature = "telegram")]
+        CompiledAdapter { name: ferry_telegram::CHANNEL_NAME, capabilities: ferry_telegram::capabilities() },
+        #[cfg(feature = "discord")]
+        CompiledAdapter { name: ferry_discord::CHANNEL_NAME, capabilities: ferry_discord::capabilities() },
+        #[cfg(feature = "slack")]
+        CompiledAdapter { name: ferry_slack::CHANNEL_NAME, capabilities: ferry_slack::capabilities() },
+    ]
+    .into_iter()
+    .collect()
 }
 
 /// Checks the config against what the compiled adapters can do: an enabled channel must

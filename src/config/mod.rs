@@ -34,3 +34,6 @@ pub use validate::{CHANNEL_NAMES, IMPLICIT_PROVIDERS};
 pub fn render_redacted(config: &Config) -> Result<String, toml::ser::Error> {
     toml::to_string_pretty(config)
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,308 @@
+//! Loading end to end: files, lookup order, environment overrides, validation and errors.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
+
+/// A scratch directory with an optional `ferry.toml`, and an environment rooted in it.
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        Self { dir: tempfile::tempdir().unwrap() }
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn env(&self, vars: &[(&str, &str)]) -> Environment {
+        let home = self.dir.path().join("home").display().to_string();
+        let mut all = vec![("HOME".to_owned(), home)];
+        all.extend(vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        Environment::new(all, self.dir.path())
+    }
+
+    fn load_text(&self, text: &str, vars: &[(&str, &str)]) -> Result<LoadedConfig, ConfigError> {
+        let path = self.write("case.toml", text);
+        load(Some(&path), &self.env(vars))
+    }
+}
+
+fn invalid_key(error: ConfigError) -> String {
+    match error {
+        ConfigError::Invalid { key, .. } => key,
+        other => panic!("expected an invalid-key error, got: {other}"),
+    }
+}
+
+#[test]
+fn no_file_anywhere_means_built_in_defaults() {
+    let scratch = Scratch::new();
+    let loaded = load(None, &scratch.env(&[])).unwrap();
+    assert_eq!(loaded.source, ConfigSource::Defaults);
+    assert_eq!(loaded.config, Config::default());
+}
+
+#[test]
+fn default_toml_loads_to_exactly_the_built_in_defaults() {
+    let scratch = Scratch::new();
+    let loaded = scratch.load_text(DEFAULT_TOML, &[]).unwrap();
+    assert_eq!(loaded.config, Config::default());
+}
+
+/// `default.toml` with its `# key = value` examples and `# [table]` headers switched on.
+fn default_toml_with_examples() -> String {
+    DEFAULT_TOML
+        .lines()
+        .map(|line| {
+            let body = line.strip_prefix("# ").unwrap_or(line);
+            let is_setting = body.split_once(" = ").is_some_and(|(key, _)| {
+                key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '"' || c == '-')
+            });
+            let is_header = body.starts_with('[') && body.ends_with(']');
+            if line.starts_with("# ") && (is_setting || is_header) { body.to_owned() } else { line.to_owned() }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn key_paths(value: &serde_json::Value, prefix: &str, out: &mut BTreeSet<String>) {
+    if let serde_json::Value::Object(map) = value {
+        for (key, child) in map {
+            let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+            key_paths(child, &path, out);
+            out.insert(path);
+        }
+    }
+}
+
+#[test]
+fn default_toml_documents_every_key_and_nothing_else() {
+    let scratch = Scratch::new();
+    // Deserializing proves the examples name no unknown key.
+    let loaded = scratch.load_text(&default_toml_with_examples(), &[]).unwrap();
+    let as_json = serde_json::to_value(&loaded.config).unwrap();
+
+    let mut keys = BTreeSet::new();
+    key_paths(&as_json, "", &mut keys);
+    let undocumented_options: Vec<_> = keys.iter().filter(|key| as_json.pointer(&pointer(key)).unwrap().is_null()).collect();
+    assert!(undocumented_options.is_empty(), "optional keys without an example in default.toml: {undocumented_options:?}");
+
+    let documented: toml::Table = default_toml_with_examples().parse().unwrap();
+    let mut documented_keys = BTreeSet::new();
+    key_paths(&serde_json::to_value(documented).unwrap(), "", &mut documented_keys);
+    let missing: Vec<_> = keys.difference(&documented_keys).collect();
+    assert!(missing.is_empty(), "keys missing from default.toml: {missing:?}");
+}
+
+fn pointer(dotted: &str) -> String {
+    dotted.split('.').map(|part| format!("/{part}")).collect()
+}
+
+#[test]
+fn nested_keys_are_overridden_from_the_environment() {
+    let scratch = Scratch::new();
+    let loaded = load(
+        None,
+        &scratch.env(&[
+            ("FERRY__GATEWAY__PORT", "19999"),
+            ("FERRY__CHANNELS__TELEGRAM__API_URL", "http://127.0.0.1:8081"),
+            ("FERRY__CHANNELS__TELEGRAM__ALLOW_FROM", "111,222"),
+            ("FERRY__AGENTS__DEFAULTS__BLOCK_STREAMING_CHUNK__MIN_CHARS", "100"),
+            ("FERRY__MESSAGES__QUEUE__MODE", "steer-backlog"),
+        ]),
+    )
+    .unwrap();
+    let config = loaded.config;
+    assert_eq!(config.gateway.port, 19999);
+    assert_eq!(config.channels.telegram.api_url, "http://127.0.0.1:8081");
+    assert_eq!(config.channels.telegram.allow_from, ["111", "222"]);
+    assert_eq!(config.agents.defaults.block_streaming_chunk.min_chars, 100);
+    assert_eq!(config.messages.queue.mode, QueueMode::SteerBacklog);
+}
+
+#[test]
+fn the_environment_wins_over_the_file() {
+    let scratch = Scratch::new();
+    let loaded = scratch.load_text("[gateway]\nport = 1000\nbind = \"::1\"\n", &[("FERRY__GATEWAY__PORT", "2000")]).unwrap();
+    assert_eq!(loaded.config.gateway.port, 2000);
+    assert_eq!(loaded.config.gateway.bind, "::1");
+}
+
+#[test]
+fn file_keys_keep_their_case() {
+    let scratch = Scratch::new();
+    let loaded = scratch.load_text("[channels.slack.channels.C0123ABCD]\nrequire_mention = false\n", &[]).unwrap();
+    assert_eq!(loaded.config.channels.slack.channels["C0123ABCD"].require_mention, Some(false));
+}
+
+#[test]
+fn lookup_order_is_flag_then_variable_then_working_directory_then_xdg() {
+    let scratch = Scratch::new();
+    let flag = scratch.write("flag.toml", "[gateway]\nport = 1\n");
+    let variable = scratch.write("variable.toml", "[gateway]\nport = 2\n");
+    let xdg = scratch.write("xdg/ferry/ferry.toml", "[gateway]\nport = 4\n");
+    let xdg_home = xdg.parent().unwrap().parent().unwrap().display().to_string();
+    let port = |explicit: Option<&Path>, vars: &[(&str, &str)]| load(explicit, &scratch.env(vars)).unwrap().config.gateway.port;
+
+    let variable_text = variable.display().to_string();
+    let both = [("FERRY_CONFIG", variable_text.as_str()), ("XDG_CONFIG_HOME", xdg_home.as_str())];
+    assert_eq!(port(None, &both[1..]), 4);
+    scratch.write("ferry.toml", "[gateway]\nport = 3\n");
+    assert_eq!(port(None, &both[1..]), 3);
+    assert_eq!(port(None, &both), 2);
+    assert_eq!(port(Some(&flag), &both), 1);
+}
+
+#[test]
+fn a_named_file_must_exist() {
+    let scratch = Scratch::new();
+    let error = load(Some(Path::new("missing.toml")), &scratch.env(&[])).unwrap_err();
+    assert!(matches!(error, ConfigError::Read { .. }), "{error}");
+    assert!(error.to_string().contains("missing.toml"), "{error}");
+
+    let error = load(None, &scratch.env(&[("FERRY_CONFIG", "/nowhere/ferry.toml")])).unwrap_err();
+    assert!(error.to_string().contains("/nowhere/ferry.toml"), "{error}");
+}
+
+#[test]
+fn platform_token_variables_fill_missing_tokens_but_not_set_ones() {
+    let scratch = Scratch::new();
+    let vars = [("TELEGRAM_BOT_TOKEN", "from-env"), ("SLACK_BOT_TOKEN", "xoxb-env"), ("SLACK_APP_TOKEN", "xapp-env")];
+    let loaded = scratch
+        .load_text("[channels.telegram]\nenabled = true\n[channels.slack]\nenabled = true\nbot_token = \"xoxb-file\"\n", &vars)
+        .unwrap();
+    let channels = &loaded.config.channels;
+    assert_eq!(channels.telegram.bot_token.as_ref().map(Secret::expose), Some("from-env"));
+    assert_eq!(channels.slack.bot_token.as_ref().map(Secret::expose), Some("xoxb-file"));
+    assert_eq!(channels.slack.app_token.as_ref().map(Secret::expose), Some("xapp-env"));
+}
+
+#[test]
+fn each_broken_rule_names_its_key() {
+    let cases = [
+        ("bogus = 1", "bogus"),
+        ("[gateway]\nprot = 1", "gateway.prot"),
+        ("[gateway]\nport = \"abc\"", "gateway.port"),
+        ("[gateway]\nport = 70000", "gateway.port"),
+        ("[gateway]\nport = 0", "gateway.port"),
+        ("[gateway]\nbind = \"not an ip\"", "gateway.bind"),
+        ("[gateway]\nbind = \"0.0.0.0\"", "gateway.auth_token"),
+        ("[models.providers.x]\nkind = \"nope\"", "models.providers.x.kind"),
+        ("[models.providers.x]\nkind = \"openai\"\nbase_url = \"ftp://x\"", "models.providers.x.base_url"),
+        ("[models.providers.x]\nkind = \"openai\"\ncontext_window = 0", "models.providers.x.context_window"),
+        ("[agents.defaults]\nmodel = \"gpt-4o\"", "agents.defaults.model"),
+        ("[agents.defaults]\nmodel = \"nowhere/gpt-4o\"", "agents.defaults.model"),
+        ("[agents.defaults]\ntimeout_seconds = 0", "agents.defaults.timeout_seconds"),
+        ("[agents.defaults]\nmax_concurrent = 0", "agents.defaults.max_concurrent"),
+        ("[agents.defaults.block_streaming_chunk]\nmin_chars = 900\nmax_chars = 800", "agents.defaults.block_streaming_chunk.max_chars"),
+        ("[agents.defaults]\nhuman_delay = { min_ms = 9, max_ms = 1 }", "agents.defaults.human_delay.max_ms"),
+        ("[agents.defaults]\nhuman_delay = \"slow\"", "agents.defaults.human_delay"),
+        ("[messages.queue]\nmode = \"batch\"", "messages.queue.mode"),
+        ("[messages.queue]\ncap = 0", "messages.queue.cap"),
+        ("[messages.queue.by_channel]\nirc = \"steer\"", "messages.queue.by_channel.irc"),
+        ("[session]\ndm_scope = \"per-room\"", "session.dm_scope"),
+        ("[session.reset]\nat_hour = 24", "session.reset.at_hour"),
+        ("[session.reset]\nmode = \"idle\"", "session.reset.idle_minutes"),
+        ("[channels.telegram]\ndm_policy = \"allowlist\"", "channels.telegram.allow_from"),
+        ("[channels.discord]\ndm_policy = \"open\"\nallow_from = [\"1\"]", "channels.discord.allow_from"),
+        ("[channels.telegram]\nenabled = true", "channels.telegram.bot_token"),
+        ("[channels.telegram]\nenabled = true\nbot_token = \"  \"", "channels.telegram.bot_token"),
+        ("[channels.telegram]\nenabled = true\nbot_token = \"t\"\nmode = \"webhook\"", "channels.telegram.webhook_secret"),
+        ("[channels.discord]\nenabled = true", "channels.discord.bot_token"),
+        ("[channels.slack]\nenabled = true\nbot_token = \"b\"", "channels.slack.app_token"),
+        ("[channels.slack]\nenabled = true\nbot_token = \"b\"\nmode = \"http\"", "channels.slack.signing_secret"),
+        ("[channels.slack]\napi_url = \"not a url\"", "channels.slack.api_url"),
+        ("[channels.discord]\ngateway_url = \"http://x\"", "channels.discord.gateway_url"),
+        ("[channels.telegram]\ntext_chunk_limit = 0", "channels.telegram.text_chunk_limit"),
+        ("[channels.telegram.groups.\"-100\"]\nrequire_mentions = true", "channels.telegram.groups.-100.require_mentions"),
+        ("[channels.webchat]\nenabled = \"maybe\"", "channels.webchat.enabled"),
+    ];
+    let scratch = Scratch::new();
+    for (text, expected_key) in cases {
+        let error = scratch.load_text(text, &[]).expect_err(text);
+        let message = error.to_string();
+        assert!(!message.contains('\n'), "error for {text:?} spans lines: {message}");
+        assert!(message.contains("case.toml"), "error for {text:?} does not name the file: {message}");
+        assert_eq!(invalid_key(error), expected_key, "for {text:?}: {message}");
+    }
+}
+
+#[test]
+fn valid_combinations_pass() {
+    let cases = [
+        "[gateway]\nbind = \"0.0.0.0\"\nauth_token = \"t\"",
+        "[gateway]\nbind = \"localhost\"",
+        "[agents.defaults]\nmodel = \"echo/echo\"",
+        "[agents.defaults]\nmodel = \"local/llama3\"\n[models.providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"",
+        "[channels.telegram]\ndm_policy = \"open\"\nallow_from = [\"*\"]",
+        "[channels.discord]\ndm_policy = \"allowlist\"\nallow_from = [\"42\"]",
+        "[channels.slack]\nenabled = true\nbot_token = \"b\"\nsigning_secret = \"s\"\nmode = \"http\"",
+        "[agents.defaults]\nhuman_delay = { min_ms = 1, max_ms = 1 }",
+        "[session.reset]\nmode = \"idle\"\nidle_minutes = 30",
+    ];
+    let scratch = Scratch::new();
+    for text in cases {
+        scratch.load_text(text, &[]).unwrap_or_else(|error| panic!("{text:?} was refused: {error}"));
+    }
+}
+
+#[test]
+fn errors_from_the_environment_name_the_variable() {
+    let scratch = Scratch::new();
+    let error = load(None, &scratch.env(&[("FERRY__GATEWAY__PORT", "abc")])).unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("environment variable FERRY__GATEWAY__PORT"), "{message}");
+    assert!(message.contains("gateway.port"), "{message}");
+
+    let error = load(None, &scratch.env(&[("FERRY__CHANNELS__SLACK__BOGUS", "1")])).unwrap_err();
+    assert!(error.to_string().contains("FERRY__CHANNELS__SLACK__BOGUS"), "{error}");
+}
+
+#[test]
+fn syntax_errors_point_at_line_and_column() {
+    let scratch = Scratch::new();
+    let error = scratch.load_text("[gateway]\nport = = 3\n", &[]).unwrap_err();
+    match &error {
+        ConfigError::Syntax { line, column, .. } => assert_eq!((*line, *column), (2, 8), "{error}"),
+        other => panic!("expected a syntax error, got {other}"),
+    }
+    assert!(!error.to_string().contains('\n'), "{error}");
+}
+
+#[test]
+fn rendering_and_debug_output_never_show_secrets() {
+    let scratch = Scratch::new();
+    let loaded = scratch
+        .load_text(
+            "[gateway]\nauth_token = \"gw-secret\"\n[models.providers.p]\nkind = \"openai\"\napi_key = \"sk-secret\"\n\
+             [channels.slack]\nbot_token = \"xoxb-secret\"\n",
+            &[("TELEGRAM_BOT_TOKEN", "tg-secret")],
+        )
+        .unwrap();
+    let rendered = render_redacted(&loaded.config).unwrap();
+    let debugged = format!("{:?}", loaded.config);
+    for output in [&rendered, &debugged] {
+        assert!(!output.contains("secret\""), "a secret leaked: {output}");
+        assert!(!output.contains("tg-secret") && !output.contains("sk-secret"), "a secret leaked: {output}");
+    }
+    assert!(rendered.contains("bot_token = \"***\""), "{rendered}");
+    assert!(rendered.contains("api_key = \"***\""), "{rendered}");
+}
+
+#[test]
+fn adapter_findings_are_attributed_like_load_errors() {
+    let scratch = Scratch::new();
+    let loaded = scratch.load_text("[channels.telegram]\ntext_chunk_limit = 9000\n", &[]).unwrap();
+    let error = loaded.error_at(Violation::new("channels.telegram.text_chunk_limit", "over the limit"));
+    assert!(error.to_string().contains("case.toml"), "{error}");
+}

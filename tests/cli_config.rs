@@ -1,0 +1,209 @@
+//! `ferry config check` / `config show` and the CLI surface, run as the real binary in a
+//! clean environment (no inherited variables, a scratch HOME and working directory).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Self {
+        Self { dir: tempfile::tempdir().expect("temp dir") }
+    }
+
+    fn file(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).expect("write config");
+        path
+    }
+
+    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args(args)
+            .env_clear()
+            .env("HOME", self.dir.path().join("home"))
+            .envs(env.iter().copied())
+            .current_dir(self.dir.path())
+            .output()
+            .expect("run ferry")
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The single `error:` line a failing command prints.
+fn error_line(output: &Output) -> String {
+    assert!(!output.status.success(), "expected failure, got success: {}", stdout(output));
+    let errors: Vec<_> = stderr(output).lines().filter(|line| line.starts_with("error:")).map(str::to_owned).collect();
+    assert_eq!(errors.len(), 1, "expected exactly one error line in: {}", stderr(output));
+    errors[0].clone()
+}
+
+#[test]
+fn config_check_passes_on_a_fresh_machine_with_no_config() {
+    let sandbox = Sandbox::new();
+    let output = sandbox.run(&["config", "check"], &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("config OK: built-in defaults"), "{text}");
+    assert!(text.contains(&format!("state_dir: {}", sandbox.dir.path().join("home/.local/share/ferry").display())), "{text}");
+}
+
+#[test]
+fn config_check_rejects_each_bad_case_with_one_line_naming_file_and_key() {
+    let cases = [
+        ("unknown-key.toml", "[gateway]\nprot = 18789\n", "gateway.prot"),
+        ("wrong-type.toml", "[gateway]\nport = \"high\"\n", "gateway.port"),
+        ("empty-allowlist.toml", "[channels.telegram]\ndm_policy = \"allowlist\"\nallow_from = []\n", "channels.telegram.allow_from"),
+        ("port-zero.toml", "[gateway]\nport = 0\n", "gateway.port"),
+        ("port-too-big.toml", "[gateway]\nport = 65536\n", "gateway.port"),
+        ("no-token.toml", "[channels.discord]\nenabled = true\n", "channels.discord.bot_token"),
+    ];
+    let sandbox = Sandbox::new();
+    for (name, text, key) in cases {
+        let path = sandbox.file(name, text);
+        let output = sandbox.run(&["config", "check", "--config", path.to_str().unwrap()], &[]);
+        let line = error_line(&output);
+        assert!(line.contains(name), "{name}: error does not name the file: {line}");
+        assert!(line.contains(&format!(": {key}: ")), "{name}: error does not name {key}: {line}");
+        assert!(!stderr(&output).contains("panicked"), "{name}: {}", stderr(&output));
+    }
+}
+
+#[test]
+fn a_missing_token_is_satisfied_by_the_platform_variable() {
+    let sandbox = Sandbox::new();
+    let path = sandbox.file("tg.toml", "[channels.telegram]\nenabled = true\n");
+    let output = sandbox.run(&["config", "check", "--config", path.to_str().unwrap()], &[("TELEGRAM_BOT_TOKEN", "1:x")]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("channels enabled: telegram, webchat"), "{}", stdout(&output));
+}
+
+#[test]
+fn a_chunk_limit_over_the_platform_limit_is_refused() {
+    let sandbox = Sandbox::new();
+    let path = sandbox.file("big.toml", "[channels.telegram]\ntext_chunk_limit = 5000\n");
+    let line = error_line(&sandbox.run(&["config", "check", "--config", path.to_str().unwrap()], &[]));
+    assert!(line.contains("channels.telegram.text_chunk_limit") && line.contains("4096"), "{line}");
+}
+
+#[test]
+fn syntax_errors_and_missing_files_are_one_clear_line() {
+    let sandbox = Sandbox::new();
+    let path = sandbox.file("broken.toml", "[gateway\n");
+    let line = error_line(&sandbox.run(&["config", "check", "--config", path.to_str().unwrap()], &[]));
+    assert!(line.contains("broken.toml:1:") && line.contains("invalid TOML"), "{line}");
+
+    let line = error_line(&sandbox.run(&["config", "check", "--config", "absent.toml"], &[]));
+    assert!(line.contains("absent.toml") && line.contains("no such file"), "{line}");
+}
+
+#[test]
+fn config_show_reflects_environment_overrides_of_nested_keys() {
+    let sandbox = Sandbox::new();
+    let output = sandbox.run(
+        &["config", "show"],
+        &[("FERRY__GATEWAY__PORT", "19999"), ("FERRY__CHANNELS__TELEGRAM__API_URL", "http://127.0.0.1:8081")],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let shown: toml::Table = stdout(&output).parse().expect("config show prints TOML");
+    assert_eq!(shown["gateway"]["port"].as_integer(), Some(19999));
+    assert_eq!(shown["channels"]["telegram"]["api_url"].as_str(), Some("http://127.0.0.1:8081"));
+}
+
+#[test]
+fn config_show_redacts_every_secret() {
+    let sandbox = Sandbox::new();
+    let path = sandbox.file(
+        "secrets.toml",
+        "[gateway]\nauth_token = \"gateway-token-value\"\n[channels.slack]\nsigning_secret = \"slack-signing-value\"\n",
+    );
+    let output = sandbox.run(
+        &["config", "show", "--config", path.to_str().unwrap()],
+        &[("TELEGRAM_BOT_TOKEN", "telegram-token-value"), ("RUST_LOG", "trace")],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let everything = format!("{}{}", stdout(&output), stderr(&output));
+    for secret in ["gateway-token-value", "slack-signing-value", "telegram-token-value"] {
+        assert!(!everything.contains(secret), "{secret} leaked into the output or logs:\n{everything}");
+    }
+    let shown: toml::Table = stdout(&output).parse().unwrap();
+    assert_eq!(shown["gateway"]["auth_token"].as_str(), Some("***"));
+    assert_eq!(shown["channels"]["telegram"]["bot_token"].as_str(), Some("***"));
+    // The trace-level log of the loaded config went to stderr, redacted.
+    assert!(stderr(&output).contains("configuration loaded"), "{}", stderr(&output));
+}
+
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let sandbox = Sandbox::new();
+    let output = sandbox.run(&["config", "check", "--log-format", "json"], &[("RUST_LOG", "debug")]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let lines: Vec<_> = stderr(&output).lines().map(str::to_owned).collect();
+    assert!(!lines.is_empty(), "no logs at debug level");
+    for line in lines {
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(value.get("level").is_some() && value.get("message").is_some(), "{line}");
+    }
+}
+
+#[test]
+fn a_bad_rust_log_falls_back_to_the_default_and_says_so() {
+    let sandbox = Sandbox::new();
+    let output = sandbox.run(&["config", "check"], &[("RUST_LOG", "ferry=notalevel")]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("RUST_LOG does not parse"), "{}", stderr(&output));
+}
+
+#[test]
+fn help_works_on_every_command() {
+    let sandbox = Sandbox::new();
+    let commands: [&[&str]; 9] = [
+        &[],
+        &["gateway"],
+        &["agent"],
+        &["config"],
+        &["config", "check"],
+        &["config", "show"],
+        &["pairing"],
+        &["pairing", "approve"],
+        &["sessions", "list"],
+    ];
+    for command in commands {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let output = sandbox.run(&args, &[]);
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        assert!(stdout(&output).contains("Usage: ferry"), "{args:?}: {}", stdout(&output));
+        assert!(stdout(&output).contains("--config <FILE>"), "{args:?} lacks --config: {}", stdout(&output));
+    }
+}
+
+#[test]
+fn version_prints_the_package_version() {
+    let output = Sandbox::new().run(&["--version"], &[]);
+    assert!(output.status.success());
+    assert_eq!(stdout(&output).trim(), format!("ferry {}", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn commands_from_later_milestones_say_so_clearly() {
+    let sandbox = Sandbox::new();
+    let line = error_line(&sandbox.run(&["sessions", "list"], &[]));
+    assert!(line.contains("not available yet"), "{line}");
+}
+
+#[test]
+fn the_shipped_default_config_checks_clean() {
+    let default_toml = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/default.toml");
+    let output = Sandbox::new().run(&["config", "check", "--config", default_toml.to_str().unwrap()], &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+}
