@@ -112,7 +112,8 @@ fn adapters_depend_on_nothing_of_ferry_but_the_contract() {
         let package = manifest["package"]["name"].as_str().unwrap_or_default().to_owned();
         if package == "ferry-channel" {
             // The contract itself depends on no Ferry crate at all.
-            let ferry_deps: Vec<_> = declared_dependencies(&manifest).into_iter().filter(|d| d.starts_with("ferry")).collect();
+            let ferry_deps: Vec<_> =
+                declared_dependencies(&manifest).into_iter().filter(|d| d.starts_with("ferry")).collect();
             assert!(ferry_deps.is_empty(), "ferry-channel must not depend on {ferry_deps:?}");
         } else {
             for dependency in declared_dependencies(&manifest) {

@@ -54,7 +54,10 @@ fn config_check_passes_on_a_fresh_machine_with_no_config() {
     assert!(output.status.success(), "{}", stderr(&output));
     let text = stdout(&output);
     assert!(text.contains("config OK: built-in defaults"), "{text}");
-    assert!(text.contains(&format!("state_dir: {}", sandbox.dir.path().join("home/.local/share/ferry").display())), "{text}");
+    assert!(
+        text.contains(&format!("state_dir: {}", sandbox.dir.path().join("home/.local/share/ferry").display())),
+        "{text}"
+    );
 }
 
 #[test]
@@ -62,7 +65,11 @@ fn config_check_rejects_each_bad_case_with_one_line_naming_file_and_key() {
     let cases = [
         ("unknown-key.toml", "[gateway]\nprot = 18789\n", "gateway.prot"),
         ("wrong-type.toml", "[gateway]\nport = \"high\"\n", "gateway.port"),
-        ("empty-allowlist.toml", "[channels.telegram]\ndm_policy = \"allowlist\"\nallow_from = []\n", "channels.telegram.allow_from"),
+        (
+            "empty-allowlist.toml",
+            "[channels.telegram]\ndm_policy = \"allowlist\"\nallow_from = []\n",
+            "channels.telegram.allow_from",
+        ),
         ("port-zero.toml", "[gateway]\nport = 0\n", "gateway.port"),
         ("port-too-big.toml", "[gateway]\nport = 65536\n", "gateway.port"),
         ("no-token.toml", "[channels.discord]\nenabled = true\n", "channels.discord.bot_token"),
@@ -82,7 +89,8 @@ fn config_check_rejects_each_bad_case_with_one_line_naming_file_and_key() {
 fn a_missing_token_is_satisfied_by_the_platform_variable() {
     let sandbox = Sandbox::new();
     let path = sandbox.file("tg.toml", "[channels.telegram]\nenabled = true\n");
-    let output = sandbox.run(&["config", "check", "--config", path.to_str().unwrap()], &[("TELEGRAM_BOT_TOKEN", "1:x")]);
+    let output =
+        sandbox.run(&["config", "check", "--config", path.to_str().unwrap()], &[("TELEGRAM_BOT_TOKEN", "1:x")]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stdout(&output).contains("channels enabled: telegram, webchat"), "{}", stdout(&output));
 }

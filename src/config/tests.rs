@@ -94,8 +94,12 @@ fn default_toml_documents_every_key_and_nothing_else() {
 
     let mut keys = BTreeSet::new();
     key_paths(&as_json, "", &mut keys);
-    let undocumented_options: Vec<_> = keys.iter().filter(|key| as_json.pointer(&pointer(key)).unwrap().is_null()).collect();
-    assert!(undocumented_options.is_empty(), "optional keys without an example in default.toml: {undocumented_options:?}");
+    let undocumented_options: Vec<_> =
+        keys.iter().filter(|key| as_json.pointer(&pointer(key)).unwrap().is_null()).collect();
+    assert!(
+        undocumented_options.is_empty(),
+        "optional keys without an example in default.toml: {undocumented_options:?}"
+    );
 
     let documented: toml::Table = default_toml_with_examples().parse().unwrap();
     let mut documented_keys = BTreeSet::new();
@@ -133,7 +137,8 @@ fn nested_keys_are_overridden_from_the_environment() {
 #[test]
 fn the_environment_wins_over_the_file() {
     let scratch = Scratch::new();
-    let loaded = scratch.load_text("[gateway]\nport = 1000\nbind = \"::1\"\n", &[("FERRY__GATEWAY__PORT", "2000")]).unwrap();
+    let loaded =
+        scratch.load_text("[gateway]\nport = 1000\nbind = \"::1\"\n", &[("FERRY__GATEWAY__PORT", "2000")]).unwrap();
     assert_eq!(loaded.config.gateway.port, 2000);
     assert_eq!(loaded.config.gateway.bind, "::1");
 }
@@ -152,7 +157,9 @@ fn lookup_order_is_flag_then_variable_then_working_directory_then_xdg() {
     let variable = scratch.write("variable.toml", "[gateway]\nport = 2\n");
     let xdg = scratch.write("xdg/ferry/ferry.toml", "[gateway]\nport = 4\n");
     let xdg_home = xdg.parent().unwrap().parent().unwrap().display().to_string();
-    let port = |explicit: Option<&Path>, vars: &[(&str, &str)]| load(explicit, &scratch.env(vars)).unwrap().config.gateway.port;
+    let port = |explicit: Option<&Path>, vars: &[(&str, &str)]| {
+        load(explicit, &scratch.env(vars)).unwrap().config.gateway.port
+    };
 
     let variable_text = variable.display().to_string();
     let both = [("FERRY_CONFIG", variable_text.as_str()), ("XDG_CONFIG_HOME", xdg_home.as_str())];
@@ -179,7 +186,10 @@ fn platform_token_variables_fill_missing_tokens_but_not_set_ones() {
     let scratch = Scratch::new();
     let vars = [("TELEGRAM_BOT_TOKEN", "from-env"), ("SLACK_BOT_TOKEN", "xoxb-env"), ("SLACK_APP_TOKEN", "xapp-env")];
     let loaded = scratch
-        .load_text("[channels.telegram]\nenabled = true\n[channels.slack]\nenabled = true\nbot_token = \"xoxb-file\"\n", &vars)
+        .load_text(
+            "[channels.telegram]\nenabled = true\n[channels.slack]\nenabled = true\nbot_token = \"xoxb-file\"\n",
+            &vars,
+        )
         .unwrap();
     let channels = &loaded.config.channels;
     assert_eq!(channels.telegram.bot_token.as_ref().map(Secret::expose), Some("from-env"));
@@ -204,7 +214,10 @@ fn each_broken_rule_names_its_key() {
         ("[agents.defaults]\nmodel = \"nowhere/gpt-4o\"", "agents.defaults.model"),
         ("[agents.defaults]\ntimeout_seconds = 0", "agents.defaults.timeout_seconds"),
         ("[agents.defaults]\nmax_concurrent = 0", "agents.defaults.max_concurrent"),
-        ("[agents.defaults.block_streaming_chunk]\nmin_chars = 900\nmax_chars = 800", "agents.defaults.block_streaming_chunk.max_chars"),
+        (
+            "[agents.defaults.block_streaming_chunk]\nmin_chars = 900\nmax_chars = 800",
+            "agents.defaults.block_streaming_chunk.max_chars",
+        ),
         ("[agents.defaults]\nhuman_delay = { min_ms = 9, max_ms = 1 }", "agents.defaults.human_delay.max_ms"),
         ("[agents.defaults]\nhuman_delay = \"slow\"", "agents.defaults.human_delay"),
         ("[messages.queue]\nmode = \"batch\"", "messages.queue.mode"),
@@ -217,14 +230,20 @@ fn each_broken_rule_names_its_key() {
         ("[channels.discord]\ndm_policy = \"open\"\nallow_from = [\"1\"]", "channels.discord.allow_from"),
         ("[channels.telegram]\nenabled = true", "channels.telegram.bot_token"),
         ("[channels.telegram]\nenabled = true\nbot_token = \"  \"", "channels.telegram.bot_token"),
-        ("[channels.telegram]\nenabled = true\nbot_token = \"t\"\nmode = \"webhook\"", "channels.telegram.webhook_secret"),
+        (
+            "[channels.telegram]\nenabled = true\nbot_token = \"t\"\nmode = \"webhook\"",
+            "channels.telegram.webhook_secret",
+        ),
         ("[channels.discord]\nenabled = true", "channels.discord.bot_token"),
         ("[channels.slack]\nenabled = true\nbot_token = \"b\"", "channels.slack.app_token"),
         ("[channels.slack]\nenabled = true\nbot_token = \"b\"\nmode = \"http\"", "channels.slack.signing_secret"),
         ("[channels.slack]\napi_url = \"not a url\"", "channels.slack.api_url"),
         ("[channels.discord]\ngateway_url = \"http://x\"", "channels.discord.gateway_url"),
         ("[channels.telegram]\ntext_chunk_limit = 0", "channels.telegram.text_chunk_limit"),
-        ("[channels.telegram.groups.\"-100\"]\nrequire_mentions = true", "channels.telegram.groups.-100.require_mentions"),
+        (
+            "[channels.telegram.groups.\"-100\"]\nrequire_mentions = true",
+            "channels.telegram.groups.-100.require_mentions",
+        ),
         ("[channels.webchat]\nenabled = \"maybe\"", "channels.webchat.enabled"),
     ];
     let scratch = Scratch::new();
