@@ -3,7 +3,21 @@
 //! Each fake speaks the real wire format of its service and enforces its real limits. They
 //! share [`FakeServer`]: an axum router served on an ephemeral loopback port, shut down when
 //! the handle drops, so a test owns its servers and never leaks one into the next test.
+//!
+//! The model fakes, [`FakeOpenAi`] and [`FakeAnthropic`], replay a script of [`Turn`]s: one
+//! turn per request, rendered in the provider's own streaming format and error shape, so the
+//! same scenario (a tool call split mid-JSON, a 429, a stalled or cut stream) can be run
+//! against each provider client.
 
+mod anthropic;
+mod model_script;
+mod model_server;
+mod openai;
 mod server;
+mod sse;
 
+pub use anthropic::FakeAnthropic;
+pub use model_script::{HttpError, Reply, StopReason, ToolCall, Turn, Usage};
+pub use model_server::RecordedRequest;
+pub use openai::FakeOpenAi;
 pub use server::FakeServer;

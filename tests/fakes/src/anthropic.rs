@@ -1,0 +1,313 @@
+//! A fake Anthropic Messages server (`POST /v1/messages`).
+//!
+//! It speaks the wire format Ferry's Anthropic client must handle in production: named SSE
+//! events (`message_start`, `content_block_start` / `_delta` / `_stop`, `message_delta`,
+//! `message_stop`, `ping`), `thinking` blocks with a closing `signature_delta`, `tool_use` blocks
+//! whose input arrives as `input_json_delta` pieces, the `x-api-key` and `anthropic-version`
+//! headers, and errors shaped `{"type":"error","error":{"type","message"}}`.
+
+use std::io;
+
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+use crate::model_script::{Reply, StopReason, Turn};
+use crate::model_server::{Dialect, ModelFake, RecordedRequest, Rejection, TurnContext, header_str};
+use crate::sse::{Event, EventKind};
+
+/// A running fake Anthropic Messages server; dropping it stops the server.
+///
+/// ```no_run
+/// # async fn demo() -> std::io::Result<()> {
+/// use ferry_fakes::{FakeAnthropic, Reply, ToolCall, Turn};
+/// let anthropic = FakeAnthropic::start().await?.with_api_key("sk-ant-test");
+/// let call = ToolCall::new("toolu_1", "read_file", r#"{"path":"a.txt"}"#).split_at([5]);
+/// anthropic.push(Reply::tool_calls([call]).with_text(["Reading it."])).push(Turn::text(["Done."]));
+/// # Ok(()) }
+/// ```
+pub struct FakeAnthropic {
+    inner: ModelFake<AnthropicDialect>,
+}
+
+impl FakeAnthropic {
+    /// Starts the server on a free loopback port, with an empty script and no API key.
+    pub async fn start() -> io::Result<Self> {
+        Ok(Self { inner: ModelFake::start().await? })
+    }
+
+    /// Requires `x-api-key: <key>` on every request from now on; others get a 401.
+    pub fn with_api_key(self, key: impl Into<String>) -> Self {
+        self.inner.set_api_key(Some(key.into()));
+        self
+    }
+
+    /// The base URL without `/v1`, as Anthropic clients expect (`https://api.anthropic.com`).
+    /// `/messages` is answered with and without the `/v1` prefix, so appending `/v1` also works.
+    pub fn url(&self) -> String {
+        self.inner.server().url()
+    }
+
+    /// Appends a turn to the script; each request that passes the checks consumes one.
+    pub fn push(&self, turn: impl Into<Turn>) -> &Self {
+        self.inner.push(turn.into());
+        self
+    }
+
+    /// How many scripted turns have not been consumed yet.
+    pub fn remaining_turns(&self) -> usize {
+        self.inner.remaining_turns()
+    }
+
+    /// Every request received so far, in arrival order, including rejected ones.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.inner.requests()
+    }
+
+    /// Waits until the request at 0-based `index` has arrived and returns it. Waits forever if
+    /// it never comes, so wrap it in `tokio::time::timeout`.
+    pub async fn wait_for_request(&self, index: usize) -> RecordedRequest {
+        self.inner.wait_for_request(index).await
+    }
+}
+
+/// The Anthropic Messages wire format.
+pub(crate) struct AnthropicDialect;
+
+fn error_json(error_type: &str, message: &str) -> Value {
+    json!({ "type": "error", "error": { "type": error_type, "message": message } })
+}
+
+fn invalid_request(message: &str) -> Rejection {
+    Rejection::new(StatusCode::BAD_REQUEST, error_json("invalid_request_error", message))
+}
+
+fn stop_reason(reason: StopReason) -> &'static str {
+    match reason {
+        StopReason::EndTurn => "end_turn",
+        StopReason::ToolUse => "tool_use",
+        StopReason::MaxTokens => "max_tokens",
+    }
+}
+
+fn message_id(context: &TurnContext<'_>) -> String {
+    format!("msg_fake{}", context.index + 1)
+}
+
+/// Thinking blocks end with a signature the client must send back verbatim in the next turn.
+fn signature(context: &TurnContext<'_>) -> String {
+    format!("fake-signature-{}", context.index + 1)
+}
+
+/// A tool call's input as a JSON value; scripted invalid JSON is kept as a string so a
+/// non-streaming answer still shows what the script said.
+fn tool_input(arguments: &str) -> Value {
+    if arguments.is_empty() {
+        return json!({});
+    }
+    serde_json::from_str(arguments).unwrap_or_else(|_| Value::String(arguments.to_owned()))
+}
+
+fn event(kind: EventKind, name: &str, data: Value) -> Event {
+    Event::new(kind, format!("event: {name}\ndata: {data}\n\n"))
+}
+
+/// Appends one content block's start, deltas and stop; `ping` follows the first block start,
+/// where the real API sends it.
+struct BlockWriter {
+    events: Vec<Event>,
+    next_index: usize,
+}
+
+impl BlockWriter {
+    fn block(&mut self, start: Value, deltas: impl IntoIterator<Item = (EventKind, Value)>) {
+        let index = self.next_index;
+        self.next_index += 1;
+        self.events.push(event(
+            EventKind::Framing,
+            "content_block_start",
+            json!({ "type": "content_block_start", "index": index, "content_block": start }),
+        ));
+        if index == 0 {
+            self.events.push(event(EventKind::Framing, "ping", json!({ "type": "ping" })));
+        }
+        for (kind, delta) in deltas {
+            self.events.push(event(
+                kind,
+                "content_block_delta",
+                json!({ "type": "content_block_delta", "index": index, "delta": delta }),
+            ));
+        }
+        self.events.push(event(
+            EventKind::Framing,
+            "content_block_stop",
+            json!({ "type": "content_block_stop", "index": index }),
+        ));
+    }
+}
+
+impl Dialect for AnthropicDialect {
+    const NAME: &'static str = "fake Anthropic";
+    const PATHS: &'static [&'static str] = &["/v1/messages", "/messages"];
+
+    fn error_body(status: StatusCode, error_type: Option<&str>, message: &str) -> Value {
+        let default_type = match status.as_u16() {
+            400 => "invalid_request_error",
+            401 => "authentication_error",
+            403 => "permission_error",
+            404 => "not_found_error",
+            413 => "request_too_large",
+            429 => "rate_limit_error",
+            529 => "overloaded_error",
+            500.. => "api_error",
+            _ => "invalid_request_error",
+        };
+        error_json(error_type.unwrap_or(default_type), message)
+    }
+
+    fn check_headers(headers: &HeaderMap, api_key: Option<&str>) -> Result<(), Rejection> {
+        if let Some(expected) = api_key {
+            let message = match header_str(headers, "x-api-key") {
+                Some(given) if given == expected => None,
+                Some(_) => Some("invalid x-api-key"),
+                None => Some("x-api-key header is required"),
+            };
+            if let Some(message) = message {
+                return Err(Rejection::new(StatusCode::UNAUTHORIZED, error_json("authentication_error", message)));
+            }
+        }
+        if header_str(headers, "anthropic-version").is_none() {
+            return Err(invalid_request("anthropic-version: header is required"));
+        }
+        Ok(())
+    }
+
+    fn check_body(body: &Map<String, Value>) -> Result<(), Rejection> {
+        if !body.get("model").is_some_and(Value::is_string) {
+            return Err(invalid_request("model: Field required"));
+        }
+        if !body.get("max_tokens").is_some_and(Value::is_u64) {
+            return Err(invalid_request("max_tokens: Field required"));
+        }
+        if !body.get("messages").is_some_and(Value::is_array) {
+            return Err(invalid_request("messages: Field required"));
+        }
+        Ok(())
+    }
+
+    fn context_overflow() -> Response {
+        invalid_request("prompt is too long: 210000 tokens > 200000 maximum").into_response()
+    }
+
+    fn stream_events(reply: &Reply, context: &TurnContext<'_>) -> Vec<Event> {
+        let usage = reply.usage();
+        let start = json!({
+            "type": "message_start",
+            "message": {
+                "id": message_id(context),
+                "type": "message",
+                "role": "assistant",
+                "model": context.model(),
+                "content": [],
+                "stop_reason": null,
+                "stop_sequence": null,
+                "usage": {
+                    "input_tokens": usage.input_tokens,
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0,
+                    "output_tokens": 1,
+                },
+            },
+        });
+        let mut writer = BlockWriter { events: vec![event(EventKind::Framing, "message_start", start)], next_index: 0 };
+
+        if !reply.thinking().is_empty() {
+            let deltas = reply
+                .thinking()
+                .iter()
+                .map(|piece| (EventKind::Delta, json!({ "type": "thinking_delta", "thinking": piece })))
+                .chain([(EventKind::Framing, json!({ "type": "signature_delta", "signature": signature(context) }))]);
+            writer.block(json!({ "type": "thinking", "thinking": "" }), deltas);
+        }
+        if !reply.text_pieces().is_empty() {
+            let deltas = reply
+                .text_pieces()
+                .iter()
+                .map(|piece| (EventKind::Delta, json!({ "type": "text_delta", "text": piece })));
+            writer.block(json!({ "type": "text", "text": "" }), deltas);
+        }
+        for call in reply.calls() {
+            let deltas = call
+                .pieces()
+                .into_iter()
+                .map(|piece| (EventKind::Delta, json!({ "type": "input_json_delta", "partial_json": piece })));
+            writer.block(json!({ "type": "tool_use", "id": call.id(), "name": call.name(), "input": {} }), deltas);
+        }
+
+        let mut events = writer.events;
+        if writer.next_index == 0 {
+            events.push(event(EventKind::Framing, "ping", json!({ "type": "ping" })));
+        }
+        let delta = json!({
+            "type": "message_delta",
+            "delta": { "stop_reason": stop_reason(reply.stop_reason()), "stop_sequence": null },
+            "usage": { "output_tokens": usage.output_tokens },
+        });
+        events.push(event(EventKind::Finish, "message_delta", delta));
+        events.push(event(EventKind::Finish, "message_stop", json!({ "type": "message_stop" })));
+        events
+    }
+
+    fn complete(reply: &Reply, context: &TurnContext<'_>) -> Value {
+        let mut content = Vec::new();
+        if !reply.thinking().is_empty() {
+            content.push(
+                json!({ "type": "thinking", "thinking": reply.full_thinking(), "signature": signature(context) }),
+            );
+        }
+        if !reply.text_pieces().is_empty() {
+            content.push(json!({ "type": "text", "text": reply.full_text() }));
+        }
+        for call in reply.calls() {
+            content.push(json!({
+                "type": "tool_use",
+                "id": call.id(),
+                "name": call.name(),
+                "input": tool_input(call.arguments()),
+            }));
+        }
+        let usage = reply.usage();
+        json!({
+            "id": message_id(context),
+            "type": "message",
+            "role": "assistant",
+            "model": context.model(),
+            "content": content,
+            "stop_reason": stop_reason(reply.stop_reason()),
+            "stop_sequence": null,
+            "usage": { "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_picks_the_error_type() {
+        let body = AnthropicDialect::error_body(StatusCode::TOO_MANY_REQUESTS, None, "slow down");
+        assert_eq!(body, json!({ "type": "error", "error": { "type": "rate_limit_error", "message": "slow down" } }));
+        let body = AnthropicDialect::error_body(StatusCode::from_u16(529).unwrap(), None, "busy");
+        assert_eq!(body["error"]["type"], "overloaded_error");
+        let body = AnthropicDialect::error_body(StatusCode::SERVICE_UNAVAILABLE, None, "down");
+        assert_eq!(body["error"]["type"], "api_error");
+    }
+
+    #[test]
+    fn tool_input_keeps_invalid_json_as_text() {
+        assert_eq!(tool_input(r#"{"a":1}"#), json!({ "a": 1 }));
+        assert_eq!(tool_input(""), json!({}));
+        assert_eq!(tool_input("{broken"), json!("{broken"));
+    }
+}

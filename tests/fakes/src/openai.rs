@@ -1,0 +1,313 @@
+//! A fake OpenAI-compatible Chat Completions server (`POST /v1/chat/completions`).
+//!
+//! It speaks the wire format Ferry's OpenAI-compatible client must handle in production:
+//! `chat.completion.chunk` events over SSE ending with `data: [DONE]`, tool calls whose
+//! arguments arrive in pieces keyed by `index`, the usage-only chunk with empty `choices` that
+//! `stream_options.include_usage` asks for, and errors shaped
+//! `{"error":{"message","type","param","code"}}`. Reasoning is streamed as
+//! `delta.reasoning_content`, the convention of DeepSeek, vLLM and most compatible servers.
+
+use std::io;
+
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde_json::{Map, Value, json};
+
+use crate::model_script::{Reply, StopReason, Turn};
+use crate::model_server::{Dialect, ModelFake, RecordedRequest, Rejection, TurnContext, header_str, json_response};
+use crate::sse::{Event, EventKind};
+
+/// A running fake OpenAI-compatible server; dropping it stops the server.
+///
+/// ```no_run
+/// # async fn demo() -> std::io::Result<()> {
+/// use ferry_fakes::{FakeOpenAi, Turn};
+/// let openai = FakeOpenAi::start().await?.with_api_key("sk-test");
+/// openai.push(Turn::text(["Hel", "lo"])).push(Turn::rate_limited(2));
+/// // Point the client at `openai.url()`, run the agent, then inspect `openai.requests()`.
+/// # Ok(()) }
+/// ```
+pub struct FakeOpenAi {
+    inner: ModelFake<OpenAiDialect>,
+}
+
+impl FakeOpenAi {
+    /// Starts the server on a free loopback port, with an empty script and no API key.
+    pub async fn start() -> io::Result<Self> {
+        Ok(Self { inner: ModelFake::start().await? })
+    }
+
+    /// Requires `Authorization: Bearer <key>` on every request from now on; others get a 401.
+    pub fn with_api_key(self, key: impl Into<String>) -> Self {
+        self.inner.set_api_key(Some(key.into()));
+        self
+    }
+
+    /// The base URL including `/v1`, as OpenAI clients expect (`https://api.openai.com/v1`).
+    /// `/chat/completions` is answered with and without the `/v1` prefix.
+    pub fn url(&self) -> String {
+        format!("{}/v1", self.inner.server().url())
+    }
+
+    /// Appends a turn to the script; each request that passes the checks consumes one.
+    pub fn push(&self, turn: impl Into<Turn>) -> &Self {
+        self.inner.push(turn.into());
+        self
+    }
+
+    /// How many scripted turns have not been consumed yet.
+    pub fn remaining_turns(&self) -> usize {
+        self.inner.remaining_turns()
+    }
+
+    /// Every request received so far, in arrival order, including rejected ones.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.inner.requests()
+    }
+
+    /// Waits until the request at 0-based `index` has arrived and returns it. Waits forever if
+    /// it never comes, so wrap it in `tokio::time::timeout`.
+    pub async fn wait_for_request(&self, index: usize) -> RecordedRequest {
+        self.inner.wait_for_request(index).await
+    }
+}
+
+/// The OpenAI Chat Completions wire format.
+pub(crate) struct OpenAiDialect;
+
+/// OpenAI's error object, which carries `param` and `code` besides the message and type.
+fn error_json(message: &str, error_type: &str, param: Option<&str>, code: Option<&str>) -> Value {
+    json!({ "error": { "message": message, "type": error_type, "param": param, "code": code } })
+}
+
+/// `sk-abc...wxyz`-style masking, as OpenAI echoes a wrong key without revealing it.
+fn mask_key(key: &str) -> String {
+    let chars: Vec<char> = key.chars().collect();
+    if chars.len() <= 8 {
+        return "*".repeat(chars.len());
+    }
+    let head: String = chars[..3].iter().collect();
+    let tail: String = chars[chars.len() - 4..].iter().collect();
+    format!("{head}{}{tail}", "*".repeat(chars.len() - 7))
+}
+
+fn finish_reason(reason: StopReason) -> &'static str {
+    match reason {
+        StopReason::EndTurn => "stop",
+        StopReason::ToolUse => "tool_calls",
+        StopReason::MaxTokens => "length",
+    }
+}
+
+fn usage_json(reply: &Reply) -> Value {
+    let usage = reply.usage();
+    json!({
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens.saturating_add(usage.output_tokens),
+    })
+}
+
+fn completion_id(context: &TurnContext<'_>) -> String {
+    format!("chatcmpl-fake{}", context.index + 1)
+}
+
+fn wants_usage(context: &TurnContext<'_>) -> bool {
+    context
+        .request
+        .get("stream_options")
+        .and_then(|options| options.get("include_usage"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// Builds `data: {chunk}` events that share the id, timestamp and model of one completion.
+struct ChunkWriter<'a> {
+    context: &'a TurnContext<'a>,
+    include_usage: bool,
+}
+
+impl ChunkWriter<'_> {
+    fn chunk(&self, choices: Value, usage: Option<Value>) -> String {
+        let mut chunk = Map::new();
+        chunk.insert("id".into(), completion_id(self.context).into());
+        chunk.insert("object".into(), "chat.completion.chunk".into());
+        chunk.insert("created".into(), self.context.created.into());
+        chunk.insert("model".into(), self.context.model().into());
+        chunk.insert("choices".into(), choices);
+        // With include_usage every chunk carries `"usage": null` except the final one.
+        if self.include_usage {
+            chunk.insert("usage".into(), usage.unwrap_or(Value::Null));
+        }
+        format!("data: {}\n\n", Value::Object(chunk))
+    }
+
+    fn delta(&self, kind: EventKind, delta: Value, finish_reason: Option<&str>) -> Event {
+        let choices = json!([{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish_reason }]);
+        Event::new(kind, self.chunk(choices, None))
+    }
+}
+
+impl Dialect for OpenAiDialect {
+    const NAME: &'static str = "fake OpenAI";
+    const PATHS: &'static [&'static str] = &["/v1/chat/completions", "/chat/completions"];
+
+    fn error_body(status: StatusCode, error_type: Option<&str>, message: &str) -> Value {
+        if let Some(error_type) = error_type {
+            return error_json(message, error_type, None, Some(error_type));
+        }
+        let (error_type, code) = match status.as_u16() {
+            401 => ("invalid_request_error", Some("invalid_api_key")),
+            429 => ("requests", Some("rate_limit_exceeded")),
+            500.. => ("server_error", None),
+            _ => ("invalid_request_error", None),
+        };
+        error_json(message, error_type, None, code)
+    }
+
+    fn check_headers(headers: &HeaderMap, api_key: Option<&str>) -> Result<(), Rejection> {
+        let Some(expected) = api_key else { return Ok(()) };
+        let given = header_str(headers, "authorization").and_then(|value| value.strip_prefix("Bearer "));
+        let body = match given {
+            Some(given) if given == expected => return Ok(()),
+            Some(given) => error_json(
+                &format!(
+                    "Incorrect API key provided: {}. You can find your API key at https://platform.openai.com/account/api-keys.",
+                    mask_key(given)
+                ),
+                "invalid_request_error",
+                None,
+                Some("invalid_api_key"),
+            ),
+            None => error_json(
+                "You didn't provide an API key. You need to provide your API key in an Authorization header \
+                 using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+                "invalid_request_error",
+                None,
+                None,
+            ),
+        };
+        Err(Rejection::new(StatusCode::UNAUTHORIZED, body))
+    }
+
+    fn check_body(body: &Map<String, Value>) -> Result<(), Rejection> {
+        if !body.get("model").is_some_and(Value::is_string) {
+            let error = error_json("you must provide a model parameter", "invalid_request_error", None, None);
+            return Err(Rejection::new(StatusCode::BAD_REQUEST, error));
+        }
+        if !body.get("messages").is_some_and(Value::is_array) {
+            let error = error_json(
+                "Missing required parameter: 'messages'.",
+                "invalid_request_error",
+                Some("messages"),
+                Some("missing_required_parameter"),
+            );
+            return Err(Rejection::new(StatusCode::BAD_REQUEST, error));
+        }
+        Ok(())
+    }
+
+    fn context_overflow() -> Response {
+        let error = error_json(
+            "This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 \
+             tokens. Please reduce the length of the messages.",
+            "invalid_request_error",
+            Some("messages"),
+            Some("context_length_exceeded"),
+        );
+        json_response(StatusCode::BAD_REQUEST, error)
+    }
+
+    fn stream_events(reply: &Reply, context: &TurnContext<'_>) -> Vec<Event> {
+        let include_usage = wants_usage(context);
+        let writer = ChunkWriter { context, include_usage };
+        let mut events = vec![writer.delta(EventKind::Framing, json!({ "role": "assistant", "content": "" }), None)];
+        for piece in reply.thinking() {
+            events.push(writer.delta(EventKind::Delta, json!({ "reasoning_content": piece }), None));
+        }
+        for piece in reply.text_pieces() {
+            events.push(writer.delta(EventKind::Delta, json!({ "content": piece }), None));
+        }
+        for (index, call) in reply.calls().iter().enumerate() {
+            let start = json!({ "tool_calls": [{
+                "index": index,
+                "id": call.id(),
+                "type": "function",
+                "function": { "name": call.name(), "arguments": "" },
+            }]});
+            events.push(writer.delta(EventKind::Framing, start, None));
+            for piece in call.pieces() {
+                let delta = json!({ "tool_calls": [{ "index": index, "function": { "arguments": piece } }] });
+                events.push(writer.delta(EventKind::Delta, delta, None));
+            }
+        }
+        events.push(writer.delta(EventKind::Finish, json!({}), Some(finish_reason(reply.stop_reason()))));
+        if include_usage {
+            events.push(Event::new(EventKind::Finish, writer.chunk(json!([]), Some(usage_json(reply)))));
+        }
+        events.push(Event::new(EventKind::Finish, "data: [DONE]\n\n".to_owned()));
+        events
+    }
+
+    fn complete(reply: &Reply, context: &TurnContext<'_>) -> Value {
+        let mut message = Map::new();
+        message.insert("role".into(), "assistant".into());
+        let text = reply.full_text();
+        let content = if text.is_empty() && !reply.calls().is_empty() { Value::Null } else { text.into() };
+        message.insert("content".into(), content);
+        if !reply.thinking().is_empty() {
+            message.insert("reasoning_content".into(), reply.full_thinking().into());
+        }
+        if !reply.calls().is_empty() {
+            let calls = reply
+                .calls()
+                .iter()
+                .map(|call| {
+                    json!({
+                        "id": call.id(),
+                        "type": "function",
+                        "function": { "name": call.name(), "arguments": call.arguments() },
+                    })
+                })
+                .collect();
+            message.insert("tool_calls".into(), Value::Array(calls));
+        }
+        json!({
+            "id": completion_id(context),
+            "object": "chat.completion",
+            "created": context.created,
+            "model": context.model(),
+            "choices": [{
+                "index": 0,
+                "message": message,
+                "logprobs": null,
+                "finish_reason": finish_reason(reply.stop_reason()),
+            }],
+            "usage": usage_json(reply),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_all_but_the_ends_of_a_key() {
+        assert_eq!(mask_key("sk-wrong-key-1234"), "sk-**********1234");
+        assert_eq!(mask_key("short"), "*****");
+    }
+
+    #[test]
+    fn status_picks_the_error_type_and_code() {
+        let body = OpenAiDialect::error_body(StatusCode::TOO_MANY_REQUESTS, None, "slow down");
+        assert_eq!(body["error"]["type"], "requests");
+        assert_eq!(body["error"]["code"], "rate_limit_exceeded");
+        let body = OpenAiDialect::error_body(StatusCode::SERVICE_UNAVAILABLE, None, "down");
+        assert_eq!(body["error"]["type"], "server_error");
+        assert!(body["error"]["code"].is_null());
+        let body = OpenAiDialect::error_body(StatusCode::TOO_MANY_REQUESTS, Some("insufficient_quota"), "pay");
+        assert_eq!(body["error"]["type"], "insufficient_quota");
+        assert_eq!(body["error"]["code"], "insufficient_quota");
+    }
+}
