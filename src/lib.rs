@@ -12,6 +12,8 @@
 //! settings, typed and validated), [`state`] (the state directory and its SQLite database)
 //! and [`logging`].
 
+pub mod agent;
+pub mod channels;
 pub mod config;
 pub mod logging;
 pub mod state;

@@ -89,6 +89,10 @@ pub struct AgentDefaults {
     pub model: Option<String>,
     /// A run longer than this is aborted.
     pub timeout_seconds: u64,
+    /// A model stream that sends nothing for this long is aborted.
+    pub model_idle_timeout_seconds: u64,
+    /// Model ↔ tool rounds in one run before the model must answer without tools.
+    pub max_tool_rounds: u32,
     /// Runs in flight at once across all sessions (the global lane).
     pub max_concurrent: u32,
     /// Send the reply in blocks as it streams instead of one message at the end.
@@ -108,6 +112,8 @@ impl Default for AgentDefaults {
         Self {
             model: None,
             timeout_seconds: 600,
+            model_idle_timeout_seconds: 120,
+            max_tool_rounds: 20,
             max_concurrent: 4,
             block_streaming: false,
             block_streaming_break: BlockStreamingBreak::TextEnd,

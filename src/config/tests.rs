@@ -214,6 +214,8 @@ fn each_broken_rule_names_its_key() {
         ("[agents.defaults]\nmodel = \"nowhere/gpt-4o\"", "agents.defaults.model"),
         ("[agents.defaults]\ntimeout_seconds = 0", "agents.defaults.timeout_seconds"),
         ("[agents.defaults]\nmax_concurrent = 0", "agents.defaults.max_concurrent"),
+        ("[agents.defaults]\nmax_tool_rounds = 0", "agents.defaults.max_tool_rounds"),
+        ("[agents.defaults]\nmodel_idle_timeout_seconds = 0", "agents.defaults.model_idle_timeout_seconds"),
         (
             "[agents.defaults.block_streaming_chunk]\nmin_chars = 900\nmax_chars = 800",
             "agents.defaults.block_streaming_chunk.max_chars",

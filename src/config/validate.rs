@@ -91,6 +91,12 @@ fn agent_defaults(defaults: &AgentDefaults, models: &ModelsConfig) -> Result<(),
     if defaults.timeout_seconds == 0 {
         return Err(Violation::new(format!("{KEY}.timeout_seconds"), "must be greater than 0"));
     }
+    if defaults.model_idle_timeout_seconds == 0 {
+        return Err(Violation::new(format!("{KEY}.model_idle_timeout_seconds"), "must be greater than 0"));
+    }
+    if defaults.max_tool_rounds == 0 {
+        return Err(Violation::new(format!("{KEY}.max_tool_rounds"), "must be at least 1"));
+    }
     if defaults.max_concurrent == 0 {
         return Err(Violation::new(format!("{KEY}.max_concurrent"), "must be at least 1"));
     }

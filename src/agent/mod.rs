@@ -1,0 +1,25 @@
+//! The agent loop (SPEC §6): a message in, model inference and tool calls, a streamed
+//! reply out, with `lifecycle` / `assistant` / `tool` events along the way.
+//!
+//! - [`run`]: [`AgentRunner`] drives one run — prompt, model ↔ tool rounds, timeout,
+//!   cancellation, retries — and returns a [`RunOutcome`].
+//! - [`providers`]: the model clients (OpenAI-compatible, Anthropic, echo).
+//! - [`tools`]: typed tools and their registry.
+//! - [`events`]: the event stream and its delivery guarantees.
+//! - [`prompt`] and [`skills`]: what goes into the system prompt.
+
+pub mod conversation;
+pub mod events;
+pub mod prompt;
+pub mod providers;
+pub mod run;
+pub mod skills;
+pub mod tools;
+mod turn;
+
+pub use conversation::{ChatMessage, ToolCall, Usage};
+pub use events::{AgentEvent, AgentStream, AssistantEvent, EventBus, LifecycleEvent, ToolEvent};
+pub use run::{
+    AbortReason, AgentRunner, Payload, RunHandle, RunOutcome, RunRequest, RunSettings, RunStatus, RunnerParts,
+};
+pub use turn::AssistantTurn;

@@ -1,0 +1,139 @@
+//! The system prompt: Ferry's base instructions, the skills list, the workspace's
+//! bootstrap files and per-run additions (SPEC §6.2).
+
+use std::path::Path;
+
+use super::skills::SkillsSnapshot;
+
+/// Files read from the agent workspace into every prompt, in this order.
+pub const BOOTSTRAP_FILES: [&str; 5] = ["AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md"];
+/// A bootstrap file longer than this is cut.
+pub const BOOTSTRAP_FILE_LIMIT: usize = 20_000;
+/// All bootstrap files together are cut at this many characters.
+pub const BOOTSTRAP_TOTAL_LIMIT: usize = 150_000;
+
+/// The reply that tells Ferry to send nothing (SPEC §7).
+pub const SILENT_TOKEN: &str = "NO_REPLY";
+
+const BASE_PROMPT: &str = "You are an assistant that people talk to through chat apps (Telegram, Discord, Slack or a \
+web chat), running inside Ferry.
+
+- Answer in the language you are addressed in. Keep replies conversational and to the point; light Markdown is fine, \
+it is converted for each app.
+- In group chats several people talk. When a message needs no answer from you, reply with exactly NO_REPLY and \
+nothing else: nothing will be sent.
+- The `message` tool sends a separate chat message. Do not repeat in your reply what you already sent with it.";
+
+/// A bootstrap file as it goes into the prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootstrapFile {
+    pub name: String,
+    pub content: String,
+    /// Characters left out by the per-file or total cap.
+    pub omitted_chars: usize,
+}
+
+/// Reads those of `names` that exist in `workspace` (normally [`BOOTSTRAP_FILES`]; hooks
+/// may change the list), applying the caps. A file that cannot be read is logged and left
+/// out; the run goes on.
+pub async fn load_bootstrap_files<S: AsRef<str>>(workspace: &Path, names: &[S]) -> Vec<BootstrapFile> {
+    let mut files = Vec::new();
+    let mut budget = BOOTSTRAP_TOTAL_LIMIT;
+    for name in names.iter().map(AsRef::as_ref) {
+        let path = workspace.join(name);
+        let text = match tokio::fs::read_to_string(&path).await {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "cannot read a bootstrap file; leaving it out of the prompt");
+                continue;
+            }
+        };
+        if budget == 0 {
+            tracing::warn!(file = name, "bootstrap files exceed the total limit; leaving this one out");
+            continue;
+        }
+        let limit = BOOTSTRAP_FILE_LIMIT.min(budget);
+        let (content, omitted_chars) = cut(&text, limit);
+        budget -= content.chars().count();
+        files.push(BootstrapFile { name: name.to_owned(), content, omitted_chars });
+    }
+    files
+}
+
+/// Assembles the system prompt.
+pub fn system_prompt(skills: &SkillsSnapshot, files: &[BootstrapFile], extra: Option<&str>) -> String {
+    let mut prompt = String::from(BASE_PROMPT);
+    if !skills.is_empty() {
+        prompt
+            .push_str("\n\n## Skills\nRead a skill's full instructions with the `skill_read` tool before using it.\n");
+        for skill in skills.skills() {
+            prompt.push_str(&format!("- {}: {}\n", skill.name, skill.description));
+        }
+    }
+    if !files.is_empty() {
+        prompt.push_str("\n\n## Workspace files\n");
+        for file in files {
+            prompt.push_str(&format!("\n### {}\n{}\n", file.name, file.content.trim_end()));
+            if file.omitted_chars > 0 {
+                prompt.push_str(&format!(
+                    "[…truncated: {} more characters of {} not shown]\n",
+                    file.omitted_chars, file.name
+                ));
+            }
+        }
+    }
+    if let Some(extra) = extra.map(str::trim).filter(|extra| !extra.is_empty()) {
+        prompt.push_str("\n\n## Additional instructions\n");
+        prompt.push_str(extra);
+    }
+    prompt
+}
+
+/// The first `limit` characters and how many were left out.
+fn cut(text: &str, limit: usize) -> (String, usize) {
+    match text.char_indices().nth(limit) {
+        Some((byte, _)) => (text[..byte].to_owned(), text[byte..].chars().count()),
+        None => (text.to_owned(), 0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn bootstrap_files_are_read_in_order_and_capped() {
+        let workspace = tempfile::tempdir().unwrap();
+        std::fs::write(workspace.path().join("SOUL.md"), "Be kind.").unwrap();
+        std::fs::write(workspace.path().join("AGENTS.md"), "x".repeat(BOOTSTRAP_FILE_LIMIT + 10)).unwrap();
+        let files = load_bootstrap_files(workspace.path(), &BOOTSTRAP_FILES).await;
+        assert_eq!(files.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(), ["AGENTS.md", "SOUL.md"]);
+        assert_eq!(files[0].content.len(), BOOTSTRAP_FILE_LIMIT);
+        assert_eq!(files[0].omitted_chars, 10);
+
+        let prompt = system_prompt(&SkillsSnapshot::default(), &files, Some("Speak French."));
+        assert!(prompt.contains("### SOUL.md\nBe kind."));
+        assert!(prompt.contains("[…truncated: 10 more characters of AGENTS.md not shown]"));
+        assert!(prompt.ends_with("## Additional instructions\nSpeak French."));
+    }
+
+    #[tokio::test]
+    async fn the_total_cap_applies_across_files() {
+        let workspace = tempfile::tempdir().unwrap();
+        let names: Vec<String> = (0..9).map(|i| format!("EXTRA{i}.md")).collect();
+        for name in &names {
+            std::fs::write(workspace.path().join(name), "y".repeat(BOOTSTRAP_FILE_LIMIT)).unwrap();
+        }
+        let files = load_bootstrap_files(workspace.path(), &names).await;
+        let total: usize = files.iter().map(|f| f.content.len()).sum();
+        assert_eq!(total, BOOTSTRAP_TOTAL_LIMIT);
+        let last = files.last().unwrap();
+        assert_eq!((last.content.len(), last.omitted_chars), (10_000, 10_000));
+    }
+
+    #[test]
+    fn the_base_prompt_explains_the_silent_token() {
+        assert!(system_prompt(&SkillsSnapshot::default(), &[], None).contains(SILENT_TOKEN));
+    }
+}

@@ -1,0 +1,332 @@
+//! Anthropic Messages over SSE: text, tool use (`input_json_delta`) and thinking blocks.
+
+use std::collections::BTreeSet;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::http::{self, looks_like_context_overflow};
+use super::sse::{SseEvent, StreamDecoder, decode_stream, sse_events};
+use super::{ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, StopReason};
+use crate::agent::conversation::{ChatMessage, Usage};
+use crate::config::Secret;
+
+/// Anthropic's public endpoint, used when a provider sets no `base_url`.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+
+/// The API version Ferry speaks (sent as `anthropic-version`).
+pub const API_VERSION: &str = "2023-06-01";
+
+/// The Messages API requires a reply cap; this one leaves room for long answers.
+pub const DEFAULT_MAX_TOKENS: u32 = 8192;
+
+pub struct AnthropicProvider {
+    name: String,
+    endpoint: String,
+    api_key: Option<Secret>,
+    client: reqwest::Client,
+}
+
+impl AnthropicProvider {
+    /// `base_url` may or may not end in `/v1`; both are common in configs.
+    pub fn new(name: impl Into<String>, base_url: &str, api_key: Option<Secret>) -> Self {
+        let base = base_url.trim_end_matches('/');
+        let endpoint = if base.ends_with("/v1") { format!("{base}/messages") } else { format!("{base}/v1/messages") };
+        Self { name: name.into(), endpoint, api_key: api_key.filter(|key| !key.is_blank()), client: http::client() }
+    }
+}
+
+#[async_trait]
+impl ModelProvider for AnthropicProvider {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ProviderError> {
+        let mut builder =
+            self.client.post(&self.endpoint).header("anthropic-version", API_VERSION).json(&request_body(request));
+        if let Some(key) = &self.api_key {
+            builder = builder.header("x-api-key", key.expose());
+        }
+        let response = http::send(builder).await?;
+        Ok(decode_stream(sse_events(response.bytes_stream()), EventDecoder::default()))
+    }
+}
+
+/// The Messages request for a conversation. Consecutive messages of one role are merged
+/// (the API requires user and assistant turns to alternate), and tool results travel as
+/// `tool_result` blocks of a user turn.
+pub fn request_body(request: &ModelRequest) -> Value {
+    let mut messages: Vec<(&str, Vec<Value>)> = Vec::new();
+    for message in &request.messages {
+        let (role, blocks) = match message {
+            ChatMessage::User { text } => ("user", vec![json!({ "type": "text", "text": text })]),
+            ChatMessage::Assistant { text, tool_calls } => {
+                let mut blocks = Vec::new();
+                // The API refuses empty text blocks.
+                if !text.is_empty() {
+                    blocks.push(json!({ "type": "text", "text": text }));
+                }
+                for call in tool_calls {
+                    // A call whose arguments were not valid JSON was answered with an error;
+                    // the API still needs an object here.
+                    let input: Value = serde_json::from_str(&call.arguments)
+                        .ok()
+                        .filter(Value::is_object)
+                        .unwrap_or_else(|| json!({}));
+                    blocks.push(json!({ "type": "tool_use", "id": call.id, "name": call.name, "input": input }));
+                }
+                ("assistant", blocks)
+            }
+            ChatMessage::ToolResult { call_id, content, is_error, .. } => (
+                "user",
+                vec![
+                    json!({ "type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error }),
+                ],
+            ),
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        match messages.last_mut() {
+            Some((last_role, last_blocks)) if *last_role == role => last_blocks.extend(blocks),
+            _ => messages.push((role, blocks)),
+        }
+    }
+    let mut body = json!({
+        "model": request.model,
+        "max_tokens": request.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        "messages": messages.into_iter().map(|(role, content)| json!({ "role": role, "content": content })).collect::<Vec<_>>(),
+        "stream": true,
+    });
+    if !request.system.is_empty() {
+        body["system"] = request.system.clone().into();
+    }
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|tool| json!({ "name": tool.name, "description": tool.description, "input_schema": tool.parameters }))
+            .collect();
+    }
+    body
+}
+
+/// Turns Messages stream events into model events.
+#[derive(Debug, Default)]
+pub struct EventDecoder {
+    usage: Usage,
+    stop: Option<StopReason>,
+    tool_blocks: BTreeSet<usize>,
+    done: bool,
+}
+
+impl StreamDecoder for EventDecoder {
+    fn decode(&mut self, event: SseEvent) -> Result<Vec<ModelEvent>, ProviderError> {
+        if self.done || event.data.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let data: Value = serde_json::from_str(&event.data).map_err(|error| ProviderError::Malformed {
+            message: format!("{} event is not JSON ({error})", event.event),
+        })?;
+        let kind = data.get("type").and_then(Value::as_str).unwrap_or(event.event.as_str());
+        let index = data.get("index").and_then(Value::as_u64).map(|index| index as usize);
+        let mut events = Vec::new();
+        match kind {
+            "message_start" => {
+                let usage = data.pointer("/message/usage");
+                let count = |key: &str| usage.and_then(|u| u.get(key)).and_then(Value::as_u64).unwrap_or(0);
+                // Cached prompt tokens still occupy the context window.
+                self.usage.input_tokens =
+                    count("input_tokens") + count("cache_creation_input_tokens") + count("cache_read_input_tokens");
+                self.usage.output_tokens = count("output_tokens");
+            }
+            "content_block_start" => {
+                let block = data.get("content_block");
+                match (block.and_then(|b| b.get("type")).and_then(Value::as_str), index) {
+                    (Some("tool_use"), Some(index)) => {
+                        self.tool_blocks.insert(index);
+                        let field =
+                            |key: &str| block.and_then(|b| b.get(key)).and_then(Value::as_str).unwrap_or_default();
+                        events.push(ModelEvent::ToolCallStart {
+                            index,
+                            id: field("id").to_owned(),
+                            name: field("name").to_owned(),
+                        });
+                    }
+                    (Some("text"), _) => {
+                        if let Some(text) =
+                            block.and_then(|b| b.get("text")).and_then(Value::as_str).filter(|t| !t.is_empty())
+                        {
+                            events.push(ModelEvent::TextDelta(text.to_owned()));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_delta" => {
+                let delta = data.get("delta");
+                let field =
+                    |key: &str| delta.and_then(|d| d.get(key)).and_then(Value::as_str).unwrap_or_default().to_owned();
+                match delta.and_then(|d| d.get("type")).and_then(Value::as_str) {
+                    Some("text_delta") => events.push(ModelEvent::TextDelta(field("text"))),
+                    Some("thinking_delta") => events.push(ModelEvent::ReasoningDelta(field("thinking"))),
+                    Some("input_json_delta") => {
+                        let partial = field("partial_json");
+                        if let Some(index) = index.filter(|index| self.tool_blocks.contains(index))
+                            && !partial.is_empty()
+                        {
+                            events.push(ModelEvent::ToolCallDelta { index, arguments: partial });
+                        }
+                    }
+                    // signature_delta, citations_delta and future kinds carry nothing to show.
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.stop = Some(match reason {
+                        "end_turn" | "stop_sequence" => StopReason::EndTurn,
+                        "tool_use" => StopReason::ToolUse,
+                        "max_tokens" => StopReason::MaxTokens,
+                        other => StopReason::Other(other.to_owned()),
+                    });
+                }
+                if let Some(output) = data.pointer("/usage/output_tokens").and_then(Value::as_u64) {
+                    self.usage.output_tokens = output;
+                }
+            }
+            "message_stop" => {
+                self.done = true;
+                events.push(ModelEvent::Usage(self.usage));
+                events.push(ModelEvent::Stop(self.stop.take().unwrap_or(StopReason::EndTurn)));
+            }
+            "error" => return Err(stream_error(&data)),
+            other => tracing::debug!(event = other, "ignoring an Anthropic stream event of an unknown type"),
+        }
+        Ok(events)
+    }
+
+    fn is_complete(&self) -> bool {
+        self.done
+    }
+}
+
+/// An `error` event mid-stream, e.g. `overloaded_error`.
+fn stream_error(data: &Value) -> ProviderError {
+    let kind = data.pointer("/error/type").and_then(Value::as_str).unwrap_or_default();
+    let message = data.pointer("/error/message").and_then(Value::as_str).unwrap_or("unknown error").to_owned();
+    if looks_like_context_overflow(None, &message) {
+        return ProviderError::ContextOverflow { message };
+    }
+    match kind {
+        "rate_limit_error" => ProviderError::RateLimited { retry_after: None, message },
+        "overloaded_error" => ProviderError::Server { status: 529, retry_after: None, message },
+        "invalid_request_error" => ProviderError::Rejected { status: 400, message },
+        _ => ProviderError::Server { status: 500, retry_after: None, message },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::conversation::ToolCall;
+
+    fn decode_all(events: &[(&str, &str)]) -> Result<Vec<ModelEvent>, ProviderError> {
+        let mut decoder = EventDecoder::default();
+        let mut out = Vec::new();
+        for (name, data) in events {
+            out.extend(decoder.decode(SseEvent { event: (*name).into(), data: (*data).into() })?);
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn text_thinking_tool_use_and_usage_are_decoded() {
+        let events = decode_all(&[
+            ("message_start", r#"{"type":"message_start","message":{"usage":{"input_tokens":20,"output_tokens":1}}}"#),
+            ("content_block_start", r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"x"}}"#),
+            ("content_block_start", r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Let me check."}}"#),
+            ("content_block_start", r#"{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_1","name":"current_time","input":{}}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"tz\":"}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"\"UTC\"}"}}"#),
+            ("ping", r#"{"type":"ping"}"#),
+            ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":30}}"#),
+            ("message_stop", r#"{"type":"message_stop"}"#),
+        ])
+        .unwrap();
+        assert_eq!(
+            events,
+            [
+                ModelEvent::ReasoningDelta("hmm".into()),
+                ModelEvent::TextDelta("Let me check.".into()),
+                ModelEvent::ToolCallStart { index: 2, id: "toolu_1".into(), name: "current_time".into() },
+                ModelEvent::ToolCallDelta { index: 2, arguments: "{\"tz\":".into() },
+                ModelEvent::ToolCallDelta { index: 2, arguments: "\"UTC\"}".into() },
+                ModelEvent::Usage(Usage { input_tokens: 20, output_tokens: 30 }),
+                ModelEvent::Stop(StopReason::ToolUse),
+            ]
+        );
+    }
+
+    #[test]
+    fn mid_stream_errors_are_classified() {
+        let overloaded =
+            decode_all(&[("error", r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#)]);
+        assert!(matches!(overloaded, Err(ProviderError::Server { status: 529, .. })));
+        let unknown = decode_all(&[("future_event", r#"{"type":"future_event"}"#)]).unwrap();
+        assert!(unknown.is_empty());
+    }
+
+    #[test]
+    fn the_request_alternates_roles_and_sends_tool_results_as_user_blocks() {
+        let request = ModelRequest {
+            model: "claude-test".into(),
+            system: "sys".into(),
+            messages: vec![
+                ChatMessage::user("a"),
+                ChatMessage::user("b"),
+                ChatMessage::Assistant {
+                    text: String::new(),
+                    tool_calls: vec![
+                        ToolCall { id: "t1".into(), name: "x".into(), arguments: "{\"k\":1}".into() },
+                        ToolCall { id: "t2".into(), name: "y".into(), arguments: "{broken".into() },
+                    ],
+                },
+                ChatMessage::ToolResult {
+                    call_id: "t1".into(),
+                    name: "x".into(),
+                    content: "ok".into(),
+                    is_error: false,
+                },
+                ChatMessage::ToolResult {
+                    call_id: "t2".into(),
+                    name: "y".into(),
+                    content: "bad".into(),
+                    is_error: true,
+                },
+            ],
+            tools: vec![],
+            max_output_tokens: None,
+        };
+        let body = request_body(&request);
+        let messages = body["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 3);
+        assert_eq!(messages[0]["content"].as_array().unwrap().len(), 2);
+        assert_eq!(messages[1]["content"][0]["input"], json!({"k":1}));
+        assert_eq!(messages[1]["content"][1]["input"], json!({}));
+        assert_eq!(messages[2]["role"], "user");
+        assert_eq!(messages[2]["content"][1]["is_error"], true);
+        assert_eq!(body["system"], "sys");
+        assert_eq!(body["max_tokens"], DEFAULT_MAX_TOKENS);
+    }
+
+    #[test]
+    fn base_urls_with_and_without_the_version_segment_work() {
+        assert_eq!(AnthropicProvider::new("a", "http://h/v1/", None).endpoint, "http://h/v1/messages");
+        assert_eq!(AnthropicProvider::new("a", "http://h", None).endpoint, "http://h/v1/messages");
+    }
+}

@@ -1,0 +1,110 @@
+//! Why a model call failed, classified for the retry decision and for the user.
+
+use std::time::Duration;
+
+/// A failed model call. [`ProviderError::user_message`] is what a chat user sees: one
+/// friendly line, never a stack trace, a URL with a key or a raw response body.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    #[error("rate limited by the model provider: {message}")]
+    RateLimited { retry_after: Option<Duration>, message: String },
+    #[error("model provider server error (HTTP {status}): {message}")]
+    Server { status: u16, retry_after: Option<Duration>, message: String },
+    #[error("cannot reach the model provider: {message}")]
+    Connect { message: String },
+    /// The prompt does not fit the model's context window; compaction can fix it.
+    #[error("the prompt exceeds the model's context window: {message}")]
+    ContextOverflow { message: String },
+    #[error("the model provider refused the credentials (HTTP {status})")]
+    Unauthorized { status: u16 },
+    #[error("the model provider rejected the request (HTTP {status}): {message}")]
+    Rejected { status: u16, message: String },
+    #[error("the model stream sent nothing for {} s", .0.as_secs())]
+    Idle(Duration),
+    #[error("the model stream broke off: {message}")]
+    Stream { message: String },
+    #[error("the model sent a malformed response: {message}")]
+    Malformed { message: String },
+}
+
+impl ProviderError {
+    /// Whether the same request may succeed if sent again.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::RateLimited { .. }
+                | ProviderError::Server { .. }
+                | ProviderError::Connect { .. }
+                | ProviderError::Stream { .. }
+        )
+    }
+
+    /// The wait the provider asked for, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ProviderError::RateLimited { retry_after, .. } | ProviderError::Server { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// The line a chat user sees when their run failed on this.
+    pub fn user_message(&self) -> String {
+        match self {
+            ProviderError::RateLimited { .. } => {
+                "⚠️ The model is receiving too many requests right now. Please try again in a minute.".to_owned()
+            }
+            ProviderError::Server { .. } => "⚠️ The model provider had an internal error. Please try again.".to_owned(),
+            ProviderError::Connect { .. } => {
+                "⚠️ I could not reach the model provider. Please try again later.".to_owned()
+            }
+            ProviderError::ContextOverflow { .. } => {
+                "⚠️ This conversation is too long for the model. Send /new to start a fresh one.".to_owned()
+            }
+            ProviderError::Unauthorized { .. } => {
+                "⚠️ The model provider refused this bot's credentials; its operator needs to check the API key."
+                    .to_owned()
+            }
+            ProviderError::Rejected { message, .. } => {
+                format!("⚠️ The model provider rejected the request: {}", first_line(message, 200))
+            }
+            ProviderError::Idle(_) => "⚠️ The model stopped responding. Please try again.".to_owned(),
+            ProviderError::Stream { .. } => "⚠️ The model's reply was cut off. Please try again.".to_owned(),
+            ProviderError::Malformed { .. } => {
+                "⚠️ The model sent a reply I could not read. Please try again.".to_owned()
+            }
+        }
+    }
+}
+
+/// The first line of a text, at most `max` characters.
+pub(crate) fn first_line(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or_default().trim();
+    match line.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_transient_failures_are_retryable() {
+        assert!(ProviderError::RateLimited { retry_after: None, message: String::new() }.is_retryable());
+        assert!(ProviderError::Server { status: 503, retry_after: None, message: String::new() }.is_retryable());
+        assert!(ProviderError::Connect { message: String::new() }.is_retryable());
+        assert!(!ProviderError::Rejected { status: 400, message: String::new() }.is_retryable());
+        assert!(!ProviderError::ContextOverflow { message: String::new() }.is_retryable());
+        assert!(!ProviderError::Unauthorized { status: 401 }.is_retryable());
+        assert!(!ProviderError::Idle(Duration::from_secs(120)).is_retryable());
+    }
+
+    #[test]
+    fn user_messages_are_one_line_and_never_echo_credentials_errors() {
+        let unauthorized = ProviderError::Unauthorized { status: 401 }.user_message();
+        assert!(!unauthorized.contains('\n'));
+        let rejected = ProviderError::Rejected { status: 400, message: "bad field\nstack trace line".into() };
+        assert_eq!(rejected.user_message(), "⚠️ The model provider rejected the request: bad field");
+    }
+}

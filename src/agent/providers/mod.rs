@@ -1,0 +1,104 @@
+//! Model providers: one trait, a typed event stream, three implementations.
+//!
+//! A provider turns a [`ModelRequest`] into a stream of [`ModelEvent`]s — text and
+//! reasoning deltas, tool calls assembled from pieces, usage, the stop reason — hiding its
+//! vendor's wire format. Everything around the call that is the same for every vendor
+//! (retrying before output, the idle-stream watchdog, turning failures into events) lives
+//! in the agent loop, so each provider is only a translator:
+//!
+//! - [`openai::OpenAiProvider`]: OpenAI-compatible Chat Completions (OpenAI, Ollama, vLLM,
+//!   llama.cpp server, OpenRouter);
+//! - [`anthropic::AnthropicProvider`]: Anthropic Messages;
+//! - [`echo::EchoProvider`]: offline, streams the user's text back.
+
+pub mod anthropic;
+pub mod echo;
+mod error;
+mod http;
+pub mod openai;
+mod resolve;
+mod retry;
+mod sse;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use serde::Serialize;
+
+pub use error::ProviderError;
+pub use resolve::{ResolvedModel, resolve_model};
+pub use retry::RetryPolicy;
+pub use sse::{SseEvent, sse_events};
+
+use super::conversation::{ChatMessage, Usage};
+
+/// What the model is asked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelRequest {
+    /// The provider's model name (`gpt-4o-mini`, `claude-sonnet-4-5`, `llama3`).
+    pub model: String,
+    pub system: String,
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<ToolSpec>,
+    /// Cap on the reply's length; providers that require one use their own default.
+    pub max_output_tokens: Option<u32>,
+}
+
+/// A tool as the model sees it: a name, what it is for, and its parameters' JSON schema.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
+/// One step of a streamed model reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    TextDelta(String),
+    ReasoningDelta(String),
+    /// A tool call begins. `index` identifies it among the calls of this reply.
+    ToolCallStart {
+        index: usize,
+        id: String,
+        name: String,
+    },
+    /// A piece of the call's JSON arguments; the pieces concatenate to the whole.
+    ToolCallDelta {
+        index: usize,
+        arguments: String,
+    },
+    Usage(Usage),
+    /// The reply is complete.
+    Stop(StopReason),
+}
+
+impl ModelEvent {
+    /// Whether the event shows anything to a user. Once something was shown, a failed call
+    /// is not retried: the retry could say something different.
+    pub fn is_output(&self) -> bool {
+        !matches!(self, ModelEvent::Usage(_) | ModelEvent::Stop(_))
+    }
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    EndTurn,
+    ToolUse,
+    MaxTokens,
+    Other(String),
+}
+
+pub type ModelStream = BoxStream<'static, Result<ModelEvent, ProviderError>>;
+
+/// A model endpoint. Implementations send one request per call and never retry: the
+/// agent loop decides about retries, because only it knows whether output was shown.
+#[async_trait]
+pub trait ModelProvider: Send + Sync {
+    /// The provider's name from the config, for logs and errors.
+    fn name(&self) -> &str;
+
+    /// Sends the request and returns the reply as it streams. Fails before streaming when
+    /// the request is refused (HTTP status, connection).
+    async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ProviderError>;
+}

@@ -1,0 +1,300 @@
+//! OpenAI-compatible Chat Completions over SSE: OpenAI, Ollama, vLLM, llama.cpp server,
+//! OpenRouter and the many servers that copy the format.
+
+use std::collections::BTreeSet;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::http::{self, error_details, looks_like_context_overflow};
+use super::sse::{SseEvent, StreamDecoder, decode_stream, sse_events};
+use super::{ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, StopReason};
+use crate::agent::conversation::{ChatMessage, Usage};
+use crate::config::Secret;
+
+/// OpenAI's public endpoint, used when a provider sets no `base_url`.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+pub struct OpenAiProvider {
+    name: String,
+    endpoint: String,
+    api_key: Option<Secret>,
+    client: reqwest::Client,
+}
+
+impl OpenAiProvider {
+    /// `base_url` is the API root including any version segment (`…/v1`), as every
+    /// compatible server documents it.
+    pub fn new(name: impl Into<String>, base_url: &str, api_key: Option<Secret>) -> Self {
+        Self {
+            name: name.into(),
+            endpoint: format!("{}/chat/completions", base_url.trim_end_matches('/')),
+            api_key: api_key.filter(|key| !key.is_blank()),
+            client: http::client(),
+        }
+    }
+}
+
+#[async_trait]
+impl ModelProvider for OpenAiProvider {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ProviderError> {
+        let mut builder = self.client.post(&self.endpoint).json(&request_body(request));
+        if let Some(key) = &self.api_key {
+            builder = builder.bearer_auth(key.expose());
+        }
+        let response = http::send(builder).await?;
+        Ok(decode_stream(sse_events(response.bytes_stream()), ChunkDecoder::default()))
+    }
+}
+
+/// The Chat Completions request for a conversation.
+pub fn request_body(request: &ModelRequest) -> Value {
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if !request.system.is_empty() {
+        messages.push(json!({ "role": "system", "content": request.system }));
+    }
+    for message in &request.messages {
+        messages.push(match message {
+            ChatMessage::User { text } => json!({ "role": "user", "content": text }),
+            ChatMessage::Assistant { text, tool_calls } if tool_calls.is_empty() => {
+                json!({ "role": "assistant", "content": text })
+            }
+            ChatMessage::Assistant { text, tool_calls } => json!({
+                "role": "assistant",
+                "content": if text.is_empty() { Value::Null } else { Value::from(text.as_str()) },
+                "tool_calls": tool_calls.iter().map(|call| json!({
+                    "id": call.id,
+                    "type": "function",
+                    "function": { "name": call.name, "arguments": call.arguments },
+                })).collect::<Vec<_>>(),
+            }),
+            ChatMessage::ToolResult { call_id, content, .. } => {
+                json!({ "role": "tool", "tool_call_id": call_id, "content": content })
+            }
+        });
+    }
+    let mut body = json!({
+        "model": request.model,
+        "messages": messages,
+        "stream": true,
+        "stream_options": { "include_usage": true },
+    });
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "type": "function",
+                    "function": { "name": tool.name, "description": tool.description, "parameters": tool.parameters },
+                })
+            })
+            .collect();
+    }
+    if let Some(max) = request.max_output_tokens {
+        body["max_tokens"] = max.into();
+    }
+    body
+}
+
+/// Turns `chat.completion.chunk` events into model events.
+#[derive(Debug, Default)]
+pub struct ChunkDecoder {
+    started_calls: BTreeSet<usize>,
+    stop: Option<StopReason>,
+    done: bool,
+}
+
+impl StreamDecoder for ChunkDecoder {
+    fn decode(&mut self, event: SseEvent) -> Result<Vec<ModelEvent>, ProviderError> {
+        let data = event.data.trim();
+        if data.is_empty() {
+            return Ok(Vec::new());
+        }
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(vec![ModelEvent::Stop(self.stop.take().unwrap_or(StopReason::EndTurn))]);
+        }
+        if self.done {
+            return Ok(Vec::new());
+        }
+        let chunk: Value = serde_json::from_str(data)
+            .map_err(|error| ProviderError::Malformed { message: format!("chunk is not JSON ({error})") })?;
+        if let Some(error) = chunk.get("error") {
+            return Err(stream_error(error));
+        }
+        let mut events = Vec::new();
+        for choice in chunk.get("choices").and_then(Value::as_array).into_iter().flatten() {
+            if choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
+                continue;
+            }
+            if let Some(delta) = choice.get("delta") {
+                self.decode_delta(delta, &mut events);
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.stop = Some(match reason {
+                    "stop" => StopReason::EndTurn,
+                    "tool_calls" | "function_call" => StopReason::ToolUse,
+                    "length" => StopReason::MaxTokens,
+                    other => StopReason::Other(other.to_owned()),
+                });
+            }
+        }
+        if let Some(usage) = chunk.get("usage").filter(|usage| usage.is_object()) {
+            let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+            events.push(ModelEvent::Usage(Usage {
+                input_tokens: count("prompt_tokens"),
+                output_tokens: count("completion_tokens"),
+            }));
+        }
+        Ok(events)
+    }
+
+    /// `[DONE]` ends a reply; a server that omits it but sent a finish reason is accepted.
+    fn is_complete(&self) -> bool {
+        self.done || self.stop.is_some()
+    }
+}
+
+impl ChunkDecoder {
+    fn decode_delta(&mut self, delta: &Value, events: &mut Vec<ModelEvent>) {
+        let text = |key: &str| delta.get(key).and_then(Value::as_str).filter(|text| !text.is_empty());
+        // DeepSeek, vLLM and llama.cpp say `reasoning_content`; OpenRouter says `reasoning`.
+        if let Some(reasoning) = text("reasoning_content").or_else(|| text("reasoning")) {
+            events.push(ModelEvent::ReasoningDelta(reasoning.to_owned()));
+        }
+        if let Some(content) = text("content") {
+            events.push(ModelEvent::TextDelta(content.to_owned()));
+        }
+        let calls = delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten();
+        for (position, call) in calls.enumerate() {
+            let index = call.get("index").and_then(Value::as_u64).map_or(position, |index| index as usize);
+            let function = call.get("function");
+            if self.started_calls.insert(index) {
+                // llama.cpp and some proxies leave out the id; the loop needs one to pair
+                // the result with the call.
+                let id = call.get("id").and_then(Value::as_str).map_or_else(|| format!("call_{index}"), str::to_owned);
+                let name = function.and_then(|f| f.get("name")).and_then(Value::as_str).unwrap_or_default().to_owned();
+                events.push(ModelEvent::ToolCallStart { index, id, name });
+            }
+            if let Some(arguments) = function.and_then(|f| f.get("arguments")).and_then(Value::as_str)
+                && !arguments.is_empty()
+            {
+                events.push(ModelEvent::ToolCallDelta { index, arguments: arguments.to_owned() });
+            }
+        }
+    }
+}
+
+/// An error object sent inside the stream (some servers report failures this way).
+fn stream_error(error: &Value) -> ProviderError {
+    let (code, message) = error_details(&json!({ "error": error }).to_string());
+    if looks_like_context_overflow(code.as_deref(), &message) {
+        return ProviderError::ContextOverflow { message };
+    }
+    ProviderError::Server { status: 500, retry_after: None, message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::conversation::ToolCall;
+    use crate::agent::providers::ToolSpec;
+
+    fn decode_all(lines: &[&str]) -> Result<Vec<ModelEvent>, ProviderError> {
+        let mut decoder = ChunkDecoder::default();
+        let mut events = Vec::new();
+        for line in lines {
+            events.extend(decoder.decode(SseEvent { event: "message".into(), data: (*line).into() })?);
+        }
+        Ok(events)
+    }
+
+    #[test]
+    fn text_tool_calls_usage_and_stop_are_decoded() {
+        let events = decode_all(&[
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"current_time","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}"#,
+            "[DONE]",
+        ])
+        .unwrap();
+        assert_eq!(
+            events,
+            [
+                ModelEvent::TextDelta("Hi".into()),
+                ModelEvent::ToolCallStart { index: 0, id: "call_1".into(), name: "current_time".into() },
+                ModelEvent::ToolCallDelta { index: 0, arguments: "{}".into() },
+                ModelEvent::Usage(Usage { input_tokens: 12, output_tokens: 3 }),
+                ModelEvent::Stop(StopReason::ToolUse),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_call_without_an_id_gets_one() {
+        let events = decode_all(&[
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":2,"function":{"name":"x","arguments":"{\"a\":1}"}}]}}]}"#,
+        ])
+        .unwrap();
+        assert_eq!(events[0], ModelEvent::ToolCallStart { index: 2, id: "call_2".into(), name: "x".into() });
+        assert_eq!(events[1], ModelEvent::ToolCallDelta { index: 2, arguments: "{\"a\":1}".into() });
+    }
+
+    #[test]
+    fn empty_choices_are_ignored_and_bad_json_is_a_clear_error() {
+        assert_eq!(decode_all(&[r#"{"choices":[]}"#]).unwrap(), []);
+        let error = decode_all(&["{not json"]).unwrap_err();
+        assert!(matches!(error, ProviderError::Malformed { .. }), "{error}");
+    }
+
+    #[test]
+    fn an_in_stream_error_object_is_reported() {
+        let error = decode_all(&[r#"{"error":{"message":"upstream overloaded"}}"#]).unwrap_err();
+        assert_eq!(
+            error,
+            ProviderError::Server { status: 500, retry_after: None, message: "upstream overloaded".into() }
+        );
+    }
+
+    #[test]
+    fn the_request_carries_system_history_tools_and_usage_option() {
+        let request = ModelRequest {
+            model: "gpt-test".into(),
+            system: "be brief".into(),
+            messages: vec![
+                ChatMessage::user("time?"),
+                ChatMessage::Assistant {
+                    text: String::new(),
+                    tool_calls: vec![ToolCall { id: "c1".into(), name: "current_time".into(), arguments: "{}".into() }],
+                },
+                ChatMessage::ToolResult {
+                    call_id: "c1".into(),
+                    name: "current_time".into(),
+                    content: "noon".into(),
+                    is_error: false,
+                },
+            ],
+            tools: vec![ToolSpec {
+                name: "current_time".into(),
+                description: "d".into(),
+                parameters: json!({"type":"object"}),
+            }],
+            max_output_tokens: None,
+        };
+        let body = request_body(&request);
+        assert_eq!(body["messages"][0], json!({"role":"system","content":"be brief"}));
+        assert_eq!(body["messages"][2]["content"], Value::Null);
+        assert_eq!(body["messages"][2]["tool_calls"][0]["function"]["name"], "current_time");
+        assert_eq!(body["messages"][3], json!({"role":"tool","tool_call_id":"c1","content":"noon"}));
+        assert_eq!(body["tools"][0]["function"]["parameters"], json!({"type":"object"}));
+        assert_eq!(body["stream_options"]["include_usage"], true);
+        assert!(body.get("max_tokens").is_none());
+    }
+}

@@ -1,0 +1,433 @@
+//! One agent run: a message in, model inference and tool calls, a reply out (SPEC §6.2).
+//!
+//! [`AgentRunner::run`] drives the loop: stream the model, execute the tool calls it
+//! makes (in order), feed the results back, until the model answers without tools. Around
+//! it: the run timeout and an external cancellation abort it; the idle watchdog ends a
+//! stream that goes silent; a transient failure is retried only while nothing was shown.
+//! Whatever happens, the run's events end with exactly one terminal lifecycle event and
+//! the caller gets a [`RunOutcome`] with the reply payloads, usage and new transcript.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::conversation::{ChatMessage, ToolCall, Usage};
+use super::events::{AgentEvent, EventBus, LifecycleEvent, RunEvents, ToolEvent, truncate_for_event};
+use super::prompt::{BOOTSTRAP_FILES, load_bootstrap_files, system_prompt};
+use super::providers::{ModelRequest, ProviderError, ResolvedModel, RetryPolicy};
+use super::skills::SkillsCache;
+use super::tools::{Origin, SessionCatalog, ToolContext, ToolRegistry, ToolSend, parse_arguments};
+use super::turn::{AssistantTurn, TurnAccumulator};
+use crate::channels::ChannelRegistry;
+use crate::config::AgentDefaults;
+
+/// What a tool call gets when a queued user message arrived before it started (steering).
+pub const SKIPPED_FOR_STEER: &str = "skipped due to queued user message";
+
+/// Limits every run of a runner obeys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunSettings {
+    pub timeout: Duration,
+    /// A model stream that sends nothing for this long is aborted.
+    pub idle_timeout: Duration,
+    /// Model ↔ tool rounds before the model must answer without tools.
+    pub max_tool_rounds: u32,
+    pub retry: RetryPolicy,
+}
+
+impl RunSettings {
+    pub fn from_config(defaults: &AgentDefaults) -> Self {
+        Self {
+            timeout: Duration::from_secs(defaults.timeout_seconds),
+            idle_timeout: Duration::from_secs(defaults.model_idle_timeout_seconds),
+            max_tool_rounds: defaults.max_tool_rounds,
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// Everything a runner needs, assembled by whoever embeds Ferry (the gateway, the CLI).
+pub struct RunnerParts {
+    pub model: ResolvedModel,
+    pub tools: ToolRegistry,
+    pub bus: EventBus,
+    pub settings: RunSettings,
+    /// The agent workspace: bootstrap files and skills.
+    pub workspace: PathBuf,
+    pub channels: ChannelRegistry,
+    pub sessions: Arc<dyn SessionCatalog>,
+}
+
+/// Runs agent turns. Cheap to clone; clones share the model client, tools and caches.
+#[derive(Clone)]
+pub struct AgentRunner {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    parts: RunnerParts,
+    skills: SkillsCache,
+}
+
+/// One run's input.
+pub struct RunRequest {
+    pub run_id: String,
+    pub session_key: String,
+    pub message: String,
+    /// The conversation so far, oldest first.
+    pub history: Vec<ChatMessage>,
+    pub extra_system_prompt: Option<String>,
+    /// Overrides the runner's timeout for this run.
+    pub timeout: Option<Duration>,
+    /// Cancelling it aborts the run (`/stop`, interrupt mode, `chat.abort`).
+    pub cancel: CancellationToken,
+    /// The chat the message came from, if any.
+    pub origin: Option<Origin>,
+    /// User messages to inject into the running turn at its next boundary (steering).
+    pub steer: Option<mpsc::UnboundedReceiver<String>>,
+}
+
+impl RunRequest {
+    /// A run with a fresh id and no history, overrides or origin.
+    pub fn new(session_key: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            run_id: uuid::Uuid::new_v4().to_string(),
+            session_key: session_key.into(),
+            message: message.into(),
+            history: Vec::new(),
+            extra_system_prompt: None,
+            timeout: None,
+            cancel: CancellationToken::new(),
+            origin: None,
+            steer: None,
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunStatus {
+    Completed,
+    Aborted(AbortReason),
+    /// The model call failed; `error` is for logs, the user sees an error payload.
+    Failed {
+        error: ProviderError,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AbortReason {
+    Timeout,
+    Cancelled,
+}
+
+/// Something to show the user: assistant text, or an error message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payload {
+    pub text: String,
+    pub is_error: bool,
+}
+
+/// A tool call that failed, for the reply pipeline's fallback message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolFailure {
+    pub name: String,
+    pub error: String,
+    pub mutates: bool,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub run_id: String,
+    pub status: RunStatus,
+    pub payloads: Vec<Payload>,
+    pub usage: Usage,
+    /// The entries this run added to the conversation, starting with the user's message.
+    pub transcript: Vec<ChatMessage>,
+    pub tool_sends: Vec<ToolSend>,
+    pub tool_failures: Vec<ToolFailure>,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: DateTime<Utc>,
+}
+
+/// A run started in the background.
+pub struct RunHandle {
+    pub run_id: String,
+    /// Every event of the run, in order, ending with its terminal lifecycle event.
+    pub events: mpsc::UnboundedReceiver<AgentEvent>,
+    task: JoinHandle<RunOutcome>,
+}
+
+impl RunHandle {
+    /// Waits for the outcome. A run task that panicked reports as failed.
+    pub async fn outcome(self) -> Result<RunOutcome, tokio::task::JoinError> {
+        self.task.await
+    }
+}
+
+/// Why the turn loop stopped early.
+enum Stop {
+    Failed(ProviderError),
+}
+
+/// Mutable state of a run, kept outside the loop's future so an abort keeps its progress.
+struct RunState {
+    messages: Vec<ChatMessage>,
+    first_new: usize,
+    payloads: Vec<Payload>,
+    usage: Usage,
+    failures: Vec<ToolFailure>,
+    sends: Arc<Mutex<Vec<ToolSend>>>,
+}
+
+impl AgentRunner {
+    pub fn new(parts: RunnerParts) -> Self {
+        let skills = SkillsCache::new(&parts.workspace);
+        Self { inner: Arc::new(Inner { parts, skills }) }
+    }
+
+    pub fn model(&self) -> &ResolvedModel {
+        &self.inner.parts.model
+    }
+
+    pub fn bus(&self) -> &EventBus {
+        &self.inner.parts.bus
+    }
+
+    /// Starts a run on its own task; its events arrive on the handle as they happen.
+    pub fn start(&self, request: RunRequest) -> RunHandle {
+        let (sender, events) = mpsc::unbounded_channel();
+        let run_id = request.run_id.clone();
+        let runner = self.clone();
+        let task = tokio::spawn(async move { runner.run(request, Some(sender)).await });
+        RunHandle { run_id, events, task }
+    }
+
+    /// Runs to the end. `consumer` receives every event of the run in order.
+    pub async fn run(
+        &self,
+        mut request: RunRequest,
+        consumer: Option<mpsc::UnboundedSender<AgentEvent>>,
+    ) -> RunOutcome {
+        let parts = &self.inner.parts;
+        let events = RunEvents::new(&request.run_id, &request.session_key, parts.bus.clone(), consumer);
+        let span = tracing::info_span!("run", run_id = %request.run_id, session_key = %request.session_key);
+        let started_at = Utc::now();
+        events.lifecycle(LifecycleEvent::Start { started_at });
+
+        let mut history = std::mem::take(&mut request.history);
+        let first_new = history.len();
+        history.push(ChatMessage::user(request.message.clone()));
+        let mut state = RunState {
+            messages: history,
+            first_new,
+            payloads: Vec::new(),
+            usage: Usage::default(),
+            failures: Vec::new(),
+            sends: Arc::new(Mutex::new(Vec::new())),
+        };
+        let timeout = request.timeout.unwrap_or(parts.settings.timeout);
+        let cancel = request.cancel.clone();
+        let result = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Err(AbortReason::Cancelled),
+            _ = tokio::time::sleep(timeout) => Err(AbortReason::Timeout),
+            result = self.turns(&mut state, &mut request, &events).instrument(span.clone()) => Ok(result),
+        };
+
+        let ended_at = Utc::now();
+        let status = match result {
+            Ok(Ok(())) => {
+                events.lifecycle(LifecycleEvent::End { ended_at, aborted: false });
+                RunStatus::Completed
+            }
+            Ok(Err(Stop::Failed(error))) => {
+                span.in_scope(|| tracing::warn!(%error, "the model call failed; the user gets an error reply"));
+                state.payloads.push(Payload { text: error.user_message(), is_error: true });
+                events.lifecycle(LifecycleEvent::Error { error: error.to_string(), ended_at });
+                RunStatus::Failed { error }
+            }
+            Err(reason) => {
+                span.in_scope(|| tracing::info!(?reason, "run aborted"));
+                events.lifecycle(LifecycleEvent::End { ended_at, aborted: true });
+                RunStatus::Aborted(reason)
+            }
+        };
+        let tool_sends = std::mem::take(&mut *state.sends.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        RunOutcome {
+            run_id: request.run_id,
+            status,
+            payloads: state.payloads,
+            usage: state.usage,
+            transcript: state.messages.split_off(state.first_new),
+            tool_sends,
+            tool_failures: state.failures,
+            started_at,
+            ended_at,
+        }
+    }
+
+    /// The model ↔ tool loop.
+    async fn turns(&self, state: &mut RunState, request: &mut RunRequest, events: &RunEvents) -> Result<(), Stop> {
+        let parts = &self.inner.parts;
+        let skills = self.inner.skills.snapshot();
+        let files = load_bootstrap_files(&parts.workspace, &BOOTSTRAP_FILES).await;
+        let system = system_prompt(&skills, &files, request.extra_system_prompt.as_deref());
+        let tool_specs = parts.tools.specs(&skills);
+        let mut rounds = 0;
+        loop {
+            let tools_allowed = rounds < parts.settings.max_tool_rounds;
+            let model_request = ModelRequest {
+                model: parts.model.model.clone(),
+                system: system.clone(),
+                messages: state.messages.clone(),
+                tools: if tools_allowed { tool_specs.clone() } else { Vec::new() },
+                max_output_tokens: None,
+            };
+            let turn = self.call_model(&model_request, events).await.map_err(Stop::Failed)?;
+            state.usage.add(turn.usage);
+            state
+                .messages
+                .push(ChatMessage::Assistant { text: turn.text.clone(), tool_calls: turn.tool_calls.clone() });
+            if !turn.text.trim().is_empty() {
+                state.payloads.push(Payload { text: turn.text.clone(), is_error: false });
+            }
+            let mut steered = drain(&mut request.steer);
+            if turn.tool_calls.is_empty() {
+                if steered.is_empty() {
+                    return Ok(());
+                }
+                // A message arrived while the model was answering: it gets its own answer
+                // in this run.
+                state.messages.extend(steered.into_iter().map(ChatMessage::user));
+                continue;
+            }
+            if !tools_allowed {
+                tracing::warn!(rounds, "the model still called tools after the round limit; ending the run");
+                for call in &turn.tool_calls {
+                    let content = format!("not run: the limit of {rounds} tool rounds for one message was reached");
+                    state.messages.push(tool_result(call, content, true));
+                }
+                return Ok(());
+            }
+            rounds += 1;
+            for call in &turn.tool_calls {
+                if steered.is_empty() {
+                    steered = drain(&mut request.steer);
+                }
+                if steered.is_empty() {
+                    self.execute_tool(call, state, request, events).await;
+                } else {
+                    events.tool(ToolEvent::Result {
+                        name: call.name.clone(),
+                        tool_call_id: call.id.clone(),
+                        is_error: true,
+                        result: SKIPPED_FOR_STEER.to_owned(),
+                    });
+                    state.messages.push(tool_result(call, SKIPPED_FOR_STEER.to_owned(), true));
+                }
+            }
+            steered.extend(drain(&mut request.steer));
+            state.messages.extend(steered.into_iter().map(ChatMessage::user));
+        }
+    }
+
+    /// One model call with the idle watchdog, retried while nothing was shown.
+    async fn call_model(&self, request: &ModelRequest, events: &RunEvents) -> Result<AssistantTurn, ProviderError> {
+        let settings = &self.inner.parts.settings;
+        let mut attempt = 0;
+        loop {
+            let mut turn = TurnAccumulator::default();
+            match self.stream_once(request, events, &mut turn).await {
+                Ok(()) => return Ok(turn.finish(events)),
+                Err(error) if !turn.has_shown_output() && error.is_retryable() => {
+                    let Some(delay) = settings.retry.delay(attempt, error.retry_after()) else { return Err(error) };
+                    tracing::warn!(%error, attempt = attempt + 1, delay_ms = delay.as_millis() as u64, "model call failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    async fn stream_once(
+        &self,
+        request: &ModelRequest,
+        events: &RunEvents,
+        turn: &mut TurnAccumulator,
+    ) -> Result<(), ProviderError> {
+        let parts = &self.inner.parts;
+        let idle = parts.settings.idle_timeout;
+        let mut stream = tokio::time::timeout(idle, parts.model.provider.stream(request))
+            .await
+            .map_err(|_| ProviderError::Idle(idle))??;
+        loop {
+            match tokio::time::timeout(idle, stream.next()).await {
+                Err(_) => return Err(ProviderError::Idle(idle)),
+                Ok(None) if turn.is_stopped() => return Ok(()),
+                Ok(None) => {
+                    return Err(ProviderError::Stream { message: "the reply ended before it was complete".into() });
+                }
+                Ok(Some(Err(error))) => return Err(error),
+                Ok(Some(Ok(event))) => turn.apply(event, events),
+            }
+        }
+    }
+
+    async fn execute_tool(&self, call: &ToolCall, state: &mut RunState, request: &RunRequest, events: &RunEvents) {
+        let parts = &self.inner.parts;
+        let args =
+            parse_arguments(&call.arguments).unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
+        events.tool(ToolEvent::Start { name: call.name.clone(), tool_call_id: call.id.clone(), args });
+        let context = ToolContext {
+            run_id: request.run_id.clone(),
+            session_key: request.session_key.clone(),
+            call_id: call.id.clone(),
+            origin: request.origin.clone(),
+            channels: parts.channels.clone(),
+            sessions: parts.sessions.clone(),
+            skills: self.inner.skills.snapshot(),
+            sends: state.sends.clone(),
+        };
+        let outcome = parts.tools.execute(call, context).await;
+        events.tool(ToolEvent::Result {
+            name: call.name.clone(),
+            tool_call_id: call.id.clone(),
+            is_error: outcome.is_error,
+            result: truncate_for_event(&outcome.content),
+        });
+        if outcome.is_error {
+            tracing::info!(tool = %call.name, error = %truncate_for_event(&outcome.content), "tool call failed");
+            state.failures.push(ToolFailure {
+                name: call.name.clone(),
+                error: outcome.content.clone(),
+                mutates: outcome.mutates,
+            });
+        }
+        state.messages.push(tool_result(call, outcome.content, outcome.is_error));
+    }
+}
+
+fn tool_result(call: &ToolCall, content: String, is_error: bool) -> ChatMessage {
+    ChatMessage::ToolResult { call_id: call.id.clone(), name: call.name.clone(), content, is_error }
+}
+
+/// Every steering message waiting right now.
+fn drain(steer: &mut Option<mpsc::UnboundedReceiver<String>>) -> Vec<String> {
+    let mut messages = Vec::new();
+    if let Some(receiver) = steer {
+        while let Ok(message) = receiver.try_recv() {
+            messages.push(message);
+        }
+    }
+    messages
+}

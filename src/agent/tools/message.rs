@@ -1,0 +1,120 @@
+//! `message`: send text to a chat — the current one, or another the agent names.
+//!
+//! What the tool sent is recorded ([`ToolSend`]), so the reply pipeline can avoid
+//! repeating it (messaging-tool dedup, SPEC §7): only successful sends are recorded.
+
+use async_trait::async_trait;
+use ferry_channel::{ChatKind, ChatRef, OutboundMessage, Target};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{Origin, ToolContext, ToolError, TypedTool};
+
+/// A message the tool delivered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSend {
+    pub channel: String,
+    pub account_id: String,
+    pub target: Target,
+    pub text: String,
+    pub message_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MessageArgs {
+    /// The text to send.
+    pub text: String,
+    /// Channel to send on (telegram, discord, slack, webchat). Default: the current chat's.
+    #[serde(default)]
+    pub channel: Option<String>,
+    /// The chat to send to, as `direct:<id>`, `group:<id>`, `channel:<id>` or a bare id.
+    /// Default: the current chat.
+    #[serde(default)]
+    pub to: Option<String>,
+    /// A thread or topic inside the chat.
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    /// The bot account, when the channel has several.
+    #[serde(default)]
+    pub account_id: Option<String>,
+}
+
+pub struct MessageTool;
+
+#[async_trait]
+impl TypedTool for MessageTool {
+    type Args = MessageArgs;
+    const NAME: &'static str = "message";
+    const DESCRIPTION: &'static str = "Send a chat message. Without `channel` and `to` it goes to the current chat; \
+         with them, to another chat. Use it to deliver something separately from your reply; do not repeat its \
+         text in your reply.";
+    const MUTATES: bool = true;
+
+    async fn run(&self, args: MessageArgs, context: &ToolContext) -> Result<String, ToolError> {
+        if args.text.trim().is_empty() {
+            return Err(ToolError::new("`text` is empty; there is nothing to send"));
+        }
+        let (channel_name, account_id, target) = resolve_target(&args, context.origin.as_ref())?;
+        let channel = context.channels.get(&channel_name, account_id.as_deref()).ok_or_else(|| {
+            let connected = context.channels.describe();
+            ToolError::new(format!(
+                "channel `{channel_name}` is not connected (connected: {})",
+                if connected.is_empty() { "none".to_owned() } else { connected.join(", ") }
+            ))
+        })?;
+        let mut outbound = OutboundMessage::text(target.clone(), args.text.clone());
+        outbound.idempotency_key = Some(format!("{}:{}", context.run_id, context.call_id));
+        let sent = channel.send(outbound).await.map_err(|error| ToolError::new(format!("sending failed: {error}")))?;
+        let send = ToolSend {
+            channel: channel.name().to_owned(),
+            account_id: channel.account_id().to_owned(),
+            target: target.clone(),
+            text: args.text,
+            message_id: sent.message_id.clone(),
+        };
+        context.sends.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(send);
+        Ok(json!({ "ok": true, "messageId": sent.message_id, "channel": channel.name(), "to": target.chat.id })
+            .to_string())
+    }
+}
+
+/// Where to send: explicit arguments win; anything not given comes from the current chat.
+fn resolve_target(args: &MessageArgs, origin: Option<&Origin>) -> Result<(String, Option<String>, Target), ToolError> {
+    let channel = args
+        .channel
+        .clone()
+        .or_else(|| origin.map(|o| o.channel.clone()))
+        .ok_or_else(|| ToolError::new("there is no current chat to reply to; give `channel` and `to`"))?;
+    let same_channel = origin.filter(|o| o.channel == channel);
+    let account = args.account_id.clone().or_else(|| same_channel.map(|o| o.account_id.clone()));
+    let target = match &args.to {
+        Some(to) => {
+            let default_kind = same_channel.map_or(ChatKind::Direct, |o| o.target.chat.kind);
+            Target { chat: parse_chat(to, default_kind)?, thread_id: args.thread_id.clone() }
+        }
+        None => {
+            let origin =
+                same_channel.ok_or_else(|| ToolError::new(format!("give `to`: which chat on `{channel}`?")))?;
+            Target {
+                chat: origin.target.chat.clone(),
+                thread_id: args.thread_id.clone().or(origin.target.thread_id.clone()),
+            }
+        }
+    };
+    Ok((channel, account, target))
+}
+
+fn parse_chat(to: &str, default_kind: ChatKind) -> Result<ChatRef, ToolError> {
+    let (kind, id) = match to.split_once(':') {
+        Some(("direct", id)) => (ChatKind::Direct, id),
+        Some(("group", id)) => (ChatKind::Group, id),
+        Some(("channel", id)) => (ChatKind::Channel, id),
+        _ => (default_kind, to),
+    };
+    if id.trim().is_empty() {
+        return Err(ToolError::new(format!("`to` ({to:?}) names no chat id")));
+    }
+    Ok(ChatRef::new(kind, id.trim()))
+}

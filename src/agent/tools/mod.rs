@@ -1,0 +1,206 @@
+//! Tools the model can call: typed arguments, a JSON schema generated from the type, and
+//! a registry that turns every failure into a result the model can read.
+//!
+//! A tool's arguments are a Rust type; the model sees its JSON schema and Ferry
+//! deserializes what the model sends into it. Arguments that are not valid JSON, do not
+//! fit the type, name an unknown tool — or a tool that panics — all come back to the model
+//! as an error result, so it can correct itself; none of them ends the run.
+
+mod current_time;
+mod message;
+mod sessions_list;
+mod skill_read;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+pub use current_time::CurrentTime;
+pub use message::{MessageTool, ToolSend};
+pub use sessions_list::{RecentSessions, SessionCatalog, SessionSummary, SessionsList};
+pub use skill_read::SkillRead;
+
+use super::conversation::ToolCall;
+use super::providers::ToolSpec;
+use super::skills::SkillsSnapshot;
+use crate::channels::ChannelRegistry;
+use ferry_channel::Target;
+
+/// Where the run's triggering message came from: the `message` tool's default target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    pub channel: String,
+    pub account_id: String,
+    pub target: Target,
+}
+
+/// What a tool can see of the run that called it.
+#[derive(Clone)]
+pub struct ToolContext {
+    pub run_id: String,
+    pub session_key: String,
+    /// The id of the call being executed.
+    pub call_id: String,
+    pub origin: Option<Origin>,
+    pub channels: ChannelRegistry,
+    pub sessions: Arc<dyn SessionCatalog>,
+    pub skills: Arc<SkillsSnapshot>,
+    /// Messages the `message` tool delivered during this run, for reply dedup.
+    pub sends: Arc<Mutex<Vec<ToolSend>>>,
+}
+
+/// A tool failure, worded for the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ToolError(pub String);
+
+impl ToolError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
+
+/// A tool as the registry runs it. Implement [`TypedTool`] instead: it derives this.
+#[async_trait]
+pub trait Tool: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
+    fn description(&self) -> &'static str;
+    fn parameters(&self) -> Value;
+    /// Whether calling it changes something outside the conversation (sends a message,
+    /// writes a file). A failed mutating tool is always reported to the user.
+    fn mutates(&self) -> bool;
+    async fn call(&self, arguments: Value, context: &ToolContext) -> Result<String, ToolError>;
+}
+
+/// A tool with typed arguments. The result is text for the model (usually JSON).
+#[async_trait]
+pub trait TypedTool: Send + Sync + 'static {
+    type Args: DeserializeOwned + JsonSchema + Send;
+    const NAME: &'static str;
+    const DESCRIPTION: &'static str;
+    const MUTATES: bool = false;
+
+    async fn run(&self, args: Self::Args, context: &ToolContext) -> Result<String, ToolError>;
+}
+
+#[async_trait]
+impl<T: TypedTool> Tool for T {
+    fn name(&self) -> &'static str {
+        T::NAME
+    }
+
+    fn description(&self) -> &'static str {
+        T::DESCRIPTION
+    }
+
+    fn parameters(&self) -> Value {
+        let mut schema = schemars::schema_for!(T::Args).to_value();
+        if let Some(object) = schema.as_object_mut() {
+            // Metadata the model does not need; some APIs reject `$schema`.
+            object.remove("$schema");
+            object.remove("title");
+        }
+        schema
+    }
+
+    fn mutates(&self) -> bool {
+        T::MUTATES
+    }
+
+    async fn call(&self, arguments: Value, context: &ToolContext) -> Result<String, ToolError> {
+        let args: T::Args =
+            serde_json::from_value(arguments).map_err(|error| ToolError::new(format!("invalid arguments: {error}")))?;
+        self.run(args, context).await
+    }
+}
+
+/// A tool call's outcome, as fed back to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutcome {
+    pub content: String,
+    pub is_error: bool,
+    pub mutates: bool,
+}
+
+/// The tools available to runs, by name.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<&'static str, Arc<dyn Tool>>,
+}
+
+impl ToolRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The built-in tools of SPEC §6.8 (`message`, `sessions_list`, `current_time`) and
+    /// `skill_read`. None of them touches the host.
+    pub fn with_builtins() -> Self {
+        let mut registry = Self::new();
+        registry.register(CurrentTime);
+        registry.register(SessionsList);
+        registry.register(MessageTool);
+        registry.register(SkillRead);
+        registry
+    }
+
+    pub fn register(&mut self, tool: impl Tool) {
+        self.tools.insert(tool.name(), Arc::new(tool));
+    }
+
+    /// The tools as the model sees them. `skill_read` is offered only when skills exist.
+    pub fn specs(&self, skills: &SkillsSnapshot) -> Vec<ToolSpec> {
+        self.tools
+            .values()
+            .filter(|tool| tool.name() != SkillRead::NAME || !skills.is_empty())
+            .map(|tool| ToolSpec {
+                name: tool.name().to_owned(),
+                description: tool.description().to_owned(),
+                parameters: tool.parameters(),
+            })
+            .collect()
+    }
+
+    /// Runs one call. Every failure becomes an error outcome; a panicking tool is caught.
+    pub async fn execute(&self, call: &ToolCall, context: ToolContext) -> ToolOutcome {
+        let Some(tool) = self.tools.get(call.name.as_str()).cloned() else {
+            let available: Vec<_> = self.tools.keys().copied().collect();
+            return ToolOutcome {
+                content: format!("unknown tool `{}`; available tools: {}", call.name, available.join(", ")),
+                is_error: true,
+                mutates: false,
+            };
+        };
+        let mutates = tool.mutates();
+        let arguments = match parse_arguments(&call.arguments) {
+            Ok(arguments) => arguments,
+            Err(error) => return ToolOutcome { content: error, is_error: true, mutates },
+        };
+        let task = tokio::spawn(async move { tool.call(arguments, &context).await });
+        match task.await {
+            Ok(Ok(content)) => ToolOutcome { content, is_error: false, mutates },
+            Ok(Err(error)) => ToolOutcome { content: error.0, is_error: true, mutates },
+            Err(join_error) => {
+                tracing::error!(tool = %call.name, error = %join_error, "a tool crashed; the model is told it failed");
+                ToolOutcome { content: format!("the tool `{}` crashed", call.name), is_error: true, mutates }
+            }
+        }
+    }
+}
+
+/// The model's argument text as JSON. Empty means no arguments.
+pub fn parse_arguments(text: &str) -> Result<Value, String> {
+    if text.trim().is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    serde_json::from_str(text).map_err(|error| {
+        format!("the arguments are not valid JSON ({error}); send one JSON object matching the schema")
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests;
