@@ -1,7 +1,8 @@
-//! The `ferry` binary: parses the command line, loads the config, and hands off to the
-//! library. Adapters are wired in by [`wiring`], the only place that names them.
+//! The `ferry` binary: parses the command line and hands off to [`commands`]. Adapters are
+//! wired in by [`wiring`], the only place that names them.
 
 mod cli;
+mod commands;
 mod wiring;
 
 use std::process::ExitCode;
@@ -10,9 +11,8 @@ use anyhow::{Context, bail};
 use clap::Parser;
 
 use cli::{Cli, Command, ConfigCommand, LogFormatArg};
-use ferry::config::{self, ConfigSource, Environment, LoadedConfig};
+use ferry::config::Environment;
 use ferry::logging::{self, LogFormat};
-use ferry::state;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -34,46 +34,17 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli, env: &Environment) -> anyhow::Result<()> {
     match cli.command {
-        Command::Config(ConfigCommand::Check) => {
-            let loaded = load_config(&cli.global, env)?;
-            let state_dir = state::resolve_state_dir(&loaded.config, env)?;
-            println!("config OK: {}", describe_source(&loaded.source));
-            println!("state_dir: {}", state_dir.display());
-            println!("channels enabled: {}", wiring::enabled_channels(&loaded.config).join(", "));
-            Ok(())
-        }
-        Command::Config(ConfigCommand::Show) => {
-            let mut loaded = load_config(&cli.global, env)?;
-            // Show what will actually be used, including derived paths.
-            let state_dir = state::resolve_state_dir(&loaded.config, env)?;
-            let defaults = &mut loaded.config.agents.defaults;
-            defaults.workspace.get_or_insert_with(|| state_dir.join("workspace"));
-            loaded.config.state_dir = Some(state_dir);
-            let rendered = config::render_redacted(&loaded.config).context("rendering the effective config")?;
-            println!("# effective ferry config from {} (secrets shown as ***)", describe_source(&loaded.source));
-            print!("{rendered}");
-            Ok(())
-        }
+        Command::Config(ConfigCommand::Check) => commands::config_check(&cli.global, env),
+        Command::Config(ConfigCommand::Show) => commands::config_show(&cli.global, env),
+        Command::Agent(args) => runtime()?.block_on(commands::agent(&cli.global, args, env)),
         Command::Gateway => not_yet("ferry gateway", "the gateway (WebSocket RPC, HTTP and channels)"),
-        Command::Agent(_) => not_yet("ferry agent", "the agent loop"),
         Command::Pairing(_) => not_yet("ferry pairing", "DM pairing"),
         Command::Sessions(_) => not_yet("ferry sessions", "the session store"),
     }
 }
 
-/// Loads and validates the config, including the checks that depend on compiled adapters.
-fn load_config(global: &cli::GlobalArgs, env: &Environment) -> anyhow::Result<LoadedConfig> {
-    let loaded = config::load(global.config.as_deref(), env)?;
-    wiring::check_against_adapters(&loaded.config).map_err(|violation| loaded.error_at(violation))?;
-    tracing::debug!(source = ?loaded.source, config = ?loaded.config, "configuration loaded");
-    Ok(loaded)
-}
-
-fn describe_source(source: &ConfigSource) -> String {
-    match source {
-        ConfigSource::File(path) => path.display().to_string(),
-        ConfigSource::Defaults => "built-in defaults (no config file found)".to_owned(),
-    }
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")
 }
 
 fn not_yet(command: &str, capability: &str) -> anyhow::Result<()> {

@@ -1,0 +1,137 @@
+//! What each `ferry` subcommand does, once the command line is parsed.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use ferry::agent::providers::resolve_model;
+use ferry::agent::tools::{RecentSessions, ToolRegistry};
+use ferry::agent::{
+    AbortReason, AgentRunner, AgentStream, AssistantEvent, EventBus, RunRequest, RunSettings, RunStatus, RunnerParts,
+    ToolEvent,
+};
+use ferry::channels::ChannelRegistry;
+use ferry::config::{self, ConfigSource, Environment, LoadedConfig};
+use ferry::state;
+
+use crate::cli::{AgentArgs, GlobalArgs};
+use crate::wiring;
+
+/// The agent that answers when none is named.
+const DEFAULT_AGENT: &str = "main";
+
+pub fn config_check(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()> {
+    let loaded = load_config(global, env)?;
+    let state_dir = state::resolve_state_dir(&loaded.config, env)?;
+    println!("config OK: {}", describe_source(&loaded.source));
+    println!("state_dir: {}", state_dir.display());
+    println!("channels enabled: {}", wiring::enabled_channels(&loaded.config).join(", "));
+    Ok(())
+}
+
+pub fn config_show(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()> {
+    let mut loaded = load_config(global, env)?;
+    // Show what will actually be used, including derived paths.
+    let state_dir = state::resolve_state_dir(&loaded.config, env)?;
+    let defaults = &mut loaded.config.agents.defaults;
+    defaults.workspace.get_or_insert_with(|| state_dir.join("workspace"));
+    loaded.config.state_dir = Some(state_dir);
+    let rendered = config::render_redacted(&loaded.config).context("rendering the effective config")?;
+    println!("# effective ferry config from {} (secrets shown as ***)", describe_source(&loaded.source));
+    print!("{rendered}");
+    Ok(())
+}
+
+/// One embedded agent turn, streamed to stdout. Ctrl-C aborts the run.
+pub async fn agent(global: &GlobalArgs, args: AgentArgs, env: &Environment) -> anyhow::Result<()> {
+    let loaded = load_config(global, env)?;
+    let config = &loaded.config;
+    let model = resolve_model(config, env)?;
+    if model.is_fallback_echo {
+        tracing::warn!(
+            "no model is configured: using the offline echo provider, which repeats your message. Set OPENAI_API_KEY \
+             (and OPENAI_BASE_URL for a compatible server) or ANTHROPIC_API_KEY, or configure [models.providers] and \
+             agents.defaults.model"
+        );
+    }
+    if args.timeout == Some(0) {
+        bail!("--timeout must be at least 1 second");
+    }
+    let state_dir = state::resolve_state_dir(config, env)?;
+    let workspace = config.agents.defaults.workspace.clone().unwrap_or_else(|| state_dir.join("workspace"));
+    let agent_id = args.agent.as_deref().unwrap_or(DEFAULT_AGENT).to_lowercase();
+    let session_key = args.session.clone().unwrap_or_else(|| format!("agent:{agent_id}:main")).to_lowercase();
+    let sessions = Arc::new(RecentSessions::default());
+    sessions.record(&session_key, Default::default());
+
+    tracing::info!(model = %model.label(), %session_key, "running one agent turn (embedded)");
+    let runner = AgentRunner::new(RunnerParts {
+        model,
+        tools: ToolRegistry::with_builtins(),
+        bus: EventBus::new(),
+        settings: RunSettings::from_config(&config.agents.defaults),
+        workspace,
+        channels: ChannelRegistry::new(),
+        sessions,
+    });
+    let mut request = RunRequest::new(session_key, args.message);
+    request.timeout = args.timeout.map(Duration::from_secs);
+    let cancel = request.cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+        }
+    });
+
+    let mut handle = runner.start(request);
+    let mut stdout = std::io::stdout().lock();
+    let mut ended_with_text = true;
+    while let Some(event) = handle.events.recv().await {
+        if args.json {
+            writeln!(stdout, "{}", serde_json::to_string(&event)?)?;
+            continue;
+        }
+        match &event.stream {
+            AgentStream::Assistant(AssistantEvent::Delta { delta, .. }) => {
+                write!(stdout, "{delta}")?;
+                ended_with_text = delta.ends_with('\n');
+            }
+            AgentStream::Assistant(AssistantEvent::MessageEnd { text }) if !text.is_empty() && !ended_with_text => {
+                writeln!(stdout)?;
+                ended_with_text = true;
+            }
+            AgentStream::Tool(ToolEvent::Start { name, .. }) => eprintln!("[tool {name}]"),
+            AgentStream::Tool(ToolEvent::Result { name, is_error: true, result, .. }) => {
+                eprintln!("[tool {name} failed: {}]", result.lines().next().unwrap_or_default())
+            }
+            _ => {}
+        }
+        stdout.flush()?;
+    }
+    let outcome = handle.outcome().await.context("the run task failed")?;
+    match outcome.status {
+        RunStatus::Completed => Ok(()),
+        RunStatus::Aborted(AbortReason::Cancelled) => bail!("the run was cancelled"),
+        RunStatus::Aborted(AbortReason::Timeout) => bail!("the run timed out"),
+        RunStatus::Failed { error } => {
+            let shown = outcome.payloads.iter().find(|p| p.is_error).map(|p| p.text.clone()).unwrap_or_default();
+            bail!("{shown} ({error})")
+        }
+    }
+}
+
+/// Loads and validates the config, including the checks that depend on compiled adapters.
+fn load_config(global: &GlobalArgs, env: &Environment) -> anyhow::Result<LoadedConfig> {
+    let loaded = config::load(global.config.as_deref(), env)?;
+    wiring::check_against_adapters(&loaded.config).map_err(|violation| loaded.error_at(violation))?;
+    tracing::debug!(source = ?loaded.source, config = ?loaded.config, "configuration loaded");
+    Ok(loaded)
+}
+
+fn describe_source(source: &ConfigSource) -> String {
+    match source {
+        ConfigSource::File(path) => path.display().to_string(),
+        ConfigSource::Defaults => "built-in defaults (no config file found)".to_owned(),
+    }
+}

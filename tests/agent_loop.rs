@@ -1,0 +1,440 @@
+//! The agent loop end to end: the real OpenAI-compatible and Anthropic providers streaming
+//! from the local fake model servers, through tools, retries, timeouts and cancellation.
+//! Every test also checks the run's events end with exactly one terminal lifecycle event.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferry::agent::providers::anthropic::AnthropicProvider;
+use ferry::agent::providers::openai::OpenAiProvider;
+use ferry::agent::providers::{ModelProvider, ProviderError, ResolvedModel, RetryPolicy};
+use ferry::agent::tools::{RecentSessions, ToolRegistry};
+use ferry::agent::{
+    AbortReason, AgentEvent, AgentRunner, AgentStream, AssistantEvent, ChatMessage, EventBus, LifecycleEvent,
+    RunOutcome, RunRequest, RunSettings, RunStatus, RunnerParts, ToolEvent,
+};
+use ferry::channels::ChannelRegistry;
+use ferry::config::Secret;
+use ferry_fakes::{FakeAnthropic, FakeOpenAi, HttpError, Reply, ToolCall, Turn};
+
+/// Generous limits, so only the behaviour under test ends a run.
+fn settings() -> RunSettings {
+    RunSettings {
+        timeout: Duration::from_secs(60),
+        idle_timeout: Duration::from_secs(30),
+        max_tool_rounds: 5,
+        retry: RetryPolicy { max_retries: 1, base_delay: Duration::from_millis(50), max_delay: Duration::from_secs(5) },
+    }
+}
+
+fn runner(provider: Arc<dyn ModelProvider>, settings: RunSettings) -> (AgentRunner, tempfile::TempDir) {
+    let workspace = tempfile::tempdir().expect("workspace");
+    let runner = AgentRunner::new(RunnerParts {
+        model: ResolvedModel { provider, model: "test-model".into(), context_window: None, is_fallback_echo: false },
+        tools: ToolRegistry::with_builtins(),
+        bus: EventBus::new(),
+        settings,
+        workspace: workspace.path().to_owned(),
+        channels: ChannelRegistry::new(),
+        sessions: Arc::new(RecentSessions::default()),
+    });
+    (runner, workspace)
+}
+
+fn openai(fake: &FakeOpenAi) -> Arc<dyn ModelProvider> {
+    Arc::new(OpenAiProvider::new("fake-openai", &fake.url(), Some(Secret::new("sk-test"))))
+}
+
+fn anthropic(fake: &FakeAnthropic) -> Arc<dyn ModelProvider> {
+    Arc::new(AnthropicProvider::new("fake-anthropic", &fake.url(), Some(Secret::new("ant-test"))))
+}
+
+/// Runs to the end and returns the outcome with every event, checking the event contract.
+async fn run(runner: &AgentRunner, request: RunRequest) -> (RunOutcome, Vec<AgentEvent>) {
+    let mut handle = runner.start(request);
+    let mut events = Vec::new();
+    while let Some(event) = handle.events.recv().await {
+        events.push(event);
+    }
+    let outcome = handle.outcome().await.expect("run task");
+    assert_event_contract(&events);
+    (outcome, events)
+}
+
+fn assert_event_contract(events: &[AgentEvent]) {
+    assert!(matches!(events.first().map(|e| &e.stream), Some(AgentStream::Lifecycle(LifecycleEvent::Start { .. }))));
+    let terminal = events
+        .iter()
+        .filter(|e| matches!(&e.stream, AgentStream::Lifecycle(lifecycle) if lifecycle.is_terminal()))
+        .count();
+    assert_eq!(terminal, 1, "exactly one terminal lifecycle event: {events:#?}");
+    assert!(
+        matches!(&events.last().unwrap().stream, AgentStream::Lifecycle(l) if l.is_terminal()),
+        "terminal event is last"
+    );
+    for pair in events.windows(2) {
+        assert!(pair[1].seq > pair[0].seq, "seq must strictly increase");
+    }
+}
+
+fn deltas(events: &[AgentEvent]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.stream {
+            AgentStream::Assistant(AssistantEvent::Delta { delta, text }) => Some((delta.clone(), text.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn terminal(events: &[AgentEvent]) -> &LifecycleEvent {
+    match &events.last().expect("events").stream {
+        AgentStream::Lifecycle(lifecycle) => lifecycle,
+        other => panic!("last event is not lifecycle: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn openai_streams_a_text_reply_as_ordered_deltas() {
+    let fake = FakeOpenAi::start().await.unwrap().with_api_key("sk-test");
+    fake.push(Reply::text(["Hel", "lo, ", "world", "!"]).with_usage(12, 4));
+    let (runner, _workspace) = runner(openai(&fake), settings());
+
+    let (outcome, events) = run(&runner, RunRequest::new("agent:main:main", "hi")).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(
+        deltas(&events),
+        [("Hel", "Hel"), ("lo, ", "Hello, "), ("world", "Hello, world"), ("!", "Hello, world!")]
+            .map(|(d, t)| (d.to_owned(), t.to_owned()))
+    );
+    assert_eq!(outcome.payloads.len(), 1);
+    assert_eq!(outcome.payloads[0].text, "Hello, world!");
+    assert_eq!((outcome.usage.input_tokens, outcome.usage.output_tokens), (12, 4));
+    assert!(matches!(terminal(&events), LifecycleEvent::End { aborted: false, .. }));
+    let request = &fake.requests()[0];
+    assert_eq!(request.header("authorization"), Some("Bearer sk-test"));
+    assert_eq!(request.body["messages"][1], serde_json::json!({"role": "user", "content": "hi"}));
+    assert_eq!(request.body["model"], "test-model");
+    assert_eq!(
+        outcome.transcript,
+        [ChatMessage::user("hi"), ChatMessage::Assistant { text: "Hello, world!".into(), tool_calls: vec![] }]
+    );
+}
+
+#[tokio::test]
+async fn anthropic_streams_a_text_reply_with_thinking() {
+    let fake = FakeAnthropic::start().await.unwrap().with_api_key("ant-test");
+    fake.push(Reply::text(["Bonjour", " à ", "vous"]).with_thinking(["Let me greet."]).with_usage(9, 3));
+    let (runner, _workspace) = runner(anthropic(&fake), settings());
+
+    let (outcome, events) = run(&runner, RunRequest::new("k", "salut")).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(outcome.payloads[0].text, "Bonjour à vous");
+    assert_eq!(deltas(&events).len(), 3);
+    assert!(events.iter().any(|e| matches!(&e.stream, AgentStream::Assistant(AssistantEvent::Reasoning { .. }))));
+    assert_eq!((outcome.usage.input_tokens, outcome.usage.output_tokens), (9, 3));
+    let request = &fake.requests()[0];
+    assert_eq!(request.header("x-api-key"), Some("ant-test"));
+    assert!(request.header("anthropic-version").is_some());
+}
+
+async fn two_round_tool_call(provider: Arc<dyn ModelProvider>, requests: impl Fn() -> Vec<serde_json::Value>) {
+    let (runner, _workspace) = runner(provider, settings());
+    let (outcome, events) = run(&runner, RunRequest::new("k", "what time is it?")).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(outcome.payloads.last().unwrap().text, "It is noon.");
+
+    let tool_events: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.stream {
+            AgentStream::Tool(tool) => Some(tool.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        matches!(&tool_events[0], ToolEvent::Start { name, args, .. } if name == "current_time" && args.is_object())
+    );
+    assert!(matches!(&tool_events[1], ToolEvent::Result { is_error: false, result, .. } if result.contains("utc")));
+    assert_eq!(tool_events.len(), 2);
+
+    let bodies = requests();
+    assert_eq!(bodies.len(), 2, "one request per round");
+    let second = bodies[1].to_string();
+    assert!(second.contains("call_time") && second.contains("utc"), "the tool result goes back to the model: {second}");
+    assert!(matches!(&outcome.transcript[2], ChatMessage::ToolResult { is_error: false, .. }));
+}
+
+#[tokio::test]
+async fn openai_runs_a_two_round_tool_call_with_split_arguments() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::tool_calls([ToolCall::new("call_time", "current_time", "{ }").split_at([1, 2])]));
+    fake.push(Turn::text(["It is ", "noon."]));
+    two_round_tool_call(openai(&fake), || fake.requests().into_iter().map(|r| r.body).collect()).await;
+    let tools = &fake.requests()[0].body["tools"];
+    assert!(tools.as_array().unwrap().iter().any(|t| t["function"]["name"] == "message"));
+}
+
+#[tokio::test]
+async fn anthropic_runs_a_two_round_tool_call_with_split_arguments() {
+    let fake = FakeAnthropic::start().await.unwrap();
+    fake.push(
+        Reply::tool_calls([ToolCall::new("call_time", "current_time", "{}").split_at([1])]).with_text(["Checking."]),
+    );
+    fake.push(Turn::text(["It is ", "noon."]));
+    two_round_tool_call(anthropic(&fake), || fake.requests().into_iter().map(|r| r.body).collect()).await;
+}
+
+#[tokio::test]
+async fn parallel_tool_calls_are_answered_in_order_and_bad_calls_become_error_results() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::tool_calls([
+        ToolCall::new("a", "current_time", "{}"),
+        ToolCall::new("b", "web_search", "{}"),
+        ToolCall::new("c", "message", "{\"text\": \"unterminated"),
+    ]));
+    fake.push(Turn::text(["Done."]));
+    let (runner, _workspace) = runner(openai(&fake), settings());
+
+    let (outcome, _) = run(&runner, RunRequest::new("k", "go")).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let results: Vec<_> = outcome
+        .transcript
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::ToolResult { call_id, is_error, content, .. } => {
+                Some((call_id.as_str(), *is_error, content.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        results.iter().map(|(id, err, _)| (*id, *err)).collect::<Vec<_>>(),
+        [("a", false), ("b", true), ("c", true)]
+    );
+    assert!(results[1].2.contains("unknown tool"), "{}", results[1].2);
+    assert!(results[2].2.contains("not valid JSON"), "{}", results[2].2);
+    assert_eq!(outcome.tool_failures.len(), 2);
+    let second = fake.requests()[1].body.clone();
+    let roles: Vec<_> =
+        second["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "tool", "tool"]);
+}
+
+#[tokio::test]
+async fn a_rate_limit_is_retried_after_the_requested_wait() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::rate_limited(1));
+    fake.push(Turn::text(["finally"]));
+    let (runner, _workspace) = runner(openai(&fake), settings());
+
+    let started = Instant::now();
+    let (outcome, _) = run(&runner, RunRequest::new("k", "hi")).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(outcome.payloads[0].text, "finally");
+    assert_eq!(fake.requests().len(), 2);
+    // A lower bound only: the retry must not come before the provider's retry-after.
+    assert!(started.elapsed() >= Duration::from_secs(1), "retried after {:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn server_errors_are_retried_once_then_reported() {
+    let fake = FakeAnthropic::start().await.unwrap();
+    fake.push(Turn::error(500, "boom"));
+    fake.push(Turn::from(HttpError::new(503, "still down")));
+    let (runner, _workspace) = runner(anthropic(&fake), settings());
+
+    let (outcome, events) = run(&runner, RunRequest::new("k", "hi")).await;
+    assert!(matches!(outcome.status, RunStatus::Failed { error: ProviderError::Server { status: 503, .. } }));
+    assert_eq!(fake.requests().len(), 2);
+    assert_eq!(outcome.payloads.len(), 1);
+    assert!(outcome.payloads[0].is_error);
+    assert!(outcome.payloads[0].text.contains("internal error"), "{}", outcome.payloads[0].text);
+    assert!(matches!(terminal(&events), LifecycleEvent::Error { .. }));
+}
+
+#[tokio::test]
+async fn client_errors_and_context_overflow_are_not_retried() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::context_overflow());
+    fake.push(Turn::text(["never"]));
+    let (runner, _workspace) = runner(openai(&fake), settings());
+    let (outcome, _) = run(&runner, RunRequest::new("k", "hi")).await;
+    assert!(matches!(outcome.status, RunStatus::Failed { error: ProviderError::ContextOverflow { .. } }));
+    assert!(outcome.payloads[0].text.contains("/new"));
+    assert_eq!(fake.requests().len(), 1);
+
+    let fake = FakeOpenAi::start().await.unwrap().with_api_key("right");
+    let provider = Arc::new(OpenAiProvider::new("p", &fake.url(), Some(Secret::new("wrong-key-value"))));
+    let (runner, _workspace) = runner_with(provider);
+    let (outcome, events) = run(&runner, RunRequest::new("k", "hi")).await;
+    assert!(matches!(outcome.status, RunStatus::Failed { error: ProviderError::Unauthorized { status: 401 } }));
+    let everything = format!("{events:?}{:?}", outcome.payloads);
+    assert!(!everything.contains("wrong-key-value"), "the key leaked: {everything}");
+}
+
+fn runner_with(provider: Arc<dyn ModelProvider>) -> (AgentRunner, tempfile::TempDir) {
+    runner(provider, settings())
+}
+
+#[tokio::test]
+async fn a_stream_cut_after_output_began_is_not_retried() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::cut(Reply::text(["partial ", "answer ", "never finished"]), 2));
+    fake.push(Turn::text(["second attempt"]));
+    let (runner, _workspace) = runner(openai(&fake), settings());
+
+    let (outcome, events) = run(&runner, RunRequest::new("k", "hi")).await;
+    assert!(
+        matches!(outcome.status, RunStatus::Failed { error: ProviderError::Stream { .. } }),
+        "{:?}",
+        outcome.status
+    );
+    assert_eq!(fake.requests().len(), 1, "no second request once output was shown");
+    assert_eq!(deltas(&events).last().unwrap().1, "partial answer ");
+    assert!(outcome.payloads[0].text.contains("cut off"));
+}
+
+#[tokio::test]
+async fn a_stream_cut_before_any_output_is_retried() {
+    let fake = FakeAnthropic::start().await.unwrap();
+    fake.push(Turn::cut(Reply::text(["lost"]), 0));
+    fake.push(Turn::text(["recovered"]));
+    let (runner, _workspace) = runner(anthropic(&fake), settings());
+
+    let (outcome, events) = run(&runner, RunRequest::new("k", "hi")).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(outcome.payloads[0].text, "recovered");
+    assert_eq!(deltas(&events).len(), 1);
+}
+
+#[tokio::test]
+async fn an_idle_stream_is_aborted() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::stall(Reply::text(["thinking...", "never"]), 1));
+    let settings = RunSettings { idle_timeout: Duration::from_millis(300), ..settings() };
+    let (runner, _workspace) = runner(openai(&fake), settings);
+
+    let (outcome, events) = run(&runner, RunRequest::new("k", "hi")).await;
+    assert!(matches!(outcome.status, RunStatus::Failed { error: ProviderError::Idle(_) }), "{:?}", outcome.status);
+    assert!(matches!(terminal(&events), LifecycleEvent::Error { error, .. } if error.contains("sent nothing")));
+    assert_eq!(fake.requests().len(), 1, "idle streams are not retried");
+}
+
+#[tokio::test]
+async fn the_run_timeout_aborts_the_run() {
+    let fake = FakeAnthropic::start().await.unwrap();
+    fake.push(Turn::stall(Reply::text(["slow", "never"]), 1));
+    let (runner, _workspace) = runner(anthropic(&fake), settings());
+    let mut request = RunRequest::new("k", "hi");
+    request.timeout = Some(Duration::from_millis(400));
+
+    let (outcome, events) = run(&runner, request).await;
+    assert_eq!(outcome.status, RunStatus::Aborted(AbortReason::Timeout));
+    assert!(matches!(terminal(&events), LifecycleEvent::End { aborted: true, .. }));
+    assert!(outcome.payloads.is_empty());
+}
+
+#[tokio::test]
+async fn cancellation_aborts_a_run_mid_stream() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::stall(Reply::text(["first words", "never"]), 1));
+    let (runner, _workspace) = runner(openai(&fake), settings());
+    let request = RunRequest::new("k", "hi");
+    let cancel = request.cancel.clone();
+
+    let mut handle = runner.start(request);
+    let mut events = Vec::new();
+    while let Some(event) = handle.events.recv().await {
+        let streaming = matches!(&event.stream, AgentStream::Assistant(AssistantEvent::Delta { .. }));
+        events.push(event);
+        if streaming {
+            cancel.cancel();
+        }
+    }
+    let outcome = handle.outcome().await.unwrap();
+    assert_event_contract(&events);
+    assert_eq!(outcome.status, RunStatus::Aborted(AbortReason::Cancelled));
+    assert!(matches!(terminal(&events), LifecycleEvent::End { aborted: true, .. }));
+}
+
+#[tokio::test]
+async fn malformed_stream_data_ends_the_run_with_a_clear_error() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::raw("data: {\"choices\":[]}\n\ndata: {not json\n\n"));
+    let (runner, _workspace) = runner(openai(&fake), settings());
+    let (outcome, events) = run(&runner, RunRequest::new("k", "hi")).await;
+    assert!(matches!(outcome.status, RunStatus::Failed { error: ProviderError::Malformed { .. } }));
+    assert!(matches!(terminal(&events), LifecycleEvent::Error { error, .. } if error.contains("malformed")));
+}
+
+#[tokio::test]
+async fn unknown_anthropic_events_are_ignored() {
+    let fake = FakeAnthropic::start().await.unwrap();
+    fake.push(Turn::raw(concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":1}}}\n\n",
+        "event: shiny_new_event\ndata: {\"type\":\"shiny_new_event\"}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"ok\"}}\n\n",
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\n",
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    )));
+    let (runner, _workspace) = runner(anthropic(&fake), settings());
+    let (outcome, _) = run(&runner, RunRequest::new("k", "hi")).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(outcome.payloads[0].text, "ok");
+}
+
+#[tokio::test]
+async fn the_tool_round_limit_forces_a_final_answer_without_tools() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::tool_calls([ToolCall::new("a", "current_time", "{}")]));
+    fake.push(Turn::text(["Here is what I found."]));
+    let settings = RunSettings { max_tool_rounds: 1, ..settings() };
+    let (runner, _workspace) = runner(openai(&fake), settings);
+
+    let (outcome, _) = run(&runner, RunRequest::new("k", "loop forever")).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let requests = fake.requests();
+    assert!(requests[0].body.get("tools").is_some());
+    assert!(requests[1].body.get("tools").is_none(), "the last round offers no tools");
+}
+
+#[tokio::test]
+async fn a_steering_message_skips_unstarted_tool_calls_and_reaches_the_model() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::tool_calls([ToolCall::new("a", "current_time", "{}"), ToolCall::new("b", "current_time", "{}")]));
+    fake.push(Turn::text(["Switching to your new question."]));
+    let (runner, _workspace) = runner(openai(&fake), settings());
+    let (steer, inbox) = tokio::sync::mpsc::unbounded_channel();
+    let mut request = RunRequest::new("k", "first question");
+    request.steer = Some(inbox);
+    steer.send("actually, something else".to_owned()).unwrap();
+
+    let (outcome, _) = run(&runner, request).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let skipped = outcome
+        .transcript
+        .iter()
+        .filter(
+            |m| matches!(m, ChatMessage::ToolResult { content, .. } if content == "skipped due to queued user message"),
+        )
+        .count();
+    assert_eq!(skipped, 2);
+    let last_message = fake.requests()[1].body["messages"].as_array().unwrap().last().cloned().unwrap();
+    assert_eq!(last_message, serde_json::json!({"role": "user", "content": "actually, something else"}));
+}
+
+#[tokio::test]
+async fn the_system_prompt_carries_bootstrap_files_and_extra_instructions() {
+    let fake = FakeAnthropic::start().await.unwrap();
+    fake.push(Turn::text(["ok"]));
+    let (runner, workspace) = runner(anthropic(&fake), settings());
+    std::fs::write(workspace.path().join("SOUL.md"), "You are Ferry's test agent.").unwrap();
+    let mut request = RunRequest::new("k", "hi");
+    request.extra_system_prompt = Some("Answer in haiku.".into());
+
+    run(&runner, request).await;
+    let system = fake.requests()[0].body["system"].as_str().unwrap().to_owned();
+    assert!(system.contains("### SOUL.md\nYou are Ferry's test agent."), "{system}");
+    assert!(system.contains("Answer in haiku."), "{system}");
+}

@@ -1,0 +1,85 @@
+//! `ferry agent` as a user runs it: the real binary, a clean environment, and either no
+//! model at all (the echo fallback) or the fake OpenAI server via `OPENAI_BASE_URL`.
+
+use std::process::{Command, Output};
+
+use ferry_fakes::{FakeOpenAi, Reply, Turn};
+
+async fn ferry(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let home = tempfile::tempdir().expect("home");
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    let env: Vec<(String, String)> = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args(&args)
+            .env_clear()
+            .env("HOME", home.path())
+            .envs(env)
+            .current_dir(home.path())
+            .output()
+            .expect("run ferry")
+    })
+    .await
+    .expect("join")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[tokio::test]
+async fn with_nothing_configured_the_echo_provider_answers_and_says_so() {
+    let output = ferry(&["agent", "--message", "hello from a fresh machine"], &[]).await;
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout), "hello from a fresh machine\n");
+    assert!(text(&output.stderr).contains("offline echo provider"), "{}", text(&output.stderr));
+}
+
+#[tokio::test]
+async fn openai_base_url_points_the_agent_at_a_compatible_server() {
+    let fake = FakeOpenAi::start().await.unwrap().with_api_key("sk-cli");
+    fake.push(Turn::text(["The answer ", "is 42."]));
+    let url = fake.url();
+    let output = ferry(
+        &["agent", "--message", "what is the answer?", "--session", "agent:main:cli-test"],
+        &[("OPENAI_BASE_URL", &url), ("OPENAI_API_KEY", "sk-cli"), ("OPENAI_MODEL", "gpt-test")],
+    )
+    .await;
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout), "The answer is 42.\n");
+    let request = &fake.requests()[0];
+    assert_eq!(request.body["model"], "gpt-test");
+    assert_eq!(request.body["messages"].as_array().unwrap().last().unwrap()["content"], "what is the answer?");
+    assert!(!text(&output.stderr).contains("sk-cli"), "the key leaked into logs");
+}
+
+#[tokio::test]
+async fn json_mode_prints_every_event_as_a_json_line() {
+    let output = ferry(&["agent", "--message", "one two three four five six", "--json"], &[]).await;
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let events: Vec<serde_json::Value> =
+        text(&output.stdout).lines().map(|line| serde_json::from_str(line).expect("a JSON line")).collect();
+    assert_eq!(events.first().unwrap()["data"]["phase"], "start");
+    assert_eq!(events.last().unwrap()["data"]["phase"], "end");
+    assert_eq!(events.last().unwrap()["data"]["aborted"], false);
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[1] > w[0]));
+    assert!(events.iter().filter(|e| e["data"]["type"] == "delta").count() > 1, "the reply streams in several deltas");
+}
+
+#[tokio::test]
+async fn timeout_and_provider_failures_exit_non_zero_with_a_clear_line() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::stall(Reply::text(["slow", "never"]), 1));
+    let url = fake.url();
+    let output = ferry(&["agent", "--message", "hi", "--timeout", "1"], &[("OPENAI_BASE_URL", &url)]).await;
+    assert!(!output.status.success());
+    assert!(text(&output.stderr).contains("error: the run timed out"), "{}", text(&output.stderr));
+
+    fake.push(Turn::error(400, "model `nope` does not exist"));
+    let output = ferry(&["agent", "--message", "hi"], &[("OPENAI_BASE_URL", &url)]).await;
+    assert!(!output.status.success());
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("rejected the request: model `nope` does not exist"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
