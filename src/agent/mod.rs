@@ -8,6 +8,7 @@
 //! - [`events`]: the event stream and its delivery guarantees.
 //! - [`prompt`] and [`skills`]: what goes into the system prompt.
 
+mod change_cache;
 pub mod conversation;
 pub mod events;
 pub mod prompt;

@@ -1,8 +1,11 @@
 //! The system prompt: Ferry's base instructions, the skills list, the workspace's
 //! bootstrap files and per-run additions (SPEC §6.2).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
 
+use super::change_cache::ChangeCache;
 use super::skills::SkillsSnapshot;
 
 /// Files read from the agent workspace into every prompt, in this order.
@@ -36,12 +39,12 @@ pub struct BootstrapFile {
 /// Reads those of `names` that exist in `workspace` (normally [`BOOTSTRAP_FILES`]; hooks
 /// may change the list), applying the caps. A file that cannot be read is logged and left
 /// out; the run goes on.
-pub async fn load_bootstrap_files<S: AsRef<str>>(workspace: &Path, names: &[S]) -> Vec<BootstrapFile> {
+pub fn load_bootstrap_files<S: AsRef<str>>(workspace: &Path, names: &[S]) -> Vec<BootstrapFile> {
     let mut files = Vec::new();
     let mut budget = BOOTSTRAP_TOTAL_LIMIT;
     for name in names.iter().map(AsRef::as_ref) {
         let path = workspace.join(name);
-        let text = match tokio::fs::read_to_string(&path).await {
+        let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
             Err(error) => {
@@ -59,6 +62,31 @@ pub async fn load_bootstrap_files<S: AsRef<str>>(workspace: &Path, names: &[S]) 
         files.push(BootstrapFile { name: name.to_owned(), content, omitted_chars });
     }
     files
+}
+
+/// The default bootstrap files of a workspace, re-read only when one of them is created,
+/// deleted or modified — a run checks a few file timestamps instead of reading files.
+pub struct BootstrapCache {
+    workspace: PathBuf,
+    /// Keyed by each default file's (modification time, size), `None` when absent.
+    cache: ChangeCache<Vec<Option<(SystemTime, u64)>>, [BootstrapFile]>,
+}
+
+impl BootstrapCache {
+    pub fn new(workspace: &Path) -> Self {
+        Self { workspace: workspace.to_owned(), cache: ChangeCache::default() }
+    }
+
+    pub fn files(&self) -> Arc<[BootstrapFile]> {
+        let fingerprint: Vec<_> = BOOTSTRAP_FILES
+            .iter()
+            .map(|name| {
+                let meta = std::fs::metadata(self.workspace.join(name)).ok()?;
+                Some((meta.modified().ok()?, meta.len()))
+            })
+            .collect();
+        self.cache.get(fingerprint, |_| load_bootstrap_files(&self.workspace, &BOOTSTRAP_FILES).into())
+    }
 }
 
 /// Assembles the system prompt.
@@ -102,12 +130,12 @@ fn cut(text: &str, limit: usize) -> (String, usize) {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn bootstrap_files_are_read_in_order_and_capped() {
+    #[test]
+    fn bootstrap_files_are_read_in_order_and_capped() {
         let workspace = tempfile::tempdir().unwrap();
         std::fs::write(workspace.path().join("SOUL.md"), "Be kind.").unwrap();
         std::fs::write(workspace.path().join("AGENTS.md"), "x".repeat(BOOTSTRAP_FILE_LIMIT + 10)).unwrap();
-        let files = load_bootstrap_files(workspace.path(), &BOOTSTRAP_FILES).await;
+        let files = load_bootstrap_files(workspace.path(), &BOOTSTRAP_FILES);
         assert_eq!(files.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(), ["AGENTS.md", "SOUL.md"]);
         assert_eq!(files[0].content.len(), BOOTSTRAP_FILE_LIMIT);
         assert_eq!(files[0].omitted_chars, 10);
@@ -118,18 +146,31 @@ mod tests {
         assert!(prompt.ends_with("## Additional instructions\nSpeak French."));
     }
 
-    #[tokio::test]
-    async fn the_total_cap_applies_across_files() {
+    #[test]
+    fn the_total_cap_applies_across_files() {
         let workspace = tempfile::tempdir().unwrap();
         let names: Vec<String> = (0..9).map(|i| format!("EXTRA{i}.md")).collect();
         for name in &names {
             std::fs::write(workspace.path().join(name), "y".repeat(BOOTSTRAP_FILE_LIMIT)).unwrap();
         }
-        let files = load_bootstrap_files(workspace.path(), &names).await;
+        let files = load_bootstrap_files(workspace.path(), &names);
         let total: usize = files.iter().map(|f| f.content.len()).sum();
         assert_eq!(total, BOOTSTRAP_TOTAL_LIMIT);
         let last = files.last().unwrap();
         assert_eq!((last.content.len(), last.omitted_chars), (10_000, 10_000));
+    }
+
+    #[test]
+    fn the_cache_rereads_a_file_only_when_it_changes() {
+        let workspace = tempfile::tempdir().unwrap();
+        let cache = BootstrapCache::new(workspace.path());
+        assert!(cache.files().is_empty());
+        std::fs::write(workspace.path().join("USER.md"), "Name: Ada").unwrap();
+        let first = cache.files();
+        assert_eq!(first[0].content, "Name: Ada");
+        assert!(Arc::ptr_eq(&first, &cache.files()));
+        std::fs::write(workspace.path().join("USER.md"), "Name: Ada Lovelace").unwrap();
+        assert_eq!(cache.files()[0].content, "Name: Ada Lovelace");
     }
 
     #[test]

@@ -20,7 +20,7 @@ use tracing::Instrument;
 
 use super::conversation::{ChatMessage, ToolCall, Usage};
 use super::events::{AgentEvent, EventBus, LifecycleEvent, RunEvents, ToolEvent, truncate_for_event};
-use super::prompt::{BOOTSTRAP_FILES, load_bootstrap_files, system_prompt};
+use super::prompt::{BootstrapCache, system_prompt};
 use super::providers::{ModelRequest, ProviderError, ResolvedModel, RetryPolicy};
 use super::skills::SkillsCache;
 use super::tools::{Origin, SessionCatalog, ToolContext, ToolRegistry, ToolSend, parse_arguments};
@@ -74,6 +74,7 @@ pub struct AgentRunner {
 struct Inner {
     parts: RunnerParts,
     skills: SkillsCache,
+    bootstrap: BootstrapCache,
 }
 
 /// One run's input.
@@ -191,7 +192,8 @@ struct RunState {
 impl AgentRunner {
     pub fn new(parts: RunnerParts) -> Self {
         let skills = SkillsCache::new(&parts.workspace);
-        Self { inner: Arc::new(Inner { parts, skills }) }
+        let bootstrap = BootstrapCache::new(&parts.workspace);
+        Self { inner: Arc::new(Inner { parts, skills, bootstrap }) }
     }
 
     pub fn model(&self) -> &ResolvedModel {
@@ -279,7 +281,7 @@ impl AgentRunner {
     async fn turns(&self, state: &mut RunState, request: &mut RunRequest, events: &RunEvents) -> Result<(), Stop> {
         let parts = &self.inner.parts;
         let skills = self.inner.skills.snapshot();
-        let files = load_bootstrap_files(&parts.workspace, &BOOTSTRAP_FILES).await;
+        let files = self.inner.bootstrap.files();
         let system = system_prompt(&skills, &files, request.extra_system_prompt.as_deref());
         let tool_specs = parts.tools.specs(&skills);
         let mut rounds = 0;

@@ -6,8 +6,10 @@
 //! when used. The list is read once and reused until a skill file changes.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::SystemTime;
+
+use super::change_cache::ChangeCache;
 
 /// The file that makes a folder a skill.
 pub const SKILL_FILE: &str = "SKILL.md";
@@ -43,26 +45,18 @@ impl SkillsSnapshot {
 /// Reads the skills folder, re-reading only when a skill file was added, removed or changed.
 pub struct SkillsCache {
     dir: PathBuf,
-    cached: Mutex<Option<(Vec<(PathBuf, Option<SystemTime>)>, Arc<SkillsSnapshot>)>>,
+    /// Keyed by every skill file with its modification time.
+    cache: ChangeCache<Vec<(PathBuf, Option<SystemTime>)>, SkillsSnapshot>,
 }
 
 impl SkillsCache {
     /// Skills under `<workspace>/skills`.
     pub fn new(workspace: &Path) -> Self {
-        Self { dir: workspace.join("skills"), cached: Mutex::new(None) }
+        Self { dir: workspace.join("skills"), cache: ChangeCache::default() }
     }
 
     pub fn snapshot(&self) -> Arc<SkillsSnapshot> {
-        let fingerprint = self.fingerprint();
-        let mut cached = self.cached.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some((seen, snapshot)) = cached.as_ref()
-            && *seen == fingerprint
-        {
-            return snapshot.clone();
-        }
-        let snapshot = Arc::new(read_skills(&fingerprint));
-        *cached = Some((fingerprint, snapshot.clone()));
-        snapshot
+        self.cache.get(self.fingerprint(), |files| Arc::new(read_skills(files)))
     }
 
     /// Every skill file with its modification time, in name order.

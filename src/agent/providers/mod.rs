@@ -27,7 +27,7 @@ use serde::Serialize;
 pub use error::ProviderError;
 pub use resolve::{ResolvedModel, resolve_model};
 pub use retry::RetryPolicy;
-pub use sse::{SseEvent, sse_events};
+pub use sse::{SseEvent, StreamDecoder, decode_stream, sse_events};
 
 use super::conversation::{ChatMessage, Usage};
 

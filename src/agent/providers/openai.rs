@@ -1,9 +1,11 @@
 //! OpenAI-compatible Chat Completions over SSE: OpenAI, Ollama, vLLM, llama.cpp server,
 //! OpenRouter and the many servers that copy the format.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 use async_trait::async_trait;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::http::{self, error_details, looks_like_context_overflow};
@@ -101,6 +103,68 @@ pub fn request_body(request: &ModelRequest) -> Value {
     body
 }
 
+/// A `chat.completion.chunk`, the fields Ferry reads. Strings borrow from the event's
+/// data unless they contain escapes; unknown fields are ignored.
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(default, borrow)]
+    choices: Option<Vec<Choice<'a>>>,
+    #[serde(default)]
+    usage: Option<ChunkUsage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    /// DeepSeek, vLLM and llama.cpp stream reasoning here…
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    /// …and OpenRouter here.
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<ToolCallChunk<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallChunk<'a> {
+    #[serde(default)]
+    index: Option<usize>,
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    function: Option<FunctionChunk<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionChunk<'a> {
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    arguments: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct ChunkUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+}
+
 /// Turns `chat.completion.chunk` events into model events.
 #[derive(Debug, Default)]
 pub struct ChunkDecoder {
@@ -122,21 +186,23 @@ impl StreamDecoder for ChunkDecoder {
         if self.done {
             return Ok(Vec::new());
         }
-        let chunk: Value = serde_json::from_str(data)
-            .map_err(|error| ProviderError::Malformed { message: format!("chunk is not JSON ({error})") })?;
-        if let Some(error) = chunk.get("error") {
+        let chunk: Chunk<'_> = serde_json::from_str(data).map_err(|error| ProviderError::Malformed {
+            message: format!("chunk is not a completion chunk ({error})"),
+        })?;
+        if let Some(error) = &chunk.error {
             return Err(stream_error(error));
         }
         let mut events = Vec::new();
-        for choice in chunk.get("choices").and_then(Value::as_array).into_iter().flatten() {
-            if choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
+        for choice in chunk.choices.into_iter().flatten() {
+            // Ferry asks for one choice; ignore any others a server sends.
+            if choice.index.unwrap_or(0) != 0 {
                 continue;
             }
-            if let Some(delta) = choice.get("delta") {
+            if let Some(delta) = choice.delta {
                 self.decode_delta(delta, &mut events);
             }
-            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-                self.stop = Some(match reason {
+            if let Some(reason) = choice.finish_reason {
+                self.stop = Some(match reason.as_ref() {
                     "stop" => StopReason::EndTurn,
                     "tool_calls" | "function_call" => StopReason::ToolUse,
                     "length" => StopReason::MaxTokens,
@@ -144,11 +210,10 @@ impl StreamDecoder for ChunkDecoder {
                 });
             }
         }
-        if let Some(usage) = chunk.get("usage").filter(|usage| usage.is_object()) {
-            let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+        if let Some(usage) = chunk.usage {
             events.push(ModelEvent::Usage(Usage {
-                input_tokens: count("prompt_tokens"),
-                output_tokens: count("completion_tokens"),
+                input_tokens: usage.prompt_tokens,
+                output_tokens: usage.completion_tokens,
             }));
         }
         Ok(events)
@@ -161,30 +226,29 @@ impl StreamDecoder for ChunkDecoder {
 }
 
 impl ChunkDecoder {
-    fn decode_delta(&mut self, delta: &Value, events: &mut Vec<ModelEvent>) {
-        let text = |key: &str| delta.get(key).and_then(Value::as_str).filter(|text| !text.is_empty());
-        // DeepSeek, vLLM and llama.cpp say `reasoning_content`; OpenRouter says `reasoning`.
-        if let Some(reasoning) = text("reasoning_content").or_else(|| text("reasoning")) {
-            events.push(ModelEvent::ReasoningDelta(reasoning.to_owned()));
+    fn decode_delta(&mut self, delta: Delta<'_>, events: &mut Vec<ModelEvent>) {
+        let non_empty = |text: Option<Cow<'_, str>>| text.filter(|text| !text.is_empty()).map(Cow::into_owned);
+        if let Some(reasoning) = non_empty(delta.reasoning_content).or_else(|| non_empty(delta.reasoning)) {
+            events.push(ModelEvent::ReasoningDelta(reasoning));
         }
-        if let Some(content) = text("content") {
-            events.push(ModelEvent::TextDelta(content.to_owned()));
+        if let Some(content) = non_empty(delta.content) {
+            events.push(ModelEvent::TextDelta(content));
         }
-        let calls = delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten();
-        for (position, call) in calls.enumerate() {
-            let index = call.get("index").and_then(Value::as_u64).map_or(position, |index| index as usize);
-            let function = call.get("function");
+        for (position, call) in delta.tool_calls.into_iter().flatten().enumerate() {
+            let index = call.index.unwrap_or(position);
+            let (name, arguments) = call.function.map_or((None, None), |f| (f.name, f.arguments));
             if self.started_calls.insert(index) {
                 // llama.cpp and some proxies leave out the id; the loop needs one to pair
                 // the result with the call.
-                let id = call.get("id").and_then(Value::as_str).map_or_else(|| format!("call_{index}"), str::to_owned);
-                let name = function.and_then(|f| f.get("name")).and_then(Value::as_str).unwrap_or_default().to_owned();
-                events.push(ModelEvent::ToolCallStart { index, id, name });
+                let id = call.id.map_or_else(|| format!("call_{index}"), Cow::into_owned);
+                events.push(ModelEvent::ToolCallStart {
+                    index,
+                    id,
+                    name: name.map(Cow::into_owned).unwrap_or_default(),
+                });
             }
-            if let Some(arguments) = function.and_then(|f| f.get("arguments")).and_then(Value::as_str)
-                && !arguments.is_empty()
-            {
-                events.push(ModelEvent::ToolCallDelta { index, arguments: arguments.to_owned() });
+            if let Some(arguments) = non_empty(arguments) {
+                events.push(ModelEvent::ToolCallDelta { index, arguments });
             }
         }
     }

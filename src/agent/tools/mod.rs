@@ -12,9 +12,11 @@ mod sessions_list;
 mod skill_read;
 
 use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use futures::FutureExt;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -130,6 +132,9 @@ pub struct ToolOutcome {
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: BTreeMap<&'static str, Arc<dyn Tool>>,
+    /// Built once at registration: generating schemas is not free, and every model call
+    /// sends them.
+    specs: BTreeMap<&'static str, ToolSpec>,
 }
 
 impl ToolRegistry {
@@ -149,19 +154,21 @@ impl ToolRegistry {
     }
 
     pub fn register(&mut self, tool: impl Tool) {
+        let spec = ToolSpec {
+            name: tool.name().to_owned(),
+            description: tool.description().to_owned(),
+            parameters: tool.parameters(),
+        };
+        self.specs.insert(tool.name(), spec);
         self.tools.insert(tool.name(), Arc::new(tool));
     }
 
     /// The tools as the model sees them. `skill_read` is offered only when skills exist.
     pub fn specs(&self, skills: &SkillsSnapshot) -> Vec<ToolSpec> {
-        self.tools
-            .values()
-            .filter(|tool| tool.name() != SkillRead::NAME || !skills.is_empty())
-            .map(|tool| ToolSpec {
-                name: tool.name().to_owned(),
-                description: tool.description().to_owned(),
-                parameters: tool.parameters(),
-            })
+        self.specs
+            .iter()
+            .filter(|(name, _)| **name != SkillRead::NAME || !skills.is_empty())
+            .map(|(_, spec)| spec.clone())
             .collect()
     }
 
@@ -180,12 +187,14 @@ impl ToolRegistry {
             Ok(arguments) => arguments,
             Err(error) => return ToolOutcome { content: error, is_error: true, mutates },
         };
-        let task = tokio::spawn(async move { tool.call(arguments, &context).await });
-        match task.await {
+        // Caught in place: a panicking tool must not take the run down, and spawning a task
+        // for isolation would cost a thread hand-off on every call.
+        let called = AssertUnwindSafe(async move { tool.call(arguments, &context).await }).catch_unwind().await;
+        match called {
             Ok(Ok(content)) => ToolOutcome { content, is_error: false, mutates },
             Ok(Err(error)) => ToolOutcome { content: error.0, is_error: true, mutates },
-            Err(join_error) => {
-                tracing::error!(tool = %call.name, error = %join_error, "a tool crashed; the model is told it failed");
+            Err(_) => {
+                tracing::error!(tool = %call.name, "a tool panicked; the model is told it failed");
                 ToolOutcome { content: format!("the tool `{}` crashed", call.name), is_error: true, mutates }
             }
         }
