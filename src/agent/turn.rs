@@ -66,6 +66,8 @@ impl TurnAccumulator {
                     .arguments
                     .push_str(&arguments);
             }
+            // The arguments are whole; they are validated when the call is executed.
+            ModelEvent::ToolCallEnd { .. } => {}
             // Providers report usage once per reply, as a total.
             ModelEvent::Usage(usage) => self.usage = usage,
             ModelEvent::Stop(reason) => self.stop = Some(reason),

@@ -183,6 +183,11 @@ impl StreamDecoder for EventDecoder {
                     _ => {}
                 }
             }
+            "content_block_stop" => {
+                if let Some(index) = index.filter(|index| self.tool_blocks.contains(index)) {
+                    events.push(ModelEvent::ToolCallEnd { index });
+                }
+            }
             "message_delta" => {
                 if let Some(reason) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
                     self.stop = Some(match reason {
@@ -253,6 +258,7 @@ mod tests {
             ("content_block_start", r#"{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_1","name":"current_time","input":{}}}"#),
             ("content_block_delta", r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"tz\":"}}"#),
             ("content_block_delta", r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"\"UTC\"}"}}"#),
+            ("content_block_stop", r#"{"type":"content_block_stop","index":2}"#),
             ("ping", r#"{"type":"ping"}"#),
             ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":30}}"#),
             ("message_stop", r#"{"type":"message_stop"}"#),
@@ -266,6 +272,7 @@ mod tests {
                 ModelEvent::ToolCallStart { index: 2, id: "toolu_1".into(), name: "current_time".into() },
                 ModelEvent::ToolCallDelta { index: 2, arguments: "{\"tz\":".into() },
                 ModelEvent::ToolCallDelta { index: 2, arguments: "\"UTC\"}".into() },
+                ModelEvent::ToolCallEnd { index: 2 },
                 ModelEvent::Usage(Usage { input_tokens: 20, output_tokens: 30 }),
                 ModelEvent::Stop(StopReason::ToolUse),
             ]

@@ -67,6 +67,10 @@ pub enum ModelEvent {
         index: usize,
         arguments: String,
     },
+    /// The call's arguments are complete.
+    ToolCallEnd {
+        index: usize,
+    },
     Usage(Usage),
     /// The reply is complete.
     Stop(StopReason),

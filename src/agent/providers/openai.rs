@@ -169,6 +169,7 @@ struct ChunkUsage {
 #[derive(Debug, Default)]
 pub struct ChunkDecoder {
     started_calls: BTreeSet<usize>,
+    open_calls: BTreeSet<usize>,
     stop: Option<StopReason>,
     done: bool,
 }
@@ -202,6 +203,10 @@ impl StreamDecoder for ChunkDecoder {
                 self.decode_delta(delta, &mut events);
             }
             if let Some(reason) = choice.finish_reason {
+                // The finish reason closes every call still open.
+                events.extend(
+                    std::mem::take(&mut self.open_calls).into_iter().map(|index| ModelEvent::ToolCallEnd { index }),
+                );
                 self.stop = Some(match reason.as_ref() {
                     "stop" => StopReason::EndTurn,
                     "tool_calls" | "function_call" => StopReason::ToolUse,
@@ -238,6 +243,7 @@ impl ChunkDecoder {
             let index = call.index.unwrap_or(position);
             let (name, arguments) = call.function.map_or((None, None), |f| (f.name, f.arguments));
             if self.started_calls.insert(index) {
+                self.open_calls.insert(index);
                 // llama.cpp and some proxies leave out the id; the loop needs one to pair
                 // the result with the call.
                 let id = call.id.map_or_else(|| format!("call_{index}"), Cow::into_owned);
@@ -295,6 +301,7 @@ mod tests {
                 ModelEvent::TextDelta("Hi".into()),
                 ModelEvent::ToolCallStart { index: 0, id: "call_1".into(), name: "current_time".into() },
                 ModelEvent::ToolCallDelta { index: 0, arguments: "{}".into() },
+                ModelEvent::ToolCallEnd { index: 0 },
                 ModelEvent::Usage(Usage { input_tokens: 12, output_tokens: 3 }),
                 ModelEvent::Stop(StopReason::ToolUse),
             ]
