@@ -11,7 +11,10 @@ use sqlx::error::BoxDynError;
 use sqlx::migrate::{Migration, MigrationSource, MigrationType};
 
 /// `(version, description, sql)`, in version order.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "state meta", include_str!("../../migrations/0001_state_meta.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "state meta", include_str!("../../migrations/0001_state_meta.sql")),
+    (3, "sessions and queued messages", include_str!("../../migrations/0003_sessions.sql")),
+];
 
 /// The migrations above, as sqlx's migrator wants them.
 #[derive(Debug, Clone, Copy)]
@@ -20,7 +23,12 @@ pub struct EmbeddedMigrations;
 impl EmbeddedMigrations {
     /// The newest schema version this build knows.
     pub fn latest_version() -> i64 {
-        MIGRATIONS.last().map_or(0, |(version, _, _)| *version)
+        MIGRATIONS.iter().map(|(version, _, _)| *version).max().unwrap_or(0)
+    }
+
+    /// How many migrations this build carries.
+    pub fn count() -> usize {
+        MIGRATIONS.len()
     }
 }
 

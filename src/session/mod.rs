@@ -1,0 +1,15 @@
+//! Sessions (SPEC §4): which conversation a message continues, its transcript, its
+//! counters and per-session settings, and when it starts afresh.
+//!
+//! - [`store`]: the [`SessionStore`] interface (a PostgreSQL backend is planned beside
+//!   the SQLite one);
+//! - [`sqlite`]: the default store, in the state directory's database;
+//! - [`reset`]: the daily / idle reset rules.
+
+pub mod reset;
+pub mod sqlite;
+pub mod store;
+
+pub use reset::ResetReason;
+pub use sqlite::SqliteSessionStore;
+pub use store::{Resolved, Session, SessionOverrides, SessionStore, StoreError};

@@ -1,0 +1,91 @@
+//! What a session is, and the store interface every backend implements.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::reset::ResetReason;
+use crate::agent::{ChatMessage, Usage};
+use crate::config::{DropPolicy, QueueMode, ResetConfig};
+
+/// A conversation between the agent and a chat (or a person, by `dm_scope`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub key: String,
+    /// Changes on every reset; transcripts belong to a session id.
+    pub session_id: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub usage: Usage,
+    pub compaction_count: u32,
+    pub overrides: SessionOverrides,
+}
+
+/// What a user changed for their session alone (`/queue …`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionOverrides {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_mode: Option<QueueMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debounce_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drop: Option<DropPolicy>,
+}
+
+/// A session looked up for a new message, with why it is fresh if it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub session: Session,
+    /// `Some` when this call started a new session id (first message, or a reset).
+    pub started: Option<ResetReason>,
+    /// The session id that ended, when a reset replaced one.
+    pub ended_session_id: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The run lost its right to write: the session was reset, or a newer run took over.
+    #[error("run {run_id} no longer owns session {key}")]
+    Superseded { key: String, run_id: String },
+    #[error("no session {0}")]
+    NotFound(String),
+    #[error("session store: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("session store: corrupt entry: {0}")]
+    Corrupt(String),
+}
+
+/// Sessions and their transcripts. One writer per session: the lanes guarantee it inside a
+/// process, and [`SessionStore::append`] is fenced by run id so a superseded run cannot
+/// write even if it is still going.
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    /// The session for `key` as a new message arrives at `now`: created if missing,
+    /// replaced by a fresh one if stale under `policy`; `updated_at` becomes `now`.
+    async fn resolve(&self, key: &str, now: DateTime<Utc>, policy: &ResetConfig) -> Result<Resolved, StoreError>;
+
+    /// Starts a new session id for `key` (`/new`, `/reset`); any running run loses its
+    /// right to append.
+    async fn reset(&self, key: &str, now: DateTime<Utc>) -> Result<Resolved, StoreError>;
+
+    async fn get(&self, key: &str) -> Result<Option<Session>, StoreError>;
+
+    /// Makes `run_id` the session's only writer. Fails if `session_id` is no longer current.
+    async fn begin_run(&self, key: &str, session_id: &str, run_id: &str) -> Result<(), StoreError>;
+
+    /// The transcript of a session id, oldest first.
+    async fn history(&self, session_id: &str) -> Result<Vec<ChatMessage>, StoreError>;
+
+    /// Appends a run's entries, if the run still owns the session.
+    async fn append(&self, key: &str, run_id: &str, entries: &[ChatMessage]) -> Result<(), StoreError>;
+
+    /// Adds the run's token usage and releases its ownership.
+    async fn finish_run(&self, key: &str, run_id: &str, usage: Usage) -> Result<(), StoreError>;
+
+    async fn set_overrides(&self, key: &str, overrides: &SessionOverrides) -> Result<(), StoreError>;
+
+    /// Up to `limit` sessions, most recently updated first.
+    async fn list(&self, limit: usize) -> Result<Vec<Session>, StoreError>;
+}
