@@ -27,6 +27,7 @@ impl EmbeddedMigrations {
     }
 
     /// How many migrations this build carries.
+    #[cfg(test)]
     pub fn count() -> usize {
         MIGRATIONS.len()
     }
