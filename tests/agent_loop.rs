@@ -7,15 +7,18 @@ use std::time::{Duration, Instant};
 
 use ferry::agent::providers::anthropic::AnthropicProvider;
 use ferry::agent::providers::openai::OpenAiProvider;
-use ferry::agent::providers::{ModelProvider, ProviderError, ResolvedModel, RetryPolicy};
+use ferry::agent::providers::{
+    ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, ResolvedModel, RetryPolicy, StopReason,
+};
 use ferry::agent::tools::{RecentSessions, ToolRegistry};
 use ferry::agent::{
     AbortReason, AgentEvent, AgentRunner, AgentStream, AssistantEvent, ChatMessage, EventBus, LifecycleEvent,
-    RunOutcome, RunRequest, RunSettings, RunStatus, RunnerParts, ToolEvent,
+    RunOutcome, RunRequest, RunSettings, RunStatus, RunnerParts, SteerInbox, ToolEvent,
 };
 use ferry::channels::ChannelRegistry;
 use ferry::config::Secret;
 use ferry_fakes::{FakeAnthropic, FakeOpenAi, HttpError, Reply, ToolCall, Turn};
+use futures::StreamExt;
 
 /// Generous limits, so only the behaviour under test ends a run.
 fn settings() -> RunSettings {
@@ -399,19 +402,62 @@ async fn the_tool_round_limit_forces_a_final_answer_without_tools() {
     assert!(requests[1].body.get("tools").is_none(), "the last round offers no tools");
 }
 
+/// A provider whose first reply calls two tools and, while that reply streams, a user
+/// steers the run (deterministically: the push happens as the stream is consumed).
+struct SteeredProvider {
+    inbox: SteerInbox,
+    requests: std::sync::Mutex<Vec<ModelRequest>>,
+}
+
+#[async_trait::async_trait]
+impl ModelProvider for SteeredProvider {
+    fn name(&self) -> &str {
+        "steered"
+    }
+
+    async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ProviderError> {
+        let first = {
+            let mut requests = self.requests.lock().unwrap();
+            requests.push(request.clone());
+            requests.len() == 1
+        };
+        if !first {
+            let events = vec![
+                Ok(ModelEvent::TextDelta("Switching to your new question.".into())),
+                Ok(ModelEvent::Stop(StopReason::EndTurn)),
+            ];
+            return Ok(futures::stream::iter(events).boxed());
+        }
+        let inbox = self.inbox.clone();
+        let events = vec![
+            ModelEvent::ToolCallStart { index: 0, id: "a".into(), name: "current_time".into() },
+            ModelEvent::ToolCallStart { index: 1, id: "b".into(), name: "current_time".into() },
+            ModelEvent::Stop(StopReason::ToolUse),
+        ];
+        Ok(futures::stream::iter(events)
+            .enumerate()
+            .map(move |(position, event)| {
+                if position == 1 {
+                    inbox.push("actually, something else".to_owned()).expect("a streaming run accepts steering");
+                }
+                Ok(event)
+            })
+            .boxed())
+    }
+}
+
 #[tokio::test]
 async fn a_steering_message_skips_unstarted_tool_calls_and_reaches_the_model() {
-    let fake = FakeOpenAi::start().await.unwrap();
-    fake.push(Turn::tool_calls([ToolCall::new("a", "current_time", "{}"), ToolCall::new("b", "current_time", "{}")]));
-    fake.push(Turn::text(["Switching to your new question."]));
-    let (runner, _workspace) = runner(openai(&fake), settings());
-    let (steer, inbox) = tokio::sync::mpsc::unbounded_channel();
+    let inbox = SteerInbox::new();
+    assert!(inbox.push("too early".to_owned()).is_err(), "a run that is not streaming yet refuses steering");
+    let provider = Arc::new(SteeredProvider { inbox: inbox.clone(), requests: Default::default() });
+    let (runner, _workspace) = runner(provider.clone(), settings());
     let mut request = RunRequest::new("k", "first question");
-    request.steer = Some(inbox);
-    steer.send("actually, something else".to_owned()).unwrap();
+    request.steer = Some(inbox.clone());
 
     let (outcome, _) = run(&runner, request).await;
     assert_eq!(outcome.status, RunStatus::Completed);
+    assert!(outcome.unconsumed_steer.is_empty());
     let skipped = outcome
         .transcript
         .iter()
@@ -419,9 +465,10 @@ async fn a_steering_message_skips_unstarted_tool_calls_and_reaches_the_model() {
             |m| matches!(m, ChatMessage::ToolResult { content, .. } if content == "skipped due to queued user message"),
         )
         .count();
-    assert_eq!(skipped, 2);
-    let last_message = fake.requests()[1].body["messages"].as_array().unwrap().last().cloned().unwrap();
-    assert_eq!(last_message, serde_json::json!({"role": "user", "content": "actually, something else"}));
+    assert_eq!(skipped, 2, "neither tool call ran");
+    let second = provider.requests.lock().unwrap()[1].messages.last().cloned();
+    assert_eq!(second, Some(ChatMessage::user("actually, something else")));
+    assert!(inbox.push("after the end".to_owned()).is_err(), "a finished run refuses steering");
 }
 
 #[tokio::test]

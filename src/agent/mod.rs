@@ -15,6 +15,7 @@ pub mod prompt;
 pub mod providers;
 pub mod run;
 pub mod skills;
+mod steer;
 pub mod tools;
 mod turn;
 
@@ -23,4 +24,5 @@ pub use events::{AgentEvent, AgentStream, AssistantEvent, EventBus, LifecycleEve
 pub use run::{
     AbortReason, AgentRunner, Payload, RunHandle, RunOutcome, RunRequest, RunSettings, RunStatus, RunnerParts,
 };
+pub use steer::SteerInbox;
 pub use turn::AssistantTurn;

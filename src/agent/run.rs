@@ -23,6 +23,7 @@ use super::events::{AgentEvent, EventBus, LifecycleEvent, RunEvents, ToolEvent, 
 use super::prompt::{BootstrapCache, system_prompt};
 use super::providers::{ModelRequest, ProviderError, ResolvedModel, RetryPolicy};
 use super::skills::SkillsCache;
+use super::steer::SteerInbox;
 use super::tools::{Origin, SessionCatalog, ToolContext, ToolRegistry, ToolSend, parse_arguments};
 use super::turn::{AssistantTurn, TurnAccumulator};
 use crate::channels::ChannelRegistry;
@@ -91,8 +92,8 @@ pub struct RunRequest {
     pub cancel: CancellationToken,
     /// The chat the message came from, if any.
     pub origin: Option<Origin>,
-    /// User messages to inject into the running turn at its next boundary (steering).
-    pub steer: Option<mpsc::UnboundedReceiver<String>>,
+    /// User messages injected into the running turn at its next boundary (steering).
+    pub steer: Option<SteerInbox>,
 }
 
 impl RunRequest {
@@ -155,6 +156,8 @@ pub struct RunOutcome {
     pub transcript: Vec<ChatMessage>,
     pub tool_sends: Vec<ToolSend>,
     pub tool_failures: Vec<ToolFailure>,
+    /// Steering messages that arrived too late for the run to take; they need their own run.
+    pub unconsumed_steer: Vec<String>,
     pub started_at: DateTime<Utc>,
     pub ended_at: DateTime<Utc>,
 }
@@ -263,6 +266,7 @@ impl AgentRunner {
                 RunStatus::Aborted(reason)
             }
         };
+        let unconsumed_steer = request.steer.as_ref().map(SteerInbox::close).unwrap_or_default();
         let tool_sends = std::mem::take(&mut *state.sends.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
         RunOutcome {
             run_id: request.run_id,
@@ -272,6 +276,7 @@ impl AgentRunner {
             transcript: state.messages.split_off(state.first_new),
             tool_sends,
             tool_failures: state.failures,
+            unconsumed_steer,
             started_at,
             ended_at,
         }
@@ -294,7 +299,7 @@ impl AgentRunner {
                 tools: if tools_allowed { tool_specs.clone() } else { Vec::new() },
                 max_output_tokens: None,
             };
-            let turn = self.call_model(&model_request, events).await.map_err(Stop::Failed)?;
+            let turn = self.call_model(&model_request, events, request.steer.as_ref()).await.map_err(Stop::Failed)?;
             state.usage.add(turn.usage);
             state
                 .messages
@@ -343,12 +348,17 @@ impl AgentRunner {
     }
 
     /// One model call with the idle watchdog, retried while nothing was shown.
-    async fn call_model(&self, request: &ModelRequest, events: &RunEvents) -> Result<AssistantTurn, ProviderError> {
+    async fn call_model(
+        &self,
+        request: &ModelRequest,
+        events: &RunEvents,
+        steer: Option<&SteerInbox>,
+    ) -> Result<AssistantTurn, ProviderError> {
         let settings = &self.inner.parts.settings;
         let mut attempt = 0;
         loop {
             let mut turn = TurnAccumulator::default();
-            match self.stream_once(request, events, &mut turn).await {
+            match self.stream_once(request, events, &mut turn, steer).await {
                 Ok(()) => return Ok(turn.finish(events)),
                 Err(error) if !turn.has_shown_output() && error.is_retryable() => {
                     let Some(delay) = settings.retry.delay(attempt, error.retry_after()) else { return Err(error) };
@@ -366,6 +376,7 @@ impl AgentRunner {
         request: &ModelRequest,
         events: &RunEvents,
         turn: &mut TurnAccumulator,
+        steer: Option<&SteerInbox>,
     ) -> Result<(), ProviderError> {
         let parts = &self.inner.parts;
         let idle = parts.settings.idle_timeout;
@@ -380,7 +391,13 @@ impl AgentRunner {
                     return Err(ProviderError::Stream { message: "the reply ended before it was complete".into() });
                 }
                 Ok(Some(Err(error))) => return Err(error),
-                Ok(Some(Ok(event))) => turn.apply(event, events),
+                Ok(Some(Ok(event))) => {
+                    // The run is streaming: from now on it can take steering messages.
+                    if let Some(inbox) = steer {
+                        inbox.open();
+                    }
+                    turn.apply(event, events)
+                }
             }
         }
     }
@@ -424,12 +441,6 @@ fn tool_result(call: &ToolCall, content: String, is_error: bool) -> ChatMessage 
 }
 
 /// Every steering message waiting right now.
-fn drain(steer: &mut Option<mpsc::UnboundedReceiver<String>>) -> Vec<String> {
-    let mut messages = Vec::new();
-    if let Some(receiver) = steer {
-        while let Ok(message) = receiver.try_recv() {
-            messages.push(message);
-        }
-    }
-    messages
+fn drain(steer: &mut Option<SteerInbox>) -> Vec<String> {
+    steer.as_ref().map(SteerInbox::drain).unwrap_or_default()
 }

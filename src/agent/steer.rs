@@ -1,0 +1,89 @@
+//! Steering: user messages handed to a run that is already going (SPEC §5, `steer` mode).
+//!
+//! The run takes them at its next model or tool boundary. The inbox accepts messages only
+//! while the run can still take them — from its first streamed model output until it ends —
+//! so a sender learns at once when it must fall back to a follow-up run instead. Messages
+//! that arrived after the run's last boundary are handed back when it closes, never lost.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+#[derive(Debug, Default)]
+struct Inbox {
+    open: bool,
+    closed: bool,
+    messages: Vec<String>,
+}
+
+/// A run's steering inbox. Clones share it: the queue keeps one, the run the other.
+#[derive(Debug, Clone, Default)]
+pub struct SteerInbox {
+    inner: Arc<Mutex<Inbox>>,
+}
+
+impl SteerInbox {
+    /// A closed inbox that opens when its run starts streaming.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Offers a message to the run. Refused (the message comes back) when the run is not
+    /// streaming yet or has finished.
+    pub fn push(&self, message: String) -> Result<(), String> {
+        let mut inbox = self.lock();
+        if !inbox.open || inbox.closed {
+            return Err(message);
+        }
+        inbox.messages.push(message);
+        Ok(())
+    }
+
+    /// Whether a push would be accepted now.
+    pub fn is_accepting(&self) -> bool {
+        let inbox = self.lock();
+        inbox.open && !inbox.closed
+    }
+
+    /// The run is streaming: steering is possible from now on.
+    pub(crate) fn open(&self) {
+        let mut inbox = self.lock();
+        if !inbox.closed {
+            inbox.open = true;
+        }
+    }
+
+    /// Takes the messages waiting now.
+    pub(crate) fn drain(&self) -> Vec<String> {
+        std::mem::take(&mut self.lock().messages)
+    }
+
+    /// The run is ending: refuse further messages and return those it never took.
+    pub(crate) fn close(&self) -> Vec<String> {
+        let mut inbox = self.lock();
+        inbox.closed = true;
+        std::mem::take(&mut inbox.messages)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inbox> {
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_refused_until_the_run_streams_and_after_it_ends() {
+        let inbox = SteerInbox::new();
+        assert_eq!(inbox.push("too early".into()), Err("too early".into()));
+        inbox.open();
+        assert!(inbox.is_accepting());
+        inbox.push("one".into()).unwrap();
+        assert_eq!(inbox.drain(), ["one"]);
+        inbox.push("late".into()).unwrap();
+        assert_eq!(inbox.close(), ["late"], "unconsumed messages come back");
+        assert_eq!(inbox.push("after".into()), Err("after".into()));
+        inbox.open();
+        assert!(!inbox.is_accepting(), "a closed inbox never reopens");
+    }
+}
