@@ -16,6 +16,7 @@ pub mod agent;
 pub mod channels;
 pub mod config;
 pub mod logging;
+pub mod queue;
 pub mod session;
 pub mod state;
 

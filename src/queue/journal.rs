@@ -1,0 +1,126 @@
+//! The journal of accepted messages that have not been answered yet.
+//!
+//! A message is recorded before the platform is told it was received, and removed only
+//! after the run that answers it finished. After a crash or restart, whatever is still in
+//! the journal runs again: nothing accepted is lost.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use ferry_channel::InboundMessage;
+use sqlx::Row;
+
+use crate::state::Database;
+
+/// An accepted message waiting for (or in) its run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedMessage {
+    pub id: i64,
+    pub session_key: String,
+    pub message: InboundMessage,
+    /// What the model is asked (the message text, wrapped with group context if any).
+    pub prompt: String,
+    pub enqueued_at: DateTime<Utc>,
+}
+
+impl QueuedMessage {
+    /// Where a reply to it goes: the same channel, account, chat and thread.
+    pub fn reply_place(&self) -> (&str, &str, &str, Option<&str>) {
+        let m = &self.message;
+        (&m.channel, &m.account_id, &m.chat.id, m.thread_id.as_deref())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("queue journal: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("queue journal: cannot encode a message: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+/// What the scheduler needs of the journal: forgetting messages once answered or dropped.
+#[async_trait]
+pub trait AnsweredLog: Send + Sync + 'static {
+    async fn forget(&self, ids: &[i64]) -> Result<(), JournalError>;
+}
+
+#[async_trait]
+impl AnsweredLog for QueueJournal {
+    async fn forget(&self, ids: &[i64]) -> Result<(), JournalError> {
+        self.remove(ids).await
+    }
+}
+
+#[derive(Clone)]
+pub struct QueueJournal {
+    database: Database,
+}
+
+impl QueueJournal {
+    pub fn new(database: Database) -> Self {
+        Self { database }
+    }
+
+    /// Records an accepted message durably and returns it with its journal id.
+    pub async fn record(
+        &self,
+        session_key: &str,
+        message: &InboundMessage,
+        prompt: &str,
+    ) -> Result<QueuedMessage, JournalError> {
+        let now = Utc::now();
+        let encoded = serde_json::to_string(message)?;
+        let inserted =
+            sqlx::query("INSERT INTO queued_messages (session_key, message, prompt, enqueued_at) VALUES (?, ?, ?, ?)")
+                .bind(session_key)
+                .bind(encoded)
+                .bind(prompt)
+                .bind(now.timestamp_millis())
+                .execute(self.database.pool())
+                .await?;
+        Ok(QueuedMessage {
+            id: inserted.last_insert_rowid(),
+            session_key: session_key.to_owned(),
+            message: message.clone(),
+            prompt: prompt.to_owned(),
+            enqueued_at: now,
+        })
+    }
+
+    /// Forgets answered (or deliberately dropped) messages.
+    pub async fn remove(&self, ids: &[i64]) -> Result<(), JournalError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut transaction = self.database.pool().begin().await?;
+        for id in ids {
+            sqlx::query("DELETE FROM queued_messages WHERE id = ?").bind(id).execute(&mut *transaction).await?;
+        }
+        transaction.commit().await?;
+        Ok(())
+    }
+
+    /// Everything still unanswered, oldest first. Rows that no longer decode are logged and
+    /// skipped (and left in place for an operator to inspect).
+    pub async fn pending(&self) -> Result<Vec<QueuedMessage>, JournalError> {
+        let rows = sqlx::query("SELECT id, session_key, message, prompt, enqueued_at FROM queued_messages ORDER BY id")
+            .fetch_all(self.database.pool())
+            .await?;
+        let mut pending = Vec::with_capacity(rows.len());
+        for row in rows {
+            let id: i64 = row.try_get("id")?;
+            let encoded: String = row.try_get("message")?;
+            match serde_json::from_str::<InboundMessage>(&encoded) {
+                Ok(message) => pending.push(QueuedMessage {
+                    id,
+                    session_key: row.try_get("session_key")?,
+                    message,
+                    prompt: row.try_get("prompt")?,
+                    enqueued_at: DateTime::from_timestamp_millis(row.try_get("enqueued_at")?).unwrap_or_default(),
+                }),
+                Err(error) => tracing::error!(id, %error, "a queued message does not decode; skipping it"),
+            }
+        }
+        Ok(pending)
+    }
+}

@@ -1,0 +1,408 @@
+//! When each accepted message runs (SPEC §5): one run at a time per session, the queue
+//! modes for messages that arrive while a run is active, the quiet window, the cap.
+//!
+//! The scheduler decides; a [`RunExecutor`] does the run. Decisions are made under one
+//! lock and never wait on I/O inside it; journal writes and run starts happen after.
+//! A session with no active run and nothing queued has no state here at all, so idle
+//! sessions cost no memory.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::Utc;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use super::journal::{AnsweredLog, QueuedMessage};
+use super::lanes::{GlobalLane, SLOW_LANE_WAIT};
+use super::prompt::{follow_up_prompt, summary_line};
+use super::settings::QueueSettings;
+use crate::agent::SteerInbox;
+use crate::config::{DropPolicy, QueueMode};
+
+/// One run to execute: what to ask, which messages it answers, and its controls.
+pub struct RunJob {
+    pub session_key: String,
+    pub prompt: String,
+    /// The messages this run answers, oldest first. The reply goes where the last came from.
+    pub messages: Vec<QueuedMessage>,
+    pub cancel: CancellationToken,
+    pub steer: SteerInbox,
+}
+
+/// What the scheduler needs back from a run.
+#[derive(Debug, Default)]
+pub struct RunReport {
+    /// Steering messages the run did not take; they run as follow-ups.
+    pub unconsumed_steer: Vec<String>,
+}
+
+/// Does the runs the scheduler starts (the dispatcher: agent run + reply).
+#[async_trait]
+pub trait RunExecutor: Send + Sync + 'static {
+    async fn execute(&self, job: RunJob) -> RunReport;
+}
+
+/// What happened to a submitted message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// The session was idle: it runs now.
+    Started,
+    /// It waits for the active run (and the quiet window) to end.
+    Queued { position: usize },
+    /// It was handed to the active run.
+    Steered,
+    /// Handed to the active run and also queued for a follow-up (`steer-backlog`).
+    SteeredAndQueued,
+    /// The active run is being aborted; this message runs next.
+    Interrupting,
+    /// The queue is full and `drop = "new"`: the message was not accepted.
+    Rejected,
+}
+
+/// A submission's outcome, with any older message the cap pushed out (`drop = "old"`),
+/// whose sender should be told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submitted {
+    pub admission: Admission,
+    pub dropped: Vec<QueuedMessage>,
+}
+
+/// What `/stop` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stopped {
+    pub aborted_run: bool,
+    pub cleared: usize,
+}
+
+/// A session's queue as `/status` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LaneStatus {
+    pub running: bool,
+    pub queued: usize,
+}
+
+#[derive(Clone)]
+pub struct Scheduler {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    lanes: Mutex<HashMap<String, Lane>>,
+    executor: Arc<dyn RunExecutor>,
+    journal: Arc<dyn AnsweredLog>,
+    global: GlobalLane,
+}
+
+/// One session's state; exists only while the session has work.
+struct Lane {
+    settings: QueueSettings,
+    active: Option<Active>,
+    pending: VecDeque<QueuedMessage>,
+    dropped_summaries: Vec<String>,
+    /// Bumped by every arrival: a quiet-window timer only fires if nothing came since.
+    generation: u64,
+    /// After an interrupt the next run starts without a quiet window.
+    skip_quiet: bool,
+}
+
+struct Active {
+    token: u64,
+    cancel: CancellationToken,
+    steer: SteerInbox,
+    /// Messages handed to the run by steering, in order.
+    steered: Vec<QueuedMessage>,
+}
+
+/// Work decided under the lock, done after it.
+#[derive(Default)]
+struct Effects {
+    remove: Vec<i64>,
+    start: Option<(String, RunJob, u64)>,
+    quiet: Option<(String, u64, Duration)>,
+}
+
+impl Scheduler {
+    pub fn new(executor: Arc<dyn RunExecutor>, journal: Arc<dyn AnsweredLog>, max_concurrent: usize) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                lanes: Mutex::new(HashMap::new()),
+                executor,
+                journal,
+                global: GlobalLane::new(max_concurrent),
+            }),
+        }
+    }
+
+    /// Admits a journaled message under `settings`.
+    pub async fn submit(&self, message: QueuedMessage, settings: QueueSettings) -> Submitted {
+        let key = message.session_key.clone();
+        let mut effects = Effects::default();
+        let submitted = {
+            let mut lanes = self.lanes();
+            let lane = lanes.entry(key.clone()).or_insert_with(|| Lane::new(settings));
+            lane.settings = settings;
+            lane.generation += 1;
+            match (&lane.active, lane.pending.is_empty()) {
+                (None, true) => {
+                    effects.start = Some(self.start_job(&key, lane, vec![message]));
+                    Submitted { admission: Admission::Started, dropped: Vec::new() }
+                }
+                // Nothing runs but a quiet window is open: join the queue, restart the window.
+                (None, false) => {
+                    let submitted = Self::enqueue(lane, message, &mut effects);
+                    effects.quiet = Some((key.clone(), lane.generation, lane.settings.debounce));
+                    submitted
+                }
+                (Some(_), _) => self.admit_while_running(lane, message, &mut effects),
+            }
+        };
+        self.apply(effects).await;
+        submitted
+    }
+
+    fn admit_while_running(&self, lane: &mut Lane, message: QueuedMessage, effects: &mut Effects) -> Submitted {
+        let Some(active) = lane.active.as_mut() else { return Self::enqueue(lane, message, effects) };
+        match lane.settings.mode {
+            QueueMode::Collect | QueueMode::Followup => Self::enqueue(lane, message, effects),
+            QueueMode::Steer => match active.steer.push(message.prompt.clone()) {
+                Ok(()) => {
+                    active.steered.push(message);
+                    Submitted { admission: Admission::Steered, dropped: Vec::new() }
+                }
+                // Not streaming yet, or finishing: fall back to a follow-up.
+                Err(_) => Self::enqueue(lane, message, effects),
+            },
+            QueueMode::SteerBacklog => {
+                // Steered now; the queued copy keeps the journal entry until its own run.
+                let steered = active.steer.push(message.prompt.clone()).is_ok();
+                let mut submitted = Self::enqueue(lane, message, effects);
+                if steered && submitted.admission != Admission::Rejected {
+                    submitted.admission = Admission::SteeredAndQueued;
+                }
+                submitted
+            }
+            QueueMode::Interrupt => {
+                active.cancel.cancel();
+                effects.remove.extend(lane.pending.drain(..).map(|item| item.id));
+                lane.dropped_summaries.clear();
+                lane.pending.push_back(message);
+                lane.skip_quiet = true;
+                Submitted { admission: Admission::Interrupting, dropped: Vec::new() }
+            }
+        }
+    }
+
+    /// Queues a message, applying the cap.
+    fn enqueue(lane: &mut Lane, message: QueuedMessage, effects: &mut Effects) -> Submitted {
+        let mut dropped = Vec::new();
+        if lane.pending.len() >= lane.settings.cap {
+            match lane.settings.drop {
+                DropPolicy::New => {
+                    effects.remove.push(message.id);
+                    return Submitted { admission: Admission::Rejected, dropped };
+                }
+                DropPolicy::Old => {
+                    if let Some(oldest) = lane.pending.pop_front() {
+                        effects.remove.push(oldest.id);
+                        dropped.push(oldest);
+                    }
+                }
+                DropPolicy::Summarize => {
+                    if let Some(oldest) = lane.pending.pop_front() {
+                        effects.remove.push(oldest.id);
+                        lane.dropped_summaries.push(summary_line(&oldest.message.text));
+                    }
+                }
+            }
+        }
+        lane.pending.push_back(message);
+        Submitted { admission: Admission::Queued { position: lane.pending.len() }, dropped }
+    }
+
+    /// Aborts the active run and clears the queue (`/stop`).
+    pub async fn stop(&self, session_key: &str) -> Stopped {
+        let mut effects = Effects::default();
+        let stopped = {
+            let mut lanes = self.lanes();
+            match lanes.get_mut(session_key) {
+                None => Stopped { aborted_run: false, cleared: 0 },
+                Some(lane) => {
+                    let cleared = lane.pending.len();
+                    effects.remove.extend(lane.pending.drain(..).map(|item| item.id));
+                    lane.dropped_summaries.clear();
+                    lane.skip_quiet = false;
+                    let aborted_run = match &lane.active {
+                        Some(active) => {
+                            active.cancel.cancel();
+                            true
+                        }
+                        None => false,
+                    };
+                    if lane.active.is_none() {
+                        lanes.remove(session_key);
+                    }
+                    Stopped { aborted_run, cleared }
+                }
+            }
+        };
+        self.apply(effects).await;
+        stopped
+    }
+
+    pub fn status(&self, session_key: &str) -> LaneStatus {
+        self.lanes()
+            .get(session_key)
+            .map(|lane| LaneStatus { running: lane.active.is_some(), queued: lane.pending.len() })
+            .unwrap_or_default()
+    }
+
+    /// Sessions with work in flight or waiting; idle sessions are not counted (or kept).
+    pub fn busy_sessions(&self) -> usize {
+        self.lanes().len()
+    }
+
+    /// Schedules messages left in the journal by a previous process, per session in order.
+    pub async fn restore(&self, messages: Vec<QueuedMessage>, settings: impl Fn(&QueuedMessage) -> QueueSettings) {
+        let mut starts = Vec::new();
+        {
+            let mut lanes = self.lanes();
+            for message in messages {
+                let lane = lanes.entry(message.session_key.clone()).or_insert_with(|| Lane::new(settings(&message)));
+                lane.pending.push_back(message);
+            }
+            let keys: Vec<String> = lanes.keys().cloned().collect();
+            for key in keys {
+                if let Some(lane) = lanes.get_mut(&key)
+                    && lane.active.is_none()
+                    && let Some(batch) = Self::next_batch(lane)
+                {
+                    starts.push(self.start_job(&key, lane, batch));
+                }
+            }
+        }
+        for start in starts {
+            self.apply(Effects { start: Some(start), ..Effects::default() }).await;
+        }
+    }
+
+    /// The messages the next follow-up run answers: for `collect`, everything queued if it
+    /// all came from the same place; otherwise (or in other modes) the oldest alone.
+    fn next_batch(lane: &mut Lane) -> Option<Vec<QueuedMessage>> {
+        let first = lane.pending.front()?;
+        let same_place = lane.pending.iter().all(|item| item.reply_place() == first.reply_place());
+        let take = if lane.settings.mode == QueueMode::Collect && same_place { lane.pending.len() } else { 1 };
+        Some(lane.pending.drain(..take).collect())
+    }
+
+    fn start_job(&self, key: &str, lane: &mut Lane, batch: Vec<QueuedMessage>) -> (String, RunJob, u64) {
+        let token = lane.generation.wrapping_mul(1_000_003).wrapping_add(batch.first().map_or(0, |m| m.id as u64));
+        let prompt = follow_up_prompt(&batch, &lane.dropped_summaries);
+        lane.dropped_summaries.clear();
+        lane.skip_quiet = false;
+        let cancel = CancellationToken::new();
+        let steer = SteerInbox::new();
+        lane.active = Some(Active { token, cancel: cancel.clone(), steer: steer.clone(), steered: Vec::new() });
+        let job = RunJob { session_key: key.to_owned(), prompt, messages: batch, cancel, steer };
+        (key.to_owned(), job, token)
+    }
+
+    /// The active run of `key` ended: forget what it answered and decide what runs next.
+    async fn finished(&self, key: &str, token: u64, answered: Vec<i64>, report: RunReport) {
+        let mut effects = Effects { remove: answered, ..Effects::default() };
+        {
+            let mut lanes = self.lanes();
+            let Some(lane) = lanes.get_mut(key) else { return };
+            let Some(active) = lane.active.take_if(|active| active.token == token) else { return };
+            let mut steered = active.steered;
+            let unconsumed = report.unconsumed_steer.len().min(steered.len());
+            let returned = steered.split_off(steered.len() - unconsumed);
+            effects.remove.extend(steered.iter().map(|item| item.id));
+            for item in returned.into_iter().rev() {
+                lane.pending.push_front(item);
+            }
+            if lane.pending.is_empty() {
+                lanes.remove(key);
+            } else if lane.skip_quiet {
+                if let Some(batch) = Self::next_batch(lane) {
+                    effects.start = Some(self.start_job(key, lane, batch));
+                }
+            } else {
+                effects.quiet = Some((key.to_owned(), lane.generation, lane.settings.debounce));
+            }
+        }
+        self.apply(effects).await;
+    }
+
+    /// The quiet window of `key` passed; run what waits unless something arrived since.
+    async fn quiet_elapsed(&self, key: &str, generation: u64) {
+        let start = {
+            let mut lanes = self.lanes();
+            let Some(lane) = lanes.get_mut(key) else { return };
+            if lane.active.is_some() || lane.generation != generation {
+                return;
+            }
+            Self::next_batch(lane).map(|batch| self.start_job(key, lane, batch))
+        };
+        self.apply(Effects { start, ..Effects::default() }).await;
+    }
+
+    /// Boxed: runs it starts call back into the scheduler, and the recursion needs a
+    /// future type the compiler can see is `Send`.
+    fn apply(&self, effects: Effects) -> BoxFuture<'_, ()> {
+        async move { self.apply_now(effects).await }.boxed()
+    }
+
+    async fn apply_now(&self, effects: Effects) {
+        // Timers and runs first: the quiet window counts from the decision, not from when
+        // the journal write below completes.
+        if let Some((key, generation, delay)) = effects.quiet {
+            let deadline = tokio::time::Instant::now() + delay;
+            let scheduler = self.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep_until(deadline).await;
+                scheduler.quiet_elapsed(&key, generation).await;
+            });
+        }
+        if let Some((key, job, token)) = effects.start {
+            let scheduler = self.clone();
+            tokio::spawn(async move {
+                let waited = Utc::now() - job.messages.first().map_or_else(Utc::now, |m| m.enqueued_at);
+                if waited.to_std().unwrap_or_default() > SLOW_LANE_WAIT {
+                    tracing::info!(session_key = %key, waited_ms = waited.num_milliseconds(), "a message waited long in its session lane");
+                }
+                let permit = scheduler.inner.global.enter(&key).await;
+                let answered: Vec<i64> = job.messages.iter().map(|m| m.id).collect();
+                let report = scheduler.inner.executor.execute(job).await;
+                drop(permit);
+                scheduler.finished(&key, token, answered, report).await;
+            });
+        }
+        if let Err(error) = self.inner.journal.forget(&effects.remove).await {
+            tracing::error!(%error, "cannot remove answered messages from the queue journal; they may run again after a restart");
+        }
+    }
+
+    fn lanes(&self) -> MutexGuard<'_, HashMap<String, Lane>> {
+        self.inner.lanes.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Lane {
+    fn new(settings: QueueSettings) -> Self {
+        Self {
+            settings,
+            active: None,
+            pending: VecDeque::new(),
+            dropped_summaries: Vec::new(),
+            generation: 0,
+            skip_quiet: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

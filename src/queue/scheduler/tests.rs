@@ -1,0 +1,326 @@
+//! The queue modes on a paused clock, with an executor the test drives: each run blocks
+//! until the test finishes it, so every interleaving is explicit.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ferry_channel::{ChatKind, ChatRef, InboundMessage, Sender};
+use tokio::sync::{mpsc, oneshot};
+
+use super::*;
+
+/// A run as the test sees it.
+struct Started {
+    prompt: String,
+    ids: Vec<i64>,
+    cancel: CancellationToken,
+    steer: SteerInbox,
+    finish: oneshot::Sender<RunReport>,
+}
+
+struct TestExecutor {
+    started: mpsc::UnboundedSender<Started>,
+}
+
+#[async_trait]
+impl RunExecutor for TestExecutor {
+    async fn execute(&self, job: RunJob) -> RunReport {
+        let (finish, finished) = oneshot::channel();
+        let cancel = job.cancel.clone();
+        let _ = self.started.send(Started {
+            prompt: job.prompt,
+            ids: job.messages.iter().map(|m| m.id).collect(),
+            cancel: job.cancel,
+            steer: job.steer,
+            finish,
+        });
+        tokio::select! {
+            report = finished => report.unwrap_or_default(),
+            _ = cancel.cancelled() => RunReport::default(),
+        }
+    }
+}
+
+/// The journal as the scheduler sees it: which messages are still unanswered.
+#[derive(Default)]
+struct TestJournal {
+    unanswered: Mutex<Vec<QueuedMessage>>,
+}
+
+#[async_trait]
+impl AnsweredLog for TestJournal {
+    async fn forget(&self, ids: &[i64]) -> Result<(), crate::queue::JournalError> {
+        self.unanswered.lock().unwrap().retain(|m| !ids.contains(&m.id));
+        Ok(())
+    }
+}
+
+struct Harness {
+    scheduler: Scheduler,
+    journal: Arc<TestJournal>,
+    started: mpsc::UnboundedReceiver<Started>,
+}
+
+impl Harness {
+    async fn new() -> Self {
+        let journal = Arc::new(TestJournal::default());
+        let (tx, started) = mpsc::unbounded_channel();
+        let scheduler = Scheduler::new(Arc::new(TestExecutor { started: tx }), journal.clone(), 4);
+        Self { scheduler, journal, started }
+    }
+
+    /// A message as the dispatcher would have journaled it.
+    async fn message(&self, chat: &str, text: &str) -> QueuedMessage {
+        let inbound = InboundMessage {
+            channel: "memory".into(),
+            account_id: "default".into(),
+            chat: ChatRef::new(ChatKind::Direct, chat),
+            thread_id: None,
+            sender: Sender::user(chat),
+            message_id: text.into(),
+            text: text.into(),
+            mentions_bot: false,
+            reply_to_bot: false,
+            attachments: vec![],
+            received_at: chrono::Utc::now(),
+        };
+        let mut unanswered = self.journal.unanswered.lock().unwrap();
+        let message = QueuedMessage {
+            id: unanswered.last().map_or(1, |m| m.id + 1),
+            session_key: "agent:main:main".into(),
+            message: inbound,
+            prompt: text.into(),
+            enqueued_at: chrono::Utc::now(),
+        };
+        unanswered.push(message.clone());
+        message
+    }
+
+    async fn next_run(&mut self) -> Started {
+        self.started.recv().await.expect("a run starts")
+    }
+
+    async fn journaled(&self) -> usize {
+        self.journal.unanswered.lock().unwrap().len()
+    }
+}
+
+fn settings(mode: QueueMode) -> QueueSettings {
+    QueueSettings { mode, debounce: Duration::from_millis(1000), cap: 20, drop: DropPolicy::Summarize }
+}
+
+#[tokio::test(start_paused = true)]
+async fn collect_mode_batches_messages_that_arrive_during_a_run() {
+    let mut h = Harness::new().await;
+    let messages = [
+        h.message("a", "first").await,
+        h.message("a", "B").await,
+        h.message("a", "C").await,
+        h.message("a", "D").await,
+    ];
+    let collect = settings(QueueMode::Collect);
+    assert_eq!(h.scheduler.submit(messages[0].clone(), collect).await.admission, Admission::Started);
+    let first = h.next_run().await;
+    for (position, message) in messages[1..].iter().enumerate() {
+        assert_eq!(
+            h.scheduler.submit(message.clone(), collect).await.admission,
+            Admission::Queued { position: position + 1 }
+        );
+    }
+    assert_eq!(h.scheduler.status("agent:main:main"), LaneStatus { running: true, queued: 3 });
+
+    first.finish.send(RunReport::default()).unwrap();
+    let batch = h.next_run().await;
+    assert_eq!(
+        batch.prompt,
+        "[Queued messages while agent was busy]\n---\nQueued #1\nB\n---\nQueued #2\nC\n---\nQueued #3\nD"
+    );
+    assert_eq!(batch.ids, messages[1..].iter().map(|m| m.id).collect::<Vec<_>>());
+    assert_eq!(h.journaled().await, 3, "queued messages stay journaled until their run finished");
+
+    batch.finish.send(RunReport::default()).unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(h.journaled().await, 0);
+    assert_eq!(h.scheduler.busy_sessions(), 0, "an idle session leaves no state behind");
+}
+
+#[tokio::test(start_paused = true)]
+async fn collect_runs_messages_from_different_chats_one_by_one() {
+    let mut h = Harness::new().await;
+    let collect = settings(QueueMode::Collect);
+    let (first, from_a, from_b) =
+        (h.message("a", "first").await, h.message("a", "to a").await, h.message("b", "to b").await);
+    h.scheduler.submit(first, collect).await;
+    let run = h.next_run().await;
+    h.scheduler.submit(from_a.clone(), collect).await;
+    h.scheduler.submit(from_b.clone(), collect).await;
+    run.finish.send(RunReport::default()).unwrap();
+    let second = h.next_run().await;
+    assert_eq!((second.prompt.as_str(), second.ids.as_slice()), ("to a", &[from_a.id][..]));
+    second.finish.send(RunReport::default()).unwrap();
+    let third = h.next_run().await;
+    assert_eq!((third.prompt.as_str(), third.ids.as_slice()), ("to b", &[from_b.id][..]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn followup_mode_runs_each_message_on_its_own() {
+    let mut h = Harness::new().await;
+    let followup = settings(QueueMode::Followup);
+    h.scheduler.submit(h.message("a", "first").await, followup).await;
+    let run = h.next_run().await;
+    h.scheduler.submit(h.message("a", "second").await, followup).await;
+    h.scheduler.submit(h.message("a", "third").await, followup).await;
+    run.finish.send(RunReport::default()).unwrap();
+    let second = h.next_run().await;
+    assert_eq!(second.prompt, "second");
+    second.finish.send(RunReport::default()).unwrap();
+    assert_eq!(h.next_run().await.prompt, "third");
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_new_message_restarts_the_quiet_window() {
+    let mut h = Harness::new().await;
+    let collect = settings(QueueMode::Collect);
+    h.scheduler.submit(h.message("a", "first").await, collect).await;
+    let run = h.next_run().await;
+    h.scheduler.submit(h.message("a", "B").await, collect).await;
+    let c = h.message("a", "C").await;
+    run.finish.send(RunReport::default()).unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    h.scheduler.submit(c, collect).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(h.started.try_recv().is_err(), "the first quiet window was restarted by C");
+    let batch = h.next_run().await;
+    assert!(batch.prompt.contains("Queued #2\nC"), "{}", batch.prompt);
+}
+
+#[tokio::test(start_paused = true)]
+async fn steer_hands_the_message_to_a_streaming_run() {
+    let mut h = Harness::new().await;
+    let steer = settings(QueueMode::Steer);
+    h.scheduler.submit(h.message("a", "first").await, steer).await;
+    let run = h.next_run().await;
+    run.steer.open();
+    let steered = h.message("a", "change of plan").await;
+    assert_eq!(h.scheduler.submit(steered, steer).await.admission, Admission::Steered);
+    assert_eq!(run.steer.drain(), ["change of plan"]);
+    run.finish.send(RunReport::default()).unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(h.started.try_recv().is_err(), "no second run");
+    assert_eq!(h.journaled().await, 0, "the steered message was answered by the run");
+}
+
+#[tokio::test(start_paused = true)]
+async fn steer_falls_back_to_followup_when_the_run_is_not_streaming() {
+    let mut h = Harness::new().await;
+    let steer = settings(QueueMode::Steer);
+    h.scheduler.submit(h.message("a", "first").await, steer).await;
+    let run = h.next_run().await;
+    assert_eq!(
+        h.scheduler.submit(h.message("a", "later").await, steer).await.admission,
+        Admission::Queued { position: 1 }
+    );
+    run.finish.send(RunReport::default()).unwrap();
+    assert_eq!(h.next_run().await.prompt, "later");
+}
+
+#[tokio::test(start_paused = true)]
+async fn steering_the_run_did_not_take_runs_as_a_follow_up() {
+    let mut h = Harness::new().await;
+    let steer = settings(QueueMode::Steer);
+    h.scheduler.submit(h.message("a", "first").await, steer).await;
+    let run = h.next_run().await;
+    run.steer.open();
+    let late = h.message("a", "too late").await;
+    assert_eq!(h.scheduler.submit(late.clone(), steer).await.admission, Admission::Steered);
+    run.finish.send(RunReport { unconsumed_steer: vec!["too late".into()] }).unwrap();
+    let follow_up = h.next_run().await;
+    assert_eq!((follow_up.prompt.as_str(), follow_up.ids.as_slice()), ("too late", &[late.id][..]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn steer_backlog_steers_and_queues() {
+    let mut h = Harness::new().await;
+    let mode = settings(QueueMode::SteerBacklog);
+    h.scheduler.submit(h.message("a", "first").await, mode).await;
+    let run = h.next_run().await;
+    run.steer.open();
+    assert_eq!(h.scheduler.submit(h.message("a", "both").await, mode).await.admission, Admission::SteeredAndQueued);
+    assert_eq!(run.steer.drain(), ["both"]);
+    run.finish.send(RunReport::default()).unwrap();
+    assert_eq!(h.next_run().await.prompt, "both");
+}
+
+#[tokio::test(start_paused = true)]
+async fn interrupt_aborts_the_run_clears_the_queue_and_runs_the_newest() {
+    let mut h = Harness::new().await;
+    let collect = settings(QueueMode::Collect);
+    h.scheduler.submit(h.message("a", "first").await, collect).await;
+    let run = h.next_run().await;
+    h.scheduler.submit(h.message("a", "stale").await, collect).await;
+    let newest = h.message("a", "newest").await;
+    assert_eq!(
+        h.scheduler.submit(newest.clone(), settings(QueueMode::Interrupt)).await.admission,
+        Admission::Interrupting
+    );
+    assert!(run.cancel.is_cancelled());
+    // The executor returns when cancelled; the newest runs without a quiet window.
+    let next = h.next_run().await;
+    assert_eq!((next.prompt.as_str(), next.ids.as_slice()), ("newest", &[newest.id][..]));
+    assert_eq!(h.journaled().await, 1, "the stale message was cleared, the aborted one answered");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_cap_applies_each_drop_policy() {
+    let mut h = Harness::new().await;
+    let capped = |drop| QueueSettings { cap: 2, drop, ..settings(QueueMode::Collect) };
+
+    h.scheduler.submit(h.message("a", "running").await, capped(DropPolicy::New)).await;
+    let run = h.next_run().await;
+    h.scheduler.submit(h.message("a", "q1").await, capped(DropPolicy::New)).await;
+    h.scheduler.submit(h.message("a", "q2").await, capped(DropPolicy::New)).await;
+    let rejected = h.scheduler.submit(h.message("a", "q3").await, capped(DropPolicy::New)).await;
+    assert_eq!(rejected.admission, Admission::Rejected);
+
+    let old = h.scheduler.submit(h.message("a", "q4").await, capped(DropPolicy::Old)).await;
+    assert_eq!(old.admission, Admission::Queued { position: 2 });
+    assert_eq!(old.dropped.iter().map(|m| m.message.text.as_str()).collect::<Vec<_>>(), ["q1"]);
+
+    let summarized = h.scheduler.submit(h.message("a", "q5   with\nspaces").await, capped(DropPolicy::Summarize)).await;
+    assert!(summarized.dropped.is_empty());
+    run.finish.send(RunReport::default()).unwrap();
+    let batch = h.next_run().await;
+    assert!(
+        batch.prompt.starts_with("[Queue overflow] Dropped 1 message(s) due to cap.\nSummary:\n- q2\n\n"),
+        "{}",
+        batch.prompt
+    );
+    assert!(batch.prompt.ends_with("Queued #1\nq4\n---\nQueued #2\nq5   with\nspaces"), "{}", batch.prompt);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_aborts_the_run_and_clears_the_queue() {
+    let mut h = Harness::new().await;
+    let collect = settings(QueueMode::Collect);
+    h.scheduler.submit(h.message("a", "long task").await, collect).await;
+    let run = h.next_run().await;
+    h.scheduler.submit(h.message("a", "queued").await, collect).await;
+    let stopped = h.scheduler.stop("agent:main:main").await;
+    assert_eq!(stopped, Stopped { aborted_run: true, cleared: 1 });
+    assert!(run.cancel.is_cancelled());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(h.started.try_recv().is_err());
+    assert_eq!(h.journaled().await, 0);
+    assert_eq!(h.scheduler.stop("agent:main:main").await, Stopped { aborted_run: false, cleared: 0 });
+}
+
+#[tokio::test(start_paused = true)]
+async fn journaled_messages_are_restored_and_run_in_order() {
+    let mut h = Harness::new().await;
+    h.message("a", "one").await;
+    h.message("a", "two").await;
+    let pending = h.journal.unanswered.lock().unwrap().clone();
+    h.scheduler.restore(pending, |_| settings(QueueMode::Collect)).await;
+    let run = h.next_run().await;
+    assert_eq!(run.prompt, "[Queued messages while agent was busy]\n---\nQueued #1\none\n---\nQueued #2\ntwo");
+}
