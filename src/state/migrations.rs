@@ -11,7 +11,10 @@ use sqlx::error::BoxDynError;
 use sqlx::migrate::{Migration, MigrationSource, MigrationType};
 
 /// `(version, description, sql)`, in version order.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "state meta", include_str!("../../migrations/0001_state_meta.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "state meta", include_str!("../../migrations/0001_state_meta.sql")),
+    (2, "routing: pairing and inbound dedupe", include_str!("../../migrations/0002_routing.sql")),
+];
 
 /// The migrations above, as sqlx's migrator wants them.
 #[derive(Debug, Clone, Copy)]
