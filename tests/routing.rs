@@ -284,3 +284,14 @@ async fn session_keys_follow_dm_scope_and_thread_labels() {
     let (key, _, _) = run(other_agent.route(&dm("webchat", "tab-1", "hi")).await.unwrap());
     assert_eq!(key, "agent:helper:main");
 }
+
+#[tokio::test]
+async fn a_message_whose_routing_failed_is_routed_again_when_redelivered() {
+    let harness = Harness::new(|_| {}).await;
+    // Break the pairing store so routing an unknown sender fails after dedupe recorded it.
+    sqlx::query("DROP TABLE pairing_requests").execute(harness.database.pool()).await.unwrap();
+    let stranger = dm("telegram", "42", "hi");
+    assert!(harness.router.route(&stranger).await.is_err());
+    let again = harness.router.route(&stranger).await;
+    assert!(again.is_err(), "the redelivery must be routed again, not dropped: {again:?}");
+}

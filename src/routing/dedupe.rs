@@ -76,6 +76,25 @@ impl DedupeStore {
         Ok(result.rows_affected() == 1)
     }
 
+    /// Forgets a message recorded by [`DedupeStore::first_sighting`], so its redelivery counts
+    /// as new. For when handling it failed after it was recorded: the platform will deliver
+    /// it again, and that delivery must not be dropped as a duplicate.
+    pub async fn forget(&self, message: &InboundMessage) -> Result<(), DedupeError> {
+        sqlx::query(
+            "DELETE FROM inbound_seen WHERE channel = ? AND account_id = ? AND chat_id = ? AND thread_id = ? \
+             AND message_id = ?",
+        )
+        .bind(&message.channel)
+        .bind(&message.account_id)
+        .bind(&message.chat.id)
+        .bind(message.thread_id.as_deref().unwrap_or(""))
+        .bind(&message.message_id)
+        .execute(&self.pool)
+        .await
+        .map_err(|source| DedupeError { action: "forgetting an inbound message", source })?;
+        Ok(())
+    }
+
     /// Deletes records older than the window; returns how many.
     pub async fn prune(&self) -> Result<u64, DedupeError> {
         let now = self.clock.now();
@@ -184,6 +203,17 @@ mod tests {
         // The next message prunes both expired records before recording itself.
         assert!(store.first_sighting(&message("C1", None, "m3")).await.unwrap());
         assert_eq!(rows(&database).await, 1);
+    }
+
+    #[tokio::test]
+    async fn a_forgotten_message_is_new_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let database = Database::open(dir.path()).await.unwrap();
+        let store = DedupeStore::new(&database, Arc::new(clock()));
+        let seen = message("C1", Some("t"), "m1");
+        assert!(store.first_sighting(&seen).await.unwrap());
+        store.forget(&seen).await.unwrap();
+        assert!(store.first_sighting(&seen).await.unwrap());
     }
 
     #[tokio::test]

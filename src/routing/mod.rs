@@ -87,8 +87,8 @@ pub enum IgnoreReason {
     NotMentioned,
 }
 
-/// Why routing could not decide. The message's fate is unknown, so it must not be
-/// acknowledged to its platform; a redelivery will be routed again.
+/// Why routing could not decide. The message must not be acknowledged to its platform: the
+/// router has forgotten it (best effort), so its redelivery will be routed afresh.
 #[derive(Debug, thiserror::Error)]
 pub enum RoutingError {
     #[error("an agent id must not be empty")]
@@ -156,14 +156,29 @@ impl Router {
             chat_id = %message.chat.id,
             message_id = %message.message_id,
         );
-        self.decide(message).instrument(span).await
+        async {
+            if !self.dedupe.first_sighting(message).await? {
+                tracing::debug!("dropping a redelivered message");
+                return Ok(RouteDecision::Duplicate);
+            }
+            let decision = self.decide(message).await;
+            if let Err(error) = &decision {
+                // Recorded but not handled: let the redelivery through instead of dropping it.
+                if let Err(forget_error) = self.dedupe.forget(message).await {
+                    tracing::error!(
+                        %error, %forget_error,
+                        "routing failed and the message could not be un-recorded; its redelivery will be dropped"
+                    );
+                }
+            }
+            decision
+        }
+        .instrument(span)
+        .await
     }
 
+    /// Everything after dedupe: bots, access and pairing, session key, mention gating.
     async fn decide(&self, message: &InboundMessage) -> Result<RouteDecision, RoutingError> {
-        if !self.dedupe.first_sighting(message).await? {
-            tracing::debug!("dropping a redelivered message");
-            return Ok(RouteDecision::Duplicate);
-        }
         let require_mention = match self.access.decide(message) {
             Access::Allowed { require_mention } => require_mention,
             Access::IgnoredBot => return Ok(RouteDecision::Ignored(IgnoreReason::FromBot)),

@@ -112,7 +112,8 @@ impl ThreadLabel {
 /// The [`ThreadLabel`] of each channel, by channel name. A channel not listed uses
 /// [`ThreadLabel::Thread`].
 ///
-/// The capability table as wired into the `ferry` binary:
+/// The table the binary's wiring (`src/wiring.rs`, which may name adapters) is to pass when
+/// it builds the router for the gateway:
 ///
 /// | channel | `thread_id` is | label |
 /// |---|---|---|
