@@ -13,13 +13,17 @@ use ferry::agent::{
 };
 use ferry::channels::ChannelRegistry;
 use ferry::config::{self, ConfigSource, Environment, LoadedConfig};
+use ferry::routing::{PairingStore, SystemClock};
 use ferry::state;
 
-use crate::cli::{AgentArgs, GlobalArgs};
+use crate::cli::{AgentArgs, GlobalArgs, PairingCommand};
 use crate::wiring;
 
 /// The agent that answers when none is named.
-const DEFAULT_AGENT: &str = "main";
+const DEFAULT_AGENT: &str = ferry::routing::DEFAULT_AGENT_ID;
+
+/// Channels whose DMs can be paired; the web chat is open and has no pairing.
+const PAIRING_CHANNELS: [&str; 3] = ["telegram", "discord", "slack"];
 
 pub fn config_check(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()> {
     let loaded = load_config(global, env)?;
@@ -119,6 +123,59 @@ pub async fn agent(global: &GlobalArgs, args: AgentArgs, env: &Environment) -> a
             bail!("{shown} ({error})")
         }
     }
+}
+
+/// `ferry pairing list` / `ferry pairing approve CHANNEL CODE`, on the state database the
+/// daemon uses (SQLite serializes the two processes' writes).
+pub async fn pairing(global: &GlobalArgs, command: PairingCommand, env: &Environment) -> anyhow::Result<()> {
+    let loaded = load_config(global, env)?;
+    let state_dir = state::resolve_state_dir(&loaded.config, env)?;
+    let database = state::Database::open(&state_dir).await?;
+    let store = PairingStore::new(&database, Arc::new(SystemClock));
+    let result = match command {
+        PairingCommand::List => pairing_list(&store).await,
+        PairingCommand::Approve { channel, code } => pairing_approve(&store, &channel, &code).await,
+    };
+    database.close().await;
+    result
+}
+
+async fn pairing_list(store: &PairingStore) -> anyhow::Result<()> {
+    let pending = store.list().await?;
+    if pending.is_empty() {
+        println!("no pending pairing requests");
+        return Ok(());
+    }
+    let mut stdout = std::io::stdout().lock();
+    writeln!(
+        stdout,
+        "{:<9} {:<8}  {:<20} {:<20} {:<16} EXPIRES (UTC)",
+        "CHANNEL", "CODE", "SENDER", "NAME", "REQUESTED (UTC)"
+    )?;
+    for request in pending {
+        writeln!(
+            stdout,
+            "{:<9} {:<8}  {:<20} {:<20} {:<16} {}",
+            request.channel,
+            request.code,
+            request.sender_id,
+            request.sender_name.as_deref().unwrap_or("-"),
+            request.created_at.format("%Y-%m-%d %H:%M"),
+            request.expires_at.format("%Y-%m-%d %H:%M"),
+        )?;
+    }
+    Ok(())
+}
+
+async fn pairing_approve(store: &PairingStore, channel: &str, code: &str) -> anyhow::Result<()> {
+    let channel = channel.to_lowercase();
+    if !PAIRING_CHANNELS.contains(&channel.as_str()) {
+        bail!("{channel:?} has no DM pairing: the channel must be one of {}", PAIRING_CHANNELS.join(", "));
+    }
+    let approved = store.approve(&channel, code).await?;
+    let name = approved.sender_name.map(|name| format!(" ({name})")).unwrap_or_default();
+    println!("approved {}{name} on {channel}: they can talk to the bot in direct messages now", approved.sender_id);
+    Ok(())
 }
 
 /// Loads and validates the config, including the checks that depend on compiled adapters.

@@ -8,15 +8,16 @@
 //! 4. `agent` runs the model and its tools;
 //! 5. `reply` shapes the streamed output and sends it back through the adapter.
 //!
-//! What is here so far is the foundation those stages build on: [`config`] (the operator's
+//! What is here so far: the foundation the stages build on — [`config`] (the operator's
 //! settings, typed and validated), [`state`] (the state directory and its SQLite database)
-//! and [`logging`].
+//! and [`logging`] — plus [`routing`] (stage 2) and [`agent`] (stage 4).
 
 pub mod agent;
 pub mod channels;
 pub mod config;
 pub mod logging;
 pub mod queue;
+pub mod routing;
 pub mod session;
 pub mod state;
 

@@ -38,7 +38,7 @@ fn run(cli: Cli, env: &Environment) -> anyhow::Result<()> {
         Command::Config(ConfigCommand::Show) => commands::config_show(&cli.global, env),
         Command::Agent(args) => runtime()?.block_on(commands::agent(&cli.global, args, env)),
         Command::Gateway => not_yet("ferry gateway", "the gateway (WebSocket RPC, HTTP and channels)"),
-        Command::Pairing(_) => not_yet("ferry pairing", "DM pairing"),
+        Command::Pairing(command) => runtime()?.block_on(commands::pairing(&cli.global, command, env)),
         Command::Sessions(_) => not_yet("ferry sessions", "the session store"),
     }
 }

@@ -347,6 +347,9 @@ pub enum TelegramMode {
     Webhook,
 }
 
+/// Group messages remembered per group while waiting for a mention (SPEC §3.3: "last 50").
+pub const DEFAULT_HISTORY_LIMIT: usize = 50;
+
 /// Per-group settings for an allowlisted group or channel.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -371,6 +374,15 @@ pub struct TelegramConfig {
     /// Allowlisted groups by chat id (e.g. `"-1001234567890"`).
     pub groups: BTreeMap<String, GroupConfig>,
     pub require_mention: bool,
+    /// Answer messages from other bots too. Off by default, so two bots cannot talk to each
+    /// other forever.
+    pub allow_bots: bool,
+    /// Regular expressions (case-insensitive) that count as addressing the bot in a group,
+    /// besides a native mention or a reply to the bot: e.g. `"^(hey )?ferry\\b"`.
+    pub mention_patterns: Vec<String>,
+    /// Group messages kept, per group, while the bot waits to be mentioned; they are shown
+    /// to the model with the next message that mentions it.
+    pub history_limit: usize,
     pub streaming: StreamingMode,
     pub text_chunk_limit: usize,
 }
@@ -388,6 +400,9 @@ impl Default for TelegramConfig {
             group_policy: GroupPolicy::Allowlist,
             groups: BTreeMap::new(),
             require_mention: true,
+            allow_bots: false,
+            mention_patterns: Vec::new(),
+            history_limit: DEFAULT_HISTORY_LIMIT,
             streaming: StreamingMode::Partial,
             text_chunk_limit: 4000,
         }
@@ -418,6 +433,15 @@ pub struct DiscordConfig {
     /// Allowlisted guilds by id.
     pub guilds: BTreeMap<String, GuildConfig>,
     pub require_mention: bool,
+    /// Answer messages from other bots too. Off by default, so two bots cannot talk to each
+    /// other forever.
+    pub allow_bots: bool,
+    /// Regular expressions (case-insensitive) that count as addressing the bot in a group,
+    /// besides a native mention or a reply to the bot: e.g. `"^(hey )?ferry\\b"`.
+    pub mention_patterns: Vec<String>,
+    /// Group messages kept, per group, while the bot waits to be mentioned; they are shown
+    /// to the model with the next message that mentions it.
+    pub history_limit: usize,
     pub streaming: StreamingMode,
     pub text_chunk_limit: usize,
     pub max_lines_per_message: usize,
@@ -435,6 +459,9 @@ impl Default for DiscordConfig {
             group_policy: GroupPolicy::Allowlist,
             guilds: BTreeMap::new(),
             require_mention: true,
+            allow_bots: false,
+            mention_patterns: Vec::new(),
+            history_limit: DEFAULT_HISTORY_LIMIT,
             streaming: StreamingMode::Off,
             text_chunk_limit: 2000,
             max_lines_per_message: 17,
@@ -471,6 +498,15 @@ pub struct SlackConfig {
     /// Allowlisted channels by id (e.g. `C0123ABCD`).
     pub channels: BTreeMap<String, GroupConfig>,
     pub require_mention: bool,
+    /// Answer messages from other bots too. Off by default, so two bots cannot talk to each
+    /// other forever.
+    pub allow_bots: bool,
+    /// Regular expressions (case-insensitive) that count as addressing the bot in a group,
+    /// besides a native mention or a reply to the bot: e.g. `"^(hey )?ferry\\b"`.
+    pub mention_patterns: Vec<String>,
+    /// Group messages kept, per group, while the bot waits to be mentioned; they are shown
+    /// to the model with the next message that mentions it.
+    pub history_limit: usize,
     pub streaming: StreamingMode,
     pub text_chunk_limit: usize,
 }
@@ -489,6 +525,9 @@ impl Default for SlackConfig {
             group_policy: GroupPolicy::Allowlist,
             channels: BTreeMap::new(),
             require_mention: true,
+            allow_bots: false,
+            mention_patterns: Vec::new(),
+            history_limit: DEFAULT_HISTORY_LIMIT,
             streaming: StreamingMode::Partial,
             text_chunk_limit: 4000,
         }

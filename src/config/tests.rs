@@ -247,6 +247,12 @@ fn each_broken_rule_names_its_key() {
             "channels.telegram.groups.-100.require_mentions",
         ),
         ("[channels.webchat]\nenabled = \"maybe\"", "channels.webchat.enabled"),
+        ("[channels.telegram]\nmention_patterns = [\"(unclosed\"]", "channels.telegram.mention_patterns[0]"),
+        ("[channels.slack]\nmention_patterns = [\"^ok$\", \"a{2,1}\"]", "channels.slack.mention_patterns[1]"),
+        ("[channels.discord]\nmention_patterns = \"ferry\"", "channels.discord.mention_patterns"),
+        ("[channels.discord]\nallow_bots = \"maybe\"", "channels.discord.allow_bots"),
+        ("[channels.telegram]\nhistory_limit = -1", "channels.telegram.history_limit"),
+        ("[channels.webchat]\nallow_bots = true", "channels.webchat.allow_bots"),
     ];
     let scratch = Scratch::new();
     for (text, expected_key) in cases {
@@ -270,11 +276,46 @@ fn valid_combinations_pass() {
         "[channels.slack]\nenabled = true\nbot_token = \"b\"\nsigning_secret = \"s\"\nmode = \"http\"",
         "[agents.defaults]\nhuman_delay = { min_ms = 1, max_ms = 1 }",
         "[session.reset]\nmode = \"idle\"\nidle_minutes = 30",
+        "[channels.telegram]\nmention_patterns = [\"^(hey )?ferry\\\\b\", \"@?assistant\"]\nallow_bots = true",
+        "[channels.discord]\nhistory_limit = 0",
     ];
     let scratch = Scratch::new();
     for text in cases {
         scratch.load_text(text, &[]).unwrap_or_else(|error| panic!("{text:?} was refused: {error}"));
     }
+}
+
+#[test]
+fn new_routing_keys_default_to_ignoring_bots_no_patterns_and_fifty_messages_of_history() {
+    let config = Config::default();
+    for (allow_bots, patterns, limit) in [
+        (
+            config.channels.telegram.allow_bots,
+            &config.channels.telegram.mention_patterns,
+            config.channels.telegram.history_limit,
+        ),
+        (
+            config.channels.discord.allow_bots,
+            &config.channels.discord.mention_patterns,
+            config.channels.discord.history_limit,
+        ),
+        (
+            config.channels.slack.allow_bots,
+            &config.channels.slack.mention_patterns,
+            config.channels.slack.history_limit,
+        ),
+    ] {
+        assert!(!allow_bots);
+        assert!(patterns.is_empty());
+        assert_eq!(limit, 50);
+    }
+}
+
+#[test]
+fn mention_patterns_compile_case_insensitively() {
+    let regex = compile_mention_pattern("^hey ferry").unwrap();
+    assert!(regex.is_match("HEY Ferry, what's up?"));
+    assert!(!regex.is_match("well, hey ferry"));
 }
 
 #[test]

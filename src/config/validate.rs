@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 
 use super::Secret;
-use super::error::Violation;
+use super::error::{Violation, one_line};
 use super::human_delay::HumanDelay;
 use super::schema::{
     AgentDefaults, Config, DmPolicy, GatewayConfig, ModelsConfig, QueueConfig, ResetMode, SessionConfig, SlackMode,
@@ -154,6 +154,7 @@ struct ChannelRules<'a> {
     api_url: &'a str,
     dm_policy: DmPolicy,
     allow_from: &'a [String],
+    mention_patterns: &'a [String],
     text_chunk_limit: usize,
     /// Credentials the channel cannot start without, when enabled: (field, environment
     /// fallback or "", extra condition under which it is needed or "").
@@ -187,6 +188,7 @@ fn channels(config: &Config) -> Result<(), Violation> {
             api_url: &telegram.api_url,
             dm_policy: telegram.dm_policy,
             allow_from: &telegram.allow_from,
+            mention_patterns: &telegram.mention_patterns,
             text_chunk_limit: telegram.text_chunk_limit,
             required: telegram_required,
         },
@@ -196,6 +198,7 @@ fn channels(config: &Config) -> Result<(), Violation> {
             api_url: &discord.api_url,
             dm_policy: discord.dm_policy,
             allow_from: &discord.allow_from,
+            mention_patterns: &discord.mention_patterns,
             text_chunk_limit: discord.text_chunk_limit,
             required: vec![("bot_token", "DISCORD_BOT_TOKEN", &discord.bot_token, "")],
         },
@@ -205,6 +208,7 @@ fn channels(config: &Config) -> Result<(), Violation> {
             api_url: &slack.api_url,
             dm_policy: slack.dm_policy,
             allow_from: &slack.allow_from,
+            mention_patterns: &slack.mention_patterns,
             text_chunk_limit: slack.text_chunk_limit,
             required: slack_required,
         },
@@ -246,6 +250,14 @@ fn channel(rules: &ChannelRules<'_>) -> Result<(), Violation> {
         }
         _ => {}
     }
+    for (index, pattern) in rules.mention_patterns.iter().enumerate() {
+        if let Err(error) = compile_mention_pattern(pattern) {
+            return Err(Violation::new(
+                key(&format!("mention_patterns[{index}]")),
+                format!("{pattern:?} is not a valid regular expression: {}", one_line(&error.to_string())),
+            ));
+        }
+    }
     if rules.enabled {
         for (field, env_var, value, condition) in &rules.required {
             if missing(value) {
@@ -258,6 +270,13 @@ fn channel(rules: &ChannelRules<'_>) -> Result<(), Violation> {
         }
     }
     Ok(())
+}
+
+/// Compiles one of a channel's `mention_patterns` the way routing matches it: case-insensitive,
+/// anywhere in the message. Validation and the router share it so a pattern that passes
+/// `ferry config check` is exactly one the router can use.
+pub fn compile_mention_pattern(pattern: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(pattern).case_insensitive(true).build()
 }
 
 fn http_url(key: &str, value: &str) -> Result<(), Violation> {

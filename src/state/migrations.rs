@@ -13,6 +13,7 @@ use sqlx::migrate::{Migration, MigrationSource, MigrationType};
 /// `(version, description, sql)`, in version order.
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "state meta", include_str!("../../migrations/0001_state_meta.sql")),
+    (2, "routing: pairing and inbound dedupe", include_str!("../../migrations/0002_routing.sql")),
     (3, "sessions and queued messages", include_str!("../../migrations/0003_sessions.sql")),
 ];
 

@@ -1,0 +1,238 @@
+//! Routing: whether an inbound message may run, and which session it belongs to (SPEC §3).
+//!
+//! The [`Router`] takes every normalized [`InboundMessage`] from the adapters and answers
+//! with a [`RouteDecision`]. The checks run in a fixed order, cheapest-to-undo first:
+//!
+//! 1. [`dedupe`] — a redelivered message is dropped before anything else looks at it;
+//! 2. bots — messages from bots are ignored unless the channel sets `allow_bots`;
+//! 3. [`access`] — DM and group policies, with [`pairing`] codes for unknown DM senders;
+//! 4. [`mention`] — in groups that require a mention, messages not addressed to the bot
+//!    are held as context for the next one that is.
+//!
+//! A message that passes gets its [`SessionKey`] ([`session_key`]) and the prompt text the
+//! agent will see. What happens next (queueing, running) is the `queue` stage's business.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use ferry::config::Config;
+//! use ferry::routing::{DEFAULT_AGENT_ID, RouteDecision, Router, SystemClock};
+//! use ferry::state::Database;
+//! # async fn example(message: ferry::channel::InboundMessage) -> anyhow::Result<()> {
+//! let database = Database::open("/var/lib/ferry".as_ref()).await?;
+//! let router = Router::new(&Config::default(), &database, DEFAULT_AGENT_ID, Arc::new(SystemClock))?;
+//! match router.route(&message).await? {
+//!     RouteDecision::Run { session_key, prompt, .. } => println!("run {session_key}: {prompt}"),
+//!     RouteDecision::Pairing { reply } | RouteDecision::Denied { reply: Some(reply), .. } => {
+//!         println!("tell the sender: {reply}")
+//!     }
+//!     _ => {}
+//! }
+//! # Ok(()) }
+//! ```
+
+pub mod access;
+pub mod clock;
+pub mod dedupe;
+pub mod mention;
+pub mod pairing;
+pub mod session_key;
+
+use std::sync::Arc;
+
+use ferry_channel::{ChatKind, InboundMessage};
+use tracing::Instrument;
+
+pub use access::{Access, AccessRules, ChannelAccess, DenyReason};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use dedupe::{DedupeError, DedupeStore};
+pub use mention::{Gate, InvalidMentionPattern, MentionGate};
+pub use pairing::{ApprovedSender, PairingError, PairingRequest, PairingStore, PendingPairing};
+pub use session_key::{SessionKey, ThreadLabel, ThreadLabels, session_key};
+
+use crate::config::{Config, DmScope};
+use crate::state::Database;
+
+/// The agent that answers when the operator names none.
+pub const DEFAULT_AGENT_ID: &str = "main";
+
+/// What to do with one inbound message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteDecision {
+    /// Run the agent on `prompt` in the session `session_key`.
+    Run {
+        session_key: SessionKey,
+        /// The message text; in a group, wrapped with the messages held since the bot's last
+        /// reply (see [`mention`]).
+        prompt: String,
+        /// From a group or channel rather than a DM.
+        is_group: bool,
+    },
+    /// Seen before (a redelivery): drop it silently.
+    Duplicate,
+    /// Not for the bot; nothing is sent back.
+    Ignored(IgnoreReason),
+    /// An unknown DM sender: send them `reply`, which carries their pairing code and how the
+    /// operator approves it.
+    Pairing { reply: String },
+    /// Not allowed. `reply`, when there is one, tells the sender what they can do.
+    Denied { reason: DenyReason, reply: Option<String> },
+}
+
+/// Why a message was ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IgnoreReason {
+    /// Sent by a bot on a channel without `allow_bots`.
+    FromBot,
+    /// A group message that does not address the bot; it was kept as context.
+    NotMentioned,
+}
+
+/// Why routing could not decide. The message must not be acknowledged to its platform: the
+/// router has forgotten it (best effort), so its redelivery will be routed afresh.
+#[derive(Debug, thiserror::Error)]
+pub enum RoutingError {
+    #[error("an agent id must not be empty")]
+    EmptyAgentId,
+    #[error(transparent)]
+    InvalidMentionPattern(#[from] InvalidMentionPattern),
+    #[error(transparent)]
+    Pairing(#[from] PairingError),
+    #[error(transparent)]
+    Dedupe(#[from] DedupeError),
+}
+
+/// Decides, for one agent, whether each inbound message runs and in which session.
+///
+/// Safe to share between tasks (`Arc<Router>`): stores are SQLite-backed and the in-memory
+/// group histories sit behind a lock held only for a few map operations.
+#[derive(Debug)]
+pub struct Router {
+    agent_id: String,
+    dm_scope: DmScope,
+    access: AccessRules,
+    mention: MentionGate,
+    pairing: PairingStore,
+    dedupe: DedupeStore,
+    /// Whether each channel's `thread_id` is a thread or a topic; see [`ThreadLabels`].
+    thread_labels: ThreadLabels,
+    clock: Arc<dyn Clock>,
+}
+
+impl Router {
+    /// A router for `agent_id` with every channel's threads labelled `thread`; see
+    /// [`Router::with_thread_labels`].
+    pub fn new(
+        config: &Config,
+        database: &Database,
+        agent_id: &str,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, RoutingError> {
+        if agent_id.trim().is_empty() {
+            return Err(RoutingError::EmptyAgentId);
+        }
+        Ok(Self {
+            agent_id: agent_id.to_owned(),
+            dm_scope: config.session.dm_scope,
+            access: AccessRules::from_config(config),
+            mention: MentionGate::from_config(config)?,
+            pairing: PairingStore::new(database, clock.clone()),
+            dedupe: DedupeStore::new(database, clock.clone()),
+            thread_labels: ThreadLabels::new(),
+            clock,
+        })
+    }
+
+    /// Says which channels' thread ids are forum topics (`:topic:<id>` in session keys).
+    pub fn with_thread_labels(mut self, thread_labels: ThreadLabels) -> Self {
+        self.thread_labels = thread_labels;
+        self
+    }
+
+    /// Decides about one message: dedupe, bots, access (with pairing), then mention gating.
+    pub async fn route(&self, message: &InboundMessage) -> Result<RouteDecision, RoutingError> {
+        let span = tracing::debug_span!(
+            "route",
+            channel = %message.channel,
+            chat_id = %message.chat.id,
+            message_id = %message.message_id,
+        );
+        async {
+            if !self.dedupe.first_sighting(message).await? {
+                tracing::debug!("dropping a redelivered message");
+                return Ok(RouteDecision::Duplicate);
+            }
+            let decision = self.decide(message).await;
+            if let Err(error) = &decision {
+                // Recorded but not handled: let the redelivery through instead of dropping it.
+                if let Err(forget_error) = self.dedupe.forget(message).await {
+                    tracing::error!(
+                        %error, %forget_error,
+                        "routing failed and the message could not be un-recorded; its redelivery will be dropped"
+                    );
+                }
+            }
+            decision
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Everything after dedupe: bots, access and pairing, session key, mention gating.
+    async fn decide(&self, message: &InboundMessage) -> Result<RouteDecision, RoutingError> {
+        let require_mention = match self.access.decide(message) {
+            Access::Allowed { require_mention } => require_mention,
+            Access::IgnoredBot => return Ok(RouteDecision::Ignored(IgnoreReason::FromBot)),
+            Access::Denied(reason) => {
+                tracing::debug!(%reason, "message denied");
+                return Ok(RouteDecision::Denied { reason, reply: None });
+            }
+            Access::NeedsPairing => {
+                if !self.pairing.is_approved(&message.channel, &message.sender.id).await? {
+                    return self.pair(message).await;
+                }
+                false
+            }
+        };
+        let session_key =
+            session_key(&self.agent_id, self.dm_scope, message, self.thread_labels.for_channel(&message.channel));
+        let is_group = message.chat.kind != ChatKind::Direct;
+        let prompt = if is_group {
+            match self.mention.admit(&session_key, message, require_mention) {
+                Gate::Run { prompt } => prompt,
+                Gate::Held => return Ok(RouteDecision::Ignored(IgnoreReason::NotMentioned)),
+            }
+        } else {
+            message.text.clone()
+        };
+        tracing::debug!(%session_key, "message will run");
+        Ok(RouteDecision::Run { session_key, prompt, is_group })
+    }
+
+    /// An unknown DM sender under `dm_policy = "pairing"`: their code, or "try later".
+    async fn pair(&self, message: &InboundMessage) -> Result<RouteDecision, RoutingError> {
+        let sender = &message.sender;
+        match self.pairing.request(&message.channel, &sender.id, sender.name.as_deref()).await? {
+            PairingRequest::Issued(pending) => {
+                tracing::info!(
+                    sender_id = %sender.id,
+                    "an unknown sender asked to talk to the bot and got a pairing code; see `ferry pairing list`"
+                );
+                Ok(RouteDecision::Pairing { reply: pairing::pairing_reply(&pending, self.clock.now()) })
+            }
+            PairingRequest::Existing(pending) => {
+                tracing::debug!(sender_id = %sender.id, "a sender waiting for approval wrote again");
+                Ok(RouteDecision::Pairing { reply: pairing::pairing_reply(&pending, self.clock.now()) })
+            }
+            PairingRequest::TooManyPending => {
+                tracing::warn!(
+                    sender_id = %sender.id,
+                    "too many pairing codes pending on this channel; the sender was told to try later"
+                );
+                Ok(RouteDecision::Denied {
+                    reason: DenyReason::PairingBusy,
+                    reply: Some(pairing::PAIRING_BUSY_REPLY.to_owned()),
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,451 @@
+//! DM pairing: how an unknown person gets permission to talk to the bot (SPEC §3.2).
+//!
+//! Under `dm_policy = "pairing"` (the default) a DM from a sender who is neither in
+//! `allow_from` nor approved gets a short code instead of an answer. The operator approves
+//! it on the machine running Ferry:
+//!
+//! ```text
+//! $ ferry pairing list
+//! $ ferry pairing approve telegram K7WQ9ZRM
+//! ```
+//!
+//! From then on the sender is approved on that channel, across restarts. The rules:
+//!
+//! - a code is [`CODE_LENGTH`] characters from [`CODE_ALPHABET`] (no `0`/`O`/`1`/`I`, which
+//!   people misread), drawn from a cryptographically secure generator;
+//! - it is valid for [`CODE_TTL`];
+//! - a channel has at most [`MAX_PENDING_PER_CHANNEL`] codes pending, so strangers cannot
+//!   flood the operator's list; a sender who asks again gets their existing code back.
+//!
+//! Everything lives in the state database, so the daemon and the `ferry pairing` commands (a
+//! separate process) share it. Read-then-write steps run in `BEGIN IMMEDIATE` transactions,
+//! which SQLite serializes across processes.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use rand::RngExt;
+use sqlx::sqlite::{SqlitePool, SqliteRow};
+use sqlx::{Row, SqliteConnection};
+
+use super::clock::Clock;
+use crate::state::Database;
+
+/// Characters in a pairing code.
+pub const CODE_LENGTH: usize = 8;
+
+/// What a code is made of: capitals and digits without the look-alikes 0/O and 1/I.
+pub const CODE_ALPHABET: &[u8; 32] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+
+/// How long a code can be approved after it was issued (SPEC §3.2: 1 h).
+pub const CODE_TTL: TimeDelta = TimeDelta::hours(1);
+
+/// Codes pending per channel at most (SPEC §3.2).
+pub const MAX_PENDING_PER_CHANNEL: i64 = 3;
+
+/// A fresh code colliding with a pending one is one in 2^40 per pending code; after this
+/// many collisions in a row something else is wrong.
+const CODE_ATTEMPTS: usize = 8;
+
+/// A code waiting for an operator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingPairing {
+    pub channel: String,
+    pub sender_id: String,
+    pub sender_name: Option<String>,
+    pub code: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// What an unknown sender's request for a code came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PairingRequest {
+    /// A new code was issued.
+    Issued(PendingPairing),
+    /// The sender already had a code that is still valid: the same one again.
+    Existing(PendingPairing),
+    /// The channel already has [`MAX_PENDING_PER_CHANNEL`] codes pending; try later.
+    TooManyPending,
+}
+
+/// A sender an operator approved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovedSender {
+    pub channel: String,
+    pub sender_id: String,
+    pub sender_name: Option<String>,
+    pub approved_at: DateTime<Utc>,
+}
+
+/// Why a pairing operation failed, worded for the operator running `ferry pairing`.
+#[derive(Debug, thiserror::Error)]
+pub enum PairingError {
+    #[error("{code:?} is not a pairing code: codes are {CODE_LENGTH} characters from A-Z and 2-9 (no I, O, 0 or 1)")]
+    MalformedCode { code: String },
+    #[error("no pending pairing code {code} on {channel} (see `ferry pairing list`)")]
+    UnknownCode { channel: String, code: String },
+    #[error(
+        "pairing code {code} on {channel} expired at {expired_at} UTC; ask the sender to message the bot again \
+         for a new code",
+        expired_at = expired_at.format("%Y-%m-%d %H:%M:%S")
+    )]
+    Expired { channel: String, code: String, expired_at: DateTime<Utc> },
+    #[error("could not find a free pairing code on {channel} after {CODE_ATTEMPTS} attempts")]
+    NoFreeCode { channel: String },
+    #[error("pairing store failed while {action}: {source}")]
+    Query { action: &'static str, source: sqlx::Error },
+}
+
+/// Pending codes and approved senders, in the state database.
+#[derive(Debug, Clone)]
+pub struct PairingStore {
+    pool: SqlitePool,
+    clock: Arc<dyn Clock>,
+}
+
+impl PairingStore {
+    pub fn new(database: &Database, clock: Arc<dyn Clock>) -> Self {
+        Self { pool: database.pool().clone(), clock }
+    }
+
+    /// Whether an operator approved this sender on this channel.
+    pub async fn is_approved(&self, channel: &str, sender_id: &str) -> Result<bool, PairingError> {
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pairing_approved WHERE channel = ? AND sender_id = ?)")
+            .bind(channel)
+            .bind(sender_id)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(query("checking an approval"))
+    }
+
+    /// Gives an unknown sender a code: their pending one if it is still valid, a new one if
+    /// the channel has room, else [`PairingRequest::TooManyPending`].
+    pub async fn request(
+        &self,
+        channel: &str,
+        sender_id: &str,
+        sender_name: Option<&str>,
+    ) -> Result<PairingRequest, PairingError> {
+        let now = self.clock.now();
+        let mut transaction =
+            self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(query("starting a pairing request"))?;
+        sqlx::query("DELETE FROM pairing_requests WHERE channel = ? AND expires_at <= ?")
+            .bind(channel)
+            .bind(now.timestamp_millis())
+            .execute(&mut *transaction)
+            .await
+            .map_err(query("removing expired codes"))?;
+        let existing = sqlx::query(&format!("{SELECT_PENDING} WHERE channel = ? AND sender_id = ?"))
+            .bind(channel)
+            .bind(sender_id)
+            .fetch_optional(&mut *transaction)
+            .await
+            .map_err(query("looking up the sender's code"))?;
+        let outcome = if let Some(row) = existing {
+            PairingRequest::Existing(pending_from_row(&row)?)
+        } else if pending_count(&mut transaction, channel).await? >= MAX_PENDING_PER_CHANNEL {
+            PairingRequest::TooManyPending
+        } else {
+            let pending = PendingPairing {
+                channel: channel.to_owned(),
+                sender_id: sender_id.to_owned(),
+                sender_name: sender_name.map(str::to_owned),
+                code: String::new(),
+                created_at: now,
+                expires_at: now + CODE_TTL,
+            };
+            PairingRequest::Issued(insert_with_fresh_code(&mut transaction, pending).await?)
+        };
+        transaction.commit().await.map_err(query("saving a pairing request"))?;
+        Ok(outcome)
+    }
+
+    /// Approves the sender a code was issued to. Codes are matched case-insensitively.
+    pub async fn approve(&self, channel: &str, code: &str) -> Result<ApprovedSender, PairingError> {
+        let code = code.trim().to_ascii_uppercase();
+        if !is_well_formed(&code) {
+            return Err(PairingError::MalformedCode { code });
+        }
+        let now = self.clock.now();
+        let mut transaction = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(query("starting an approval"))?;
+        let row = sqlx::query(&format!("{SELECT_PENDING} WHERE channel = ? AND code = ?"))
+            .bind(channel)
+            .bind(&code)
+            .fetch_optional(&mut *transaction)
+            .await
+            .map_err(query("looking up the code"))?;
+        let Some(row) = row else {
+            return Err(PairingError::UnknownCode { channel: channel.to_owned(), code });
+        };
+        let pending = pending_from_row(&row)?;
+        sqlx::query("DELETE FROM pairing_requests WHERE channel = ? AND code = ?")
+            .bind(channel)
+            .bind(&code)
+            .execute(&mut *transaction)
+            .await
+            .map_err(query("removing the used code"))?;
+        if pending.expires_at <= now {
+            transaction.commit().await.map_err(query("removing an expired code"))?;
+            return Err(PairingError::Expired { channel: channel.to_owned(), code, expired_at: pending.expires_at });
+        }
+        sqlx::query(
+            "INSERT INTO pairing_approved (channel, sender_id, sender_name, approved_at) VALUES (?, ?, ?, ?) \
+             ON CONFLICT (channel, sender_id) DO UPDATE SET sender_name = excluded.sender_name, \
+             approved_at = excluded.approved_at",
+        )
+        .bind(channel)
+        .bind(&pending.sender_id)
+        .bind(&pending.sender_name)
+        .bind(now.timestamp_millis())
+        .execute(&mut *transaction)
+        .await
+        .map_err(query("recording the approval"))?;
+        transaction.commit().await.map_err(query("recording the approval"))?;
+        Ok(ApprovedSender {
+            channel: pending.channel,
+            sender_id: pending.sender_id,
+            sender_name: pending.sender_name,
+            approved_at: now,
+        })
+    }
+
+    /// Codes still waiting for approval, oldest first.
+    pub async fn list(&self) -> Result<Vec<PendingPairing>, PairingError> {
+        let rows = sqlx::query(&format!("{SELECT_PENDING} WHERE expires_at > ? ORDER BY created_at, channel"))
+            .bind(self.clock.now().timestamp_millis())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(query("listing pending codes"))?;
+        rows.iter().map(pending_from_row).collect()
+    }
+}
+
+/// What a user who needs pairing is told: their code and how it gets approved.
+pub fn pairing_reply(pending: &PendingPairing, now: DateTime<Utc>) -> String {
+    let seconds_left = (pending.expires_at - now).num_seconds();
+    let minutes_left = (seconds_left + 59).div_euclid(60).clamp(1, CODE_TTL.num_minutes());
+    let unit = if minutes_left == 1 { "minute" } else { "minutes" };
+    format!(
+        "Hi! I only talk to people my operator has approved.\n\
+         Your pairing code: {code} (valid for {minutes_left} more {unit})\n\
+         Send it to the operator; they approve you with:\n\
+         ferry pairing approve {channel} {code}",
+        code = pending.code,
+        channel = pending.channel,
+    )
+}
+
+/// What a user is told when the channel's pending codes are full.
+pub const PAIRING_BUSY_REPLY: &str = "Hi! I only talk to people my operator has approved, and too many approval \
+                                      requests are waiting right now. Please try again later.";
+
+const SELECT_PENDING: &str =
+    "SELECT channel, sender_id, sender_name, code, created_at, expires_at FROM pairing_requests";
+
+fn query(action: &'static str) -> impl FnOnce(sqlx::Error) -> PairingError {
+    move |source| PairingError::Query { action, source }
+}
+
+fn pending_from_row(row: &SqliteRow) -> Result<PendingPairing, PairingError> {
+    let read = |source| PairingError::Query { action: "reading a pending code", source };
+    Ok(PendingPairing {
+        channel: row.try_get("channel").map_err(read)?,
+        sender_id: row.try_get("sender_id").map_err(read)?,
+        sender_name: row.try_get("sender_name").map_err(read)?,
+        code: row.try_get("code").map_err(read)?,
+        created_at: from_millis(row.try_get("created_at").map_err(read)?),
+        expires_at: from_millis(row.try_get("expires_at").map_err(read)?),
+    })
+}
+
+/// A stored time; one out of chrono's range (a damaged row) reads as long ago, i.e. expired.
+fn from_millis(millis: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(millis).unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+async fn pending_count(connection: &mut SqliteConnection, channel: &str) -> Result<i64, PairingError> {
+    sqlx::query_scalar("SELECT COUNT(*) FROM pairing_requests WHERE channel = ?")
+        .bind(channel)
+        .fetch_one(connection)
+        .await
+        .map_err(query("counting pending codes"))
+}
+
+async fn insert_with_fresh_code(
+    connection: &mut SqliteConnection,
+    mut pending: PendingPairing,
+) -> Result<PendingPairing, PairingError> {
+    for _ in 0..CODE_ATTEMPTS {
+        pending.code = generate_code();
+        let inserted = sqlx::query(
+            "INSERT OR IGNORE INTO pairing_requests \
+             (channel, sender_id, sender_name, code, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&pending.channel)
+        .bind(&pending.sender_id)
+        .bind(&pending.sender_name)
+        .bind(&pending.code)
+        .bind(pending.created_at.timestamp_millis())
+        .bind(pending.expires_at.timestamp_millis())
+        .execute(&mut *connection)
+        .await
+        .map_err(query("saving a new code"))?;
+        if inserted.rows_affected() == 1 {
+            return Ok(pending);
+        }
+    }
+    Err(PairingError::NoFreeCode { channel: pending.channel })
+}
+
+/// A new random code. The thread-local generator is a CSPRNG seeded from the OS, so codes
+/// cannot be predicted from earlier ones.
+fn generate_code() -> String {
+    let mut rng = rand::rng();
+    (0..CODE_LENGTH).map(|_| char::from(CODE_ALPHABET[rng.random_range(0..CODE_ALPHABET.len())])).collect()
+}
+
+fn is_well_formed(code: &str) -> bool {
+    code.len() == CODE_LENGTH && code.bytes().all(|byte| CODE_ALPHABET.contains(&byte))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routing::clock::ManualClock;
+
+    fn start() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_750_000_000, 0).unwrap()
+    }
+
+    async fn store() -> (PairingStore, ManualClock, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let database = Database::open(dir.path()).await.unwrap();
+        let clock = ManualClock::new(start());
+        (PairingStore::new(&database, Arc::new(clock.clone())), clock, dir)
+    }
+
+    fn issued(request: PairingRequest) -> PendingPairing {
+        match request {
+            PairingRequest::Issued(pending) => pending,
+            other => panic!("expected a new code, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn codes_are_eight_characters_without_look_alikes() {
+        for _ in 0..500 {
+            let code = generate_code();
+            assert_eq!(code.len(), CODE_LENGTH);
+            assert!(is_well_formed(&code), "{code}");
+            assert!(!code.contains(['0', 'O', '1', 'I']), "{code}");
+        }
+        assert_ne!(generate_code(), generate_code());
+    }
+
+    #[tokio::test]
+    async fn an_unknown_sender_gets_a_code_valid_for_one_hour() {
+        let (store, _clock, _dir) = store().await;
+        let pending = issued(store.request("telegram", "42", Some("Alice")).await.unwrap());
+        assert!(is_well_formed(&pending.code), "{}", pending.code);
+        assert_eq!(pending.expires_at - pending.created_at, TimeDelta::hours(1));
+        assert_eq!(store.list().await.unwrap(), [pending]);
+    }
+
+    #[tokio::test]
+    async fn asking_again_returns_the_same_code() {
+        let (store, clock, _dir) = store().await;
+        let first = issued(store.request("telegram", "42", None).await.unwrap());
+        clock.advance(TimeDelta::minutes(30));
+        assert_eq!(store.request("telegram", "42", None).await.unwrap(), PairingRequest::Existing(first));
+    }
+
+    #[tokio::test]
+    async fn a_fourth_pending_sender_is_told_to_try_later_until_a_code_expires() {
+        let (store, clock, _dir) = store().await;
+        for sender in ["1", "2", "3"] {
+            issued(store.request("telegram", sender, None).await.unwrap());
+            clock.advance(TimeDelta::minutes(1));
+        }
+        assert_eq!(store.request("telegram", "4", None).await.unwrap(), PairingRequest::TooManyPending);
+        // The cap is per channel.
+        issued(store.request("slack", "4", None).await.unwrap());
+        // The first code expires an hour after it was issued, making room.
+        clock.advance(TimeDelta::minutes(57));
+        issued(store.request("telegram", "4", None).await.unwrap());
+        assert_eq!(store.list().await.unwrap().len(), 4);
+    }
+
+    #[tokio::test]
+    async fn an_expired_code_cannot_be_approved_and_the_sender_gets_a_new_one() {
+        let (store, clock, _dir) = store().await;
+        let old = issued(store.request("discord", "42", None).await.unwrap());
+        clock.advance(TimeDelta::hours(1));
+        let error = store.approve("discord", &old.code).await.unwrap_err();
+        assert!(matches!(error, PairingError::Expired { .. }), "{error}");
+        assert!(error.to_string().contains("expired"), "{error}");
+        assert!(!store.is_approved("discord", "42").await.unwrap());
+        assert!(store.list().await.unwrap().is_empty());
+        let renewed = issued(store.request("discord", "42", None).await.unwrap());
+        assert_eq!(renewed.created_at, start() + TimeDelta::hours(1));
+    }
+
+    #[tokio::test]
+    async fn a_code_is_approved_once_on_its_own_channel_in_any_case() {
+        let (store, clock, _dir) = store().await;
+        let pending = issued(store.request("slack", "U42", Some("Bob")).await.unwrap());
+        assert!(matches!(
+            store.approve("telegram", &pending.code).await.unwrap_err(),
+            PairingError::UnknownCode { .. }
+        ));
+        clock.advance(TimeDelta::minutes(59));
+        let approved = store.approve("slack", &format!(" {} ", pending.code.to_lowercase())).await.unwrap();
+        assert_eq!((approved.sender_id.as_str(), approved.sender_name.as_deref()), ("U42", Some("Bob")));
+        assert!(store.is_approved("slack", "U42").await.unwrap());
+        assert!(!store.is_approved("telegram", "U42").await.unwrap());
+        let again = store.approve("slack", &pending.code).await.unwrap_err();
+        assert!(matches!(again, PairingError::UnknownCode { .. }), "{again}");
+        assert!(store.list().await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn malformed_codes_are_refused_with_the_format() {
+        let (store, _clock, _dir) = store().await;
+        let error = store.approve("telegram", "ABC").await.unwrap_err();
+        assert!(matches!(error, PairingError::MalformedCode { .. }), "{error}");
+        assert!(error.to_string().contains("8 characters"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn approvals_survive_reopening_the_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(start()));
+        let database = Database::open(dir.path()).await.unwrap();
+        let store = PairingStore::new(&database, clock.clone());
+        let pending = issued(store.request("telegram", "42", None).await.unwrap());
+        store.approve("telegram", &pending.code).await.unwrap();
+        database.close().await;
+
+        let reopened = Database::open(dir.path()).await.unwrap();
+        let store = PairingStore::new(&reopened, clock);
+        assert!(store.is_approved("telegram", "42").await.unwrap());
+    }
+
+    #[test]
+    fn the_reply_carries_the_code_and_the_approve_command() {
+        let pending = PendingPairing {
+            channel: "telegram".into(),
+            sender_id: "42".into(),
+            sender_name: None,
+            code: "K7WQ9ZRM".into(),
+            created_at: start(),
+            expires_at: start() + CODE_TTL,
+        };
+        let reply = pairing_reply(&pending, start());
+        assert!(reply.contains("K7WQ9ZRM"), "{reply}");
+        assert!(reply.contains("ferry pairing approve telegram K7WQ9ZRM"), "{reply}");
+        assert!(reply.contains("60 more minutes"), "{reply}");
+        assert!(pairing_reply(&pending, start() + TimeDelta::minutes(1)).contains("59 more minutes"));
+        assert!(pairing_reply(&pending, start() + TimeDelta::seconds(59 * 60 + 30)).contains("1 more minute)"));
+    }
+}
