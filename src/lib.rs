@@ -15,6 +15,8 @@
 pub mod agent;
 pub mod channels;
 pub mod config;
+pub mod control;
+pub mod dispatch;
 pub mod logging;
 pub mod queue;
 pub mod routing;

@@ -64,6 +64,14 @@ fn role_of(message: &ChatMessage) -> &'static str {
 }
 
 impl SqliteSessionStore {
+    /// A transaction that reads, then writes. `BEGIN IMMEDIATE` takes the write lock up
+    /// front: a deferred transaction that upgrades from reading to writing after another
+    /// connection committed fails at once with SQLITE_BUSY_SNAPSHOT, which the busy
+    /// timeout does not cover.
+    async fn write_transaction(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
+        self.database.pool().begin_with("BEGIN IMMEDIATE").await
+    }
+
     /// Replaces the session id of `key` (or creates the row) inside `transaction`.
     async fn rotate(
         transaction: &mut sqlx::SqliteConnection,
@@ -111,7 +119,7 @@ impl SqliteSessionStore {
 #[async_trait]
 impl SessionStore for SqliteSessionStore {
     async fn resolve(&self, key: &str, now: DateTime<Utc>, policy: &ResetConfig) -> Result<Resolved, StoreError> {
-        let mut transaction = self.database.pool().begin().await?;
+        let mut transaction = self.write_transaction().await?;
         let existing = match sqlx::query(&format!("{SELECT_SESSION} WHERE key = ?"))
             .bind(key)
             .fetch_optional(&mut *transaction)
@@ -147,7 +155,7 @@ impl SessionStore for SqliteSessionStore {
     }
 
     async fn reset(&self, key: &str, now: DateTime<Utc>) -> Result<Resolved, StoreError> {
-        let mut transaction = self.database.pool().begin().await?;
+        let mut transaction = self.write_transaction().await?;
         let existing = match sqlx::query(&format!("{SELECT_SESSION} WHERE key = ?"))
             .bind(key)
             .fetch_optional(&mut *transaction)
@@ -200,7 +208,7 @@ impl SessionStore for SqliteSessionStore {
     }
 
     async fn append(&self, key: &str, run_id: &str, entries: &[ChatMessage]) -> Result<(), StoreError> {
-        let mut transaction = self.database.pool().begin().await?;
+        let mut transaction = self.write_transaction().await?;
         // The fence: only the session's current run may write, to its current session id.
         let session_id: Option<String> =
             sqlx::query_scalar("SELECT session_id FROM sessions WHERE key = ? AND active_run_id = ?")

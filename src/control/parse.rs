@@ -1,0 +1,174 @@
+//! Recognizing a command in a message's text.
+
+use std::time::Duration;
+
+use crate::config::{DropPolicy, QueueMode};
+
+/// A command a user sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControlCommand {
+    /// `/new`: start a fresh session.
+    New,
+    /// `/reset`: the same, by its other name.
+    Reset,
+    /// `/stop` or a stop word: abort the running reply and clear the queue.
+    Stop,
+    /// `/queue …`
+    Queue(QueueCommand),
+    /// `/status`
+    Status,
+}
+
+/// What `/queue` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueCommand {
+    /// `/queue` alone: show the session's queue settings.
+    Show,
+    /// `/queue reset`: back to the configured behaviour.
+    Reset,
+    /// `/queue <mode> [debounce:2s] [cap:N] [drop:old|new|summarize]`
+    Set { mode: QueueMode, debounce: Option<Duration>, cap: Option<usize>, drop: Option<DropPolicy> },
+    /// Anything else: the reply explains the syntax.
+    Invalid(String),
+}
+
+/// Whole messages that mean "stop", in the languages users most often write them in.
+const STOP_WORDS: [&str; 14] = [
+    "stop",
+    "abort",
+    "cancel",
+    "halt",
+    "стоп",
+    "хватит",
+    "отмена",
+    "停止",
+    "停",
+    "やめて",
+    "stopp",
+    "arrête",
+    "detente",
+    "basta",
+];
+
+/// The command in `text`, if it is one. Leading mentions (`@bot /new`, `<@U123> /stop`)
+/// are skipped, and a Telegram-style `/new@botname` counts.
+pub fn parse_command(text: &str) -> Option<ControlCommand> {
+    let words: Vec<&str> = text.split_whitespace().skip_while(|word| is_mention(word)).collect();
+    let first = *words.first()?;
+    if words.len() == 1 {
+        let bare = first.trim_end_matches(['.', '!', '?', '。', '！']).to_lowercase();
+        if STOP_WORDS.contains(&bare.as_str()) {
+            return Some(ControlCommand::Stop);
+        }
+    }
+    let name = first.strip_prefix('/')?.split('@').next()?.to_lowercase();
+    let args = &words[1..];
+    match name.as_str() {
+        "new" => Some(ControlCommand::New),
+        "reset" => Some(ControlCommand::Reset),
+        "stop" | "abort" => Some(ControlCommand::Stop),
+        "status" => Some(ControlCommand::Status),
+        "queue" => Some(ControlCommand::Queue(parse_queue(args))),
+        _ => None,
+    }
+}
+
+fn is_mention(word: &str) -> bool {
+    (word.starts_with('@') && word.len() > 1) || (word.starts_with("<@") && word.ends_with('>'))
+}
+
+fn parse_queue(args: &[&str]) -> QueueCommand {
+    let Some((first, options)) = args.split_first() else { return QueueCommand::Show };
+    if first.eq_ignore_ascii_case("reset") && options.is_empty() {
+        return QueueCommand::Reset;
+    }
+    let mode = match first.to_lowercase().as_str() {
+        "collect" => QueueMode::Collect,
+        "steer" => QueueMode::Steer,
+        "followup" => QueueMode::Followup,
+        "steer-backlog" => QueueMode::SteerBacklog,
+        "interrupt" => QueueMode::Interrupt,
+        other => return QueueCommand::Invalid(format!("unknown queue mode `{other}`")),
+    };
+    let (mut debounce, mut cap, mut drop) = (None, None, None);
+    for option in options {
+        let Some((key, value)) = option.split_once(':') else {
+            return QueueCommand::Invalid(format!("`{option}` is not an option like debounce:2s, cap:10 or drop:old"));
+        };
+        match key.to_lowercase().as_str() {
+            "debounce" => match parse_duration(value) {
+                Some(parsed) => debounce = Some(parsed),
+                None => return QueueCommand::Invalid(format!("`{value}` is not a duration like 2s or 500ms")),
+            },
+            "cap" => match value.parse::<usize>() {
+                Ok(parsed) if parsed > 0 => cap = Some(parsed),
+                _ => return QueueCommand::Invalid(format!("cap must be a whole number above 0, not `{value}`")),
+            },
+            "drop" => match value.to_lowercase().as_str() {
+                "old" => drop = Some(DropPolicy::Old),
+                "new" => drop = Some(DropPolicy::New),
+                "summarize" => drop = Some(DropPolicy::Summarize),
+                _ => return QueueCommand::Invalid(format!("drop must be old, new or summarize, not `{value}`")),
+            },
+            other => return QueueCommand::Invalid(format!("unknown option `{other}`")),
+        }
+    }
+    QueueCommand::Set { mode, debounce, cap, drop }
+}
+
+/// `2s`, `1.5s`, `500ms`, or a bare number of milliseconds.
+fn parse_duration(value: &str) -> Option<Duration> {
+    let value = value.trim().to_lowercase();
+    if let Some(ms) = value.strip_suffix("ms") {
+        return ms.parse::<u64>().ok().map(Duration::from_millis);
+    }
+    if let Some(seconds) = value.strip_suffix('s') {
+        return seconds.parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64);
+    }
+    value.parse::<u64>().ok().map(Duration::from_millis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slash_commands_are_recognized_with_or_without_a_mention() {
+        assert_eq!(parse_command("/new"), Some(ControlCommand::New));
+        assert_eq!(parse_command("  /reset  "), Some(ControlCommand::Reset));
+        assert_eq!(parse_command("@ferrybot /new"), Some(ControlCommand::New));
+        assert_eq!(parse_command("<@U0BOT> /status"), Some(ControlCommand::Status));
+        assert_eq!(parse_command("/stop@ferrybot"), Some(ControlCommand::Stop));
+        assert_eq!(parse_command("/unknown"), None);
+        assert_eq!(parse_command("please /new"), None, "a command must come first");
+    }
+
+    #[test]
+    fn stop_words_count_only_as_the_whole_message() {
+        for word in ["stop", "Stop!", "ABORT", "стоп", "停止", "@bot stop"] {
+            assert_eq!(parse_command(word), Some(ControlCommand::Stop), "{word}");
+        }
+        assert_eq!(parse_command("stop the music"), None);
+        assert_eq!(parse_command("don't stop"), None);
+    }
+
+    #[test]
+    fn queue_options_parse_and_bad_ones_explain_themselves() {
+        assert_eq!(parse_command("/queue"), Some(ControlCommand::Queue(QueueCommand::Show)));
+        assert_eq!(parse_command("/queue reset"), Some(ControlCommand::Queue(QueueCommand::Reset)));
+        assert_eq!(
+            parse_command("/queue followup debounce:2s cap:5 drop:old"),
+            Some(ControlCommand::Queue(QueueCommand::Set {
+                mode: QueueMode::Followup,
+                debounce: Some(Duration::from_secs(2)),
+                cap: Some(5),
+                drop: Some(DropPolicy::Old),
+            }))
+        );
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
+        for bad in ["/queue sideways", "/queue collect cap:0", "/queue steer drop:all", "/queue steer debounce:soon"] {
+            assert!(matches!(parse_command(bad), Some(ControlCommand::Queue(QueueCommand::Invalid(_)))), "{bad}");
+        }
+    }
+}

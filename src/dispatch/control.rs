@@ -1,0 +1,90 @@
+//! Carrying out chat commands (SPEC §3.6).
+
+use chrono::Utc;
+use ferry_channel::InboundMessage;
+
+use super::Dispatcher;
+use crate::control::{ControlCommand, QueueCommand};
+use crate::queue::QueueSettings;
+use crate::session::SessionOverrides;
+
+impl Dispatcher {
+    pub(super) async fn control(&self, command: ControlCommand, session_key: &str, message: &InboundMessage) {
+        tracing::info!(session_key, ?command, "chat command");
+        let reply = match command {
+            ControlCommand::Stop => {
+                let stopped = self.inner.scheduler.stop(session_key).await;
+                match (stopped.aborted_run, stopped.cleared) {
+                    (false, 0) => "Nothing is running.".to_owned(),
+                    (true, 0) => "⏹️ Stopped.".to_owned(),
+                    (_, cleared) => format!("⏹️ Stopped, and cleared {cleared} waiting message(s)."),
+                }
+            }
+            ControlCommand::New | ControlCommand::Reset => {
+                self.inner.scheduler.stop(session_key).await;
+                match self.inner.store.reset(session_key, Utc::now()).await {
+                    Ok(_) => "🆕 Started a new conversation.".to_owned(),
+                    Err(error) => {
+                        tracing::error!(session_key, %error, "cannot reset the session");
+                        "⚠️ I could not start a new conversation just now. Please try again.".to_owned()
+                    }
+                }
+            }
+            ControlCommand::Queue(queue) => self.queue_command(queue, session_key, message).await,
+            ControlCommand::Status => self.status(session_key, message).await,
+        };
+        self.reply(message, &reply).await;
+    }
+
+    async fn queue_command(&self, command: QueueCommand, session_key: &str, message: &InboundMessage) -> String {
+        // The session row must exist to hold the settings.
+        if let Err(error) = self.inner.store.resolve(session_key, Utc::now(), &self.inner.config.session.reset).await {
+            tracing::error!(session_key, %error, "cannot load the session for /queue");
+            return "⚠️ I could not change the queue settings just now. Please try again.".to_owned();
+        }
+        let overrides = match command {
+            QueueCommand::Show => return describe(&self.settings_for(session_key, &message.channel).await),
+            QueueCommand::Invalid(problem) => {
+                return format!(
+                    "{problem}. Usage: /queue collect|steer|followup|steer-backlog|interrupt [debounce:2s] [cap:N] \
+                     [drop:old|new|summarize], or /queue reset."
+                );
+            }
+            QueueCommand::Reset => SessionOverrides::default(),
+            QueueCommand::Set { mode, debounce, cap, drop } => SessionOverrides {
+                queue_mode: Some(mode),
+                debounce_ms: debounce.map(|d| d.as_millis() as u64),
+                cap,
+                drop,
+            },
+        };
+        if let Err(error) = self.inner.store.set_overrides(session_key, &overrides).await {
+            tracing::error!(session_key, %error, "cannot save queue settings");
+            return "⚠️ I could not change the queue settings just now. Please try again.".to_owned();
+        }
+        format!("Queue for this conversation: {}", describe(&self.settings_for(session_key, &message.channel).await))
+    }
+
+    async fn status(&self, session_key: &str, message: &InboundMessage) -> String {
+        let settings = self.settings_for(session_key, &message.channel).await;
+        let lane = self.inner.scheduler.status(session_key);
+        let usage = match self.inner.store.get(session_key).await {
+            Ok(Some(session)) => format!("{} in / {} out", session.usage.input_tokens, session.usage.output_tokens),
+            Ok(None) => "none yet".to_owned(),
+            Err(_) => "unavailable".to_owned(),
+        };
+        format!(
+            "Session: {session_key}\nModel: {}\nQueue: {}\nTokens: {usage}\nRunning: {}\nWaiting: {}",
+            self.inner.runner.model().label(),
+            describe(&settings),
+            if lane.running { "yes" } else { "no" },
+            lane.queued,
+        )
+    }
+}
+
+fn describe(settings: &QueueSettings) -> String {
+    let mode = serde_json::to_value(settings.mode).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+    let drop = serde_json::to_value(settings.drop).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+    format!("{mode} (debounce {} ms, cap {}, drop {drop})", settings.debounce.as_millis(), settings.cap)
+}

@@ -1,0 +1,237 @@
+//! The dispatcher: the path of every inbound message, from any channel to its run.
+//!
+//! For each delivery: route it (dedupe, access, pairing, mention gating, session key);
+//! handle a command at once; otherwise journal the message, acknowledge it to the
+//! platform, show typing, and hand it to the queue scheduler, which runs the agent through
+//! [`executor::AgentExecutor`] and sends the reply. Users are told when their message was
+//! refused or dropped.
+
+mod control;
+pub mod delivery;
+pub mod executor;
+
+use std::sync::Arc;
+
+use ferry_channel::{Channel, InboundDelivery, InboundMessage, OutboundMessage, Target};
+use futures::StreamExt;
+use tokio::task::JoinHandle;
+
+use crate::agent::AgentRunner;
+use crate::channels::ChannelRegistry;
+use crate::config::Config;
+use crate::control::parse_command;
+use crate::queue::{Admission, QueueJournal, QueueSettings, QueuedMessage, Scheduler};
+use crate::routing::{Clock, RouteDecision, Router, RoutingError};
+use crate::session::{SessionStore, SqliteSessionStore};
+use crate::state::Database;
+use executor::AgentExecutor;
+
+/// Told to a user whose message could not be recorded (it would otherwise be lost).
+const NOT_ACCEPTED: &str = "⚠️ I could not take your message just now. Please send it again in a moment.";
+/// Told to a user whose message the full queue refused (`drop = "new"`).
+const QUEUE_FULL: &str =
+    "⚠️ Too many messages are waiting already, so this one was not queued. Please wait for my reply.";
+/// Told to a user whose older queued message was dropped to make room (`drop = "old"`).
+const DROPPED_OLDER: &str = "⚠️ The queue was full, so your earliest waiting message was dropped.";
+
+/// Everything the dispatcher is built from.
+pub struct DispatcherParts {
+    pub config: Arc<Config>,
+    pub database: Database,
+    pub runner: AgentRunner,
+    pub channels: ChannelRegistry,
+    pub clock: Arc<dyn Clock>,
+    pub agent_id: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    #[error(transparent)]
+    Routing(#[from] RoutingError),
+    #[error("cannot read the queue journal: {0}")]
+    Journal(#[from] crate::queue::JournalError),
+}
+
+#[derive(Clone)]
+pub struct Dispatcher {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Arc<Config>,
+    router: Router,
+    store: Arc<dyn SessionStore>,
+    journal: QueueJournal,
+    scheduler: Scheduler,
+    channels: ChannelRegistry,
+    runner: AgentRunner,
+}
+
+impl Dispatcher {
+    pub fn new(parts: DispatcherParts) -> Result<Self, DispatchError> {
+        let router = Router::new(&parts.config, &parts.database, &parts.agent_id, parts.clock)?;
+        let store: Arc<dyn SessionStore> = Arc::new(SqliteSessionStore::new(parts.database.clone()));
+        let journal = QueueJournal::new(parts.database.clone());
+        let executor = AgentExecutor {
+            runner: parts.runner.clone(),
+            store: store.clone(),
+            channels: parts.channels.clone(),
+            reset: parts.config.session.reset.clone(),
+        };
+        let max_concurrent = parts.config.agents.defaults.max_concurrent as usize;
+        let scheduler = Scheduler::new(Arc::new(executor), Arc::new(journal.clone()), max_concurrent);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                config: parts.config,
+                router,
+                store,
+                journal,
+                scheduler,
+                channels: parts.channels,
+                runner: parts.runner,
+            }),
+        })
+    }
+
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.inner.scheduler
+    }
+
+    pub fn store(&self) -> &Arc<dyn SessionStore> {
+        &self.inner.store
+    }
+
+    /// Runs the messages a previous process accepted but never answered.
+    pub async fn restore(&self) -> Result<usize, DispatchError> {
+        let pending = self.inner.journal.pending().await?;
+        let count = pending.len();
+        if count > 0 {
+            tracing::info!(count, "answering messages accepted before the last shutdown");
+        }
+        let mut settings = Vec::with_capacity(count);
+        for message in &pending {
+            settings.push((message.id, self.settings_for(&message.session_key, &message.message.channel).await));
+        }
+        self.inner
+            .scheduler
+            .restore(pending, |message| {
+                settings.iter().find(|(id, _)| *id == message.id).map(|(_, s)| *s).unwrap_or_else(|| {
+                    QueueSettings::resolve(
+                        &self.inner.config.messages.queue,
+                        &message.message.channel,
+                        &Default::default(),
+                    )
+                })
+            })
+            .await;
+        Ok(count)
+    }
+
+    /// Registers a channel, starts it and feeds its messages through [`Dispatcher::handle`]
+    /// until its stream ends.
+    pub async fn attach(&self, channel: Arc<dyn Channel>) -> Result<JoinHandle<()>, ferry_channel::ChannelError> {
+        let mut inbound = channel.start().await?;
+        self.inner.channels.register(channel.clone());
+        let dispatcher = self.clone();
+        Ok(tokio::spawn(async move {
+            while let Some(delivery) = inbound.next().await {
+                dispatcher.handle(delivery).await;
+            }
+            tracing::info!(
+                channel = channel.name(),
+                account = channel.account_id(),
+                "channel stopped delivering messages"
+            );
+        }))
+    }
+
+    /// One inbound message, from routing to the queue.
+    pub async fn handle(&self, delivery: InboundDelivery) {
+        let InboundDelivery { message, ack } = delivery;
+        let span = tracing::info_span!("inbound", channel = %message.channel, chat_id = %message.chat.id, message_id = %message.message_id);
+        let _entered = span.enter();
+        let decision = match self.inner.router.route(&message).await {
+            Ok(decision) => decision,
+            Err(error) => {
+                // Not acknowledged: the platform delivers it again.
+                tracing::error!(%error, "cannot route a message; leaving it unacknowledged for redelivery");
+                return;
+            }
+        };
+        match decision {
+            RouteDecision::Duplicate | RouteDecision::Ignored(_) | RouteDecision::Denied { reply: None, .. } => {
+                ack.accept()
+            }
+            RouteDecision::Pairing { reply } | RouteDecision::Denied { reply: Some(reply), .. } => {
+                ack.accept();
+                self.reply(&message, &reply).await;
+            }
+            RouteDecision::Run { session_key, prompt, .. } => {
+                let key = session_key.as_str().to_owned();
+                if let Some(command) = parse_command(&message.text) {
+                    ack.accept();
+                    self.control(command, &key, &message).await;
+                    return;
+                }
+                let queued = match self.inner.journal.record(&key, &message, &prompt).await {
+                    Ok(queued) => queued,
+                    Err(error) => {
+                        tracing::error!(%error, "cannot journal an accepted message; telling the sender");
+                        ack.accept();
+                        self.reply(&message, NOT_ACCEPTED).await;
+                        return;
+                    }
+                };
+                ack.accept();
+                self.typing(&message).await;
+                self.submit(queued).await;
+            }
+        }
+    }
+
+    async fn submit(&self, queued: QueuedMessage) {
+        let message = queued.message.clone();
+        let settings = self.settings_for(&queued.session_key, &message.channel).await;
+        let submitted = self.inner.scheduler.submit(queued, settings).await;
+        tracing::debug!(admission = ?submitted.admission, "message admitted");
+        if submitted.admission == Admission::Rejected {
+            self.reply(&message, QUEUE_FULL).await;
+        }
+        for dropped in &submitted.dropped {
+            self.reply(&dropped.message, DROPPED_OLDER).await;
+        }
+    }
+
+    /// The queue behaviour for a session: its override, else its channel's, else the default.
+    async fn settings_for(&self, session_key: &str, channel: &str) -> QueueSettings {
+        let overrides = match self.inner.store.get(session_key).await {
+            Ok(Some(session)) => session.overrides,
+            Ok(None) => Default::default(),
+            Err(error) => {
+                tracing::warn!(session_key, %error, "cannot read session overrides; using the configured queue mode");
+                Default::default()
+            }
+        };
+        QueueSettings::resolve(&self.inner.config.messages.queue, channel, &overrides)
+    }
+
+    /// Sends a short notice to where `message` came from.
+    async fn reply(&self, message: &InboundMessage, text: &str) {
+        let Some(channel) = self.inner.channels.get(&message.channel, Some(&message.account_id)) else {
+            tracing::warn!(channel = %message.channel, "cannot reply: the channel is not connected");
+            return;
+        };
+        if let Err(error) = channel.send(OutboundMessage::reply_to(message, text)).await {
+            tracing::warn!(%error, "sending a notice failed");
+        }
+    }
+
+    async fn typing(&self, message: &InboundMessage) {
+        let Some(channel) = self.inner.channels.get(&message.channel, Some(&message.account_id)) else { return };
+        if channel.capabilities().supports_typing
+            && let Err(error) = channel.typing(&Target::of(message)).await
+        {
+            tracing::debug!(%error, "typing indicator failed");
+        }
+    }
+}

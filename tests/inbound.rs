@@ -1,0 +1,322 @@
+//! The inbound path end to end: an in-memory channel named like a real platform, the
+//! dispatcher (routing, commands, queue, sessions) and real agent runs against the fake
+//! OpenAI server.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry::agent::providers::openai::OpenAiProvider;
+use ferry::agent::providers::{ResolvedModel, RetryPolicy};
+use ferry::agent::tools::{RecentSessions, ToolRegistry};
+use ferry::agent::{AgentRunner, EventBus, RunSettings, RunnerParts};
+use ferry::channel::memory::MemoryChannel;
+use ferry::channel::{AckOutcome, AckReceiver, ChatKind, ChatRef, InboundMessage};
+use ferry::channels::ChannelRegistry;
+use ferry::config::{Config, DmPolicy, QueueMode};
+use ferry::dispatch::{Dispatcher, DispatcherParts};
+use ferry::queue::QueueJournal;
+use ferry::routing::{DEFAULT_AGENT_ID, PairingStore, SystemClock};
+use ferry::state::Database;
+use ferry_fakes::{FakeOpenAi, Reply, Turn};
+
+/// Generous bound for waiting on explicit signals; never a measurement.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+struct World {
+    fake: FakeOpenAi,
+    channel: Arc<MemoryChannel>,
+    dispatcher: Dispatcher,
+    database: Database,
+    _state: tempfile::TempDir,
+    _workspace: tempfile::TempDir,
+}
+
+fn open_dms() -> Config {
+    let mut config = Config::default();
+    config.channels.telegram.dm_policy = DmPolicy::Open;
+    config.channels.telegram.allow_from = vec!["*".into()];
+    config.messages.queue.debounce_ms = 100;
+    config
+}
+
+impl World {
+    async fn new(config: Config) -> Self {
+        let fake = FakeOpenAi::start().await.unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let database = Database::open(state.path()).await.unwrap();
+        Self::with(config, fake, state, database).await
+    }
+
+    async fn with(config: Config, fake: FakeOpenAi, state: tempfile::TempDir, database: Database) -> Self {
+        // Logs show in a failing test's output.
+        let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("ferry=info").try_init();
+        let workspace = tempfile::tempdir().unwrap();
+        let channels = ChannelRegistry::new();
+        let runner = AgentRunner::new(RunnerParts {
+            model: ResolvedModel {
+                provider: Arc::new(OpenAiProvider::new("fake", &fake.url(), None)),
+                model: "test".into(),
+                context_window: None,
+                is_fallback_echo: false,
+            },
+            tools: ToolRegistry::with_builtins(),
+            bus: EventBus::new(),
+            settings: RunSettings {
+                timeout: Duration::from_secs(60),
+                idle_timeout: Duration::from_secs(30),
+                max_tool_rounds: 5,
+                retry: RetryPolicy::default(),
+            },
+            workspace: workspace.path().to_owned(),
+            channels: channels.clone(),
+            sessions: Arc::new(RecentSessions::default()),
+        });
+        let dispatcher = Dispatcher::new(DispatcherParts {
+            config: Arc::new(config),
+            database: database.clone(),
+            runner,
+            channels,
+            clock: Arc::new(SystemClock),
+            agent_id: DEFAULT_AGENT_ID.into(),
+        })
+        .unwrap();
+        let channel = Arc::new(MemoryChannel::new("telegram", "default"));
+        dispatcher.attach(channel.clone()).await.unwrap();
+        Self { fake, channel, dispatcher, database, _state: state, _workspace: workspace }
+    }
+
+    fn dm(&self, from: &str, text: &str) -> InboundMessage {
+        self.channel.message(ChatRef::new(ChatKind::Direct, from), from, text)
+    }
+
+    fn send(&self, message: InboundMessage) -> AckReceiver {
+        self.channel.inject(message)
+    }
+
+    /// Waits until the chat shows `count` messages and returns their texts.
+    async fn replies(&self, count: usize) -> Vec<String> {
+        tokio::time::timeout(PATIENCE, async {
+            loop {
+                let texts = self.channel.sent_texts();
+                if texts.len() >= count {
+                    return texts;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("expected {count} replies, got {:?}", self.channel.sent_texts()))
+    }
+
+    async fn request(&self, index: usize) -> serde_json::Value {
+        tokio::time::timeout(PATIENCE, self.fake.wait_for_request(index)).await.expect("model request").body
+    }
+
+    async fn journaled(&self) -> usize {
+        QueueJournal::new(self.database.clone()).pending().await.unwrap().len()
+    }
+}
+
+fn last_user_content(body: &serde_json::Value) -> String {
+    let messages = body["messages"].as_array().unwrap();
+    messages.iter().rev().find(|m| m["role"] == "user").unwrap()["content"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_direct_message_is_answered_and_acknowledged() {
+    let world = World::new(open_dms()).await;
+    world.fake.push(Turn::text(["Hello ", "Ada!"]));
+    let ack = world.send(world.dm("42", "hi there"));
+    assert_eq!(ack.outcome().await, AckOutcome::Accepted);
+    assert_eq!(world.replies(1).await, ["Hello Ada!"]);
+    assert_eq!(last_user_content(&world.request(0).await), "hi there");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(world.journaled().await, 0, "answered messages leave the journal");
+    assert!(world.channel.operations().iter().any(|op| matches!(op, ferry::channel::memory::Operation::Typing { .. })));
+}
+
+#[tokio::test]
+async fn the_session_remembers_the_conversation() {
+    let world = World::new(open_dms()).await;
+    world.fake.push(Turn::text(["First answer."])).push(Turn::text(["Second answer."]));
+    world.send(world.dm("42", "first question"));
+    world.replies(1).await;
+    world.send(world.dm("42", "second question"));
+    world.replies(2).await;
+    let roles: Vec<String> = world.request(1).await["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user"]);
+}
+
+#[tokio::test]
+async fn collect_batches_messages_that_arrive_during_a_run() {
+    let world = World::new(open_dms()).await;
+    world.fake.push(Reply::text(["Working ", "on ", "it."]).with_chunk_delay(Duration::from_millis(300)));
+    world.fake.push(Turn::text(["All three answered."]));
+    world.send(world.dm("42", "start"));
+    world.request(0).await;
+    for text in ["one", "two", "three"] {
+        world.send(world.dm("42", text));
+    }
+    assert_eq!(world.replies(2).await, ["Working on it.", "All three answered."]);
+    assert_eq!(
+        last_user_content(&world.request(1).await),
+        "[Queued messages while agent was busy]\n---\nQueued #1\none\n---\nQueued #2\ntwo\n---\nQueued #3\nthree"
+    );
+    assert_eq!(world.fake.requests().len(), 2, "one follow-up run, not three");
+}
+
+#[tokio::test]
+async fn stop_aborts_a_long_run_at_once_and_clears_the_queue() {
+    let world = World::new(open_dms()).await;
+    world.fake.push(Turn::stall(Reply::text(["Thinking very hard", "never sent"]), 1));
+    world.send(world.dm("42", "write me a novel"));
+    world.request(0).await;
+    world.send(world.dm("42", "and a poem"));
+    world.send(world.dm("42", "stop"));
+    assert_eq!(world.replies(1).await, ["⏹️ Stopped, and cleared 1 waiting message(s)."]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(world.channel.sent_texts().len(), 1, "the aborted run sends nothing");
+    assert_eq!(world.fake.requests().len(), 1, "the queued message never ran");
+    assert_eq!(world.journaled().await, 0);
+}
+
+#[tokio::test]
+async fn queue_override_applies_to_one_session_only() {
+    let world = World::new(open_dms()).await;
+    world.send(world.dm("42", "/queue followup debounce:50ms"));
+    assert_eq!(
+        world.replies(1).await[0],
+        "Queue for this conversation: followup (debounce 50 ms, cap 20, drop summarize)"
+    );
+    let mut config = open_dms();
+    config.session.dm_scope = ferry::config::DmScope::PerPeer;
+    let per_peer = World::new(config).await;
+    per_peer.send(per_peer.dm("1", "/queue steer"));
+    per_peer.replies(1).await;
+    per_peer.send(per_peer.dm("2", "/queue"));
+    let texts = per_peer.replies(2).await;
+    assert!(texts[1].starts_with("collect"), "another peer keeps the default: {texts:?}");
+}
+
+#[tokio::test]
+async fn an_unknown_sender_gets_a_pairing_code_and_runs_after_approval() {
+    let mut config = open_dms();
+    config.channels.telegram.dm_policy = DmPolicy::Pairing;
+    config.channels.telegram.allow_from = vec![];
+    let world = World::new(config).await;
+    world.send(world.dm("77", "hello?"));
+    let reply = world.replies(1).await.remove(0);
+    let code = reply
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .find(|word| word.len() == 8 && word.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()))
+        .unwrap_or_else(|| panic!("no code in {reply:?}"))
+        .to_owned();
+    assert!(world.fake.requests().is_empty(), "no run before approval");
+
+    PairingStore::new(&world.database, Arc::new(SystemClock)).approve("telegram", &code).await.unwrap();
+    world.fake.push(Turn::text(["Welcome!"]));
+    world.send(world.dm("77", "hello again"));
+    assert_eq!(world.replies(2).await[1], "Welcome!");
+}
+
+#[tokio::test]
+async fn a_redelivered_message_runs_once_also_after_a_restart() {
+    let world = World::new(open_dms()).await;
+    world.fake.push(Turn::text(["once"]));
+    let message = world.dm("42", "hi");
+    world.send(message.clone());
+    world.replies(1).await;
+    assert_eq!(world.send(message.clone()).outcome().await, AckOutcome::Accepted, "a duplicate is acknowledged");
+
+    let World { fake, database, _state, .. } = world;
+    let restarted = World::with(open_dms(), fake, _state, database).await;
+    assert_eq!(restarted.send(message).outcome().await, AckOutcome::Accepted);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(restarted.channel.sent_texts().is_empty());
+    assert_eq!(restarted.fake.requests().len(), 1, "the model ran once in all");
+}
+
+#[tokio::test]
+async fn group_messages_without_a_mention_become_context_for_the_next_mention() {
+    let mut config = open_dms();
+    config.channels.telegram.groups.insert("-100".into(), Default::default());
+    let world = World::new(config).await;
+    world.fake.push(Turn::text(["Noted."]));
+    let group = ChatRef::new(ChatKind::Group, "-100");
+    let mut chatter = world.channel.message(group.clone(), "5", "lunch at noon?");
+    chatter.sender.name = Some("Bea".into());
+    world.send(chatter);
+    let mut asked = world.channel.message(group, "6", "@ferry what did Bea say?");
+    asked.sender.name = Some("Cy".into());
+    asked.mentions_bot = true;
+    world.send(asked);
+    world.replies(1).await;
+    let prompt = last_user_content(&world.request(0).await);
+    assert!(prompt.starts_with("[Chat messages since your last reply - for context]\nBea: lunch at noon?"), "{prompt}");
+    assert!(prompt.contains("[Current message - respond to this]\nCy: @ferry what did Bea say?"), "{prompt}");
+}
+
+#[tokio::test]
+async fn interrupt_mode_aborts_and_answers_the_newest() {
+    let mut config = open_dms();
+    config.messages.queue.mode = QueueMode::Interrupt;
+    let world = World::new(config).await;
+    world.fake.push(Turn::stall(Reply::text(["slow", "never"]), 1));
+    world.fake.push(Turn::text(["Answering the new one."]));
+    world.send(world.dm("42", "old question"));
+    world.request(0).await;
+    world.send(world.dm("42", "new question"));
+    assert_eq!(world.replies(1).await, ["Answering the new one."]);
+    assert_eq!(last_user_content(&world.request(1).await), "new question");
+}
+
+#[test]
+fn queued_messages_survive_a_restart() {
+    let state = tempfile::tempdir().unwrap();
+    let state_path = state.path().to_owned();
+    // First process: a run hangs, two messages queue behind it, then the process dies.
+    let first = tokio::runtime::Runtime::new().unwrap();
+    let fake_url = first.block_on(async {
+        let world = World::with(
+            open_dms(),
+            FakeOpenAi::start().await.unwrap(),
+            tempfile::tempdir().unwrap(),
+            Database::open(&state_path).await.unwrap(),
+        )
+        .await;
+        world.fake.push(Turn::stall(Reply::text(["never finished"]), 0));
+        world.send(world.dm("42", "first"));
+        world.request(0).await;
+        world.send(world.dm("42", "second"));
+        world.send(world.dm("42", "third"));
+        tokio::time::timeout(PATIENCE, async {
+            while world.journaled().await < 3 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap();
+        world.fake.url()
+    });
+    drop(first);
+    let _ = fake_url;
+
+    // Second process: everything accepted and unanswered runs, as one collected batch.
+    let second = tokio::runtime::Runtime::new().unwrap();
+    second.block_on(async {
+        let fake = FakeOpenAi::start().await.unwrap();
+        fake.push(Turn::text(["Sorry for the wait."]));
+        let world = World::with(open_dms(), fake, state, Database::open(&state_path).await.unwrap()).await;
+        assert_eq!(world.dispatcher.restore().await.unwrap(), 3);
+        assert_eq!(world.replies(1).await, ["Sorry for the wait."]);
+        assert_eq!(
+            last_user_content(&world.request(0).await),
+            "[Queued messages while agent was busy]\n---\nQueued #1\nfirst\n---\nQueued #2\nsecond\n---\nQueued #3\nthird"
+        );
+    });
+}
