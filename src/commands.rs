@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use ferry::agent::providers::resolve_model;
-use ferry::agent::tools::{RecentSessions, ToolRegistry};
+use ferry::agent::tools::ToolRegistry;
 use ferry::agent::{
     AbortReason, AgentRunner, AgentStream, AssistantEvent, EventBus, RunRequest, RunSettings, RunStatus, RunnerParts,
     ToolEvent,
@@ -14,7 +14,9 @@ use ferry::agent::{
 use ferry::channels::ChannelRegistry;
 use ferry::config::{self, ConfigSource, Environment, LoadedConfig};
 use ferry::routing::{PairingStore, SystemClock};
+use ferry::session::{SessionStore, SqliteSessionStore, run_in_session};
 use ferry::state;
+use tokio::sync::mpsc;
 
 use crate::cli::{AgentArgs, GlobalArgs, PairingCommand};
 use crate::wiring;
@@ -66,8 +68,8 @@ pub async fn agent(global: &GlobalArgs, args: AgentArgs, env: &Environment) -> a
     let workspace = config.agents.defaults.workspace.clone().unwrap_or_else(|| state_dir.join("workspace"));
     let agent_id = args.agent.as_deref().unwrap_or(DEFAULT_AGENT).to_lowercase();
     let session_key = args.session.clone().unwrap_or_else(|| format!("agent:{agent_id}:main")).to_lowercase();
-    let sessions = Arc::new(RecentSessions::default());
-    sessions.record(&session_key, Default::default());
+    let database = state::Database::open(&state_dir).await?;
+    let store = Arc::new(SqliteSessionStore::new(database.clone()));
 
     tracing::info!(model = %model.label(), %session_key, "running one agent turn (embedded)");
     let runner = AgentRunner::new(RunnerParts {
@@ -77,7 +79,7 @@ pub async fn agent(global: &GlobalArgs, args: AgentArgs, env: &Environment) -> a
         settings: RunSettings::from_config(&config.agents.defaults),
         workspace,
         channels: ChannelRegistry::new(),
-        sessions,
+        sessions: store.clone(),
     });
     let mut request = RunRequest::new(session_key, args.message);
     request.timeout = args.timeout.map(Duration::from_secs);
@@ -88,10 +90,12 @@ pub async fn agent(global: &GlobalArgs, args: AgentArgs, env: &Environment) -> a
         }
     });
 
-    let mut handle = runner.start(request);
+    let (sender, mut events) = mpsc::unbounded_channel();
+    let reset = config.session.reset.clone();
+    let run = tokio::spawn(async move { run_in_session(&runner, store.as_ref(), &reset, request, Some(sender)).await });
     let mut stdout = std::io::stdout().lock();
     let mut ended_with_text = true;
-    while let Some(event) = handle.events.recv().await {
+    while let Some(event) = events.recv().await {
         if args.json {
             writeln!(stdout, "{}", serde_json::to_string(&event)?)?;
             continue;
@@ -113,7 +117,8 @@ pub async fn agent(global: &GlobalArgs, args: AgentArgs, env: &Environment) -> a
         }
         stdout.flush()?;
     }
-    let outcome = handle.outcome().await.context("the run task failed")?;
+    let outcome = run.await.context("the run task failed")?.context("loading the session")?;
+    database.close().await;
     match outcome.status {
         RunStatus::Completed => Ok(()),
         RunStatus::Aborted(AbortReason::Cancelled) => bail!("the run was cancelled"),
@@ -123,6 +128,33 @@ pub async fn agent(global: &GlobalArgs, args: AgentArgs, env: &Environment) -> a
             bail!("{shown} ({error})")
         }
     }
+}
+
+/// `ferry sessions list`: every session, most recent first, from the state database.
+pub async fn sessions_list(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()> {
+    let loaded = load_config(global, env)?;
+    let state_dir = state::resolve_state_dir(&loaded.config, env)?;
+    let database = state::Database::open(&state_dir).await?;
+    let store = SqliteSessionStore::new(database.clone());
+    let sessions = SessionStore::list(&store, usize::MAX).await;
+    database.close().await;
+    let sessions = sessions?;
+    if sessions.is_empty() {
+        println!("no sessions yet");
+        return Ok(());
+    }
+    let width = sessions.iter().map(|s| s.key.len()).max().unwrap_or(0).max("KEY".len());
+    println!("{:<width$}  {:<20}  {:>10}  {:>10}", "KEY", "UPDATED (UTC)", "TOKENS IN", "TOKENS OUT");
+    for session in sessions {
+        println!(
+            "{:<width$}  {:<20}  {:>10}  {:>10}",
+            session.key,
+            session.updated_at.format("%Y-%m-%d %H:%M:%S"),
+            session.usage.input_tokens,
+            session.usage.output_tokens,
+        );
+    }
+    Ok(())
 }
 
 /// `ferry pairing list` / `ferry pairing approve CHANNEL CODE`, on the state database the

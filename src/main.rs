@@ -39,7 +39,7 @@ fn run(cli: Cli, env: &Environment) -> anyhow::Result<()> {
         Command::Agent(args) => runtime()?.block_on(commands::agent(&cli.global, args, env)),
         Command::Gateway => not_yet("ferry gateway", "the gateway (WebSocket RPC, HTTP and channels)"),
         Command::Pairing(command) => runtime()?.block_on(commands::pairing(&cli.global, command, env)),
-        Command::Sessions(_) => not_yet("ferry sessions", "the session store"),
+        Command::Sessions(cli::SessionsCommand::List) => runtime()?.block_on(commands::sessions_list(&cli.global, env)),
     }
 }
 

@@ -54,6 +54,34 @@ async fn openai_base_url_points_the_agent_at_a_compatible_server() {
 }
 
 #[tokio::test]
+async fn a_session_continues_across_invocations_and_is_listed() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::text(["Nice to meet you, Ada."])).push(Turn::text(["You are Ada."]));
+    let url = fake.url();
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().display().to_string();
+    let env = [("OPENAI_BASE_URL", url.as_str()), ("FERRY_STATE_DIR", state_dir.as_str())];
+    let session = ["--session", "agent:main:cli-memory"];
+
+    let first = ferry(&[&["agent", "--message", "I am Ada"][..], &session[..]].concat(), &env).await;
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let second = ferry(&[&["agent", "--message", "who am I?"][..], &session[..]].concat(), &env).await;
+    assert_eq!(text(&second.stdout), "You are Ada.\n");
+    let history: Vec<String> = fake.requests()[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(&history[1..], ["I am Ada", "Nice to meet you, Ada.", "who am I?"]);
+
+    let listed = ferry(&["sessions", "list"], &env).await;
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    let listing = text(&listed.stdout);
+    assert!(listing.lines().any(|line| line.starts_with("agent:main:cli-memory")), "{listing}");
+}
+
+#[tokio::test]
 async fn json_mode_prints_every_event_as_a_json_line() {
     let output = ferry(&["agent", "--message", "one two three four five six", "--json"], &[]).await;
     assert!(output.status.success(), "{}", text(&output.stderr));

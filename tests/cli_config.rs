@@ -205,7 +205,7 @@ fn version_prints_the_package_version() {
 #[test]
 fn commands_from_later_milestones_say_so_clearly() {
     let sandbox = Sandbox::new();
-    let line = error_line(&sandbox.run(&["sessions", "list"], &[]));
+    let line = error_line(&sandbox.run(&["gateway"], &[]));
     assert!(line.contains("not available yet"), "{line}");
 }
 

@@ -15,7 +15,7 @@ use ferry::channels::ChannelRegistry;
 use ferry::config::{Config, DmPolicy, QueueMode};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::queue::QueueJournal;
-use ferry::routing::{DEFAULT_AGENT_ID, PairingStore, SystemClock};
+use ferry::routing::{DEFAULT_AGENT_ID, PairingStore, SystemClock, ThreadLabel, ThreadLabels};
 use ferry::state::Database;
 use ferry_fakes::{FakeOpenAi, Reply, Turn};
 
@@ -78,6 +78,7 @@ impl World {
             channels,
             clock: Arc::new(SystemClock),
             agent_id: DEFAULT_AGENT_ID.into(),
+            thread_labels: ThreadLabels::new().with("telegram", ThreadLabel::Topic),
         })
         .unwrap();
         let channel = Arc::new(MemoryChannel::new("telegram", "default"));
@@ -262,6 +263,22 @@ async fn group_messages_without_a_mention_become_context_for_the_next_mention() 
 }
 
 #[tokio::test]
+async fn a_forum_topic_is_its_own_session_and_is_answered_in_its_topic() {
+    let mut config = open_dms();
+    config.channels.telegram.groups.insert("-100".into(), ferry::config::GroupConfig { require_mention: Some(false) });
+    let world = World::new(config).await;
+    world.fake.push(Turn::text(["Topic reply."]));
+    let mut message = world.channel.message(ChatRef::new(ChatKind::Group, "-100"), "5", "hello topic");
+    message.thread_id = Some("7".into());
+    world.send(message);
+    world.replies(1).await;
+    let visible = world.channel.visible_messages();
+    assert_eq!(visible[0].target.thread_id.as_deref(), Some("7"));
+    let sessions = world.dispatcher.store().list(10).await.unwrap();
+    assert_eq!(sessions[0].key, "agent:main:telegram:group:-100:topic:7");
+}
+
+#[tokio::test]
 async fn interrupt_mode_aborts_and_answers_the_newest() {
     let mut config = open_dms();
     config.messages.queue.mode = QueueMode::Interrupt;
@@ -319,4 +336,46 @@ fn queued_messages_survive_a_restart() {
             "[Queued messages while agent was busy]\n---\nQueued #1\nfirst\n---\nQueued #2\nsecond\n---\nQueued #3\nthird"
         );
     });
+}
+
+#[tokio::test]
+async fn steer_mode_feeds_a_message_into_the_streaming_run_without_a_second_run() {
+    let mut config = open_dms();
+    config.messages.queue.mode = QueueMode::Steer;
+    let world = World::new(config).await;
+    world.fake.push(Reply::text(["Here ", "is ", "the ", "plan."]).with_chunk_delay(Duration::from_millis(300)));
+    world.fake.push(Turn::text(["Sure, in French then."]));
+    world.send(world.dm("42", "make a plan"));
+    world.request(0).await;
+    // Steer once the run streams (the reply takes ~1 s to stream in full).
+    tokio::time::timeout(PATIENCE, async {
+        while !world.dispatcher.scheduler().status("agent:main:main").streaming {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap();
+    world.send(world.dm("42", "in French please"));
+    assert_eq!(world.replies(2).await, ["Here is the plan.", "Sure, in French then."]);
+    let second = world.request(1).await;
+    let contents: Vec<&str> =
+        second["messages"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect();
+    assert_eq!(&contents[1..], ["make a plan", "Here is the plan.", "in French please"]);
+    assert_eq!(world.dispatcher.scheduler().status("agent:main:main").queued, 0, "steered, not queued");
+}
+
+#[tokio::test]
+async fn a_message_refused_by_a_full_queue_is_told_so() {
+    let mut config = open_dms();
+    config.messages.queue.cap = 1;
+    config.messages.queue.drop = ferry::config::DropPolicy::New;
+    let world = World::new(config).await;
+    world.fake.push(Turn::stall(Reply::text(["busy", "never"]), 1));
+    world.send(world.dm("42", "long job"));
+    world.request(0).await;
+    world.send(world.dm("42", "queued"));
+    world.send(world.dm("42", "one too many"));
+    let replies = world.replies(1).await;
+    assert!(replies[0].contains("was not queued"), "{replies:?}");
+    assert_eq!(world.dispatcher.scheduler().status("agent:main:main").queued, 1);
 }

@@ -77,7 +77,11 @@ impl Dispatcher {
             "Session: {session_key}\nModel: {}\nQueue: {}\nTokens: {usage}\nRunning: {}\nWaiting: {}",
             self.inner.runner.model().label(),
             describe(&settings),
-            if lane.running { "yes" } else { "no" },
+            match (lane.running, lane.streaming) {
+                (true, true) => "yes, replying",
+                (true, false) => "yes",
+                _ => "no",
+            },
             lane.queued,
         )
     }

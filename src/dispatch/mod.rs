@@ -21,7 +21,7 @@ use crate::channels::ChannelRegistry;
 use crate::config::Config;
 use crate::control::parse_command;
 use crate::queue::{Admission, QueueJournal, QueueSettings, QueuedMessage, Scheduler};
-use crate::routing::{Clock, RouteDecision, Router, RoutingError};
+use crate::routing::{Clock, RouteDecision, Router, RoutingError, ThreadLabels};
 use crate::session::{SessionStore, SqliteSessionStore};
 use crate::state::Database;
 use executor::AgentExecutor;
@@ -42,6 +42,9 @@ pub struct DispatcherParts {
     pub channels: ChannelRegistry,
     pub clock: Arc<dyn Clock>,
     pub agent_id: String,
+    /// How each channel's thread ids read in session keys (`:topic:` for Telegram forum
+    /// topics). The binary's wiring fills it from the adapters; the core names none.
+    pub thread_labels: ThreadLabels,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +72,8 @@ struct Inner {
 
 impl Dispatcher {
     pub fn new(parts: DispatcherParts) -> Result<Self, DispatchError> {
-        let router = Router::new(&parts.config, &parts.database, &parts.agent_id, parts.clock)?;
+        let router = Router::new(&parts.config, &parts.database, &parts.agent_id, parts.clock)?
+            .with_thread_labels(parts.thread_labels);
         let store: Arc<dyn SessionStore> = Arc::new(SqliteSessionStore::new(parts.database.clone()));
         let journal = QueueJournal::new(parts.database.clone());
         let executor = AgentExecutor {

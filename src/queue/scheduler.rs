@@ -82,6 +82,8 @@ pub struct Stopped {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LaneStatus {
     pub running: bool,
+    /// The running run streams and can take steering messages.
+    pub streaming: bool,
     pub queued: usize,
 }
 
@@ -256,7 +258,11 @@ impl Scheduler {
     pub fn status(&self, session_key: &str) -> LaneStatus {
         self.lanes()
             .get(session_key)
-            .map(|lane| LaneStatus { running: lane.active.is_some(), queued: lane.pending.len() })
+            .map(|lane| LaneStatus {
+                running: lane.active.is_some(),
+                streaming: lane.active.as_ref().is_some_and(|active| active.steer.is_accepting()),
+                queued: lane.pending.len(),
+            })
             .unwrap_or_default()
     }
 

@@ -4,12 +4,15 @@
 //! - [`store`]: the [`SessionStore`] interface (a PostgreSQL backend is planned beside
 //!   the SQLite one);
 //! - [`sqlite`]: the default store, in the state directory's database;
-//! - [`reset`]: the daily / idle reset rules.
+//! - [`reset`]: the daily / idle reset rules;
+//! - [`run_in_session`]: an agent run that continues a session's transcript.
 
 pub mod reset;
+mod run;
 pub mod sqlite;
 pub mod store;
 
 pub use reset::ResetReason;
+pub use run::run_in_session;
 pub use sqlite::SqliteSessionStore;
 pub use store::{Resolved, Session, SessionOverrides, SessionStore, StoreError};

@@ -127,7 +127,7 @@ async fn collect_mode_batches_messages_that_arrive_during_a_run() {
             Admission::Queued { position: position + 1 }
         );
     }
-    assert_eq!(h.scheduler.status("agent:main:main"), LaneStatus { running: true, queued: 3 });
+    assert_eq!(h.scheduler.status("agent:main:main"), LaneStatus { running: true, streaming: false, queued: 3 });
 
     first.finish.send(RunReport::default()).unwrap();
     let batch = h.next_run().await;
