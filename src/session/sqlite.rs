@@ -55,6 +55,12 @@ fn session_from_row(row: &SqliteRow) -> Result<Session, StoreError> {
 const SELECT_SESSION: &str = "SELECT key, session_id, created_at, updated_at, input_tokens, output_tokens, \
      compaction_count, overrides FROM sessions";
 
+async fn fetch_session(connection: &mut sqlx::SqliteConnection, key: &str) -> Result<Option<Session>, StoreError> {
+    let row =
+        sqlx::query(&format!("{SELECT_SESSION} WHERE key = ?")).bind(key).fetch_optional(&mut *connection).await?;
+    row.as_ref().map(session_from_row).transpose()
+}
+
 fn role_of(message: &ChatMessage) -> &'static str {
     match message {
         ChatMessage::User { .. } => "user",
@@ -120,14 +126,7 @@ impl SqliteSessionStore {
 impl SessionStore for SqliteSessionStore {
     async fn resolve(&self, key: &str, now: DateTime<Utc>, policy: &ResetConfig) -> Result<Resolved, StoreError> {
         let mut transaction = self.write_transaction().await?;
-        let existing = match sqlx::query(&format!("{SELECT_SESSION} WHERE key = ?"))
-            .bind(key)
-            .fetch_optional(&mut *transaction)
-            .await?
-        {
-            Some(row) => Some(session_from_row(&row)?),
-            None => None,
-        };
+        let existing = fetch_session(&mut transaction, key).await?;
         let resolved = match existing {
             None => Resolved {
                 session: Self::rotate(&mut transaction, key, now, None).await?,
@@ -156,14 +155,7 @@ impl SessionStore for SqliteSessionStore {
 
     async fn reset(&self, key: &str, now: DateTime<Utc>) -> Result<Resolved, StoreError> {
         let mut transaction = self.write_transaction().await?;
-        let existing = match sqlx::query(&format!("{SELECT_SESSION} WHERE key = ?"))
-            .bind(key)
-            .fetch_optional(&mut *transaction)
-            .await?
-        {
-            Some(row) => Some(session_from_row(&row)?),
-            None => None,
-        };
+        let existing = fetch_session(&mut transaction, key).await?;
         let session = Self::rotate(&mut transaction, key, now, existing.as_ref()).await?;
         transaction.commit().await?;
         Ok(Resolved {
@@ -174,11 +166,8 @@ impl SessionStore for SqliteSessionStore {
     }
 
     async fn get(&self, key: &str) -> Result<Option<Session>, StoreError> {
-        let row = sqlx::query(&format!("{SELECT_SESSION} WHERE key = ?"))
-            .bind(key)
-            .fetch_optional(self.database.pool())
-            .await?;
-        row.as_ref().map(session_from_row).transpose()
+        let mut connection = self.database.pool().acquire().await?;
+        fetch_session(&mut connection, key).await
     }
 
     async fn begin_run(&self, key: &str, session_id: &str, run_id: &str) -> Result<(), StoreError> {
