@@ -279,6 +279,30 @@ async fn a_forum_topic_is_its_own_session_and_is_answered_in_its_topic() {
 }
 
 #[tokio::test]
+async fn a_message_that_cannot_be_journaled_is_left_for_redelivery_and_the_sender_told() {
+    let world = World::new(open_dms()).await;
+    sqlx::query("ALTER TABLE queued_messages RENAME TO queued_messages_away")
+        .execute(world.database.pool())
+        .await
+        .unwrap();
+    let message = world.dm("42", "important");
+    assert_eq!(world.send(message.clone()).outcome().await, AckOutcome::Abandoned);
+    assert!(world.replies(1).await[0].contains("could not take your message"));
+
+    sqlx::query("ALTER TABLE queued_messages_away RENAME TO queued_messages")
+        .execute(world.database.pool())
+        .await
+        .unwrap();
+    world.fake.push(Turn::text(["Got it now."]));
+    assert_eq!(
+        world.send(message).outcome().await,
+        AckOutcome::Accepted,
+        "the redelivery is not taken for a duplicate"
+    );
+    assert_eq!(world.replies(2).await[1], "Got it now.");
+}
+
+#[tokio::test]
 async fn interrupt_mode_aborts_and_answers_the_newest() {
     let mut config = open_dms();
     config.messages.queue.mode = QueueMode::Interrupt;

@@ -180,8 +180,13 @@ impl Dispatcher {
                 let queued = match self.inner.journal.record(&key, &message, &prompt).await {
                     Ok(queued) => queued,
                     Err(error) => {
-                        tracing::error!(%error, "cannot journal an accepted message; telling the sender");
-                        ack.accept();
+                        // Not acknowledged, and forgotten by dedupe: a platform that redelivers
+                        // gets another try; the sender is told in case it does not.
+                        tracing::error!(%error, "cannot journal an accepted message; leaving it for redelivery");
+                        if let Err(error) = self.inner.router.forget(&message).await {
+                            tracing::error!(%error, "cannot forget the message in dedupe; a redelivery will be dropped");
+                        }
+                        drop(ack);
                         self.reply(&message, NOT_ACCEPTED).await;
                         return;
                     }

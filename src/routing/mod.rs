@@ -148,6 +148,13 @@ impl Router {
         self
     }
 
+    /// Forgets that `message` was seen, so a redelivery is routed again. For when what
+    /// followed routing failed (the message could not be journaled) and the platform is
+    /// left to deliver it once more.
+    pub async fn forget(&self, message: &InboundMessage) -> Result<(), RoutingError> {
+        Ok(self.dedupe.forget(message).await?)
+    }
+
     /// Decides about one message: dedupe, bots, access (with pairing), then mention gating.
     pub async fn route(&self, message: &InboundMessage) -> Result<RouteDecision, RoutingError> {
         let span = tracing::debug_span!(
