@@ -1,8 +1,12 @@
 //! `ferry config check` / `config show` and the CLI surface, run as the real binary in a
 //! clean environment (no inherited variables, a scratch HOME and working directory).
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use support::{error_line, stderr, stdout};
 
 struct Sandbox {
     dir: tempfile::TempDir,
@@ -29,22 +33,6 @@ impl Sandbox {
             .output()
             .expect("run ferry")
     }
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-/// The single `error:` line a failing command prints.
-fn error_line(output: &Output) -> String {
-    assert!(!output.status.success(), "expected failure, got success: {}", stdout(output));
-    let errors: Vec<_> = stderr(output).lines().filter(|line| line.starts_with("error:")).map(str::to_owned).collect();
-    assert_eq!(errors.len(), 1, "expected exactly one error line in: {}", stderr(output));
-    errors[0].clone()
 }
 
 #[test]

@@ -2,9 +2,13 @@
 //! environment against a state directory the test seeds through the library, the way the
 //! daemon would when an unknown sender writes.
 
+mod support;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
+
 use std::sync::Arc;
+use support::{error_line, stderr, stdout};
 
 use chrono::{TimeDelta, Utc};
 use ferry::routing::{Clock, ManualClock, PairingRequest, PairingStore, PendingPairing, SystemClock};
@@ -52,21 +56,6 @@ impl Sandbox {
         database.close().await;
         approved
     }
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn error_line(output: &Output) -> String {
-    assert!(!output.status.success(), "expected failure, got success: {}", stdout(output));
-    let errors: Vec<_> = stderr(output).lines().filter(|line| line.starts_with("error:")).map(str::to_owned).collect();
-    assert_eq!(errors.len(), 1, "expected exactly one error line in: {}", stderr(output));
-    errors[0].clone()
 }
 
 #[test]
