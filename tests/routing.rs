@@ -289,7 +289,7 @@ async fn session_keys_follow_dm_scope_and_thread_labels() {
 async fn a_message_whose_routing_failed_is_routed_again_when_redelivered() {
     let harness = Harness::new(|_| {}).await;
     // Break the pairing store so routing an unknown sender fails after dedupe recorded it.
-    sqlx::query("DROP TABLE pairing_requests").execute(harness.database.pool()).await.unwrap();
+    harness.database.with_connection(|c| c.execute_batch("DROP TABLE pairing_requests")).unwrap();
     let stranger = dm("telegram", "42", "hi");
     assert!(harness.router.route(&stranger).await.is_err());
     let again = harness.router.route(&stranger).await;

@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use ferry_channel::InboundMessage;
-use sqlx::Row;
+use rusqlite::params;
 
 use crate::state::Database;
 
@@ -33,7 +33,7 @@ impl QueuedMessage {
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
     #[error("queue journal: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(#[from] rusqlite::Error),
     #[error("queue journal: cannot encode a message: {0}")]
     Encode(#[from] serde_json::Error),
 }
@@ -70,16 +70,15 @@ impl QueueJournal {
     ) -> Result<QueuedMessage, JournalError> {
         let now = Utc::now();
         let encoded = serde_json::to_string(message)?;
-        let inserted =
-            sqlx::query("INSERT INTO queued_messages (session_key, message, prompt, enqueued_at) VALUES (?, ?, ?, ?)")
-                .bind(session_key)
-                .bind(encoded)
-                .bind(prompt)
-                .bind(now.timestamp_millis())
-                .execute(self.database.pool())
-                .await?;
+        let id = self.database.with_connection(|connection| {
+            connection
+                .prepare_cached(
+                    "INSERT INTO queued_messages (session_key, message, prompt, enqueued_at) VALUES (?, ?, ?, ?)",
+                )?
+                .insert(params![session_key, encoded, prompt, now.timestamp_millis()])
+        })?;
         Ok(QueuedMessage {
-            id: inserted.last_insert_rowid(),
+            id,
             session_key: session_key.to_owned(),
             message: message.clone(),
             prompt: prompt.to_owned(),
@@ -92,31 +91,37 @@ impl QueueJournal {
         if ids.is_empty() {
             return Ok(());
         }
-        let mut transaction = self.database.pool().begin().await?;
-        for id in ids {
-            sqlx::query("DELETE FROM queued_messages WHERE id = ?").bind(id).execute(&mut *transaction).await?;
-        }
-        transaction.commit().await?;
+        self.database.with_connection(|connection| {
+            let transaction = connection.transaction()?;
+            {
+                let mut delete = transaction.prepare_cached("DELETE FROM queued_messages WHERE id = ?")?;
+                for id in ids {
+                    delete.execute([id])?;
+                }
+            }
+            transaction.commit()
+        })?;
         Ok(())
     }
 
     /// Everything still unanswered, oldest first. Rows that no longer decode are logged and
     /// skipped (and left in place for an operator to inspect).
     pub async fn pending(&self) -> Result<Vec<QueuedMessage>, JournalError> {
-        let rows = sqlx::query("SELECT id, session_key, message, prompt, enqueued_at FROM queued_messages ORDER BY id")
-            .fetch_all(self.database.pool())
-            .await?;
+        let rows: Vec<(i64, String, String, String, i64)> = self.database.with_connection(|connection| {
+            connection
+                .prepare("SELECT id, session_key, message, prompt, enqueued_at FROM queued_messages ORDER BY id")?
+                .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)))?
+                .collect()
+        })?;
         let mut pending = Vec::with_capacity(rows.len());
-        for row in rows {
-            let id: i64 = row.try_get("id")?;
-            let encoded: String = row.try_get("message")?;
+        for (id, session_key, encoded, prompt, enqueued_at) in rows {
             match serde_json::from_str::<InboundMessage>(&encoded) {
                 Ok(message) => pending.push(QueuedMessage {
                     id,
-                    session_key: row.try_get("session_key")?,
+                    session_key,
                     message,
-                    prompt: row.try_get("prompt")?,
-                    enqueued_at: DateTime::from_timestamp_millis(row.try_get("enqueued_at")?).unwrap_or_default(),
+                    prompt,
+                    enqueued_at: DateTime::from_timestamp_millis(enqueued_at).unwrap_or_default(),
                 }),
                 Err(error) => tracing::error!(id, %error, "a queued message does not decode; skipping it"),
             }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use ferry_channel::InboundMessage;
-use sqlx::sqlite::SqlitePool;
+use rusqlite::params;
 
 use super::clock::Clock;
 use crate::state::Database;
@@ -31,13 +31,13 @@ pub const PRUNE_INTERVAL: TimeDelta = TimeDelta::minutes(1);
 #[error("dedupe store failed while {action}: {source}")]
 pub struct DedupeError {
     action: &'static str,
-    source: sqlx::Error,
+    source: rusqlite::Error,
 }
 
 /// Recently seen inbound messages, in the state database.
 #[derive(Debug)]
 pub struct DedupeStore {
-    pool: SqlitePool,
+    database: Database,
     clock: Arc<dyn Clock>,
     /// When expired records were last deleted; `None` until the first message.
     last_prune: Mutex<Option<DateTime<Utc>>>,
@@ -45,7 +45,7 @@ pub struct DedupeStore {
 
 impl DedupeStore {
     pub fn new(database: &Database, clock: Arc<dyn Clock>) -> Self {
-        Self { pool: database.pool().clone(), clock, last_prune: Mutex::new(None) }
+        Self { database: database.clone(), clock, last_prune: Mutex::new(None) }
     }
 
     /// Records the message and says whether this is its first sighting within the window.
@@ -56,42 +56,52 @@ impl DedupeStore {
         self.prune_if_due(now, cutoff).await?;
         // Inserts a new record, or renews one that has expired; a live record is left as it
         // is and nothing changes, which is how a duplicate shows.
-        let result = sqlx::query(
-            "INSERT INTO inbound_seen (channel, account_id, chat_id, thread_id, message_id, seen_at) \
-             VALUES (?, ?, ?, ?, ?, ?) \
-             ON CONFLICT (channel, account_id, chat_id, thread_id, message_id) \
-             DO UPDATE SET seen_at = excluded.seen_at WHERE inbound_seen.seen_at <= ?",
-        )
-        .bind(&message.channel)
-        .bind(&message.account_id)
-        .bind(&message.chat.id)
-        // Outside a thread: ''. No platform uses an empty thread id.
-        .bind(message.thread_id.as_deref().unwrap_or(""))
-        .bind(&message.message_id)
-        .bind(now.timestamp_millis())
-        .bind(cutoff)
-        .execute(&self.pool)
-        .await
-        .map_err(|source| DedupeError { action: "recording an inbound message", source })?;
-        Ok(result.rows_affected() == 1)
+        let thread_id = message.thread_id.as_deref().unwrap_or("");
+        let changed = self
+            .database
+            .with_connection(|connection| {
+                connection
+                    .prepare_cached(
+                        "INSERT INTO inbound_seen (channel, account_id, chat_id, thread_id, message_id, seen_at) \
+                         VALUES (?, ?, ?, ?, ?, ?) \
+                         ON CONFLICT (channel, account_id, chat_id, thread_id, message_id) \
+                         DO UPDATE SET seen_at = excluded.seen_at WHERE inbound_seen.seen_at <= ?",
+                    )?
+                    // Outside a thread: ''. No platform uses an empty thread id.
+                    .execute(params![
+                        message.channel,
+                        message.account_id,
+                        message.chat.id,
+                        thread_id,
+                        message.message_id,
+                        now.timestamp_millis(),
+                        cutoff
+                    ])
+            })
+            .map_err(|source| DedupeError { action: "recording an inbound message", source })?;
+        Ok(changed == 1)
     }
 
     /// Forgets a message recorded by [`DedupeStore::first_sighting`], so its redelivery counts
     /// as new. For when handling it failed after it was recorded: the platform will deliver
     /// it again, and that delivery must not be dropped as a duplicate.
     pub async fn forget(&self, message: &InboundMessage) -> Result<(), DedupeError> {
-        sqlx::query(
-            "DELETE FROM inbound_seen WHERE channel = ? AND account_id = ? AND chat_id = ? AND thread_id = ? \
-             AND message_id = ?",
-        )
-        .bind(&message.channel)
-        .bind(&message.account_id)
-        .bind(&message.chat.id)
-        .bind(message.thread_id.as_deref().unwrap_or(""))
-        .bind(&message.message_id)
-        .execute(&self.pool)
-        .await
-        .map_err(|source| DedupeError { action: "forgetting an inbound message", source })?;
+        self.database
+            .with_connection(|connection| {
+                connection
+                    .prepare_cached(
+                        "DELETE FROM inbound_seen WHERE channel = ? AND account_id = ? AND chat_id = ? \
+                         AND thread_id = ? AND message_id = ?",
+                    )?
+                    .execute(params![
+                        message.channel,
+                        message.account_id,
+                        message.chat.id,
+                        message.thread_id.as_deref().unwrap_or(""),
+                        message.message_id
+                    ])
+            })
+            .map_err(|source| DedupeError { action: "forgetting an inbound message", source })?;
         Ok(())
     }
 
@@ -117,12 +127,13 @@ impl DedupeStore {
     }
 
     async fn prune_before(&self, cutoff: i64) -> Result<u64, DedupeError> {
-        let result = sqlx::query("DELETE FROM inbound_seen WHERE seen_at <= ?")
-            .bind(cutoff)
-            .execute(&self.pool)
-            .await
+        let deleted = self
+            .database
+            .with_connection(|connection| {
+                connection.prepare_cached("DELETE FROM inbound_seen WHERE seen_at <= ?")?.execute([cutoff])
+            })
             .map_err(|source| DedupeError { action: "pruning expired records", source })?;
-        Ok(result.rows_affected())
+        Ok(deleted as u64)
     }
 }
 
@@ -154,7 +165,7 @@ mod tests {
     }
 
     async fn rows(database: &Database) -> i64 {
-        sqlx::query_scalar("SELECT COUNT(*) FROM inbound_seen").fetch_one(database.pool()).await.unwrap()
+        database.with_connection(|c| c.query_row("SELECT COUNT(*) FROM inbound_seen", [], |row| row.get(0))).unwrap()
     }
 
     #[tokio::test]

@@ -25,8 +25,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use rand::RngExt;
-use sqlx::sqlite::{SqlitePool, SqliteRow};
-use sqlx::{Row, SqliteConnection};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::clock::Clock;
 use crate::state::Database;
@@ -94,28 +93,31 @@ pub enum PairingError {
     #[error("could not find a free pairing code on {channel} after {CODE_ATTEMPTS} attempts")]
     NoFreeCode { channel: String },
     #[error("pairing store failed while {action}: {source}")]
-    Query { action: &'static str, source: sqlx::Error },
+    Query { action: &'static str, source: rusqlite::Error },
 }
 
 /// Pending codes and approved senders, in the state database.
 #[derive(Debug, Clone)]
 pub struct PairingStore {
-    pool: SqlitePool,
+    database: Database,
     clock: Arc<dyn Clock>,
 }
 
 impl PairingStore {
     pub fn new(database: &Database, clock: Arc<dyn Clock>) -> Self {
-        Self { pool: database.pool().clone(), clock }
+        Self { database: database.clone(), clock }
     }
 
     /// Whether an operator approved this sender on this channel.
     pub async fn is_approved(&self, channel: &str, sender_id: &str) -> Result<bool, PairingError> {
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pairing_approved WHERE channel = ? AND sender_id = ?)")
-            .bind(channel)
-            .bind(sender_id)
-            .fetch_one(&self.pool)
-            .await
+        self.database
+            .with_connection(|connection| {
+                connection
+                    .prepare_cached(
+                        "SELECT EXISTS (SELECT 1 FROM pairing_approved WHERE channel = ? AND sender_id = ?)",
+                    )?
+                    .query_row([channel, sender_id], |row| row.get(0))
+            })
             .map_err(query("checking an approval"))
     }
 
@@ -128,37 +130,36 @@ impl PairingStore {
         sender_name: Option<&str>,
     ) -> Result<PairingRequest, PairingError> {
         let now = self.clock.now();
-        let mut transaction =
-            self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(query("starting a pairing request"))?;
-        sqlx::query("DELETE FROM pairing_requests WHERE channel = ? AND expires_at <= ?")
-            .bind(channel)
-            .bind(now.timestamp_millis())
-            .execute(&mut *transaction)
-            .await
-            .map_err(query("removing expired codes"))?;
-        let existing = sqlx::query(&format!("{SELECT_PENDING} WHERE channel = ? AND sender_id = ?"))
-            .bind(channel)
-            .bind(sender_id)
-            .fetch_optional(&mut *transaction)
-            .await
-            .map_err(query("looking up the sender's code"))?;
-        let outcome = if let Some(row) = existing {
-            PairingRequest::Existing(pending_from_row(&row)?)
-        } else if pending_count(&mut transaction, channel).await? >= MAX_PENDING_PER_CHANNEL {
-            PairingRequest::TooManyPending
-        } else {
-            let pending = PendingPairing {
-                channel: channel.to_owned(),
-                sender_id: sender_id.to_owned(),
-                sender_name: sender_name.map(str::to_owned),
-                code: String::new(),
-                created_at: now,
-                expires_at: now + CODE_TTL,
+        self.database.with_connection(|connection| {
+            let transaction = connection
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(query("starting a pairing request"))?;
+            transaction
+                .prepare_cached("DELETE FROM pairing_requests WHERE channel = ? AND expires_at <= ?")
+                .and_then(|mut delete| delete.execute(params![channel, now.timestamp_millis()]))
+                .map_err(query("removing expired codes"))?;
+            let existing = transaction
+                .prepare_cached(&format!("{SELECT_PENDING} WHERE channel = ? AND sender_id = ?"))
+                .and_then(|mut select| select.query_row([channel, sender_id], pending_from_row).optional())
+                .map_err(query("looking up the sender's code"))?;
+            let outcome = if let Some(pending) = existing {
+                PairingRequest::Existing(pending)
+            } else if pending_count(&transaction, channel)? >= MAX_PENDING_PER_CHANNEL {
+                PairingRequest::TooManyPending
+            } else {
+                let pending = PendingPairing {
+                    channel: channel.to_owned(),
+                    sender_id: sender_id.to_owned(),
+                    sender_name: sender_name.map(str::to_owned),
+                    code: String::new(),
+                    created_at: now,
+                    expires_at: now + CODE_TTL,
+                };
+                PairingRequest::Issued(insert_with_fresh_code(&transaction, pending)?)
             };
-            PairingRequest::Issued(insert_with_fresh_code(&mut transaction, pending).await?)
-        };
-        transaction.commit().await.map_err(query("saving a pairing request"))?;
-        Ok(outcome)
+            transaction.commit().map_err(query("saving a pairing request"))?;
+            Ok(outcome)
+        })
     }
 
     /// Approves the sender a code was issued to. Codes are matched case-insensitively.
@@ -168,56 +169,60 @@ impl PairingStore {
             return Err(PairingError::MalformedCode { code });
         }
         let now = self.clock.now();
-        let mut transaction = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(query("starting an approval"))?;
-        let row = sqlx::query(&format!("{SELECT_PENDING} WHERE channel = ? AND code = ?"))
-            .bind(channel)
-            .bind(&code)
-            .fetch_optional(&mut *transaction)
-            .await
-            .map_err(query("looking up the code"))?;
-        let Some(row) = row else {
-            return Err(PairingError::UnknownCode { channel: channel.to_owned(), code });
-        };
-        let pending = pending_from_row(&row)?;
-        sqlx::query("DELETE FROM pairing_requests WHERE channel = ? AND code = ?")
-            .bind(channel)
-            .bind(&code)
-            .execute(&mut *transaction)
-            .await
-            .map_err(query("removing the used code"))?;
-        if pending.expires_at <= now {
-            transaction.commit().await.map_err(query("removing an expired code"))?;
-            return Err(PairingError::Expired { channel: channel.to_owned(), code, expired_at: pending.expires_at });
-        }
-        sqlx::query(
-            "INSERT INTO pairing_approved (channel, sender_id, sender_name, approved_at) VALUES (?, ?, ?, ?) \
-             ON CONFLICT (channel, sender_id) DO UPDATE SET sender_name = excluded.sender_name, \
-             approved_at = excluded.approved_at",
-        )
-        .bind(channel)
-        .bind(&pending.sender_id)
-        .bind(&pending.sender_name)
-        .bind(now.timestamp_millis())
-        .execute(&mut *transaction)
-        .await
-        .map_err(query("recording the approval"))?;
-        transaction.commit().await.map_err(query("recording the approval"))?;
-        Ok(ApprovedSender {
-            channel: pending.channel,
-            sender_id: pending.sender_id,
-            sender_name: pending.sender_name,
-            approved_at: now,
+        self.database.with_connection(|connection| {
+            let transaction = connection
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(query("starting an approval"))?;
+            let pending = transaction
+                .prepare_cached(&format!("{SELECT_PENDING} WHERE channel = ? AND code = ?"))
+                .and_then(|mut select| select.query_row([channel, code.as_str()], pending_from_row).optional())
+                .map_err(query("looking up the code"))?;
+            let Some(pending) = pending else {
+                return Err(PairingError::UnknownCode { channel: channel.to_owned(), code });
+            };
+            transaction
+                .prepare_cached("DELETE FROM pairing_requests WHERE channel = ? AND code = ?")
+                .and_then(|mut delete| delete.execute([channel, code.as_str()]))
+                .map_err(query("removing the used code"))?;
+            if pending.expires_at <= now {
+                transaction.commit().map_err(query("removing an expired code"))?;
+                return Err(PairingError::Expired {
+                    channel: channel.to_owned(),
+                    code,
+                    expired_at: pending.expires_at,
+                });
+            }
+            transaction
+                .prepare_cached(
+                    "INSERT INTO pairing_approved (channel, sender_id, sender_name, approved_at) VALUES (?, ?, ?, ?) \
+                     ON CONFLICT (channel, sender_id) DO UPDATE SET sender_name = excluded.sender_name, \
+                     approved_at = excluded.approved_at",
+                )
+                .and_then(|mut insert| {
+                    insert.execute(params![channel, pending.sender_id, pending.sender_name, now.timestamp_millis()])
+                })
+                .map_err(query("recording the approval"))?;
+            transaction.commit().map_err(query("recording the approval"))?;
+            Ok(ApprovedSender {
+                channel: pending.channel,
+                sender_id: pending.sender_id,
+                sender_name: pending.sender_name,
+                approved_at: now,
+            })
         })
     }
 
     /// Codes still waiting for approval, oldest first.
     pub async fn list(&self) -> Result<Vec<PendingPairing>, PairingError> {
-        let rows = sqlx::query(&format!("{SELECT_PENDING} WHERE expires_at > ? ORDER BY created_at, channel"))
-            .bind(self.clock.now().timestamp_millis())
-            .fetch_all(&self.pool)
-            .await
-            .map_err(query("listing pending codes"))?;
-        rows.iter().map(pending_from_row).collect()
+        let now = self.clock.now().timestamp_millis();
+        self.database
+            .with_connection(|connection| {
+                connection
+                    .prepare_cached(&format!("{SELECT_PENDING} WHERE expires_at > ? ORDER BY created_at, channel"))?
+                    .query_map([now], pending_from_row)?
+                    .collect()
+            })
+            .map_err(query("listing pending codes"))
     }
 }
 
@@ -243,19 +248,18 @@ pub const PAIRING_BUSY_REPLY: &str = "Hi! I only talk to people my operator has 
 const SELECT_PENDING: &str =
     "SELECT channel, sender_id, sender_name, code, created_at, expires_at FROM pairing_requests";
 
-fn query(action: &'static str) -> impl FnOnce(sqlx::Error) -> PairingError {
+fn query(action: &'static str) -> impl FnOnce(rusqlite::Error) -> PairingError {
     move |source| PairingError::Query { action, source }
 }
 
-fn pending_from_row(row: &SqliteRow) -> Result<PendingPairing, PairingError> {
-    let read = |source| PairingError::Query { action: "reading a pending code", source };
+fn pending_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<PendingPairing> {
     Ok(PendingPairing {
-        channel: row.try_get("channel").map_err(read)?,
-        sender_id: row.try_get("sender_id").map_err(read)?,
-        sender_name: row.try_get("sender_name").map_err(read)?,
-        code: row.try_get("code").map_err(read)?,
-        created_at: from_millis(row.try_get("created_at").map_err(read)?),
-        expires_at: from_millis(row.try_get("expires_at").map_err(read)?),
+        channel: row.get("channel")?,
+        sender_id: row.get("sender_id")?,
+        sender_name: row.get("sender_name")?,
+        code: row.get("code")?,
+        created_at: from_millis(row.get("created_at")?),
+        expires_at: from_millis(row.get("expires_at")?),
     })
 }
 
@@ -264,34 +268,36 @@ fn from_millis(millis: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(millis).unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
-async fn pending_count(connection: &mut SqliteConnection, channel: &str) -> Result<i64, PairingError> {
-    sqlx::query_scalar("SELECT COUNT(*) FROM pairing_requests WHERE channel = ?")
-        .bind(channel)
-        .fetch_one(connection)
-        .await
+fn pending_count(connection: &Connection, channel: &str) -> Result<i64, PairingError> {
+    connection
+        .prepare_cached("SELECT COUNT(*) FROM pairing_requests WHERE channel = ?")
+        .and_then(|mut count| count.query_row([channel], |row| row.get(0)))
         .map_err(query("counting pending codes"))
 }
 
-async fn insert_with_fresh_code(
-    connection: &mut SqliteConnection,
+fn insert_with_fresh_code(
+    connection: &Connection,
     mut pending: PendingPairing,
 ) -> Result<PendingPairing, PairingError> {
-    for _ in 0..CODE_ATTEMPTS {
-        pending.code = generate_code();
-        let inserted = sqlx::query(
+    let mut insert = connection
+        .prepare_cached(
             "INSERT OR IGNORE INTO pairing_requests \
              (channel, sender_id, sender_name, code, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
         )
-        .bind(&pending.channel)
-        .bind(&pending.sender_id)
-        .bind(&pending.sender_name)
-        .bind(&pending.code)
-        .bind(pending.created_at.timestamp_millis())
-        .bind(pending.expires_at.timestamp_millis())
-        .execute(&mut *connection)
-        .await
         .map_err(query("saving a new code"))?;
-        if inserted.rows_affected() == 1 {
+    for _ in 0..CODE_ATTEMPTS {
+        pending.code = generate_code();
+        let inserted = insert
+            .execute(params![
+                pending.channel,
+                pending.sender_id,
+                pending.sender_name,
+                pending.code,
+                pending.created_at.timestamp_millis(),
+                pending.expires_at.timestamp_millis()
+            ])
+            .map_err(query("saving a new code"))?;
+        if inserted == 1 {
             return Ok(pending);
         }
     }

@@ -2,8 +2,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Local, Utc};
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::reset::{ResetReason, staleness};
 use super::store::{Resolved, Session, SessionOverrides, SessionStore, StoreError};
@@ -13,6 +12,9 @@ use crate::config::ResetConfig;
 use crate::state::Database;
 
 /// Sessions in SQLite. Daily resets are judged in the gateway's local time zone.
+///
+/// Every method runs its statements in place on the database's connection (see
+/// [`Database::with_connection`]); the `async` signatures are the trait's.
 #[derive(Clone)]
 pub struct SqliteSessionStore {
     database: Database,
@@ -36,29 +38,40 @@ fn new_session_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-fn session_from_row(row: &SqliteRow) -> Result<Session, StoreError> {
-    let overrides: String = row.try_get("overrides")?;
-    Ok(Session {
-        key: row.try_get("key")?,
-        session_id: row.try_get("session_id")?,
-        created_at: from_millis(row.try_get("created_at")?),
-        updated_at: from_millis(row.try_get("updated_at")?),
-        usage: Usage {
-            input_tokens: row.try_get::<i64, _>("input_tokens")?.max(0) as u64,
-            output_tokens: row.try_get::<i64, _>("output_tokens")?.max(0) as u64,
+/// A row of [`SELECT_SESSION`], with the overrides still JSON (decoded by [`decode_session`]
+/// outside rusqlite's row callback, so a bad value reads as [`StoreError::Corrupt`]).
+fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(Session, String)> {
+    Ok((
+        Session {
+            key: row.get("key")?,
+            session_id: row.get("session_id")?,
+            created_at: from_millis(row.get("created_at")?),
+            updated_at: from_millis(row.get("updated_at")?),
+            usage: Usage {
+                input_tokens: row.get::<_, i64>("input_tokens")?.max(0) as u64,
+                output_tokens: row.get::<_, i64>("output_tokens")?.max(0) as u64,
+            },
+            compaction_count: row.get::<_, i64>("compaction_count")?.max(0) as u32,
+            overrides: SessionOverrides::default(),
         },
-        compaction_count: row.try_get::<i64, _>("compaction_count")?.max(0) as u32,
-        overrides: serde_json::from_str(&overrides).map_err(|e| StoreError::Corrupt(format!("overrides: {e}")))?,
-    })
+        row.get("overrides")?,
+    ))
+}
+
+fn decode_session((session, overrides): (Session, String)) -> Result<Session, StoreError> {
+    let overrides = serde_json::from_str(&overrides).map_err(|e| StoreError::Corrupt(format!("overrides: {e}")))?;
+    Ok(Session { overrides, ..session })
 }
 
 const SELECT_SESSION: &str = "SELECT key, session_id, created_at, updated_at, input_tokens, output_tokens, \
      compaction_count, overrides FROM sessions";
 
-async fn fetch_session(connection: &mut sqlx::SqliteConnection, key: &str) -> Result<Option<Session>, StoreError> {
-    let row =
-        sqlx::query(&format!("{SELECT_SESSION} WHERE key = ?")).bind(key).fetch_optional(&mut *connection).await?;
-    row.as_ref().map(session_from_row).transpose()
+fn fetch_session(connection: &Connection, key: &str) -> Result<Option<Session>, StoreError> {
+    let row = connection
+        .prepare_cached(&format!("{SELECT_SESSION} WHERE key = ?"))?
+        .query_row([key], session_from_row)
+        .optional()?;
+    row.map(decode_session).transpose()
 }
 
 fn role_of(message: &ChatMessage) -> &'static str {
@@ -70,17 +83,22 @@ fn role_of(message: &ChatMessage) -> &'static str {
 }
 
 impl SqliteSessionStore {
-    /// A transaction that reads, then writes. `BEGIN IMMEDIATE` takes the write lock up
-    /// front: a deferred transaction that upgrades from reading to writing after another
-    /// connection committed fails at once with SQLITE_BUSY_SNAPSHOT, which the busy
-    /// timeout does not cover.
-    async fn write_transaction(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
-        self.database.pool().begin_with("BEGIN IMMEDIATE").await
+    /// Runs `f` in a transaction that reads, then writes, and commits if it succeeds.
+    /// `BEGIN IMMEDIATE` takes the write lock up front: a deferred transaction that upgrades
+    /// from reading to writing after another connection (another process) committed fails
+    /// at once with SQLITE_BUSY_SNAPSHOT, which the busy timeout does not cover.
+    fn write_transaction<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        self.database.with_connection(|connection| {
+            let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let value = f(&transaction)?;
+            transaction.commit()?;
+            Ok(value)
+        })
     }
 
-    /// Replaces the session id of `key` (or creates the row) inside `transaction`.
-    async fn rotate(
-        transaction: &mut sqlx::SqliteConnection,
+    /// Replaces the session id of `key` (or creates the row) inside the caller's transaction.
+    fn rotate(
+        connection: &Connection,
         key: &str,
         now: DateTime<Utc>,
         existing: Option<&Session>,
@@ -88,25 +106,19 @@ impl SqliteSessionStore {
         let session_id = new_session_id();
         match existing {
             Some(_) => {
-                sqlx::query(
-                    "UPDATE sessions SET session_id = ?, created_at = ?, updated_at = ?, input_tokens = 0, \
-                     output_tokens = 0, compaction_count = 0, active_run_id = NULL WHERE key = ?",
-                )
-                .bind(&session_id)
-                .bind(millis(now))
-                .bind(millis(now))
-                .bind(key)
-                .execute(&mut *transaction)
-                .await?;
+                connection
+                    .prepare_cached(
+                        "UPDATE sessions SET session_id = ?, created_at = ?, updated_at = ?, input_tokens = 0, \
+                         output_tokens = 0, compaction_count = 0, active_run_id = NULL WHERE key = ?",
+                    )?
+                    .execute(params![session_id, millis(now), millis(now), key])?;
             }
             None => {
-                sqlx::query("INSERT INTO sessions (key, session_id, created_at, updated_at) VALUES (?, ?, ?, ?)")
-                    .bind(key)
-                    .bind(&session_id)
-                    .bind(millis(now))
-                    .bind(millis(now))
-                    .execute(&mut *transaction)
-                    .await?;
+                connection
+                    .prepare_cached(
+                        "INSERT INTO sessions (key, session_id, created_at, updated_at) VALUES (?, ?, ?, ?)",
+                    )?
+                    .execute(params![key, session_id, millis(now), millis(now)])?;
             }
         }
         Ok(Session {
@@ -125,147 +137,146 @@ impl SqliteSessionStore {
 #[async_trait]
 impl SessionStore for SqliteSessionStore {
     async fn resolve(&self, key: &str, now: DateTime<Utc>, policy: &ResetConfig) -> Result<Resolved, StoreError> {
-        let mut transaction = self.write_transaction().await?;
-        let existing = fetch_session(&mut transaction, key).await?;
-        let resolved = match existing {
-            None => Resolved {
-                session: Self::rotate(&mut transaction, key, now, None).await?,
-                started: Some(ResetReason::New),
-                ended_session_id: None,
-            },
-            Some(session) => match staleness(session.updated_at, now, policy, &Local) {
-                Some(reason) => Resolved {
-                    session: Self::rotate(&mut transaction, key, now, Some(&session)).await?,
-                    started: Some(reason),
-                    ended_session_id: Some(session.session_id),
+        self.write_transaction(|transaction| {
+            let existing = fetch_session(transaction, key)?;
+            Ok(match existing {
+                None => Resolved {
+                    session: Self::rotate(transaction, key, now, None)?,
+                    started: Some(ResetReason::New),
+                    ended_session_id: None,
                 },
-                None => {
-                    sqlx::query("UPDATE sessions SET updated_at = ? WHERE key = ?")
-                        .bind(millis(now))
-                        .bind(key)
-                        .execute(&mut *transaction)
-                        .await?;
-                    Resolved { session: Session { updated_at: now, ..session }, started: None, ended_session_id: None }
-                }
-            },
-        };
-        transaction.commit().await?;
-        Ok(resolved)
+                Some(session) => match staleness(session.updated_at, now, policy, &Local) {
+                    Some(reason) => Resolved {
+                        session: Self::rotate(transaction, key, now, Some(&session))?,
+                        started: Some(reason),
+                        ended_session_id: Some(session.session_id),
+                    },
+                    None => {
+                        transaction
+                            .prepare_cached("UPDATE sessions SET updated_at = ? WHERE key = ?")?
+                            .execute(params![millis(now), key])?;
+                        Resolved {
+                            session: Session { updated_at: now, ..session },
+                            started: None,
+                            ended_session_id: None,
+                        }
+                    }
+                },
+            })
+        })
     }
 
     async fn reset(&self, key: &str, now: DateTime<Utc>) -> Result<Resolved, StoreError> {
-        let mut transaction = self.write_transaction().await?;
-        let existing = fetch_session(&mut transaction, key).await?;
-        let session = Self::rotate(&mut transaction, key, now, existing.as_ref()).await?;
-        transaction.commit().await?;
-        Ok(Resolved {
-            session,
-            started: Some(if existing.is_some() { ResetReason::Manual } else { ResetReason::New }),
-            ended_session_id: existing.map(|s| s.session_id),
+        self.write_transaction(|transaction| {
+            let existing = fetch_session(transaction, key)?;
+            let session = Self::rotate(transaction, key, now, existing.as_ref())?;
+            Ok(Resolved {
+                session,
+                started: Some(if existing.is_some() { ResetReason::Manual } else { ResetReason::New }),
+                ended_session_id: existing.map(|s| s.session_id),
+            })
         })
     }
 
     async fn get(&self, key: &str) -> Result<Option<Session>, StoreError> {
-        let mut connection = self.database.pool().acquire().await?;
-        fetch_session(&mut connection, key).await
+        self.database.with_connection(|connection| fetch_session(connection, key))
     }
 
     async fn begin_run(&self, key: &str, session_id: &str, run_id: &str) -> Result<(), StoreError> {
-        let updated = sqlx::query("UPDATE sessions SET active_run_id = ? WHERE key = ? AND session_id = ?")
-            .bind(run_id)
-            .bind(key)
-            .bind(session_id)
-            .execute(self.database.pool())
-            .await?;
-        if updated.rows_affected() == 0 {
+        let updated = self.database.with_connection(|connection| {
+            connection
+                .prepare_cached("UPDATE sessions SET active_run_id = ? WHERE key = ? AND session_id = ?")?
+                .execute(params![run_id, key, session_id])
+        })?;
+        if updated == 0 {
             return Err(StoreError::Superseded { key: key.to_owned(), run_id: run_id.to_owned() });
         }
         Ok(())
     }
 
     async fn history(&self, session_id: &str) -> Result<Vec<ChatMessage>, StoreError> {
-        let rows = sqlx::query("SELECT content FROM transcript_entries WHERE session_id = ? ORDER BY id")
-            .bind(session_id)
-            .fetch_all(self.database.pool())
-            .await?;
+        let rows: Vec<String> = self.database.with_connection(|connection| {
+            connection
+                .prepare_cached("SELECT content FROM transcript_entries WHERE session_id = ? ORDER BY id")?
+                .query_map([session_id], |row| row.get(0))?
+                .collect()
+        })?;
         rows.iter()
-            .map(|row| {
-                let content: String = row.try_get("content")?;
-                serde_json::from_str(&content).map_err(|e| StoreError::Corrupt(format!("transcript entry: {e}")))
+            .map(|content| {
+                serde_json::from_str(content).map_err(|e| StoreError::Corrupt(format!("transcript entry: {e}")))
             })
             .collect()
     }
 
     async fn append(&self, key: &str, run_id: &str, entries: &[ChatMessage]) -> Result<(), StoreError> {
-        let mut transaction = self.write_transaction().await?;
-        // The fence: only the session's current run may write, to its current session id.
-        let session_id: Option<String> =
-            sqlx::query_scalar("SELECT session_id FROM sessions WHERE key = ? AND active_run_id = ?")
-                .bind(key)
-                .bind(run_id)
-                .fetch_optional(&mut *transaction)
-                .await?;
-        let Some(session_id) = session_id else {
-            return Err(StoreError::Superseded { key: key.to_owned(), run_id: run_id.to_owned() });
-        };
-        let mut parent: Option<i64> = sqlx::query_scalar("SELECT MAX(id) FROM transcript_entries WHERE session_id = ?")
-            .bind(&session_id)
-            .fetch_one(&mut *transaction)
-            .await?;
+        // Encoded before the transaction, so the write lock is held only for SQLite work.
+        let encoded = entries
+            .iter()
+            .map(|entry| Ok((role_of(entry), serde_json::to_string(entry)?)))
+            .collect::<Result<Vec<_>, serde_json::Error>>()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let now = millis(Utc::now());
-        for entry in entries {
-            let content = serde_json::to_string(entry).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            let inserted = sqlx::query(
+        self.write_transaction(|transaction| {
+            // The fence: only the session's current run may write, to its current session id.
+            // The same statement finds the parent of the first new entry.
+            let fenced: Option<(String, Option<i64>)> = transaction
+                .prepare_cached(
+                    "SELECT session_id, (SELECT MAX(id) FROM transcript_entries WHERE session_id = sessions.session_id) \
+                     FROM sessions WHERE key = ? AND active_run_id = ?",
+                )?
+                .query_row([key, run_id], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()?;
+            let Some((session_id, mut parent)) = fenced else {
+                return Err(StoreError::Superseded { key: key.to_owned(), run_id: run_id.to_owned() });
+            };
+            let mut insert = transaction.prepare_cached(
                 "INSERT INTO transcript_entries (session_id, parent_id, run_id, role, content, created_at) \
                  VALUES (?, ?, ?, ?, ?, ?)",
-            )
-            .bind(&session_id)
-            .bind(parent)
-            .bind(run_id)
-            .bind(role_of(entry))
-            .bind(content)
-            .bind(now)
-            .execute(&mut *transaction)
-            .await?;
-            parent = Some(inserted.last_insert_rowid());
-        }
-        transaction.commit().await?;
-        Ok(())
+            )?;
+            for (role, content) in &encoded {
+                insert.execute(params![session_id, parent, run_id, role, content, now])?;
+                parent = Some(transaction.last_insert_rowid());
+            }
+            Ok(())
+        })
     }
 
     async fn finish_run(&self, key: &str, run_id: &str, usage: Usage) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, \
-             active_run_id = CASE WHEN active_run_id = ? THEN NULL ELSE active_run_id END WHERE key = ?",
-        )
-        .bind(i64::try_from(usage.input_tokens).unwrap_or(i64::MAX))
-        .bind(i64::try_from(usage.output_tokens).unwrap_or(i64::MAX))
-        .bind(run_id)
-        .bind(key)
-        .execute(self.database.pool())
-        .await?;
+        self.database.with_connection(|connection| {
+            connection
+                .prepare_cached(
+                    "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, \
+                     active_run_id = CASE WHEN active_run_id = ? THEN NULL ELSE active_run_id END WHERE key = ?",
+                )?
+                .execute(params![
+                    i64::try_from(usage.input_tokens).unwrap_or(i64::MAX),
+                    i64::try_from(usage.output_tokens).unwrap_or(i64::MAX),
+                    run_id,
+                    key
+                ])
+        })?;
         Ok(())
     }
 
     async fn set_overrides(&self, key: &str, overrides: &SessionOverrides) -> Result<(), StoreError> {
         let json = serde_json::to_string(overrides).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let updated = sqlx::query("UPDATE sessions SET overrides = ? WHERE key = ?")
-            .bind(json)
-            .bind(key)
-            .execute(self.database.pool())
-            .await?;
-        if updated.rows_affected() == 0 {
+        let updated = self.database.with_connection(|connection| {
+            connection.prepare_cached("UPDATE sessions SET overrides = ? WHERE key = ?")?.execute(params![json, key])
+        })?;
+        if updated == 0 {
             return Err(StoreError::NotFound(key.to_owned()));
         }
         Ok(())
     }
 
     async fn list(&self, limit: usize) -> Result<Vec<Session>, StoreError> {
-        let rows = sqlx::query(&format!("{SELECT_SESSION} ORDER BY updated_at DESC, key LIMIT ?"))
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .fetch_all(self.database.pool())
-            .await?;
-        rows.iter().map(session_from_row).collect()
+        let rows: Vec<(Session, String)> = self.database.with_connection(|connection| {
+            connection
+                .prepare_cached(&format!("{SELECT_SESSION} ORDER BY updated_at DESC, key LIMIT ?"))?
+                .query_map([i64::try_from(limit).unwrap_or(i64::MAX)], session_from_row)?
+                .collect()
+        })?;
+        rows.into_iter().map(decode_session).collect()
     }
 }
 
@@ -331,9 +342,13 @@ mod tests {
         store.append("k", "run-1", &entries).await.unwrap();
         store.append("k", "run-1", &[ChatMessage::user("again")]).await.unwrap();
         assert_eq!(store.history(&session.session_id).await.unwrap().len(), 3);
-        let parents: Vec<Option<i64>> = sqlx::query_scalar("SELECT parent_id FROM transcript_entries ORDER BY id")
-            .fetch_all(store.database.pool())
-            .await
+        let parents: Vec<Option<i64>> = store
+            .database
+            .with_connection(|c| {
+                c.prepare("SELECT parent_id FROM transcript_entries ORDER BY id")?
+                    .query_map([], |row| row.get(0))?
+                    .collect()
+            })
             .unwrap();
         assert_eq!(parents, [None, Some(1), Some(2)]);
     }

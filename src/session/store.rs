@@ -52,7 +52,7 @@ pub enum StoreError {
     #[error("no session {0}")]
     NotFound(String),
     #[error("session store: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(#[from] rusqlite::Error),
     #[error("session store: corrupt entry: {0}")]
     Corrupt(String),
 }

@@ -1,54 +1,83 @@
 //! The database schema, as an ordered list of migrations compiled into the binary.
 //!
 //! Each later capability (sessions, dedupe, queues, pairing…) appends a file to
-//! `migrations/` and a line here. Applied migrations are recorded in the database, so an
-//! edited or removed migration is detected rather than silently diverging.
+//! `migrations/` and a line here. The schema version a database has reached is kept in
+//! SQLite's `PRAGMA user_version`; opening applies every newer migration in order, in one
+//! transaction, and refuses a database whose version is newer than this build knows.
 
-use std::borrow::Cow;
+use rusqlite::{Connection, TransactionBehavior};
 
-use futures::future::BoxFuture;
-use sqlx::error::BoxDynError;
-use sqlx::migrate::{Migration, MigrationSource, MigrationType};
-
-/// `(version, description, sql)`, in version order.
+/// `(version, description, sql)`, in version order, without gaps.
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "state meta", include_str!("../../migrations/0001_state_meta.sql")),
     (2, "routing: pairing and inbound dedupe", include_str!("../../migrations/0002_routing.sql")),
     (3, "sessions and queued messages", include_str!("../../migrations/0003_sessions.sql")),
 ];
 
-/// The migrations above, as sqlx's migrator wants them.
-#[derive(Debug, Clone, Copy)]
-pub struct EmbeddedMigrations;
-
-impl EmbeddedMigrations {
-    /// The newest schema version this build knows.
-    pub fn latest_version() -> i64 {
-        MIGRATIONS.iter().map(|(version, _, _)| *version).max().unwrap_or(0)
-    }
-
-    /// How many migrations this build carries.
-    #[cfg(test)]
-    pub fn count() -> usize {
-        MIGRATIONS.len()
-    }
+/// Why the schema could not be brought up to date.
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    /// The database was migrated by a newer build; touching it could lose data.
+    #[error("schema version {found} is newer than this build knows ({known})")]
+    NewerSchema { found: i64, known: i64 },
+    #[error("migration {version} ({description}) failed: {source}")]
+    Apply { version: i64, description: &'static str, source: rusqlite::Error },
+    #[error("cannot read or record the schema version: {0}")]
+    Version(#[from] rusqlite::Error),
 }
 
-impl MigrationSource<'static> for EmbeddedMigrations {
-    fn resolve(self) -> BoxFuture<'static, Result<Vec<Migration>, BoxDynError>> {
-        Box::pin(async {
-            Ok(MIGRATIONS
-                .iter()
-                .map(|(version, description, sql)| {
-                    Migration::new(
-                        *version,
-                        Cow::Borrowed(*description),
-                        MigrationType::Simple,
-                        Cow::Borrowed(*sql),
-                        false,
-                    )
-                })
-                .collect())
-        })
+/// The newest schema version this build knows.
+pub fn latest_version() -> i64 {
+    MIGRATIONS.iter().map(|(version, _, _)| *version).max().unwrap_or(0)
+}
+
+/// Applies the migrations newer than the database's `user_version`, in order, in one
+/// `BEGIN IMMEDIATE` transaction: two processes opening the same directory at once take
+/// turns, and a failed migration leaves the database as it was.
+pub fn apply(connection: &mut Connection) -> Result<(), MigrateError> {
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    let known = latest_version();
+    if found > known {
+        return Err(MigrateError::NewerSchema { found, known });
+    }
+    let pending = MIGRATIONS.iter().filter(|(version, _, _)| *version > found);
+    for &(version, description, sql) in pending {
+        transaction.execute_batch(sql).map_err(|source| MigrateError::Apply { version, description, source })?;
+        transaction.pragma_update(None, "user_version", version)?;
+    }
+    transaction.commit()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_ascend_from_one_without_gaps() {
+        for (index, (version, _, _)) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(*version, index as i64 + 1);
+        }
+    }
+
+    #[test]
+    fn applying_twice_is_a_no_op_and_records_the_latest_version() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        apply(&mut connection).unwrap();
+        apply(&mut connection).unwrap();
+        let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0)).unwrap();
+        assert_eq!(version, latest_version());
+    }
+
+    #[test]
+    fn a_failed_migration_leaves_the_version_unchanged() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        // Version 1 would create state_meta; a table already in the way makes it fail.
+        connection.execute_batch("CREATE TABLE state_meta (x INTEGER)").unwrap();
+        let error = apply(&mut connection).unwrap_err();
+        assert!(matches!(error, MigrateError::Apply { version: 1, .. }), "{error}");
+        let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0)).unwrap();
+        assert_eq!(version, 0);
     }
 }
