@@ -32,7 +32,7 @@ use ferry::state::Database;
 
 const SESSIONS: usize = 10_000;
 const MESSAGES_PER_SESSION: usize = 10;
-const LATENCY_SAMPLES: usize = 1_000;
+const LATENCY_SAMPLES: usize = 10_000;
 
 struct InstantProvider;
 
@@ -188,6 +188,7 @@ async fn run() {
     // timed from injection to its run's lifecycle start on the event bus.
     let mut probe = bus.subscribe();
     let mut free_lane: Vec<Duration> = Vec::with_capacity(LATENCY_SAMPLES);
+    let rss_before_idle = rss_kib();
     for sample in 0..LATENCY_SAMPLES {
         let peer = format!("probe-{sample}");
         let key = format!("agent:main:direct:{peer}");
@@ -211,11 +212,18 @@ async fn run() {
         }
     }
     drop(probe);
+    let rss_after_idle = rss_kib();
     free_lane.sort();
     println!(
         "free lane, message -> run start: p50 {:.2} ms, p99 {:.2} ms ({LATENCY_SAMPLES} samples)",
         percentile(&free_lane, 0.50).as_secs_f64() * 1e3,
         percentile(&free_lane, 0.99).as_secs_f64() * 1e3
+    );
+    println!(
+        "resident memory across {LATENCY_SAMPLES} sessions created one at a time and left idle: {} -> {} KiB, {:.2} KiB per session",
+        rss_before_idle,
+        rss_after_idle,
+        rss_after_idle.saturating_sub(rss_before_idle) as f64 / LATENCY_SAMPLES as f64
     );
 
     // Phase 2: throughput — every message injected at once.
@@ -287,7 +295,7 @@ async fn run() {
         latencies.len()
     );
     println!(
-        "resident memory: {} KiB before, {} KiB after -> {:.2} KiB per idle session (includes SQLite page cache)",
+        "resident memory after the flood: {} KiB before, {} KiB after -> {:.2} KiB per session (peak retained by the allocator)",
         rss_before,
         rss_after,
         (rss_after.saturating_sub(rss_before)) as f64 / SESSIONS as f64
