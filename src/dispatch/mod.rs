@@ -10,6 +10,7 @@ mod control;
 pub mod delivery;
 pub mod executor;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use ferry_channel::{Channel, InboundDelivery, InboundMessage, OutboundMessage, Target};
@@ -112,22 +113,12 @@ impl Dispatcher {
         if count > 0 {
             tracing::info!(count, "answering messages accepted before the last shutdown");
         }
-        let mut settings = Vec::with_capacity(count);
+        let mut settings = HashMap::with_capacity(count);
         for message in &pending {
-            settings.push((message.id, self.settings_for(&message.session_key, &message.message.channel).await));
+            settings.insert(message.id, self.settings_for(&message.session_key, &message.message.channel).await);
         }
-        self.inner
-            .scheduler
-            .restore(pending, |message| {
-                settings.iter().find(|(id, _)| *id == message.id).map(|(_, s)| *s).unwrap_or_else(|| {
-                    QueueSettings::resolve(
-                        &self.inner.config.messages.queue,
-                        &message.message.channel,
-                        &Default::default(),
-                    )
-                })
-            })
-            .await;
+        let default = QueueSettings::resolve(&self.inner.config.messages.queue, "", &Default::default());
+        self.inner.scheduler.restore(pending, |message| settings.get(&message.id).copied().unwrap_or(default)).await;
         Ok(count)
     }
 

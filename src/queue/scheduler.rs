@@ -7,6 +7,7 @@
 //! sessions cost no memory.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -94,6 +95,8 @@ pub struct Scheduler {
 
 struct Inner {
     lanes: Mutex<HashMap<String, Lane>>,
+    /// Identifies runs, so a finished run can only retire itself, never a successor.
+    next_token: AtomicU64,
     executor: Arc<dyn RunExecutor>,
     journal: Arc<dyn AnsweredLog>,
     global: GlobalLane,
@@ -132,6 +135,7 @@ impl Scheduler {
         Self {
             inner: Arc::new(Inner {
                 lanes: Mutex::new(HashMap::new()),
+                next_token: AtomicU64::new(1),
                 executor,
                 journal,
                 global: GlobalLane::new(max_concurrent),
@@ -305,7 +309,7 @@ impl Scheduler {
     }
 
     fn start_job(&self, key: &str, lane: &mut Lane, batch: Vec<QueuedMessage>) -> (String, RunJob, u64) {
-        let token = lane.generation.wrapping_mul(1_000_003).wrapping_add(batch.first().map_or(0, |m| m.id as u64));
+        let token = self.inner.next_token.fetch_add(1, Ordering::Relaxed);
         let prompt = follow_up_prompt(&batch, &lane.dropped_summaries);
         lane.dropped_summaries.clear();
         lane.skip_quiet = false;
