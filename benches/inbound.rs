@@ -130,6 +130,14 @@ fn rss_kib() -> u64 {
         .map_or(0, |pages| pages * 4)
 }
 
+/// Bytes this process has written through `write`/`pwrite` so far.
+fn written_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|io| io.lines().find_map(|line| line.strip_prefix("wchar:")?.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
@@ -227,6 +235,7 @@ async fn run() {
     );
 
     // Phase 2: throughput — every message injected at once.
+    let written_before = written_bytes();
     // First lifecycle start per session, from the event bus.
     let mut events = bus.subscribe();
     let starts = tokio::spawn(async move {
@@ -266,6 +275,7 @@ async fn run() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let answered = started.elapsed();
+    let written = written_bytes().saturating_sub(written_before);
     let first_start = starts.await.expect("start collector");
     let rss_after = rss_kib();
 
@@ -285,6 +295,11 @@ async fn run() {
         "all answered: {:.2} s -> {:.0} msgs/s end to end",
         answered.as_secs_f64(),
         total as f64 / answered.as_secs_f64()
+    );
+    println!(
+        "written to disk (WAL and database): {:.1} MiB, {:.1} KiB per message",
+        written as f64 / (1024.0 * 1024.0),
+        written as f64 / 1024.0 / total as f64
     );
     let replies = channel.sent.load(Ordering::Relaxed) - LATENCY_SAMPLES;
     println!("replies sent: {replies} (collect batching merges messages that arrive during a run)");
