@@ -76,19 +76,15 @@ impl CountingChannel {
 
     fn inject(&self, peer: &str, text: &str) -> AckReceiver {
         let (ack, receiver) = Ack::pair();
-        let message = InboundMessage {
-            channel: "telegram".into(),
-            account_id: "default".into(),
-            chat: ChatRef::new(ChatKind::Direct, peer),
-            thread_id: None,
-            sender: Sender::user(peer),
-            message_id: self.next_id.fetch_add(1, Ordering::Relaxed).to_string(),
-            text: text.into(),
-            mentions_bot: false,
-            reply_to_bot: false,
-            attachments: Vec::new(),
-            received_at: chrono::Utc::now(),
-        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed).to_string();
+        let message = InboundMessage::new(
+            "telegram",
+            "default",
+            ChatRef::new(ChatKind::Direct, peer),
+            Sender::user(peer),
+            id,
+            text,
+        );
         let _ = self.sender.send(InboundDelivery { message, ack });
         receiver
     }

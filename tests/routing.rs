@@ -20,19 +20,8 @@ fn start() -> DateTime<Utc> {
 }
 
 fn message(channel: &str, kind: ChatKind, chat: &str, sender: &str, text: &str) -> InboundMessage {
-    InboundMessage {
-        channel: channel.into(),
-        account_id: "default".into(),
-        chat: ChatRef::new(kind, chat),
-        thread_id: None,
-        sender: Sender::user(sender),
-        message_id: NEXT_MESSAGE_ID.fetch_add(1, Ordering::Relaxed).to_string(),
-        text: text.into(),
-        mentions_bot: false,
-        reply_to_bot: false,
-        attachments: Vec::new(),
-        received_at: start(),
-    }
+    let id = NEXT_MESSAGE_ID.fetch_add(1, Ordering::Relaxed).to_string();
+    InboundMessage::new(channel, "default", ChatRef::new(kind, chat), Sender::user(sender), id, text)
 }
 
 fn dm(channel: &str, sender: &str, text: &str) -> InboundMessage {

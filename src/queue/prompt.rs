@@ -53,19 +53,14 @@ mod tests {
         QueuedMessage {
             id: 1,
             session_key: "k".into(),
-            message: InboundMessage {
-                channel: "memory".into(),
-                account_id: "default".into(),
-                chat: ChatRef::new(ChatKind::Direct, "a"),
-                thread_id: None,
-                sender: Sender::user("a"),
-                message_id: "1".into(),
-                text: prompt.into(),
-                mentions_bot: false,
-                reply_to_bot: false,
-                attachments: vec![],
-                received_at: Utc::now(),
-            },
+            message: InboundMessage::new(
+                "memory",
+                "default",
+                ChatRef::new(ChatKind::Direct, "a"),
+                Sender::user("a"),
+                "1",
+                prompt,
+            ),
             prompt: prompt.into(),
             enqueued_at: Utc::now(),
         }

@@ -223,19 +223,7 @@ mod tests {
     use crate::config::GuildConfig;
 
     fn message(channel: &str, kind: ChatKind, chat: &str, sender: &str) -> InboundMessage {
-        InboundMessage {
-            channel: channel.into(),
-            account_id: "default".into(),
-            chat: ChatRef::new(kind, chat),
-            thread_id: None,
-            sender: Sender::user(sender),
-            message_id: "1".into(),
-            text: "hi".into(),
-            mentions_bot: false,
-            reply_to_bot: false,
-            attachments: Vec::new(),
-            received_at: chrono::DateTime::UNIX_EPOCH,
-        }
+        InboundMessage::new(channel, "default", ChatRef::new(kind, chat), Sender::user(sender), "1", "hi")
     }
 
     fn dm(channel: &str, sender: &str) -> InboundMessage {

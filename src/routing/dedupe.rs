@@ -146,17 +146,16 @@ mod tests {
 
     fn message(chat: &str, thread: Option<&str>, id: &str) -> InboundMessage {
         InboundMessage {
-            channel: "slack".into(),
-            account_id: "default".into(),
-            chat: ChatRef::new(ChatKind::Channel, chat),
             thread_id: thread.map(str::to_owned),
-            sender: Sender::user("U1"),
-            message_id: id.into(),
-            text: "hi".into(),
             mentions_bot: true,
-            reply_to_bot: false,
-            attachments: Vec::new(),
-            received_at: chrono::DateTime::UNIX_EPOCH,
+            ..InboundMessage::new(
+                "slack",
+                "default",
+                ChatRef::new(ChatKind::Channel, chat),
+                Sender::user("U1"),
+                id,
+                "hi",
+            )
         }
     }
 

@@ -191,19 +191,8 @@ mod tests {
     use crate::config::Config;
 
     fn message(sender: &str, name: Option<&str>, text: &str) -> InboundMessage {
-        InboundMessage {
-            channel: "telegram".into(),
-            account_id: "default".into(),
-            chat: ChatRef::new(ChatKind::Group, "-100"),
-            thread_id: None,
-            sender: Sender { id: sender.into(), name: name.map(str::to_owned), is_bot: false },
-            message_id: "1".into(),
-            text: text.into(),
-            mentions_bot: false,
-            reply_to_bot: false,
-            attachments: Vec::new(),
-            received_at: chrono::DateTime::UNIX_EPOCH,
-        }
+        let sender = Sender { id: sender.into(), name: name.map(str::to_owned), is_bot: false };
+        InboundMessage::new("telegram", "default", ChatRef::new(ChatKind::Group, "-100"), sender, "1", text)
     }
 
     fn mentioned(mut message: InboundMessage) -> InboundMessage {

@@ -221,17 +221,8 @@ mod tests {
 
     fn message(kind: ChatKind, chat: &str, peer: &str, thread: Option<&str>) -> InboundMessage {
         InboundMessage {
-            channel: "Telegram".into(),
-            account_id: "Bot1".into(),
-            chat: ChatRef::new(kind, chat),
             thread_id: thread.map(str::to_owned),
-            sender: Sender::user(peer),
-            message_id: "1".into(),
-            text: String::new(),
-            mentions_bot: false,
-            reply_to_bot: false,
-            attachments: Vec::new(),
-            received_at: chrono::DateTime::UNIX_EPOCH,
+            ..InboundMessage::new("Telegram", "Bot1", ChatRef::new(kind, chat), Sender::user(peer), "1", "")
         }
     }
 

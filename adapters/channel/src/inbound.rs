@@ -107,6 +107,33 @@ pub struct InboundMessage {
     pub received_at: DateTime<Utc>,
 }
 
+impl InboundMessage {
+    /// A text message as most platforms deliver it: not in a thread, no mention, no reply to
+    /// the bot, no attachments, received now. Adapters then set what their platform says.
+    pub fn new(
+        channel: impl Into<String>,
+        account_id: impl Into<String>,
+        chat: ChatRef,
+        sender: Sender,
+        message_id: impl Into<String>,
+        text: impl Into<String>,
+    ) -> Self {
+        Self {
+            channel: channel.into(),
+            account_id: account_id.into(),
+            chat,
+            thread_id: None,
+            sender,
+            message_id: message_id.into(),
+            text: text.into(),
+            mentions_bot: false,
+            reply_to_bot: false,
+            attachments: Vec::new(),
+            received_at: Utc::now(),
+        }
+    }
+}
+
 /// An inbound message plus the acknowledgement the core owes the adapter for it.
 ///
 /// The adapter confirms the message to its platform only once `ack` is accepted; see

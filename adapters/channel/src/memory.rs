@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
-use chrono::Utc;
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
@@ -103,19 +102,7 @@ impl MemoryChannel {
             state.next_inbound_id += 1;
             id.to_string()
         };
-        InboundMessage {
-            channel: self.name.clone(),
-            account_id: self.account_id.clone(),
-            chat,
-            thread_id: None,
-            sender: Sender::user(sender_id),
-            message_id,
-            text: text.to_owned(),
-            mentions_bot: false,
-            reply_to_bot: false,
-            attachments: Vec::new(),
-            received_at: Utc::now(),
-        }
+        InboundMessage::new(&self.name, &self.account_id, chat, Sender::user(sender_id), message_id, text)
     }
 
     /// Delivers a message to whoever consumes the inbound stream. The returned receiver

@@ -71,19 +71,14 @@ impl Harness {
 
     /// A message as the dispatcher would have journaled it.
     async fn message(&self, chat: &str, text: &str) -> QueuedMessage {
-        let inbound = InboundMessage {
-            channel: "memory".into(),
-            account_id: "default".into(),
-            chat: ChatRef::new(ChatKind::Direct, chat),
-            thread_id: None,
-            sender: Sender::user(chat),
-            message_id: text.into(),
-            text: text.into(),
-            mentions_bot: false,
-            reply_to_bot: false,
-            attachments: vec![],
-            received_at: chrono::Utc::now(),
-        };
+        let inbound = InboundMessage::new(
+            "memory",
+            "default",
+            ChatRef::new(ChatKind::Direct, chat),
+            Sender::user(chat),
+            text,
+            text,
+        );
         let mut unanswered = self.journal.unanswered.lock().unwrap();
         let message = QueuedMessage {
             id: unanswered.last().map_or(1, |m| m.id + 1),
