@@ -3,8 +3,7 @@
 
 use ferry_channel::{Channel, OutboundMessage, Target};
 
-/// The whole-reply token that means "send nothing" (SPEC §7).
-pub const SILENT_TOKEN: &str = "NO_REPLY";
+use crate::agent::prompt::SILENT_TOKEN;
 
 /// Sends `text` to `target`, split at the channel's text limit (at a line break or space
 /// when one is near). A reply that is only the silent token sends nothing.
