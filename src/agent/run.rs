@@ -177,11 +177,6 @@ impl RunHandle {
     }
 }
 
-/// Why the turn loop stopped early.
-enum Stop {
-    Failed(ProviderError),
-}
-
 /// Mutable state of a run, kept outside the loop's future so an abort keeps its progress.
 struct RunState {
     messages: Vec<ChatMessage>,
@@ -254,7 +249,7 @@ impl AgentRunner {
                 events.lifecycle(LifecycleEvent::End { ended_at, aborted: false });
                 RunStatus::Completed
             }
-            Ok(Err(Stop::Failed(error))) => {
+            Ok(Err(error)) => {
                 span.in_scope(|| tracing::warn!(%error, "the model call failed; the user gets an error reply"));
                 state.payloads.push(Payload { text: error.user_message(), is_error: true });
                 events.lifecycle(LifecycleEvent::Error { error: error.to_string(), ended_at });
@@ -283,7 +278,12 @@ impl AgentRunner {
     }
 
     /// The model ↔ tool loop.
-    async fn turns(&self, state: &mut RunState, request: &mut RunRequest, events: &RunEvents) -> Result<(), Stop> {
+    async fn turns(
+        &self,
+        state: &mut RunState,
+        request: &mut RunRequest,
+        events: &RunEvents,
+    ) -> Result<(), ProviderError> {
         let parts = &self.inner.parts;
         let skills = self.inner.skills.snapshot();
         let files = self.inner.bootstrap.files();
@@ -299,7 +299,7 @@ impl AgentRunner {
                 tools: if tools_allowed { tool_specs.clone() } else { Vec::new() },
                 max_output_tokens: None,
             };
-            let turn = self.call_model(&model_request, events, request.steer.as_ref()).await.map_err(Stop::Failed)?;
+            let turn = self.call_model(&model_request, events, request.steer.as_ref()).await?;
             state.usage.add(turn.usage);
             state
                 .messages
