@@ -22,7 +22,7 @@ use super::conversation::{ChatMessage, ToolCall, Usage};
 use super::events::{AgentEvent, EventBus, LifecycleEvent, RunEvents, ToolEvent, truncate_for_event};
 use super::prompt::{BootstrapCache, system_prompt};
 use super::providers::{ModelRequest, ProviderError, ResolvedModel, RetryPolicy};
-use super::skills::SkillsCache;
+use super::skills::{SkillsCache, SkillsSnapshot};
 use super::steer::SteerInbox;
 use super::tools::{Origin, SessionCatalog, ToolContext, ToolRegistry, ToolSend, parse_arguments};
 use super::turn::{AssistantTurn, TurnAccumulator};
@@ -331,7 +331,7 @@ impl AgentRunner {
                     steered = drain(&mut request.steer);
                 }
                 if steered.is_empty() {
-                    self.execute_tool(call, state, request, events).await;
+                    self.execute_tool(call, state, request, events, &skills).await;
                 } else {
                     events.tool(ToolEvent::Result {
                         name: call.name.clone(),
@@ -402,7 +402,14 @@ impl AgentRunner {
         }
     }
 
-    async fn execute_tool(&self, call: &ToolCall, state: &mut RunState, request: &RunRequest, events: &RunEvents) {
+    async fn execute_tool(
+        &self,
+        call: &ToolCall,
+        state: &mut RunState,
+        request: &RunRequest,
+        events: &RunEvents,
+        skills: &Arc<SkillsSnapshot>,
+    ) {
         let parts = &self.inner.parts;
         let args =
             parse_arguments(&call.arguments).unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
@@ -414,7 +421,8 @@ impl AgentRunner {
             origin: request.origin.clone(),
             channels: parts.channels.clone(),
             sessions: parts.sessions.clone(),
-            skills: self.inner.skills.snapshot(),
+            // The run's snapshot: the tools see the skills the prompt listed.
+            skills: skills.clone(),
             sends: state.sends.clone(),
         };
         let outcome = parts.tools.execute(call, context).await;
