@@ -1,13 +1,14 @@
 //! The SQLite database in the state directory: opened in WAL mode, migrated on open.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use chrono::Utc;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::STATE_DIR_VAR;
+use super::group_commit::{self, CommitStats, CommitTarget, WriteQueue};
 use super::migrations::{self, MigrateError};
 
 /// The database file's name inside the state directory.
@@ -55,10 +56,26 @@ pub struct Database {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
 struct Inner {
     connection: Mutex<Connection>,
     path: PathBuf,
+    writes: WriteQueue,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+impl CommitTarget for Inner {
+    fn queue(&self) -> &WriteQueue {
+        &self.writes
+    }
+
+    fn connection(&self) -> MutexGuard<'_, Connection> {
+        self.connection.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl Database {
@@ -76,7 +93,8 @@ impl Database {
             source => StateError::Migrate { path: path.clone(), source },
         })?;
         record_open(&mut connection).map_err(|source| StateError::Query { path: path.clone(), source })?;
-        let inner = Arc::new(Inner { connection: Mutex::new(connection), path: path.clone() });
+        let inner =
+            Arc::new(Inner { connection: Mutex::new(connection), path: path.clone(), writes: WriteQueue::default() });
         spawn_checkpointer(&path, Arc::downgrade(&inner)).map_err(|source| StateError::Open { path, source })?;
         Ok(Self { inner })
     }
@@ -95,8 +113,27 @@ impl Database {
     pub fn with_connection<T, E>(&self, f: impl FnOnce(&mut Connection) -> Result<T, E>) -> Result<T, E> {
         // A panic inside `f` unwound through any open transaction, which rolled it back; the
         // connection itself is still sound.
-        let mut connection = self.inner.connection.lock().unwrap_or_else(PoisonError::into_inner);
-        f(&mut connection)
+        f(&mut self.inner.connection())
+    }
+
+    /// Runs the write `op` in the next group commit (see [`super::group_commit`]) and
+    /// returns its result once the transaction holding it has committed.
+    ///
+    /// `op` runs inside a transaction shared with other writers, in its own savepoint: if it
+    /// returns `Err` (or panics) its changes are rolled back and the others' are not. It
+    /// must not begin or end transactions itself. For writes on the hot path — each
+    /// inbound message and each run — where one transaction per write would cap throughput.
+    pub async fn write<T, E>(&self, op: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<rusqlite::Error> + Send + 'static,
+    {
+        group_commit::write(&self.inner, op).await
+    }
+
+    /// How many writes went through [`Database::write`] and in how many commits.
+    pub fn commit_stats(&self) -> CommitStats {
+        self.inner.writes.stats()
     }
 
     /// A value from `state_meta` (`created_at`, `last_opened_version`, …).

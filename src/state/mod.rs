@@ -5,11 +5,13 @@
 //! transcripts, dedupe records and queued messages all go in its `ferry.db`.
 
 mod database;
+mod group_commit;
 mod migrations;
 
 use std::path::PathBuf;
 
 pub use database::{DATABASE_FILE_NAME, Database, StateError};
+pub use group_commit::CommitStats;
 
 use crate::config::{Config, Environment};
 
