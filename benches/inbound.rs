@@ -177,7 +177,7 @@ async fn run() {
     });
     let dispatcher = Dispatcher::new(DispatcherParts {
         config: Arc::new(config),
-        database,
+        database: database.clone(),
         runner,
         channels,
         clock: Arc::new(SystemClock),
@@ -232,6 +232,7 @@ async fn run() {
 
     // Phase 2: throughput — every message injected at once.
     let written_before = written_bytes();
+    let commits_before = database.commit_stats();
     // First lifecycle start per session, from the event bus.
     let mut events = bus.subscribe();
     let starts = tokio::spawn(async move {
@@ -272,6 +273,7 @@ async fn run() {
     }
     let answered = started.elapsed();
     let written = written_bytes().saturating_sub(written_before);
+    let commits = database.commit_stats();
     let first_start = starts.await.expect("start collector");
     let rss_after = rss_kib();
 
@@ -296,6 +298,11 @@ async fn run() {
         "written to disk (WAL and database): {:.1} MiB, {:.1} KiB per message",
         written as f64 / (1024.0 * 1024.0),
         written as f64 / 1024.0 / total as f64
+    );
+    let (writes, transactions) = (commits.writes - commits_before.writes, commits.commits - commits_before.commits);
+    println!(
+        "database writes: {writes} in {transactions} transactions ({:.1} writes per commit)",
+        writes as f64 / transactions.max(1) as f64
     );
     let replies = channel.sent.load(Ordering::Relaxed) - LATENCY_SAMPLES;
     println!("replies sent: {replies} (collect batching merges messages that arrive during a run)");

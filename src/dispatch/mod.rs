@@ -11,18 +11,21 @@ pub mod delivery;
 pub mod executor;
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 
 use ferry_channel::{Channel, InboundDelivery, InboundMessage, OutboundMessage, Target};
 use futures::StreamExt;
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use crate::agent::AgentRunner;
 use crate::channels::ChannelRegistry;
 use crate::config::Config;
 use crate::control::parse_command;
 use crate::queue::{Admission, QueueJournal, QueueSettings, QueuedMessage, Scheduler};
-use crate::routing::{Clock, RouteDecision, Router, RoutingError, ThreadLabels};
+use crate::routing::{Clock, RouteDecision, Routed, Router, RoutingError, ThreadLabels};
 use crate::session::{SessionStore, SqliteSessionStore};
 use crate::state::Database;
 use executor::AgentExecutor;
@@ -34,6 +37,13 @@ const QUEUE_FULL: &str =
     "⚠️ Too many messages are waiting already, so this one was not queued. Please wait for my reply.";
 /// Told to a user whose older queued message was dropped to make room (`drop = "old"`).
 const DROPPED_OLDER: &str = "⚠️ The queue was full, so your earliest waiting message was dropped.";
+
+/// Tasks handling one channel's inbound messages side by side; see [`Dispatcher::attach`].
+pub const INBOUND_SHARDS: usize = 64;
+
+/// Messages waiting per shard before the channel's stream is no longer read (backpressure
+/// to the adapter, which then leaves them with the platform).
+const SHARD_BACKLOG: usize = 256;
 
 /// Everything the dispatcher is built from.
 pub struct DispatcherParts {
@@ -123,14 +133,40 @@ impl Dispatcher {
     }
 
     /// Registers a channel, starts it and feeds its messages through [`Dispatcher::handle`]
-    /// until its stream ends.
+    /// until its stream ends. The handle finishes once every message taken was handled.
+    ///
+    /// Messages are handled by [`INBOUND_SHARDS`] tasks, each owning the chats that hash to
+    /// it: one chat's messages are handled in order, different chats' side by side — so a
+    /// burst's database writes meet in the same group commit instead of queueing one by one.
     pub async fn attach(&self, channel: Arc<dyn Channel>) -> Result<JoinHandle<()>, ferry_channel::ChannelError> {
         let mut inbound = channel.start().await?;
         self.inner.channels.register(channel.clone());
-        let dispatcher = self.clone();
+        let (shards, workers): (Vec<_>, Vec<_>) = (0..INBOUND_SHARDS)
+            .map(|_| {
+                let (sender, mut receiver) = mpsc::channel::<InboundDelivery>(SHARD_BACKLOG);
+                let dispatcher = self.clone();
+                let worker = tokio::spawn(async move {
+                    while let Some(delivery) = receiver.recv().await {
+                        dispatcher.handle(delivery).await;
+                    }
+                });
+                (sender, worker)
+            })
+            .unzip();
+        let hasher = RandomState::new();
         Ok(tokio::spawn(async move {
             while let Some(delivery) = inbound.next().await {
-                dispatcher.handle(delivery).await;
+                let shard = hasher.hash_one(&delivery.message.chat.id) as usize % shards.len();
+                if shards[shard].send(delivery).await.is_err() {
+                    // Its worker died (a bug); the message stays unacknowledged and comes again.
+                    tracing::error!(shard, "an inbound worker is gone; leaving a message for redelivery");
+                }
+            }
+            drop(shards);
+            for worker in workers {
+                if let Err(error) = worker.await {
+                    tracing::error!(%error, "an inbound worker failed");
+                }
             }
             tracing::info!(
                 channel = channel.name(),
@@ -142,14 +178,43 @@ impl Dispatcher {
 
     /// One inbound message, from routing to the queue.
     pub async fn handle(&self, delivery: InboundDelivery) {
-        let InboundDelivery { message, ack } = delivery;
+        let message = &delivery.message;
         let span = tracing::info_span!("inbound", channel = %message.channel, chat_id = %message.chat.id, message_id = %message.message_id);
-        let _entered = span.enter();
-        let decision = match self.inner.router.route(&message).await {
-            Ok(decision) => decision,
+        self.handle_in_span(delivery).instrument(span).await
+    }
+
+    async fn handle_in_span(&self, delivery: InboundDelivery) {
+        let InboundDelivery { message, ack } = delivery;
+        let command = parse_command(&message.text);
+        // A message that runs is journaled in the same write that records it as seen.
+        let entry = match command {
+            Some(_) => None,
+            None => match QueueJournal::entry(&message) {
+                Ok(entry) => Some(entry),
+                Err(error) => {
+                    tracing::error!(%error, "cannot encode a message for the queue journal; leaving it unacknowledged");
+                    self.reply(&message, NOT_ACCEPTED).await;
+                    return;
+                }
+            },
+        };
+        let routed = self
+            .inner
+            .router
+            .route_and_admit(&message, move |connection, session_key, prompt| {
+                entry.map(|entry| entry.insert(connection, session_key, prompt)).transpose()
+            })
+            .await;
+        let Routed { decision, admitted } = match routed {
+            Ok(routed) => routed,
             Err(error) => {
-                // Not acknowledged: the platform delivers it again.
+                // Nothing was recorded and the platform is not told we have it: it delivers
+                // the message again. The sender is told in case it does not.
                 tracing::error!(%error, "cannot route a message; leaving it unacknowledged for redelivery");
+                if matches!(error, RoutingError::Admission(_)) {
+                    drop(ack);
+                    self.reply(&message, NOT_ACCEPTED).await;
+                }
                 return;
             }
         };
@@ -161,30 +226,16 @@ impl Dispatcher {
                 ack.accept();
                 self.reply(&message, &reply).await;
             }
-            RouteDecision::Run { session_key, prompt, .. } => {
-                let key = session_key.as_str().to_owned();
-                if let Some(command) = parse_command(&message.text) {
-                    ack.accept();
-                    self.control(command, &key, &message).await;
-                    return;
-                }
-                let queued = match self.inner.journal.record(&key, &message, &prompt).await {
-                    Ok(queued) => queued,
-                    Err(error) => {
-                        // Not acknowledged, and forgotten by dedupe: a platform that redelivers
-                        // gets another try; the sender is told in case it does not.
-                        tracing::error!(%error, "cannot journal an accepted message; leaving it for redelivery");
-                        if let Err(error) = self.inner.router.forget(&message).await {
-                            tracing::error!(%error, "cannot forget the message in dedupe; a redelivery will be dropped");
-                        }
-                        drop(ack);
-                        self.reply(&message, NOT_ACCEPTED).await;
-                        return;
-                    }
-                };
+            RouteDecision::Run { session_key, .. } => {
                 ack.accept();
-                self.typing(&message).await;
-                self.submit(queued).await;
+                match (command, admitted.flatten()) {
+                    (Some(command), _) => self.control(command, session_key.as_str(), &message).await,
+                    (None, Some(queued)) => {
+                        self.typing(&message).await;
+                        self.submit(queued).await;
+                    }
+                    (None, None) => tracing::error!("a message to run was admitted without a journal entry"),
+                }
             }
         }
     }

@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use ferry_channel::InboundMessage;
-use rusqlite::params;
+use rusqlite::{Connection, params};
 
 use crate::state::Database;
 
@@ -51,6 +51,32 @@ impl AnsweredLog for QueueJournal {
     }
 }
 
+/// An accepted message, encoded and waiting to be written.
+pub struct JournalEntry {
+    message: InboundMessage,
+    encoded: String,
+    enqueued_at: DateTime<Utc>,
+}
+
+impl JournalEntry {
+    /// Writes the entry on `connection` (inside the caller's transaction) and returns the
+    /// queued message with its journal id.
+    pub fn insert(self, connection: &Connection, session_key: &str, prompt: &str) -> rusqlite::Result<QueuedMessage> {
+        let id = connection
+            .prepare_cached(
+                "INSERT INTO queued_messages (session_key, message, prompt, enqueued_at) VALUES (?, ?, ?, ?)",
+            )?
+            .insert(params![session_key, self.encoded, prompt, self.enqueued_at.timestamp_millis()])?;
+        Ok(QueuedMessage {
+            id,
+            session_key: session_key.to_owned(),
+            message: self.message,
+            prompt: prompt.to_owned(),
+            enqueued_at: self.enqueued_at,
+        })
+    }
+}
+
 #[derive(Clone)]
 pub struct QueueJournal {
     database: Database,
@@ -61,29 +87,10 @@ impl QueueJournal {
         Self { database }
     }
 
-    /// Records an accepted message durably and returns it with its journal id.
-    pub async fn record(
-        &self,
-        session_key: &str,
-        message: &InboundMessage,
-        prompt: &str,
-    ) -> Result<QueuedMessage, JournalError> {
-        let now = Utc::now();
-        let encoded = serde_json::to_string(message)?;
-        let id = self.database.with_connection(|connection| {
-            connection
-                .prepare_cached(
-                    "INSERT INTO queued_messages (session_key, message, prompt, enqueued_at) VALUES (?, ?, ?, ?)",
-                )?
-                .insert(params![session_key, encoded, prompt, now.timestamp_millis()])
-        })?;
-        Ok(QueuedMessage {
-            id,
-            session_key: session_key.to_owned(),
-            message: message.clone(),
-            prompt: prompt.to_owned(),
-            enqueued_at: now,
-        })
+    /// Prepares `message` for the journal (encoding it here, outside any transaction); the
+    /// returned entry is written by [`JournalEntry::insert`] inside the write that accepts it.
+    pub fn entry(message: &InboundMessage) -> Result<JournalEntry, JournalError> {
+        Ok(JournalEntry { encoded: serde_json::to_string(message)?, message: message.clone(), enqueued_at: Utc::now() })
     }
 
     /// Forgets answered (or deliberately dropped) messages.
@@ -91,23 +98,23 @@ impl QueueJournal {
         if ids.is_empty() {
             return Ok(());
         }
-        self.database.with_connection(|connection| {
-            let transaction = connection.transaction()?;
-            {
-                let mut delete = transaction.prepare_cached("DELETE FROM queued_messages WHERE id = ?")?;
+        let ids = ids.to_vec();
+        self.database
+            .write(move |connection| -> rusqlite::Result<()> {
+                let mut delete = connection.prepare_cached("DELETE FROM queued_messages WHERE id = ?")?;
                 for id in ids {
                     delete.execute([id])?;
                 }
-            }
-            transaction.commit()
-        })?;
+                Ok(())
+            })
+            .await?;
         Ok(())
     }
 
     /// Everything still unanswered, oldest first. Rows that no longer decode are logged and
     /// skipped (and left in place for an operator to inspect).
     pub async fn pending(&self) -> Result<Vec<QueuedMessage>, JournalError> {
-        let rows: Vec<(i64, String, String, String, i64)> = self.database.with_connection(|connection| {
+        let rows: Vec<(i64, String, String, String, i64)> = self.database.read(|connection| {
             connection
                 .prepare("SELECT id, session_key, message, prompt, enqueued_at FROM queued_messages ORDER BY id")?
                 .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)))?

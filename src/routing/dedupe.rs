@@ -2,17 +2,19 @@
 //! (a Telegram poll retried after a timeout, a Slack event retried, a reconnect that
 //! replays) must never start a second run.
 //!
-//! A message is identified by channel + account + chat + thread + message id. The first
-//! sighting is recorded in the state database and remembered for [`DEDUPE_WINDOW`], so a
-//! restart does not replay what was already taken. One upsert both records and answers, so
-//! two deliveries racing each other cannot both be "first". Records older than the window
-//! are pruned as messages arrive, at most once per [`PRUNE_INTERVAL`].
+//! A message is identified by channel + account + chat + thread + message id. A sighting is
+//! recorded in the state database and remembered for [`DEDUPE_WINDOW`], so a restart does
+//! not replay what was already taken. One upsert both records and answers, so two
+//! deliveries racing each other cannot both be "first". The record is written through the
+//! database's group commit, optionally together with what the message leads to (its queue
+//! journal entry), so that both persist or neither does. Records older than the window are
+//! pruned as messages arrive, at most once per [`PRUNE_INTERVAL`].
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use ferry_channel::InboundMessage;
-use rusqlite::params;
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::clock::Clock;
 use crate::state::Database;
@@ -25,8 +27,9 @@ pub const DEDUPE_WINDOW: TimeDelta = TimeDelta::minutes(20);
 /// rather than one per message.
 pub const PRUNE_INTERVAL: TimeDelta = TimeDelta::minutes(1);
 
-/// The dedupe record could not be read or written. The message's fate is then unknown, so
-/// the caller should not acknowledge it to the platform (it will be redelivered).
+/// The dedupe record could not be read or written, or what was to be written with it
+/// failed. Nothing was recorded; the caller should not acknowledge the message to the
+/// platform (it will be redelivered, and routed afresh).
 #[derive(Debug, thiserror::Error)]
 #[error("dedupe store failed while {action}: {source}")]
 pub struct DedupeError {
@@ -43,98 +46,143 @@ pub struct DedupeStore {
     last_prune: Mutex<Option<DateTime<Utc>>>,
 }
 
+/// A message's identity in `inbound_seen`, owned so the write can wait for group commit.
+struct SeenKey {
+    channel: String,
+    account_id: String,
+    chat_id: String,
+    /// Outside a thread: ''. No platform uses an empty thread id.
+    thread_id: String,
+    message_id: String,
+}
+
+impl SeenKey {
+    fn of(message: &InboundMessage) -> Self {
+        Self {
+            channel: message.channel.clone(),
+            account_id: message.account_id.clone(),
+            chat_id: message.chat.id.clone(),
+            thread_id: message.thread_id.clone().unwrap_or_default(),
+            message_id: message.message_id.clone(),
+        }
+    }
+}
+
+/// Why a combined write failed: the record itself, or what was written with it.
+enum RecordFailure {
+    Record(rusqlite::Error),
+    Then(rusqlite::Error),
+}
+
+impl From<rusqlite::Error> for RecordFailure {
+    fn from(error: rusqlite::Error) -> Self {
+        Self::Record(error)
+    }
+}
+
 impl DedupeStore {
     pub fn new(database: &Database, clock: Arc<dyn Clock>) -> Self {
         Self { database: database.clone(), clock, last_prune: Mutex::new(None) }
     }
 
+    /// Whether `message` was already recorded within the window. Reads only: deciding about
+    /// a message does not record it (see [`DedupeStore::record_then`]).
+    pub async fn seen(&self, message: &InboundMessage) -> Result<bool, DedupeError> {
+        let cutoff = (self.clock.now() - DEDUPE_WINDOW).timestamp_millis();
+        let key = SeenKey::of(message);
+        self.database
+            .read(|connection| {
+                connection
+                    .prepare_cached(
+                        "SELECT 1 FROM inbound_seen WHERE channel = ? AND account_id = ? AND chat_id = ? \
+                         AND thread_id = ? AND message_id = ? AND seen_at > ?",
+                    )?
+                    .query_row(
+                        params![key.channel, key.account_id, key.chat_id, key.thread_id, key.message_id, cutoff],
+                        |_| Ok(()),
+                    )
+                    .optional()
+            })
+            .map(|row| row.is_some())
+            .map_err(|source| DedupeError { action: "looking up an inbound message", source })
+    }
+
     /// Records the message and says whether this is its first sighting within the window.
     /// `false` means a redelivery: drop it.
     pub async fn first_sighting(&self, message: &InboundMessage) -> Result<bool, DedupeError> {
-        let now = self.clock.now();
-        let cutoff = (now - DEDUPE_WINDOW).timestamp_millis();
-        self.prune_if_due(now, cutoff).await?;
-        // Inserts a new record, or renews one that has expired; a live record is left as it
-        // is and nothing changes, which is how a duplicate shows.
-        let thread_id = message.thread_id.as_deref().unwrap_or("");
-        let changed = self
-            .database
-            .with_connection(|connection| {
-                connection
-                    .prepare_cached(
-                        "INSERT INTO inbound_seen (channel, account_id, chat_id, thread_id, message_id, seen_at) \
-                         VALUES (?, ?, ?, ?, ?, ?) \
-                         ON CONFLICT (channel, account_id, chat_id, thread_id, message_id) \
-                         DO UPDATE SET seen_at = excluded.seen_at WHERE inbound_seen.seen_at <= ?",
-                    )?
-                    // Outside a thread: ''. No platform uses an empty thread id.
-                    .execute(params![
-                        message.channel,
-                        message.account_id,
-                        message.chat.id,
-                        thread_id,
-                        message.message_id,
-                        now.timestamp_millis(),
-                        cutoff
-                    ])
-            })
-            .map_err(|source| DedupeError { action: "recording an inbound message", source })?;
-        Ok(changed == 1)
+        Ok(self.record_then(message, |_| Ok(())).await?.is_some())
     }
 
-    /// Forgets a message recorded by [`DedupeStore::first_sighting`], so its redelivery counts
-    /// as new. For when handling it failed after it was recorded: the platform will deliver
-    /// it again, and that delivery must not be dropped as a duplicate.
-    pub async fn forget(&self, message: &InboundMessage) -> Result<(), DedupeError> {
-        self.database
-            .with_connection(|connection| {
-                connection
-                    .prepare_cached(
-                        "DELETE FROM inbound_seen WHERE channel = ? AND account_id = ? AND chat_id = ? \
-                         AND thread_id = ? AND message_id = ?",
-                    )?
-                    .execute(params![
-                        message.channel,
-                        message.account_id,
-                        message.chat.id,
-                        message.thread_id.as_deref().unwrap_or(""),
-                        message.message_id
-                    ])
+    /// Records the message and, if this is its first sighting, runs `then` in the same
+    /// transaction: both are written or neither is. `None` means a redelivery (and `then`
+    /// did not run).
+    pub async fn record_then<T: Send + 'static>(
+        &self,
+        message: &InboundMessage,
+        then: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<Option<T>, DedupeError> {
+        let now = self.clock.now();
+        let cutoff = (now - DEDUPE_WINDOW).timestamp_millis();
+        let prune = self.prune_due(now);
+        let key = SeenKey::of(message);
+        let recorded = self
+            .database
+            .write(move |connection| -> Result<Option<T>, RecordFailure> {
+                if prune {
+                    let pruned = delete_expired(connection, cutoff)?;
+                    if pruned > 0 {
+                        tracing::debug!(pruned, "pruned expired inbound dedupe records");
+                    }
+                }
+                if !record(connection, &key, now.timestamp_millis(), cutoff)? {
+                    return Ok(None);
+                }
+                then(connection).map(Some).map_err(RecordFailure::Then)
             })
-            .map_err(|source| DedupeError { action: "forgetting an inbound message", source })?;
-        Ok(())
+            .await;
+        recorded.map_err(|failure| match failure {
+            RecordFailure::Record(source) => DedupeError { action: "recording an inbound message", source },
+            RecordFailure::Then(source) => DedupeError { action: "recording what an inbound message leads to", source },
+        })
     }
 
     /// Deletes records older than the window; returns how many.
     pub async fn prune(&self) -> Result<u64, DedupeError> {
-        let now = self.clock.now();
-        self.prune_before((now - DEDUPE_WINDOW).timestamp_millis()).await
+        let cutoff = (self.clock.now() - DEDUPE_WINDOW).timestamp_millis();
+        self.database
+            .write(move |connection| delete_expired(connection, cutoff))
+            .await
+            .map_err(|source| DedupeError { action: "pruning expired records", source })
     }
 
-    async fn prune_if_due(&self, now: DateTime<Utc>, cutoff: i64) -> Result<(), DedupeError> {
-        {
-            let mut last = self.last_prune.lock().unwrap_or_else(PoisonError::into_inner);
-            if last.is_some_and(|last| now - last < PRUNE_INTERVAL) {
-                return Ok(());
-            }
-            *last = Some(now);
+    /// Whether the next record should prune first; claims the prune if so.
+    fn prune_due(&self, now: DateTime<Utc>) -> bool {
+        let mut last = self.last_prune.lock().unwrap_or_else(PoisonError::into_inner);
+        if last.is_some_and(|last| now - last < PRUNE_INTERVAL) {
+            return false;
         }
-        let pruned = self.prune_before(cutoff).await?;
-        if pruned > 0 {
-            tracing::debug!(pruned, "pruned expired inbound dedupe records");
-        }
-        Ok(())
+        *last = Some(now);
+        true
     }
+}
 
-    async fn prune_before(&self, cutoff: i64) -> Result<u64, DedupeError> {
-        let deleted = self
-            .database
-            .with_connection(|connection| {
-                connection.prepare_cached("DELETE FROM inbound_seen WHERE seen_at <= ?")?.execute([cutoff])
-            })
-            .map_err(|source| DedupeError { action: "pruning expired records", source })?;
-        Ok(deleted as u64)
-    }
+/// Inserts a new record, or renews one that has expired; a live record is left as it is
+/// and nothing changes, which is how a duplicate shows. Returns whether it was new.
+fn record(connection: &Connection, key: &SeenKey, now: i64, cutoff: i64) -> rusqlite::Result<bool> {
+    let changed = connection
+        .prepare_cached(
+            "INSERT INTO inbound_seen (channel, account_id, chat_id, thread_id, message_id, seen_at) \
+             VALUES (?, ?, ?, ?, ?, ?) \
+             ON CONFLICT (channel, account_id, chat_id, thread_id, message_id) \
+             DO UPDATE SET seen_at = excluded.seen_at WHERE inbound_seen.seen_at <= ?",
+        )?
+        .execute(params![key.channel, key.account_id, key.chat_id, key.thread_id, key.message_id, now, cutoff])?;
+    Ok(changed == 1)
+}
+
+fn delete_expired(connection: &Connection, cutoff: i64) -> rusqlite::Result<u64> {
+    let deleted = connection.prepare_cached("DELETE FROM inbound_seen WHERE seen_at <= ?")?.execute([cutoff])?;
+    Ok(deleted as u64)
 }
 
 #[cfg(test)]
@@ -216,14 +264,21 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_forgotten_message_is_new_again() {
+    async fn looking_up_does_not_record_and_a_failed_combined_write_records_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let database = Database::open(dir.path()).await.unwrap();
         let store = DedupeStore::new(&database, Arc::new(clock()));
-        let seen = message("C1", Some("t"), "m1");
-        assert!(store.first_sighting(&seen).await.unwrap());
-        store.forget(&seen).await.unwrap();
-        assert!(store.first_sighting(&seen).await.unwrap());
+        let hello = message("C1", Some("t"), "m1");
+        assert!(!store.seen(&hello).await.unwrap());
+        assert!(!store.seen(&hello).await.unwrap(), "a lookup is not a sighting");
+
+        let failed = store.record_then(&hello, |c| c.execute("INSERT INTO no_such_table VALUES (1)", [])).await;
+        assert!(failed.unwrap_err().to_string().contains("leads to"));
+        assert!(!store.seen(&hello).await.unwrap(), "the sighting was rolled back with what failed");
+
+        assert_eq!(store.record_then(&hello, |_| Ok("journaled")).await.unwrap(), Some("journaled"));
+        assert!(store.seen(&hello).await.unwrap());
+        assert_eq!(store.record_then(&hello, |_| Ok("again")).await.unwrap(), None, "a redelivery runs nothing");
     }
 
     #[tokio::test]

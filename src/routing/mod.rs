@@ -3,7 +3,8 @@
 //! The [`Router`] takes every normalized [`InboundMessage`] from the adapters and answers
 //! with a [`RouteDecision`]. The checks run in a fixed order, cheapest-to-undo first:
 //!
-//! 1. [`dedupe`] — a redelivered message is dropped before anything else looks at it;
+//! 1. [`dedupe`] — a redelivered message is dropped before anything else looks at it (the
+//!    message is recorded as seen once the decision is made, see [`Router::route_and_admit`]);
 //! 2. bots — messages from bots are ignored unless the channel sets `allow_bots`;
 //! 3. [`access`] — DM and group policies, with [`pairing`] codes for unknown DM senders;
 //! 4. [`mention`] — in groups that require a mention, messages not addressed to the bot
@@ -40,6 +41,7 @@ pub mod session_key;
 use std::sync::Arc;
 
 use ferry_channel::{ChatKind, InboundMessage};
+use rusqlite::Connection;
 use tracing::Instrument;
 
 pub use access::{Access, AccessRules, ChannelAccess, DenyReason};
@@ -99,6 +101,17 @@ pub enum RoutingError {
     Pairing(#[from] PairingError),
     #[error(transparent)]
     Dedupe(#[from] DedupeError),
+    /// The message would run, but it could not be recorded (with its admission).
+    #[error("cannot admit a message: {0}")]
+    Admission(DedupeError),
+}
+
+/// A routing decision and, for a message that runs, what admitting it returned.
+#[derive(Debug)]
+pub struct Routed<T> {
+    pub decision: RouteDecision,
+    /// `Some` exactly when `decision` is [`RouteDecision::Run`].
+    pub admitted: Option<T>,
 }
 
 /// Decides, for one agent, whether each inbound message runs and in which session.
@@ -148,15 +161,24 @@ impl Router {
         self
     }
 
-    /// Forgets that `message` was seen, so a redelivery is routed again. For when what
-    /// followed routing failed (the message could not be journaled) and the platform is
-    /// left to deliver it once more.
-    pub async fn forget(&self, message: &InboundMessage) -> Result<(), RoutingError> {
-        Ok(self.dedupe.forget(message).await?)
+    /// Decides about one message: dedupe, bots, access (with pairing), then mention gating.
+    /// The message is recorded as seen, so a redelivery is a [`RouteDecision::Duplicate`].
+    pub async fn route(&self, message: &InboundMessage) -> Result<RouteDecision, RoutingError> {
+        Ok(self.route_and_admit(message, |_, _, _| Ok(())).await?.decision)
     }
 
-    /// Decides about one message: dedupe, bots, access (with pairing), then mention gating.
-    pub async fn route(&self, message: &InboundMessage) -> Result<RouteDecision, RoutingError> {
+    /// Like [`Router::route`]; for a message that will run, `admit` (given the session key
+    /// and prompt) is written in the same transaction that records the message as seen.
+    /// The dispatcher journals the message there: a crash can then never leave a message
+    /// marked as seen (so its redelivery would be dropped) but not queued.
+    ///
+    /// On error nothing was recorded and the platform should redeliver. Deciding has
+    /// in-memory effects that a redelivery repeats: a held group message is held again.
+    pub async fn route_and_admit<T: Send + 'static>(
+        &self,
+        message: &InboundMessage,
+        admit: impl FnOnce(&Connection, &str, &str) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<Routed<T>, RoutingError> {
         let span = tracing::debug_span!(
             "route",
             channel = %message.channel,
@@ -164,21 +186,33 @@ impl Router {
             message_id = %message.message_id,
         );
         async {
-            if !self.dedupe.first_sighting(message).await? {
+            let duplicate = Routed { decision: RouteDecision::Duplicate, admitted: None };
+            if self.dedupe.seen(message).await? {
                 tracing::debug!("dropping a redelivered message");
-                return Ok(RouteDecision::Duplicate);
+                return Ok(duplicate);
             }
-            let decision = self.decide(message).await;
-            if let Err(error) = &decision {
-                // Recorded but not handled: let the redelivery through instead of dropping it.
-                if let Err(forget_error) = self.dedupe.forget(message).await {
-                    tracing::error!(
-                        %error, %forget_error,
-                        "routing failed and the message could not be un-recorded; its redelivery will be dropped"
-                    );
+            let decision = self.decide(message).await?;
+            let admitted = match &decision {
+                RouteDecision::Run { session_key, prompt, .. } => {
+                    let (key, prompt) = (session_key.as_str().to_owned(), prompt.clone());
+                    let admitted = self
+                        .dedupe
+                        .record_then(message, move |connection| admit(connection, &key, &prompt))
+                        .await
+                        .map_err(RoutingError::Admission)?;
+                    match admitted {
+                        Some(admitted) => Some(admitted),
+                        None => return Ok(duplicate),
+                    }
                 }
-            }
-            decision
+                _ => {
+                    if !self.dedupe.first_sighting(message).await? {
+                        return Ok(duplicate);
+                    }
+                    None
+                }
+            };
+            Ok(Routed { decision, admitted })
         }
         .instrument(span)
         .await

@@ -111,7 +111,7 @@ impl PairingStore {
     /// Whether an operator approved this sender on this channel.
     pub async fn is_approved(&self, channel: &str, sender_id: &str) -> Result<bool, PairingError> {
         self.database
-            .with_connection(|connection| {
+            .read(|connection| {
                 connection
                     .prepare_cached(
                         "SELECT EXISTS (SELECT 1 FROM pairing_approved WHERE channel = ? AND sender_id = ?)",

@@ -4,12 +4,13 @@
 use chrono::Utc;
 use tokio::sync::mpsc;
 
-use super::store::{SessionStore, StoreError};
+use super::store::{SessionStore, StoreError, TranscriptSaved};
 use crate::agent::{AgentEvent, AgentRunner, RunOutcome, RunRequest};
 use crate::config::ResetConfig;
 
 /// Runs `request` in the session named by its `session_key`, whose history it continues;
-/// `events` receives the run's events in order.
+/// `events` receives the run's events in order. The store is written twice: once to open
+/// the run (lazy reset + ownership), once to close it (transcript + usage).
 /// Fails only if the session cannot be resolved; later store trouble is logged and the
 /// run's outcome still returned (the user gets their answer, the transcript may miss it).
 pub async fn run_in_session(
@@ -20,12 +21,9 @@ pub async fn run_in_session(
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
 ) -> Result<RunOutcome, StoreError> {
     let key = request.session_key.clone();
-    let resolved = store.resolve(&key, Utc::now(), reset).await?;
+    let resolved = store.open_run(&key, Utc::now(), reset, &request.run_id).await?;
     if let Some(reason) = resolved.started {
         tracing::info!(session_key = %key, reason = reason.as_str(), session_id = %resolved.session.session_id, "session started");
-    }
-    if let Err(error) = store.begin_run(&key, &resolved.session.session_id, &request.run_id).await {
-        tracing::warn!(session_key = %key, %error, "cannot take ownership of the session; its transcript will not be saved");
     }
     request.history = match store.history(&resolved.session.session_id).await {
         Ok(history) => history,
@@ -36,15 +34,12 @@ pub async fn run_in_session(
     };
     let run_id = request.run_id.clone();
     let outcome = runner.run(request, events).await;
-    match store.append(&key, &run_id, &outcome.transcript).await {
-        Ok(()) => {}
-        Err(StoreError::Superseded { .. }) => {
+    match store.close_run(&key, &run_id, &outcome.transcript, outcome.usage).await {
+        Ok(TranscriptSaved::Saved) => {}
+        Ok(TranscriptSaved::Superseded) => {
             tracing::info!(session_key = %key, run_id, "the session was reset or taken over during the run; its transcript is not saved")
         }
-        Err(error) => tracing::error!(session_key = %key, run_id, %error, "cannot save the run's transcript"),
-    }
-    if let Err(error) = store.finish_run(&key, &run_id, outcome.usage).await {
-        tracing::error!(session_key = %key, run_id, %error, "cannot record the run's token usage");
+        Err(error) => tracing::error!(session_key = %key, run_id, %error, "cannot save the run's transcript and usage"),
     }
     Ok(outcome)
 }

@@ -2,10 +2,10 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Local, Utc};
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::reset::{ResetReason, staleness};
-use super::store::{Resolved, Session, SessionOverrides, SessionStore, StoreError};
+use super::store::{Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptSaved};
 use crate::agent::tools::{SessionCatalog, SessionSummary};
 use crate::agent::{ChatMessage, Usage};
 use crate::config::ResetConfig;
@@ -13,8 +13,8 @@ use crate::state::Database;
 
 /// Sessions in SQLite. Daily resets are judged in the gateway's local time zone.
 ///
-/// Every method runs its statements in place on the database's connection (see
-/// [`Database::with_connection`]); the `async` signatures are the trait's.
+/// Lookups run in place on a reader connection ([`Database::read`]); changes go through
+/// the database's group commit ([`Database::write`]).
 #[derive(Clone)]
 pub struct SqliteSessionStore {
     database: Database,
@@ -82,18 +82,114 @@ fn role_of(message: &ChatMessage) -> &'static str {
     }
 }
 
+/// The session for `key` as a message arrives at `now`, rotated if stale under `policy`.
+fn resolve_on(
+    connection: &Connection,
+    key: &str,
+    now: DateTime<Utc>,
+    policy: &ResetConfig,
+) -> Result<Resolved, StoreError> {
+    let existing = fetch_session(connection, key)?;
+    Ok(match existing {
+        None => Resolved {
+            session: SqliteSessionStore::rotate(connection, key, now, None)?,
+            started: Some(ResetReason::New),
+            ended_session_id: None,
+        },
+        Some(session) => match staleness(session.updated_at, now, policy, &Local) {
+            Some(reason) => Resolved {
+                session: SqliteSessionStore::rotate(connection, key, now, Some(&session))?,
+                started: Some(reason),
+                ended_session_id: Some(session.session_id),
+            },
+            None => {
+                connection
+                    .prepare_cached("UPDATE sessions SET updated_at = ? WHERE key = ?")?
+                    .execute(params![millis(now), key])?;
+                Resolved { session: Session { updated_at: now, ..session }, started: None, ended_session_id: None }
+            }
+        },
+    })
+}
+
+/// Makes `run_id` the only writer of `key`, if `session_id` is still its session.
+fn begin_on(connection: &Connection, key: String, session_id: &str, run_id: String) -> Result<(), StoreError> {
+    let updated = connection
+        .prepare_cached("UPDATE sessions SET active_run_id = ? WHERE key = ? AND session_id = ?")?
+        .execute(params![run_id, key, session_id])?;
+    if updated == 0 {
+        return Err(StoreError::Superseded { key, run_id });
+    }
+    Ok(())
+}
+
+/// Transcript entries as (role, JSON), encoded before any write so the write lock is held
+/// only for SQLite work.
+fn encode_entries(entries: &[ChatMessage]) -> Result<Vec<(&'static str, String)>, StoreError> {
+    entries
+        .iter()
+        .map(|entry| Ok((role_of(entry), serde_json::to_string(entry)?)))
+        .collect::<Result<Vec<_>, serde_json::Error>>()
+        .map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// Appends entries to the session of `key`, if `run_id` still owns it.
+fn append_on(
+    connection: &Connection,
+    key: String,
+    run_id: String,
+    encoded: &[(&'static str, String)],
+) -> Result<(), StoreError> {
+    let now = millis(Utc::now());
+    // The fence: only the session's current run may write, to its current session id.
+    // The same statement finds the parent of the first new entry.
+    let fenced: Option<(String, Option<i64>)> = connection
+        .prepare_cached(
+            "SELECT session_id, (SELECT MAX(id) FROM transcript_entries WHERE session_id = sessions.session_id) \
+             FROM sessions WHERE key = ? AND active_run_id = ?",
+        )?
+        .query_row([&key, &run_id], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    let Some((session_id, mut parent)) = fenced else {
+        return Err(StoreError::Superseded { key, run_id });
+    };
+    let mut insert = connection.prepare_cached(
+        "INSERT INTO transcript_entries (session_id, parent_id, run_id, role, content, created_at) \
+         VALUES (?, ?, ?, ?, ?, ?)",
+    )?;
+    for (role, content) in encoded {
+        insert.execute(params![session_id, parent, run_id, role, content, now])?;
+        parent = Some(connection.last_insert_rowid());
+    }
+    Ok(())
+}
+
+/// Adds a run's token usage to `key` and releases the run's ownership.
+fn finish_on(connection: &Connection, key: &str, run_id: &str, usage: Usage) -> rusqlite::Result<()> {
+    connection
+        .prepare_cached(
+            "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, \
+             active_run_id = CASE WHEN active_run_id = ? THEN NULL ELSE active_run_id END WHERE key = ?",
+        )?
+        .execute(params![
+            i64::try_from(usage.input_tokens).unwrap_or(i64::MAX),
+            i64::try_from(usage.output_tokens).unwrap_or(i64::MAX),
+            run_id,
+            key
+        ])?;
+    Ok(())
+}
+
 impl SqliteSessionStore {
-    /// Runs `f` in a transaction that reads, then writes, and commits if it succeeds.
-    /// `BEGIN IMMEDIATE` takes the write lock up front: a deferred transaction that upgrades
-    /// from reading to writing after another connection (another process) committed fails
-    /// at once with SQLITE_BUSY_SNAPSHOT, which the busy timeout does not cover.
-    fn write_transaction<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
-        self.database.with_connection(|connection| {
-            let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let value = f(&transaction)?;
-            transaction.commit()?;
-            Ok(value)
-        })
+    /// Runs `f` in the database's next group commit (see [`Database::write`]): atomically,
+    /// in a transaction that takes the write lock up front (`BEGIN IMMEDIATE`; a deferred
+    /// one that upgrades from reading to writing after another process committed would fail
+    /// at once with SQLITE_BUSY_SNAPSHOT, which the busy timeout does not cover).
+    async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.database.write(f).await
     }
 
     /// Replaces the session id of `key` (or creates the row) inside the caller's transaction.
@@ -137,65 +233,51 @@ impl SqliteSessionStore {
 #[async_trait]
 impl SessionStore for SqliteSessionStore {
     async fn resolve(&self, key: &str, now: DateTime<Utc>, policy: &ResetConfig) -> Result<Resolved, StoreError> {
-        self.write_transaction(|transaction| {
-            let existing = fetch_session(transaction, key)?;
-            Ok(match existing {
-                None => Resolved {
-                    session: Self::rotate(transaction, key, now, None)?,
-                    started: Some(ResetReason::New),
-                    ended_session_id: None,
-                },
-                Some(session) => match staleness(session.updated_at, now, policy, &Local) {
-                    Some(reason) => Resolved {
-                        session: Self::rotate(transaction, key, now, Some(&session))?,
-                        started: Some(reason),
-                        ended_session_id: Some(session.session_id),
-                    },
-                    None => {
-                        transaction
-                            .prepare_cached("UPDATE sessions SET updated_at = ? WHERE key = ?")?
-                            .execute(params![millis(now), key])?;
-                        Resolved {
-                            session: Session { updated_at: now, ..session },
-                            started: None,
-                            ended_session_id: None,
-                        }
-                    }
-                },
-            })
+        let (key, policy) = (key.to_owned(), policy.clone());
+        self.write(move |connection| resolve_on(connection, &key, now, &policy)).await
+    }
+
+    async fn open_run(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+        policy: &ResetConfig,
+        run_id: &str,
+    ) -> Result<Resolved, StoreError> {
+        let (key, policy, run_id) = (key.to_owned(), policy.clone(), run_id.to_owned());
+        self.write(move |connection| {
+            let resolved = resolve_on(connection, &key, now, &policy)?;
+            begin_on(connection, key, &resolved.session.session_id, run_id)?;
+            Ok(resolved)
         })
+        .await
     }
 
     async fn reset(&self, key: &str, now: DateTime<Utc>) -> Result<Resolved, StoreError> {
-        self.write_transaction(|transaction| {
-            let existing = fetch_session(transaction, key)?;
-            let session = Self::rotate(transaction, key, now, existing.as_ref())?;
+        let key = key.to_owned();
+        self.write(move |transaction| {
+            let existing = fetch_session(transaction, &key)?;
+            let session = Self::rotate(transaction, &key, now, existing.as_ref())?;
             Ok(Resolved {
                 session,
                 started: Some(if existing.is_some() { ResetReason::Manual } else { ResetReason::New }),
                 ended_session_id: existing.map(|s| s.session_id),
             })
         })
+        .await
     }
 
     async fn get(&self, key: &str) -> Result<Option<Session>, StoreError> {
-        self.database.with_connection(|connection| fetch_session(connection, key))
+        self.database.read(|connection| fetch_session(connection, key))
     }
 
     async fn begin_run(&self, key: &str, session_id: &str, run_id: &str) -> Result<(), StoreError> {
-        let updated = self.database.with_connection(|connection| {
-            connection
-                .prepare_cached("UPDATE sessions SET active_run_id = ? WHERE key = ? AND session_id = ?")?
-                .execute(params![run_id, key, session_id])
-        })?;
-        if updated == 0 {
-            return Err(StoreError::Superseded { key: key.to_owned(), run_id: run_id.to_owned() });
-        }
-        Ok(())
+        let (key, session_id, run_id) = (key.to_owned(), session_id.to_owned(), run_id.to_owned());
+        self.write(move |connection| begin_on(connection, key, &session_id, run_id)).await
     }
 
     async fn history(&self, session_id: &str) -> Result<Vec<ChatMessage>, StoreError> {
-        let rows: Vec<String> = self.database.with_connection(|connection| {
+        let rows: Vec<String> = self.database.read(|connection| {
             connection
                 .prepare_cached("SELECT content FROM transcript_entries WHERE session_id = ? ORDER BY id")?
                 .query_map([session_id], |row| row.get(0))?
@@ -209,68 +291,54 @@ impl SessionStore for SqliteSessionStore {
     }
 
     async fn append(&self, key: &str, run_id: &str, entries: &[ChatMessage]) -> Result<(), StoreError> {
-        // Encoded before the transaction, so the write lock is held only for SQLite work.
-        let encoded = entries
-            .iter()
-            .map(|entry| Ok((role_of(entry), serde_json::to_string(entry)?)))
-            .collect::<Result<Vec<_>, serde_json::Error>>()
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let now = millis(Utc::now());
-        self.write_transaction(|transaction| {
-            // The fence: only the session's current run may write, to its current session id.
-            // The same statement finds the parent of the first new entry.
-            let fenced: Option<(String, Option<i64>)> = transaction
-                .prepare_cached(
-                    "SELECT session_id, (SELECT MAX(id) FROM transcript_entries WHERE session_id = sessions.session_id) \
-                     FROM sessions WHERE key = ? AND active_run_id = ?",
-                )?
-                .query_row([key, run_id], |row| Ok((row.get(0)?, row.get(1)?)))
-                .optional()?;
-            let Some((session_id, mut parent)) = fenced else {
-                return Err(StoreError::Superseded { key: key.to_owned(), run_id: run_id.to_owned() });
-            };
-            let mut insert = transaction.prepare_cached(
-                "INSERT INTO transcript_entries (session_id, parent_id, run_id, role, content, created_at) \
-                 VALUES (?, ?, ?, ?, ?, ?)",
-            )?;
-            for (role, content) in &encoded {
-                insert.execute(params![session_id, parent, run_id, role, content, now])?;
-                parent = Some(transaction.last_insert_rowid());
-            }
-            Ok(())
-        })
+        let encoded = encode_entries(entries)?;
+        let (key, run_id) = (key.to_owned(), run_id.to_owned());
+        self.write(move |connection| append_on(connection, key, run_id, &encoded)).await
     }
 
     async fn finish_run(&self, key: &str, run_id: &str, usage: Usage) -> Result<(), StoreError> {
-        self.database.with_connection(|connection| {
-            connection
-                .prepare_cached(
-                    "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, \
-                     active_run_id = CASE WHEN active_run_id = ? THEN NULL ELSE active_run_id END WHERE key = ?",
-                )?
-                .execute(params![
-                    i64::try_from(usage.input_tokens).unwrap_or(i64::MAX),
-                    i64::try_from(usage.output_tokens).unwrap_or(i64::MAX),
-                    run_id,
-                    key
-                ])
-        })?;
-        Ok(())
+        let (key, run_id) = (key.to_owned(), run_id.to_owned());
+        self.write(move |connection| Ok(finish_on(connection, &key, &run_id, usage)?)).await
+    }
+
+    async fn close_run(
+        &self,
+        key: &str,
+        run_id: &str,
+        entries: &[ChatMessage],
+        usage: Usage,
+    ) -> Result<TranscriptSaved, StoreError> {
+        let encoded = encode_entries(entries)?;
+        let (key, run_id) = (key.to_owned(), run_id.to_owned());
+        self.write(move |connection| {
+            let saved = match append_on(connection, key.clone(), run_id.clone(), &encoded) {
+                Ok(()) => TranscriptSaved::Saved,
+                Err(StoreError::Superseded { .. }) => TranscriptSaved::Superseded,
+                Err(error) => return Err(error),
+            };
+            finish_on(connection, &key, &run_id, usage)?;
+            Ok(saved)
+        })
+        .await
     }
 
     async fn set_overrides(&self, key: &str, overrides: &SessionOverrides) -> Result<(), StoreError> {
         let json = serde_json::to_string(overrides).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let updated = self.database.with_connection(|connection| {
-            connection.prepare_cached("UPDATE sessions SET overrides = ? WHERE key = ?")?.execute(params![json, key])
-        })?;
-        if updated == 0 {
-            return Err(StoreError::NotFound(key.to_owned()));
-        }
-        Ok(())
+        let key = key.to_owned();
+        self.write(move |connection| {
+            let updated = connection
+                .prepare_cached("UPDATE sessions SET overrides = ? WHERE key = ?")?
+                .execute(params![json, key])?;
+            if updated == 0 {
+                return Err(StoreError::NotFound(key));
+            }
+            Ok(())
+        })
+        .await
     }
 
     async fn list(&self, limit: usize) -> Result<Vec<Session>, StoreError> {
-        let rows: Vec<(Session, String)> = self.database.with_connection(|connection| {
+        let rows: Vec<(Session, String)> = self.database.read(|connection| {
             connection
                 .prepare_cached(&format!("{SELECT_SESSION} ORDER BY updated_at DESC, key LIMIT ?"))?
                 .query_map([i64::try_from(limit).unwrap_or(i64::MAX)], session_from_row)?
@@ -351,6 +419,26 @@ mod tests {
             })
             .unwrap();
         assert_eq!(parents, [None, Some(1), Some(2)]);
+    }
+
+    #[tokio::test]
+    async fn open_and_close_run_do_resolve_fence_append_and_usage_in_one_write_each() {
+        let (store, _dir) = store().await;
+        let opened = store.open_run("k", Utc::now(), &DAILY, "run-1").await.unwrap();
+        assert_eq!(opened.started, Some(ResetReason::New));
+        let entries = [ChatMessage::user("hi"), ChatMessage::Assistant { text: "hello".into(), tool_calls: vec![] }];
+        let usage = Usage { input_tokens: 3, output_tokens: 2 };
+        assert_eq!(store.close_run("k", "run-1", &entries, usage).await.unwrap(), TranscriptSaved::Saved);
+        assert_eq!(store.history(&opened.session.session_id).await.unwrap().len(), 2);
+        assert_eq!(store.database.commit_stats().writes, 2);
+
+        // A run superseded by a reset keeps nothing, but its tokens are still counted.
+        let second = store.open_run("k", Utc::now(), &DAILY, "run-2").await.unwrap();
+        assert_eq!(second.session.session_id, opened.session.session_id);
+        let reset = store.reset("k", Utc::now()).await.unwrap();
+        assert_eq!(store.close_run("k", "run-2", &entries, usage).await.unwrap(), TranscriptSaved::Superseded);
+        assert!(store.history(&reset.session.session_id).await.unwrap().is_empty());
+        assert_eq!(store.get("k").await.unwrap().unwrap().usage, usage);
     }
 
     #[tokio::test]

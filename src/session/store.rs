@@ -44,6 +44,14 @@ pub struct Resolved {
     pub ended_session_id: Option<String>,
 }
 
+/// Whether a run's transcript was kept when it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TranscriptSaved {
+    Saved,
+    /// The session was reset or taken over during the run: its transcript belongs nowhere.
+    Superseded,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The run lost its right to write: the session was reset, or a newer run took over.
@@ -83,6 +91,39 @@ pub trait SessionStore: Send + Sync {
 
     /// Adds the run's token usage and releases its ownership.
     async fn finish_run(&self, key: &str, run_id: &str, usage: Usage) -> Result<(), StoreError>;
+
+    /// [`SessionStore::resolve`] then [`SessionStore::begin_run`] for a run about to start;
+    /// a backend that can should do both in one write (SQLite: one group-committed write).
+    async fn open_run(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+        policy: &ResetConfig,
+        run_id: &str,
+    ) -> Result<Resolved, StoreError> {
+        let resolved = self.resolve(key, now, policy).await?;
+        self.begin_run(key, &resolved.session.session_id, run_id).await?;
+        Ok(resolved)
+    }
+
+    /// [`SessionStore::append`] (if the run still owns the session) then
+    /// [`SessionStore::finish_run`] for a run that ended; one write where the backend can.
+    /// Usage is added even when the transcript is not (the tokens were spent).
+    async fn close_run(
+        &self,
+        key: &str,
+        run_id: &str,
+        entries: &[ChatMessage],
+        usage: Usage,
+    ) -> Result<TranscriptSaved, StoreError> {
+        let saved = match self.append(key, run_id, entries).await {
+            Ok(()) => TranscriptSaved::Saved,
+            Err(StoreError::Superseded { .. }) => TranscriptSaved::Superseded,
+            Err(error) => return Err(error),
+        };
+        self.finish_run(key, run_id, usage).await?;
+        Ok(saved)
+    }
 
     async fn set_overrides(&self, key: &str, overrides: &SessionOverrides) -> Result<(), StoreError>;
 

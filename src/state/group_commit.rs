@@ -215,10 +215,11 @@ fn commit_batch(connection: &mut Connection, batch: Vec<Box<dyn PendingWrite>>) 
         }
     }
     let commit = if broken { Err(batch_broken()) } else { run(connection, "COMMIT") };
-    if commit.is_err() && !connection.is_autocommit() {
-        if let Err(error) = run(connection, "ROLLBACK") {
-            tracing::error!(%error, "cannot roll back a failed batch");
-        }
+    if commit.is_err()
+        && !connection.is_autocommit()
+        && let Err(error) = run(connection, "ROLLBACK")
+    {
+        tracing::error!(%error, "cannot roll back a failed batch");
     }
     for applied in settled {
         applied.settle(commit.as_ref().map(|_| ()));
