@@ -126,6 +126,20 @@ fn rss_kib() -> u64 {
         .map_or(0, |pages| pages * 4)
 }
 
+/// CPU time (user + system) this process has used so far.
+fn cpu_time() -> Duration {
+    let ticks = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|stat| {
+            let fields: Vec<u64> =
+                stat.rsplit_once(')')?.1.split_whitespace().skip(11).take(2).filter_map(|f| f.parse().ok()).collect();
+            Some(fields.iter().sum::<u64>())
+        })
+        .unwrap_or(0);
+    // USER_HZ is 100 on every Linux this runs on.
+    Duration::from_millis(ticks * 10)
+}
+
 /// Bytes this process has written through `write`/`pwrite` so far.
 fn written_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/io")
@@ -233,6 +247,7 @@ async fn run() {
     // Phase 2: throughput — every message injected at once.
     let written_before = written_bytes();
     let commits_before = database.commit_stats();
+    let cpu_before = cpu_time();
     // First lifecycle start per session, from the event bus.
     let mut events = bus.subscribe();
     let starts = tokio::spawn(async move {
@@ -274,6 +289,7 @@ async fn run() {
     let answered = started.elapsed();
     let written = written_bytes().saturating_sub(written_before);
     let commits = database.commit_stats();
+    let cpu = cpu_time().saturating_sub(cpu_before);
     let first_start = starts.await.expect("start collector");
     let rss_after = rss_kib();
 
@@ -301,8 +317,14 @@ async fn run() {
     );
     let (writes, transactions) = (commits.writes - commits_before.writes, commits.commits - commits_before.commits);
     println!(
-        "database writes: {writes} in {transactions} transactions ({:.1} writes per commit)",
-        writes as f64 / transactions.max(1) as f64
+        "database writes: {writes} in {transactions} transactions ({:.1} writes per commit); writer busy {:.2} s",
+        writes as f64 / transactions.max(1) as f64,
+        (commits.busy - commits_before.busy).as_secs_f64()
+    );
+    println!(
+        "CPU used: {:.2} s ({:.1} µs per message; the machine has 2 cores)",
+        cpu.as_secs_f64(),
+        cpu.as_secs_f64() * 1e6 / (SESSIONS * MESSAGES_PER_SESSION) as f64
     );
     let replies = channel.sent.load(Ordering::Relaxed) - LATENCY_SAMPLES;
     println!("replies sent: {replies} (collect batching merges messages that arrive during a run)");

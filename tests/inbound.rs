@@ -205,6 +205,24 @@ async fn queue_override_applies_to_one_session_only() {
 }
 
 #[tokio::test]
+async fn a_queue_override_outlives_a_restart() {
+    let world = World::new(open_dms()).await;
+    world.send(world.dm("42", "/queue followup cap:5"));
+    world.replies(1).await;
+    let World { fake, database, _state, .. } = world;
+    let restarted = World::with(open_dms(), fake, _state, database).await;
+    // The platform numbers messages on; a fresh test channel would start over.
+    let later = |text| InboundMessage { message_id: format!("later-{text}"), ..restarted.dm("42", text) };
+    restarted.send(later("/queue"));
+    assert_eq!(restarted.replies(1).await[0], "followup (debounce 100 ms, cap 5, drop summarize)");
+    restarted.send(later("/queue reset"));
+    assert_eq!(
+        restarted.replies(2).await[1],
+        "Queue for this conversation: collect (debounce 100 ms, cap 20, drop summarize)"
+    );
+}
+
+#[tokio::test]
 async fn an_unknown_sender_gets_a_pairing_code_and_runs_after_approval() {
     let mut config = open_dms();
     config.channels.telegram.dm_policy = DmPolicy::Pairing;

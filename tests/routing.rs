@@ -152,12 +152,14 @@ async fn allowlisted_groups_hold_unmentioned_messages_and_show_them_with_the_nex
     first.sender.name = Some("Alice".into());
     let not_mentioned = RouteDecision::Ignored(IgnoreReason::NotMentioned);
     assert_eq!(harness.route(&first).await, not_mentioned);
+    assert_eq!(harness.route(&first).await, RouteDecision::Duplicate, "a redelivery is not held twice");
     assert_eq!(harness.route(&group("-100", "2", "again?")).await, not_mentioned);
 
     let mut mention = group("-100", "1", "@ferry_bot what happened?");
     mention.sender.name = Some("Alice".into());
     mention.mentions_bot = true;
     let (key, prompt, is_group) = run(harness.route(&mention).await);
+    assert_eq!(harness.route(&mention).await, RouteDecision::Duplicate);
     assert_eq!(key, "agent:main:telegram:group:-100");
     assert!(is_group);
     assert_eq!(

@@ -62,6 +62,7 @@ impl Dispatcher {
             tracing::error!(session_key, %error, "cannot save queue settings");
             return "⚠️ I could not change the queue settings just now. Please try again.".to_owned();
         }
+        self.inner.overrides.set(self.inner.store.as_ref(), session_key, overrides).await;
         format!("Queue for this conversation: {}", describe(&self.settings_for(session_key, &message.channel).await))
     }
 

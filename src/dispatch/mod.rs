@@ -9,6 +9,7 @@
 mod control;
 pub mod delivery;
 pub mod executor;
+mod overrides;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
@@ -29,6 +30,7 @@ use crate::routing::{Clock, RouteDecision, Routed, Router, RoutingError, ThreadL
 use crate::session::{SessionStore, SqliteSessionStore};
 use crate::state::Database;
 use executor::AgentExecutor;
+use overrides::OverridesCache;
 
 /// Told to a user whose message could not be recorded (it would otherwise be lost).
 const NOT_ACCEPTED: &str = "⚠️ I could not take your message just now. Please send it again in a moment.";
@@ -79,6 +81,7 @@ struct Inner {
     scheduler: Scheduler,
     channels: ChannelRegistry,
     runner: AgentRunner,
+    overrides: OverridesCache,
 }
 
 impl Dispatcher {
@@ -104,6 +107,7 @@ impl Dispatcher {
                 scheduler,
                 channels: parts.channels,
                 runner: parts.runner,
+                overrides: OverridesCache::default(),
             }),
         })
     }
@@ -255,14 +259,7 @@ impl Dispatcher {
 
     /// The queue behaviour for a session: its override, else its channel's, else the default.
     async fn settings_for(&self, session_key: &str, channel: &str) -> QueueSettings {
-        let overrides = match self.inner.store.get(session_key).await {
-            Ok(Some(session)) => session.overrides,
-            Ok(None) => Default::default(),
-            Err(error) => {
-                tracing::warn!(session_key, %error, "cannot read session overrides; using the configured queue mode");
-                Default::default()
-            }
-        };
+        let overrides = self.inner.overrides.get(self.inner.store.as_ref(), session_key).await;
         QueueSettings::resolve(&self.inner.config.messages.queue, channel, &overrides)
     }
 

@@ -3,8 +3,8 @@
 //! The [`Router`] takes every normalized [`InboundMessage`] from the adapters and answers
 //! with a [`RouteDecision`]. The checks run in a fixed order, cheapest-to-undo first:
 //!
-//! 1. [`dedupe`] — a redelivered message is dropped before anything else looks at it (the
-//!    message is recorded as seen once the decision is made, see [`Router::route_and_admit`]);
+//! 1. [`dedupe`] — a redelivered message is dropped before anything with an effect happens
+//!    (it is recorded as seen once the decision is made, see [`Router::route_and_admit`]);
 //! 2. bots — messages from bots are ignored unless the channel sets `allow_bots`;
 //! 3. [`access`] — DM and group policies, with [`pairing`] codes for unknown DM senders;
 //! 4. [`mention`] — in groups that require a mention, messages not addressed to the bot
@@ -187,12 +187,9 @@ impl Router {
         );
         async {
             let duplicate = Routed { decision: RouteDecision::Duplicate, admitted: None };
-            if self.dedupe.seen(message).await? {
-                tracing::debug!("dropping a redelivered message");
-                return Ok(duplicate);
-            }
             let decision = self.decide(message).await?;
             let admitted = match &decision {
+                RouteDecision::Duplicate => return Ok(duplicate),
                 RouteDecision::Run { session_key, prompt, .. } => {
                     let (key, prompt) = (session_key.as_str().to_owned(), prompt.clone());
                     let admitted = self
@@ -218,7 +215,8 @@ impl Router {
         .await
     }
 
-    /// Everything after dedupe: bots, access and pairing, session key, mention gating.
+    /// Bots, access and pairing, session key, mention gating; a redelivery is caught before
+    /// pairing or mention gating act on it.
     async fn decide(&self, message: &InboundMessage) -> Result<RouteDecision, RoutingError> {
         let require_mention = match self.access.decide(message) {
             Access::Allowed { require_mention } => require_mention,
@@ -229,6 +227,9 @@ impl Router {
             }
             Access::NeedsPairing => {
                 if !self.pairing.is_approved(&message.channel, &message.sender.id).await? {
+                    if self.redelivered(message).await? {
+                        return Ok(RouteDecision::Duplicate);
+                    }
                     return self.pair(message).await;
                 }
                 false
@@ -238,6 +239,9 @@ impl Router {
             session_key(&self.agent_id, self.dm_scope, message, self.thread_labels.for_channel(&message.channel));
         let is_group = message.chat.kind != ChatKind::Direct;
         let prompt = if is_group {
+            if self.redelivered(message).await? {
+                return Ok(RouteDecision::Duplicate);
+            }
             match self.mention.admit(&session_key, message, require_mention) {
                 Gate::Run { prompt } => prompt,
                 Gate::Held => return Ok(RouteDecision::Ignored(IgnoreReason::NotMentioned)),
@@ -247,6 +251,17 @@ impl Router {
         };
         tracing::debug!(%session_key, "message will run");
         Ok(RouteDecision::Run { session_key, prompt, is_group })
+    }
+
+    /// Whether `message` was already recorded: asked before a step whose effect a
+    /// redelivery must not repeat (a pairing reply, a group's held history). Elsewhere the
+    /// write that records the message finds out, and the lookup is saved.
+    async fn redelivered(&self, message: &InboundMessage) -> Result<bool, RoutingError> {
+        let seen = self.dedupe.seen(message).await?;
+        if seen {
+            tracing::debug!("dropping a redelivered message");
+        }
+        Ok(seen)
     }
 
     /// An unknown DM sender under `dm_policy = "pairing"`: their code, or "try later".

@@ -337,6 +337,25 @@ impl SessionStore for SqliteSessionStore {
         .await
     }
 
+    async fn overridden(&self) -> Result<Vec<(String, SessionOverrides)>, StoreError> {
+        let rows: Vec<(String, String)> = self.database.read(|connection| {
+            connection
+                .prepare_cached("SELECT key, overrides FROM sessions WHERE overrides <> '{}'")?
+                .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+                .collect()
+        })?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(key, json)| match serde_json::from_str::<SessionOverrides>(&json) {
+                Ok(overrides) => (overrides != SessionOverrides::default()).then_some((key, overrides)),
+                Err(error) => {
+                    tracing::warn!(session_key = %key, %error, "a session's saved settings do not decode; using the defaults");
+                    None
+                }
+            })
+            .collect())
+    }
+
     async fn list(&self, limit: usize) -> Result<Vec<Session>, StoreError> {
         let rows: Vec<(Session, String)> = self.database.read(|connection| {
             connection

@@ -127,6 +127,10 @@ pub trait SessionStore: Send + Sync {
 
     async fn set_overrides(&self, key: &str, overrides: &SessionOverrides) -> Result<(), StoreError>;
 
+    /// Every session whose user changed its settings (non-default overrides). Few: callers
+    /// keep them in memory instead of reading a session per message.
+    async fn overridden(&self) -> Result<Vec<(String, SessionOverrides)>, StoreError>;
+
     /// Up to `limit` sessions, most recently updated first.
     async fn list(&self, limit: usize) -> Result<Vec<Session>, StoreError>;
 }

@@ -116,6 +116,8 @@ pub struct CommitStats {
     pub writes: u64,
     /// Batch transactions committed.
     pub commits: u64,
+    /// Time spent applying and committing batches (the connection held).
+    pub busy: std::time::Duration,
 }
 
 impl WriteQueue {
@@ -182,10 +184,13 @@ async fn flush<D: CommitTarget>(target: Arc<D>) {
             state.writes.drain(..take).collect::<Vec<_>>()
         };
         let size = batch.len() as u64;
+        let started = std::time::Instant::now();
         let committed = commit_batch(&mut target.connection(), batch);
+        let busy = started.elapsed();
         let mut stats = target.queue().stats.lock().unwrap_or_else(PoisonError::into_inner);
         stats.writes += size;
         stats.commits += u64::from(committed);
+        stats.busy += busy;
     }
 }
 
@@ -293,7 +298,8 @@ mod tests {
         let (database, _dir) = database().await;
         insert(database.clone(), "alone").await.unwrap();
         assert_eq!(names(&database), ["alone"]);
-        assert_eq!(database.commit_stats(), CommitStats { writes: 1, commits: 1 });
+        let stats = database.commit_stats();
+        assert_eq!((stats.writes, stats.commits), (1, 1));
     }
 
     #[tokio::test]
@@ -308,7 +314,8 @@ mod tests {
         assert!(first.is_ok() && last.is_ok());
         assert!(failed.unwrap_err().to_string().contains("no_such_table"));
         assert_eq!(names(&database), ["first", "last"], "the failed write's first insert is undone");
-        assert_eq!(database.commit_stats(), CommitStats { writes: 3, commits: 1 });
+        let stats = database.commit_stats();
+        assert_eq!((stats.writes, stats.commits), (3, 1));
     }
 
     #[tokio::test]

@@ -12,6 +12,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "state meta", include_str!("../../migrations/0001_state_meta.sql")),
     (2, "routing: pairing and inbound dedupe", include_str!("../../migrations/0002_routing.sql")),
     (3, "sessions and queued messages", include_str!("../../migrations/0003_sessions.sql")),
+    (4, "leaner hot path: sessions keyed by key", include_str!("../../migrations/0004_leaner_hot_path.sql")),
 ];
 
 /// Why the schema could not be brought up to date.
@@ -68,6 +69,31 @@ mod tests {
         apply(&mut connection).unwrap();
         let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0)).unwrap();
         assert_eq!(version, latest_version());
+    }
+
+    #[test]
+    fn sessions_written_before_version_4_keep_everything() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        for &(version, _, sql) in &MIGRATIONS[..3] {
+            connection.execute_batch(sql).unwrap();
+            connection.pragma_update(None, "user_version", version).unwrap();
+        }
+        connection
+            .execute(
+                "INSERT INTO sessions (key, session_id, created_at, updated_at, input_tokens, overrides, active_run_id) \
+                 VALUES ('agent:main:main', 's1', 1, 2, 30, '{\"queue_mode\":\"followup\"}', 'r1')",
+                [],
+            )
+            .unwrap();
+        apply(&mut connection).unwrap();
+        let row: (String, i64, i64, String, Option<String>) = connection
+            .query_row(
+                "SELECT session_id, updated_at, input_tokens, overrides, active_run_id FROM sessions WHERE key = ?",
+                ["agent:main:main"],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)),
+            )
+            .unwrap();
+        assert_eq!(row, ("s1".into(), 2, 30, r#"{"queue_mode":"followup"}"#.into(), Some("r1".into())));
     }
 
     #[test]
