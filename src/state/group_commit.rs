@@ -256,7 +256,6 @@ fn copy_error(error: &rusqlite::Error) -> rusqlite::Error {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::state::Database;
 
     async fn database() -> (Database, tempfile::TempDir) {
