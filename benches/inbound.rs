@@ -149,6 +149,9 @@ fn written_bytes() -> u64 {
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
@@ -167,6 +170,9 @@ async fn run() {
     config.session.dm_scope = DmScope::PerPeer;
     config.messages.queue.debounce_ms = 0;
     config.messages.queue.cap = MESSAGES_PER_SESSION * 2;
+    if let Ok(limit) = std::env::var("FERRY_BENCH_MAX_CONCURRENT") {
+        config.agents.defaults.max_concurrent = limit.parse().expect("a number");
+    }
 
     let channels = ChannelRegistry::new();
     let bus = EventBus::new();
@@ -207,7 +213,9 @@ async fn run() {
     let mut probe = bus.subscribe();
     let mut free_lane: Vec<Duration> = Vec::with_capacity(LATENCY_SAMPLES);
     let rss_before_idle = rss_kib();
-    for sample in 0..LATENCY_SAMPLES {
+    // FERRY_BENCH_FLOOD_ONLY=1 skips this phase (for profiling the flood alone).
+    let samples = if std::env::var_os("FERRY_BENCH_FLOOD_ONLY").is_some() { 0 } else { LATENCY_SAMPLES };
+    for sample in 0..samples {
         let peer = format!("probe-{sample}");
         let key = format!("agent:main:direct:{peer}");
         let sent = Instant::now();

@@ -92,7 +92,10 @@ pub async fn agent(global: &GlobalArgs, args: AgentArgs, env: &Environment) -> a
 
     let (sender, mut events) = mpsc::unbounded_channel();
     let reset = config.session.reset.clone();
-    let run = tokio::spawn(async move { run_in_session(&runner, store.as_ref(), &reset, request, Some(sender)).await });
+    let run =
+        tokio::spawn(
+            async move { run_in_session(&runner, store.as_ref(), &reset, request, Some(sender), async {}).await },
+        );
     let mut stdout = std::io::stdout().lock();
     let mut ended_with_text = true;
     while let Some(event) = events.recv().await {

@@ -43,7 +43,8 @@ impl RunExecutor for AgentExecutor {
             target: target.clone(),
         });
         let run_id = request.run_id.clone();
-        let outcome = match run_in_session(&self.runner, self.store.as_ref(), &self.reset, request, None).await {
+        let slot = job.global.enter(key);
+        let outcome = match run_in_session(&self.runner, self.store.as_ref(), &self.reset, request, None, slot).await {
             Ok(outcome) => outcome,
             Err(error) => {
                 tracing::error!(session_key = key, %error, "cannot resolve the session; telling the user");

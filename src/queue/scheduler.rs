@@ -32,6 +32,9 @@ pub struct RunJob {
     pub messages: Vec<QueuedMessage>,
     pub cancel: CancellationToken,
     pub steer: SteerInbox,
+    /// The limit on runs across sessions. The executor holds a slot of it while the agent
+    /// runs — only then, so the writes around a run do not count against it.
+    pub global: GlobalLane,
 }
 
 /// What the scheduler needs back from a run.
@@ -316,7 +319,14 @@ impl Scheduler {
         let cancel = CancellationToken::new();
         let steer = SteerInbox::new();
         lane.active = Some(Active { token, cancel: cancel.clone(), steer: steer.clone(), steered: Vec::new() });
-        let job = RunJob { session_key: key.to_owned(), prompt, messages: batch, cancel, steer };
+        let job = RunJob {
+            session_key: key.to_owned(),
+            prompt,
+            messages: batch,
+            cancel,
+            steer,
+            global: self.inner.global.clone(),
+        };
         (key.to_owned(), job, token)
     }
 
@@ -384,10 +394,8 @@ impl Scheduler {
                 if waited.to_std().unwrap_or_default() > SLOW_LANE_WAIT {
                     tracing::info!(session_key = %key, waited_ms = waited.num_milliseconds(), "a message waited long in its session lane");
                 }
-                let permit = scheduler.inner.global.enter(&key).await;
                 let answered: Vec<i64> = job.messages.iter().map(|m| m.id).collect();
                 let report = scheduler.inner.executor.execute(job).await;
-                drop(permit);
                 scheduler.finished(&key, token, answered, report).await;
             });
         }

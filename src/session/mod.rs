@@ -15,4 +15,4 @@ pub mod store;
 pub use reset::ResetReason;
 pub use run::run_in_session;
 pub use sqlite::SqliteSessionStore;
-pub use store::{Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptSaved};
+pub use store::{OpenedRun, Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptSaved};

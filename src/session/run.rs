@@ -4,13 +4,17 @@
 use chrono::Utc;
 use tokio::sync::mpsc;
 
-use super::store::{SessionStore, StoreError, TranscriptSaved};
+use super::store::{OpenedRun, SessionStore, StoreError, TranscriptSaved};
 use crate::agent::{AgentEvent, AgentRunner, RunOutcome, RunRequest};
 use crate::config::ResetConfig;
 
 /// Runs `request` in the session named by its `session_key`, whose history it continues;
 /// `events` receives the run's events in order. The store is written twice: once to open
 /// the run (lazy reset + ownership), once to close it (transcript + usage).
+///
+/// `slot` is awaited after the run is opened and held only while the agent runs: the
+/// dispatcher passes its global-lane entry, so the `max_concurrent` limit counts model runs
+/// and not the database writes around them. `ferry agent` passes `async {}`.
 /// Fails only if the session cannot be resolved; later store trouble is logged and the
 /// run's outcome still returned (the user gets their answer, the transcript may miss it).
 pub async fn run_in_session(
@@ -19,21 +23,21 @@ pub async fn run_in_session(
     reset: &ResetConfig,
     mut request: RunRequest,
     events: Option<mpsc::UnboundedSender<AgentEvent>>,
+    slot: impl Future<Output = impl Send> + Send,
 ) -> Result<RunOutcome, StoreError> {
     let key = request.session_key.clone();
-    let resolved = store.open_run(&key, Utc::now(), reset, &request.run_id).await?;
+    let OpenedRun { resolved, history } = store.open_run(&key, Utc::now(), reset, &request.run_id).await?;
     if let Some(reason) = resolved.started {
         tracing::info!(session_key = %key, reason = reason.as_str(), session_id = %resolved.session.session_id, "session started");
     }
-    request.history = match store.history(&resolved.session.session_id).await {
-        Ok(history) => history,
-        Err(error) => {
-            tracing::error!(session_key = %key, %error, "cannot read the transcript; answering without history");
-            Vec::new()
-        }
-    };
+    request.history = history.unwrap_or_else(|error| {
+        tracing::error!(session_key = %key, %error, "cannot read the transcript; answering without history");
+        Vec::new()
+    });
+    let slot = slot.await;
     let run_id = request.run_id.clone();
     let outcome = runner.run(request, events).await;
+    drop(slot);
     match store.close_run(&key, &run_id, &outcome.transcript, outcome.usage).await {
         Ok(TranscriptSaved::Saved) => {}
         Ok(TranscriptSaved::Superseded) => {

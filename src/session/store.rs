@@ -44,6 +44,14 @@ pub struct Resolved {
     pub ended_session_id: Option<String>,
 }
 
+/// A run's session, owned by the run, and the conversation so far.
+#[derive(Debug)]
+pub struct OpenedRun {
+    pub resolved: Resolved,
+    /// Unreadable history is not fatal: the run answers without it.
+    pub history: Result<Vec<ChatMessage>, StoreError>,
+}
+
 /// Whether a run's transcript was kept when it ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TranscriptSaved {
@@ -92,18 +100,20 @@ pub trait SessionStore: Send + Sync {
     /// Adds the run's token usage and releases its ownership.
     async fn finish_run(&self, key: &str, run_id: &str, usage: Usage) -> Result<(), StoreError>;
 
-    /// [`SessionStore::resolve`] then [`SessionStore::begin_run`] for a run about to start;
-    /// a backend that can should do both in one write (SQLite: one group-committed write).
+    /// [`SessionStore::resolve`], [`SessionStore::begin_run`] and [`SessionStore::history`]
+    /// for a run about to start; a backend that can should do it in one write (SQLite: one
+    /// group-committed write, the history read on the writer's warm cache).
     async fn open_run(
         &self,
         key: &str,
         now: DateTime<Utc>,
         policy: &ResetConfig,
         run_id: &str,
-    ) -> Result<Resolved, StoreError> {
+    ) -> Result<OpenedRun, StoreError> {
         let resolved = self.resolve(key, now, policy).await?;
         self.begin_run(key, &resolved.session.session_id, run_id).await?;
-        Ok(resolved)
+        let history = self.history(&resolved.session.session_id).await;
+        Ok(OpenedRun { resolved, history })
     }
 
     /// [`SessionStore::append`] (if the run still owns the session) then

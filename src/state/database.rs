@@ -198,6 +198,9 @@ fn open_connection(path: &Path) -> rusqlite::Result<Connection> {
     // last commits, and it never corrupts the database.
     connection.pragma_update(None, "synchronous", "NORMAL")?;
     connection.pragma_update(None, "foreign_keys", true)?;
+    // Group commit runs each write in a savepoint; its statement journal stays in memory
+    // instead of spilling to a temporary file.
+    connection.pragma_update(None, "temp_store", "MEMORY")?;
     // Checkpoints run on their own thread (see `spawn_checkpointer`): done inside a commit,
     // one fsyncs the database file and stalls whichever message happened to cross the WAL
     // threshold — a p99 of ~4 ms instead of ~0.5 ms for the inbound path here.
