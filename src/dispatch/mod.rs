@@ -1,8 +1,10 @@
 //! The dispatcher: the path of every inbound message, from any channel to its run.
 //!
-//! For each delivery: route it (dedupe, access, pairing, mention gating, session key);
-//! handle a command at once; otherwise journal the message, acknowledge it to the
-//! platform, show typing, and hand it to the queue scheduler, which runs the agent through
+//! Each channel's messages are handled by [`INBOUND_SHARDS`] tasks, split by chat (one
+//! chat's messages stay in order). For each delivery: route it (access, pairing, mention
+//! gating, session key, dedupe); handle a command at once; otherwise record it as seen and
+//! journal it in one group-committed write, acknowledge it to the platform, show typing,
+//! and hand it to the queue scheduler, which runs the agent through
 //! [`executor::AgentExecutor`] and sends the reply. Users are told when their message was
 //! refused or dropped.
 
