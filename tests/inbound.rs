@@ -9,15 +9,15 @@ use ferry::agent::providers::openai::OpenAiProvider;
 use ferry::agent::providers::{ResolvedModel, RetryPolicy};
 use ferry::agent::tools::{RecentSessions, ToolRegistry};
 use ferry::agent::{AgentRunner, EventBus, RunSettings, RunnerParts};
-use ferry::channel::memory::MemoryChannel;
-use ferry::channel::{AckOutcome, AckReceiver, ChatKind, ChatRef, InboundMessage};
+use ferry::channel::memory::{MemoryChannel, Operation, OperationKind};
+use ferry::channel::{AckOutcome, AckReceiver, ChannelError, ChatKind, ChatRef, InboundMessage};
 use ferry::channels::ChannelRegistry;
 use ferry::config::{Config, DmPolicy, QueueMode};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::queue::QueueJournal;
 use ferry::routing::{DEFAULT_AGENT_ID, PairingStore, SystemClock, ThreadLabel, ThreadLabels};
 use ferry::state::Database;
-use ferry_fakes::{FakeOpenAi, Reply, Turn};
+use ferry_fakes::{FakeOpenAi, Reply, ToolCall, Turn};
 
 /// Generous bound for waiting on explicit signals; never a measurement.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -420,4 +420,89 @@ async fn a_message_refused_by_a_full_queue_is_told_so() {
     let replies = world.replies(1).await;
     assert!(replies[0].contains("was not queued"), "{replies:?}");
     assert_eq!(world.dispatcher.scheduler().status("agent:main:main").queued, 1);
+}
+
+/// The texts sent so far, each with the chat it went to.
+fn sent_to(world: &World) -> Vec<(String, String)> {
+    world
+        .channel
+        .operations()
+        .into_iter()
+        .filter_map(|op| match op {
+            Operation::Sent { message, .. } => Some((message.target.chat.id, message.text)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Waits until the run for the `index`-th model request has ended and its reply (if any)
+/// would have been sent: the next message's run only starts after it.
+async fn settle(world: &World, from: &str, requests: usize) {
+    world.fake.push(Turn::text(["marker"]));
+    world.send(world.dm(from, "are you there?"));
+    world.request(requests).await;
+    tokio::time::timeout(PATIENCE, async {
+        while !sent_to(world).iter().any(|(_, text)| text == "marker") {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the marker reply");
+}
+
+#[tokio::test]
+async fn a_silent_reply_sends_nothing_and_a_trailing_token_is_stripped() {
+    let world = World::new(open_dms()).await;
+    world.fake.push(Turn::text(["  no_", "reply \n"]));
+    world.send(world.dm("42", "thanks"));
+    settle(&world, "42", 1).await;
+    assert_eq!(sent_to(&world), [("42".to_owned(), "marker".to_owned())], "nothing for the silent reply");
+
+    world.fake.push(Turn::text(["😄 NO_", "REPLY"]));
+    world.send(world.dm("42", "haha"));
+    world.request(2).await;
+    assert_eq!(world.replies(2).await[1], "😄");
+}
+
+#[tokio::test]
+async fn a_message_tool_send_to_this_chat_replaces_the_final_reply() {
+    let world = World::new(open_dms()).await;
+    world.fake.push(Turn::tool_calls([ToolCall::new("call_1", "message", r#"{"text":"Here is your report."}"#)]));
+    world.fake.push(Turn::text(["Sent it to you!"]));
+    world.send(world.dm("42", "send me the report"));
+    settle(&world, "42", 2).await;
+    assert_eq!(
+        sent_to(&world),
+        [("42".to_owned(), "Here is your report.".to_owned()), ("42".to_owned(), "marker".to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn a_message_tool_send_to_another_chat_still_gets_a_final_reply() {
+    let world = World::new(open_dms()).await;
+    let call = ToolCall::new("call_1", "message", r#"{"text":"Alice asked for you.","to":"direct:7"}"#);
+    world.fake.push(Turn::tool_calls([call]));
+    world.fake.push(Turn::text(["I let Bob know."]));
+    world.send(world.dm("42", "tell bob"));
+    world.request(1).await;
+    world.replies(2).await;
+    assert_eq!(
+        sent_to(&world),
+        [("7".to_owned(), "Alice asked for you.".to_owned()), ("42".to_owned(), "I let Bob know.".to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn a_failed_message_tool_leaves_the_final_reply() {
+    let world = World::new(open_dms()).await;
+    world.channel.fail_next(OperationKind::Send, ChannelError::Rejected { reason: "chat not found".into() });
+    world.fake.push(Turn::tool_calls([ToolCall::new("call_1", "message", r#"{"text":"Here is your report."}"#)]));
+    world.fake.push(Turn::text(["I could not send the report separately, so here it is: all green."]));
+    world.send(world.dm("42", "send me the report"));
+    world.request(1).await;
+    assert_eq!(
+        world.replies(1).await,
+        ["I could not send the report separately, so here it is: all green."],
+        "the failed send left nothing behind and the final went out"
+    );
 }

@@ -1,15 +1,14 @@
-//! Sending a final reply, until the reply pipeline takes over: the silent token is
-//! honoured, long text is split to the channel's limit, and failures are logged.
+//! Sending a final reply, until the reply pipeline's streaming and formatting take over:
+//! text already shaped (see [`crate::reply::shaping`]) is split to the channel's limit, and
+//! failures are logged.
 
 use ferry_channel::{Channel, OutboundMessage, Target};
 
-use crate::agent::prompt::SILENT_TOKEN;
-
 /// Sends `text` to `target`, split at the channel's text limit (at a line break or space
-/// when one is near). A reply that is only the silent token sends nothing.
+/// when one is near). Blank text sends nothing.
 pub async fn deliver_text(channel: &dyn Channel, target: &Target, text: &str, run_id: &str) {
     let text = text.trim();
-    if text.is_empty() || text.eq_ignore_ascii_case(SILENT_TOKEN) {
+    if text.is_empty() {
         return;
     }
     let limit = channel.capabilities().text_limit.max(1);
@@ -59,11 +58,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_silent_token_sends_nothing() {
+    async fn blank_text_sends_nothing() {
         let channel = ferry_channel::memory::MemoryChannel::new("memory", "default");
         let target =
             Target { chat: ferry_channel::ChatRef::new(ferry_channel::ChatKind::Direct, "a"), thread_id: None };
-        deliver_text(&channel, &target, "  no_reply \n", "run").await;
+        deliver_text(&channel, &target, "  \n", "run").await;
         assert!(channel.sent_texts().is_empty());
         deliver_text(&channel, &target, "hello", "run").await;
         assert_eq!(channel.sent_texts(), ["hello"]);

@@ -12,6 +12,7 @@ use crate::agent::{AgentRunner, RunRequest, RunStatus};
 use crate::channels::ChannelRegistry;
 use crate::config::ResetConfig;
 use crate::queue::{RunExecutor, RunJob, RunReport};
+use crate::reply::shaping::shape_finals;
 use crate::session::{SessionStore, run_in_session};
 
 /// Told to the user when their conversation cannot be loaded or saved.
@@ -37,11 +38,9 @@ impl RunExecutor for AgentExecutor {
         let mut request = RunRequest::new(key, job.prompt);
         request.cancel = job.cancel;
         request.steer = Some(job.steer);
-        request.origin = Some(Origin {
-            channel: inbound.channel.clone(),
-            account_id: inbound.account_id.clone(),
-            target: target.clone(),
-        });
+        let origin =
+            Origin { channel: inbound.channel.clone(), account_id: inbound.account_id.clone(), target: target.clone() };
+        request.origin = Some(origin.clone());
         let run_id = request.run_id.clone();
         let slot = job.global.enter(key);
         let outcome = match run_in_session(&self.runner, self.store.as_ref(), &self.reset, request, None, slot).await {
@@ -58,8 +57,9 @@ impl RunExecutor for AgentExecutor {
         if !matches!(outcome.status, RunStatus::Aborted(_)) {
             match &channel {
                 Some(channel) => {
-                    for payload in &outcome.payloads {
-                        deliver_text(channel.as_ref(), &target, &payload.text, &run_id).await;
+                    let finals = shape_finals(&outcome.payloads, &origin, &outcome.tool_sends, None);
+                    for text in &finals {
+                        deliver_text(channel.as_ref(), &target, text, &run_id).await;
                     }
                 }
                 None => tracing::error!(

@@ -1,0 +1,8 @@
+//! The chat-channel layer: turns a run's output into what people see in a chat (SPEC §7).
+//!
+//! - [`silent`]: the `NO_REPLY` rules, for finals and while streaming;
+//! - [`shaping`]: the other reply-shaping steps — `HEARTBEAT_OK`, the response prefix and
+//!   messaging-tool dedup.
+
+pub mod shaping;
+pub mod silent;

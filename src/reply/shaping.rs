@@ -1,0 +1,209 @@
+//! Reply shaping after the silent token (SPEC §7 steps 2–4): `HEARTBEAT_OK` stripping, the
+//! response prefix, and messaging-tool dedup.
+//!
+//! Dedup exists because an agent that used the `message` tool to answer often also says so
+//! ("Sent it to you!"): the user would get the answer and then a note about it, or the same
+//! text twice. When the tool already wrote to the chat the turn came from, the turn's final
+//! payloads are dropped; otherwise a final that repeats what the tool sent elsewhere in the
+//! same chat (another thread) is dropped. Sends to another chat never silence the local
+//! reply — the person who asked still hears back.
+
+use super::silent;
+use crate::agent::Payload;
+use crate::agent::tools::{Origin, ToolSend};
+
+/// The texts to send for a turn's final payloads from `origin`, after the silent token,
+/// `HEARTBEAT_OK`, the response prefix and messaging-tool dedup, in SPEC order. `sends`
+/// are the `message` tool's successful sends during the turn.
+pub fn shape_finals(payloads: &[Payload], origin: &Origin, sends: &[ToolSend], prefix: Option<&str>) -> Vec<String> {
+    if tool_answered_here(origin, sends) {
+        return Vec::new();
+    }
+    payloads
+        .iter()
+        .filter_map(|payload| silent::shape_final(&payload.text))
+        .filter_map(|text| strip_heartbeat(&text))
+        .map(|text| with_prefix(text, prefix))
+        .filter(|text| !repeats_a_tool_send(origin, sends, text))
+        .collect()
+}
+
+/// What a heartbeat run answers when there is nothing to report.
+pub const HEARTBEAT_TOKEN: &str = "HEARTBEAT_OK";
+
+/// Markdown wrappers a model puts around a bare token (`**HEARTBEAT_OK**`).
+const WRAPPERS: &[char] = &['*', '_', '`', '~'];
+
+/// Shorter texts are too likely to match by accident ("ok", "done") to suppress anything.
+const DEDUP_MIN_CHARS: usize = 10;
+
+/// `text` without `HEARTBEAT_OK` at its start or end (markdown wrappers included); `None`
+/// when nothing else is left.
+pub fn strip_heartbeat(text: &str) -> Option<String> {
+    let mut rest = text.trim();
+    if let Some(after) = rest.trim_start_matches(WRAPPERS).strip_prefix(HEARTBEAT_TOKEN) {
+        rest = after.trim_start_matches(WRAPPERS).trim_start();
+    }
+    if let Some(before) = rest.trim_end_matches(WRAPPERS).strip_suffix(HEARTBEAT_TOKEN) {
+        rest = before.trim_end_matches(WRAPPERS).trim_end();
+    }
+    (!rest.is_empty()).then(|| rest.to_owned())
+}
+
+/// `text` with the operator's response prefix in front, unless it already starts with it
+/// (a model that saw earlier prefixed replies tends to copy the prefix).
+pub fn with_prefix(text: String, prefix: Option<&str>) -> String {
+    match prefix.map(str::trim).filter(|prefix| !prefix.is_empty()) {
+        Some(prefix) if !text.starts_with(prefix) => format!("{prefix} {text}"),
+        _ => text,
+    }
+}
+
+/// Whether the final payloads of a turn from `origin` should be dropped because the
+/// `message` tool already delivered to that very place (channel, account, chat and thread).
+/// `sends` are the tool's successful sends only.
+pub fn tool_answered_here(origin: &Origin, sends: &[ToolSend]) -> bool {
+    sends.iter().any(|send| {
+        send.channel == origin.channel
+            && send.account_id == origin.account_id
+            && send.target.chat.id == origin.target.chat.id
+            && send.target.thread_id == origin.target.thread_id
+    })
+}
+
+/// Whether the final `text` repeats something the `message` tool sent into the same chat
+/// (another thread of it): the normalized texts, both at least [`DEDUP_MIN_CHARS`] long,
+/// contain one another. Sends to other chats are not considered.
+pub fn repeats_a_tool_send(origin: &Origin, sends: &[ToolSend], text: &str) -> bool {
+    let text = normalize(text);
+    if text.chars().count() < DEDUP_MIN_CHARS {
+        return false;
+    }
+    sends
+        .iter()
+        .filter(|send| {
+            send.channel == origin.channel
+                && send.account_id == origin.account_id
+                && send.target.chat.id == origin.target.chat.id
+        })
+        .map(|send| normalize(&send.text))
+        .filter(|sent| sent.chars().count() >= DEDUP_MIN_CHARS)
+        .any(|sent| sent.contains(&text) || text.contains(&sent))
+}
+
+/// Lowercase, emoji removed, whitespace collapsed to single spaces: the form in which two
+/// texts count as the same message.
+pub fn normalize(text: &str) -> String {
+    let mut normalized = String::with_capacity(text.len());
+    for word in text.split_whitespace() {
+        let word: String = word.chars().filter(|c| !is_emoji(*c)).flat_map(char::to_lowercase).collect();
+        if word.is_empty() {
+            continue;
+        }
+        if !normalized.is_empty() {
+            normalized.push(' ');
+        }
+        normalized.push_str(&word);
+    }
+    normalized
+}
+
+/// Pictographs, symbols, flags and the joiners and selectors that build emoji sequences.
+fn is_emoji(c: char) -> bool {
+    matches!(u32::from(c),
+        0x1F000..=0x1FAFF   // pictographs, emoticons, transport, flags, supplemental symbols
+        | 0x2600..=0x27BF   // miscellaneous symbols, dingbats
+        | 0x2B00..=0x2BFF   // arrows and stars used as emoji
+        | 0xFE00..=0xFE0F   // variation selectors
+        | 0x200D            // zero-width joiner
+        | 0x20E3            // combining keycap
+        | 0xE0020..=0xE007F // tag characters (subdivision flags)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use ferry_channel::{ChatKind, ChatRef, Target};
+
+    use super::*;
+
+    fn target(chat: &str, thread: Option<&str>) -> Target {
+        Target { chat: ChatRef::new(ChatKind::Direct, chat), thread_id: thread.map(str::to_owned) }
+    }
+
+    fn origin(chat: &str, thread: Option<&str>) -> Origin {
+        Origin { channel: "telegram".into(), account_id: "default".into(), target: target(chat, thread) }
+    }
+
+    fn sent(chat: &str, thread: Option<&str>, text: &str) -> ToolSend {
+        ToolSend {
+            channel: "telegram".into(),
+            account_id: "default".into(),
+            target: target(chat, thread),
+            text: text.into(),
+            message_id: "1".into(),
+        }
+    }
+
+    #[test]
+    fn heartbeat_ok_is_stripped_at_either_end_with_its_wrappers() {
+        assert_eq!(strip_heartbeat("HEARTBEAT_OK"), None);
+        assert_eq!(strip_heartbeat("  **HEARTBEAT_OK**  "), None);
+        assert_eq!(strip_heartbeat("HEARTBEAT_OK All quiet.").as_deref(), Some("All quiet."));
+        assert_eq!(strip_heartbeat("Disk is 91% full. `HEARTBEAT_OK`").as_deref(), Some("Disk is 91% full."));
+        assert_eq!(
+            strip_heartbeat("The HEARTBEAT_OK token means fine.").as_deref(),
+            Some("The HEARTBEAT_OK token means fine.")
+        );
+    }
+
+    #[test]
+    fn the_response_prefix_is_added_once() {
+        assert_eq!(with_prefix("hi".into(), Some("[bot]")), "[bot] hi");
+        assert_eq!(with_prefix("[bot] hi".into(), Some("[bot]")), "[bot] hi");
+        assert_eq!(with_prefix("hi".into(), None), "hi");
+        assert_eq!(with_prefix("hi".into(), Some("  ")), "hi");
+    }
+
+    #[test]
+    fn a_tool_send_to_the_same_place_answers_the_turn() {
+        let sends = [sent("42", None, "Here is the report.")];
+        assert!(tool_answered_here(&origin("42", None), &sends));
+        assert!(!tool_answered_here(&origin("42", Some("7")), &sends), "another thread is another place");
+        assert!(!tool_answered_here(&origin("43", None), &sends), "another chat");
+        assert!(!tool_answered_here(&origin("42", None), &[]));
+    }
+
+    #[test]
+    fn a_final_repeating_a_send_in_the_same_chat_is_a_duplicate() {
+        let sends = [sent("42", Some("7"), "🚀 The deploy finished   at 10:02")];
+        let here = origin("42", None);
+        assert!(repeats_a_tool_send(&here, &sends, "the deploy finished at 10:02"));
+        assert!(repeats_a_tool_send(&here, &sends, "Update: the DEPLOY finished at 10:02 🎉, all green"));
+        assert!(!repeats_a_tool_send(&here, &sends, "Sent it to you"), "no containment either way");
+        assert!(!repeats_a_tool_send(&here, &[sent("42", None, "ok")], "ok"), "too short to judge");
+        assert!(
+            !repeats_a_tool_send(&origin("99", None), &sends, "the deploy finished at 10:02"),
+            "a send to another chat never silences this one"
+        );
+    }
+
+    #[test]
+    fn finals_go_through_every_step_in_order() {
+        let payload = |text: &str| Payload { text: text.into(), is_error: false };
+        let here = origin("42", None);
+        let payloads = [payload("😄 NO_REPLY"), payload("  no_reply "), payload("**HEARTBEAT_OK**"), payload("Hi")];
+        assert_eq!(shape_finals(&payloads, &here, &[], Some("[bot]")), ["[bot] 😄", "[bot] Hi"]);
+
+        let tool_here = [sent("42", None, "The report is attached.")];
+        assert!(shape_finals(&[payload("Sent it to you!")], &here, &tool_here, None).is_empty());
+        let tool_elsewhere = [sent("99", None, "The report is attached.")];
+        assert_eq!(shape_finals(&[payload("Sent it to you!")], &here, &tool_elsewhere, None), ["Sent it to you!"]);
+    }
+
+    #[test]
+    fn normalizing_ignores_case_emoji_and_spacing() {
+        assert_eq!(normalize("  Hello\n\n  WORLD 👋🏽 ❤️ "), "hello world");
+        assert_eq!(normalize("🇩🇪"), "");
+    }
+}
