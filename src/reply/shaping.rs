@@ -72,7 +72,7 @@ pub fn tool_answered_here(origin: &Origin, sends: &[ToolSend]) -> bool {
 }
 
 /// Whether the final `text` repeats something the `message` tool sent into the same chat
-/// (another thread of it): the normalized texts, both at least [`DEDUP_MIN_CHARS`] long,
+/// (another thread of it): the normalized texts, both at least 10 characters long,
 /// contain one another. Sends to other chats are not considered.
 pub fn repeats_a_tool_send(origin: &Origin, sends: &[ToolSend], text: &str) -> bool {
     let text = normalize(text);

@@ -144,7 +144,7 @@ impl Database {
         f(&reader)
     }
 
-    /// Runs the write `op` in the next group commit (see [`super::group_commit`]) and
+    /// Runs the write `op` in the next group commit (the `state::group_commit` module) and
     /// returns its result once the transaction holding it has committed.
     ///
     /// `op` runs inside a transaction shared with other writers, in its own savepoint: if it
