@@ -13,6 +13,7 @@ use crate::channels::ChannelRegistry;
 use crate::config::ResetConfig;
 use crate::queue::{RunExecutor, RunJob, RunReport};
 use crate::reply::shaping::shape_finals;
+use crate::reply::typing::Typing;
 use crate::session::{SessionStore, run_in_session};
 
 /// Told to the user when their conversation cannot be loaded or saved.
@@ -42,6 +43,9 @@ impl RunExecutor for AgentExecutor {
             Origin { channel: inbound.channel.clone(), account_id: inbound.account_id.clone(), target: target.clone() };
         request.origin = Some(origin.clone());
         let run_id = request.run_id.clone();
+        // On until the reply is sent (dropped at the end of this function).
+        let _typing =
+            channel.as_ref().map_or_else(Typing::none, |channel| Typing::start(channel.clone(), target.clone()));
         let slot = job.global.enter(key);
         let outcome = match run_in_session(&self.runner, self.store.as_ref(), &self.reset, request, None, slot).await {
             Ok(outcome) => outcome,

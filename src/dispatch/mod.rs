@@ -236,10 +236,7 @@ impl Dispatcher {
                 ack.accept();
                 match (command, admitted.flatten()) {
                     (Some(command), _) => self.control(command, session_key.as_str(), &message).await,
-                    (None, Some(queued)) => {
-                        self.typing(&message).await;
-                        self.submit(queued).await;
-                    }
+                    (None, Some(queued)) => self.submit(queued).await,
                     (None, None) => tracing::error!("a message to run was admitted without a journal entry"),
                 }
             }
@@ -251,6 +248,11 @@ impl Dispatcher {
         let settings = self.settings_for(&queued.session_key, &message.channel).await;
         let submitted = self.inner.scheduler.submit(queued, settings).await;
         tracing::debug!(admission = ?submitted.admission, "message admitted");
+        // A run that starts shows typing itself for as long as it works; a message that
+        // waits gets one indicator now, so the sender sees it was taken.
+        if !matches!(submitted.admission, Admission::Started | Admission::Rejected) {
+            self.typing(&message).await;
+        }
         if submitted.admission == Admission::Rejected {
             self.reply(&message, QUEUE_FULL).await;
         }

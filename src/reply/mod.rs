@@ -2,7 +2,9 @@
 //!
 //! - [`silent`]: the `NO_REPLY` rules, for finals and while streaming;
 //! - [`shaping`]: the other reply-shaping steps — `HEARTBEAT_OK`, the response prefix and
-//!   messaging-tool dedup.
+//!   messaging-tool dedup;
+//! - [`typing`]: the typing indicator, kept on while a run works.
 
 pub mod shaping;
 pub mod silent;
+pub mod typing;

@@ -1,0 +1,108 @@
+//! Keeping the typing indicator on while a run works (SPEC §7).
+//!
+//! Platforms show "typing…" for a few seconds per request (Telegram ~5 s, Discord ~10 s),
+//! so a long run must refresh it. [`Typing::start`] refreshes every [`TYPING_REFRESH`]
+//! until the handle is dropped — when the reply is done — and gives up after
+//! [`TYPING_SAFETY_STOP`] in any case, so a stuck run never leaves a chat "typing" forever.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_channel::{Channel, Target};
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+/// How often the indicator is renewed while the run is active.
+pub const TYPING_REFRESH: Duration = Duration::from_secs(6);
+
+/// The indicator is never kept on longer than this.
+pub const TYPING_SAFETY_STOP: Duration = Duration::from_secs(120);
+
+/// The typing indicator of one chat, on while this handle lives.
+pub struct Typing {
+    _stop: Option<DropGuard>,
+}
+
+impl Typing {
+    /// Shows typing in `target` now and keeps it on. Does nothing on a channel without
+    /// typing indicators.
+    pub fn start(channel: Arc<dyn Channel>, target: Target) -> Self {
+        if !channel.capabilities().supports_typing {
+            return Self { _stop: None };
+        }
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + TYPING_SAFETY_STOP;
+            loop {
+                if let Err(error) = channel.typing(&target).await {
+                    tracing::debug!(channel = channel.name(), %error, "typing indicator failed");
+                }
+                let next = tokio::time::Instant::now() + TYPING_REFRESH;
+                if next >= deadline {
+                    break;
+                }
+                tokio::select! {
+                    () = stopped.cancelled() => break,
+                    () = tokio::time::sleep_until(next) => {}
+                }
+            }
+        });
+        Self { _stop: Some(stop.drop_guard()) }
+    }
+
+    /// A handle that shows nothing (no channel to show it on).
+    pub fn none() -> Self {
+        Self { _stop: None }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ferry_channel::memory::{MemoryChannel, Operation};
+    use ferry_channel::{ChatKind, ChatRef};
+
+    use super::*;
+
+    fn typings(channel: &MemoryChannel) -> usize {
+        channel.operations().iter().filter(|op| matches!(op, Operation::Typing { .. })).count()
+    }
+
+    fn target() -> Target {
+        Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None }
+    }
+
+    /// Lets the typing task run up to the paused clock's current time.
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn typing_is_refreshed_every_six_seconds_until_the_reply_is_done() {
+        let channel = Arc::new(MemoryChannel::new("memory", "default"));
+        let typing = Typing::start(channel.clone(), target());
+        settle().await;
+        assert_eq!(typings(&channel), 1, "shown at once");
+        for _ in 0..13 {
+            tokio::time::advance(Duration::from_secs(1)).await;
+            settle().await;
+        }
+        assert_eq!(typings(&channel), 3, "at 0, 6 and 12 s");
+        drop(typing);
+        tokio::time::advance(Duration::from_secs(60)).await;
+        settle().await;
+        assert_eq!(typings(&channel), 3, "nothing after the reply");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn typing_stops_after_two_minutes_even_if_the_run_does_not() {
+        let channel = Arc::new(MemoryChannel::new("memory", "default"));
+        let _typing = Typing::start(channel.clone(), target());
+        for _ in 0..60 {
+            tokio::time::advance(Duration::from_secs(6)).await;
+            settle().await;
+        }
+        assert_eq!(typings(&channel), 20, "every 6 s for 2 minutes, then never again");
+    }
+}
