@@ -458,7 +458,11 @@ async fn a_silent_reply_sends_nothing_and_a_trailing_token_is_stripped() {
     settle(&world, "42", 1).await;
     assert_eq!(sent_to(&world), [("42".to_owned(), "marker".to_owned())], "nothing for the silent reply");
     assert!(
-        world.channel.operations().iter().any(|op| matches!(op, Operation::Typing { target } if target.chat.id == "42")),
+        world
+            .channel
+            .operations()
+            .iter()
+            .any(|op| matches!(op, Operation::Typing { target } if target.chat.id == "42")),
         "the run showed typing while it worked"
     );
 

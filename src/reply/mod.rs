@@ -3,8 +3,11 @@
 //! - [`silent`]: the `NO_REPLY` rules, for finals and while streaming;
 //! - [`shaping`]: the other reply-shaping steps — `HEARTBEAT_OK`, the response prefix and
 //!   messaging-tool dedup;
-//! - [`typing`]: the typing indicator, kept on while a run works.
+//! - [`typing`]: the typing indicator, kept on while a run works;
+//! - [`outbound`]: the per-account scheduler every platform call goes through (budgets,
+//!   finals before previews, retries, idempotency).
 
+pub mod outbound;
 pub mod shaping;
 pub mod silent;
 pub mod typing;

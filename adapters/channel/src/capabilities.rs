@@ -39,6 +39,38 @@ pub struct ChannelCapabilities {
     /// The shortest interval between two edits of one preview message that the platform
     /// tolerates without rate-limiting (Telegram 1 s, Discord 1.2 s, Slack 1 s).
     pub min_edit_interval: Duration,
+    /// How fast the bot may send; the core's outbound scheduler keeps to it.
+    pub send_budget: SendBudget,
+}
+
+/// A number of calls per period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rate {
+    pub calls: u32,
+    pub per: Duration,
+}
+
+impl Rate {
+    pub const fn new(calls: u32, per: Duration) -> Self {
+        Self { calls, per }
+    }
+}
+
+/// A platform's sending budgets (SPEC §7): what it tolerates before answering 429. Sends,
+/// edits and deletes all count. `None` means no budget at that level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendBudget {
+    /// Per chat (Telegram ~1/s, Discord 5 per 5 s per channel, Slack ~1/s per channel).
+    pub per_chat: Option<Rate>,
+    /// Additionally per group or channel chat (Telegram: 20 per minute in a group).
+    pub per_group: Option<Rate>,
+    /// Across all chats of one bot account (Telegram ~30/s, Discord 50/s).
+    pub global: Option<Rate>,
+}
+
+impl SendBudget {
+    /// No budgets: for in-process channels.
+    pub const UNLIMITED: Self = Self { per_chat: None, per_group: None, global: None };
 }
 
 impl ChannelCapabilities {
@@ -54,6 +86,7 @@ impl ChannelCapabilities {
             supports_typing: true,
             supports_reply_to: true,
             min_edit_interval: Duration::ZERO,
+            send_budget: SendBudget::UNLIMITED,
         }
     }
 }

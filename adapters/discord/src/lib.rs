@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use ferry_channel::{ChannelCapabilities, MarkupDialect};
+use ferry_channel::{ChannelCapabilities, MarkupDialect, Rate, SendBudget};
 
 /// The channel's name in config (`[channels.discord]`) and in session keys.
 pub const CHANNEL_NAME: &str = "discord";
@@ -23,5 +23,11 @@ pub fn capabilities() -> ChannelCapabilities {
         supports_reply_to: true,
         // 5 messages per 5 s per channel leaves room for one edit every 1.2 s.
         min_edit_interval: Duration::from_millis(1200),
+        // Channel message routes allow 5 per 5 s; the global limit is 50 requests a second.
+        send_budget: SendBudget {
+            per_chat: Some(Rate::new(5, Duration::from_secs(5))),
+            per_group: None,
+            global: Some(Rate::new(50, Duration::from_secs(1))),
+        },
     }
 }

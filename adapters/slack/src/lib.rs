@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use ferry_channel::{ChannelCapabilities, MarkupDialect};
+use ferry_channel::{ChannelCapabilities, MarkupDialect, Rate, SendBudget};
 
 /// The channel's name in config (`[channels.slack]`) and in session keys.
 pub const CHANNEL_NAME: &str = "slack";
@@ -24,5 +24,7 @@ pub fn capabilities() -> ChannelCapabilities {
         supports_reply_to: false,
         // chat.update is Tier 3 (~50/min); one edit a second stays inside it.
         min_edit_interval: Duration::from_millis(1000),
+        // chat.postMessage: about one message a second per channel (short bursts tolerated).
+        send_budget: SendBudget { per_chat: Some(Rate::new(1, Duration::from_secs(1))), per_group: None, global: None },
     }
 }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use ferry_channel::{ChannelCapabilities, MarkupDialect};
+use ferry_channel::{ChannelCapabilities, MarkupDialect, Rate, SendBudget};
 
 /// The channel's name in config (`[channels.telegram]`) and in session keys.
 pub const CHANNEL_NAME: &str = "telegram";
@@ -23,5 +23,12 @@ pub fn capabilities() -> ChannelCapabilities {
         supports_reply_to: true,
         // Edits above ~1/s per chat draw 429s.
         min_edit_interval: Duration::from_millis(1000),
+        // Bot API FAQ: about one message a second per chat, 20 a minute in a group, 30 a
+        // second overall.
+        send_budget: SendBudget {
+            per_chat: Some(Rate::new(1, Duration::from_secs(1))),
+            per_group: Some(Rate::new(20, Duration::from_secs(60))),
+            global: Some(Rate::new(30, Duration::from_secs(1))),
+        },
     }
 }

@@ -1,0 +1,142 @@
+//! A platform's sending budgets (SPEC §7) as governor rate limiters that wait on tokio's
+//! clock — so tests with a paused clock see exactly when a send was allowed.
+
+use std::num::NonZeroU32;
+use std::ops::Add;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use ferry_channel::{ChatKind, Rate, SendBudget};
+use governor::clock::{Clock, Reference};
+use governor::middleware::NoOpMiddleware;
+use governor::nanos::Nanos;
+use governor::state::keyed::HashMapStateStore;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::{NotUntil, Quota, RateLimiter};
+
+/// Idle chats' limiter state is dropped this often, so the per-chat maps do not grow with
+/// every chat the bot ever wrote to.
+const FORGET_IDLE_CHATS_EVERY: Duration = Duration::from_secs(60);
+
+/// Time for governor: nanoseconds since the scheduler started, read from tokio's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Tick(u64);
+
+impl Add<Nanos> for Tick {
+    type Output = Self;
+
+    fn add(self, other: Nanos) -> Self {
+        Self(self.0.saturating_add(other.as_u64()))
+    }
+}
+
+impl Reference for Tick {
+    fn duration_since(&self, earlier: Self) -> Nanos {
+        Nanos::from(self.0.saturating_sub(earlier.0))
+    }
+
+    fn saturating_sub(&self, duration: Nanos) -> Self {
+        Self(self.0.saturating_sub(duration.as_u64()))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TokioClock {
+    start: tokio::time::Instant,
+}
+
+impl Clock for TokioClock {
+    type Instant = Tick;
+
+    fn now(&self) -> Tick {
+        Tick(u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+}
+
+type Keyed = RateLimiter<String, HashMapStateStore<String>, TokioClock, NoOpMiddleware<Tick>>;
+type Direct = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<Tick>>;
+
+/// The budgets of one bot account.
+pub struct Budgets {
+    clock: TokioClock,
+    per_chat: Option<Keyed>,
+    per_group: Option<Keyed>,
+    global: Option<Direct>,
+    last_forget: Mutex<tokio::time::Instant>,
+}
+
+impl Budgets {
+    pub fn new(budget: &SendBudget) -> Self {
+        let clock = TokioClock { start: tokio::time::Instant::now() };
+        Self {
+            per_chat: budget.per_chat.map(|rate| RateLimiter::hashmap_with_clock(quota(rate), clock.clone())),
+            per_group: budget.per_group.map(|rate| RateLimiter::hashmap_with_clock(quota(rate), clock.clone())),
+            global: budget.global.map(|rate| RateLimiter::direct_with_clock(quota(rate), clock.clone())),
+            last_forget: Mutex::new(clock.start),
+            clock,
+        }
+    }
+
+    /// Waits until one more call to `chat` fits every budget, and takes it.
+    pub async fn acquire(&self, chat: &str, kind: ChatKind) {
+        let key = chat.to_owned();
+        if let Some(limiter) = &self.per_chat {
+            self.wait(|| limiter.check_key(&key)).await;
+        }
+        if let (Some(limiter), ChatKind::Group | ChatKind::Channel) = (&self.per_group, kind) {
+            self.wait(|| limiter.check_key(&key)).await;
+        }
+        if let Some(limiter) = &self.global {
+            self.wait(|| limiter.check()).await;
+        }
+        self.forget_idle_chats();
+    }
+
+    /// Takes room for one call to `chat` if every budget has it now; `false` (and, rarely,
+    /// a per-chat cell spent for nothing) otherwise.
+    pub fn try_acquire(&self, chat: &str, kind: ChatKind) -> bool {
+        let key = chat.to_owned();
+        let group = matches!(kind, ChatKind::Group | ChatKind::Channel);
+        let room = self.per_chat.as_ref().is_none_or(|limiter| limiter.check_key(&key).is_ok())
+            && (!group || self.per_group.as_ref().is_none_or(|limiter| limiter.check_key(&key).is_ok()))
+            && self.global.as_ref().is_none_or(|limiter| limiter.check().is_ok());
+        if room {
+            self.forget_idle_chats();
+        }
+        room
+    }
+
+    async fn wait(&self, mut check: impl FnMut() -> Result<(), NotUntil<Tick>>) {
+        while let Err(not_until) = check() {
+            tokio::time::sleep(not_until.wait_time_from(self.clock.now())).await;
+        }
+    }
+
+    fn forget_idle_chats(&self) {
+        let now = tokio::time::Instant::now();
+        {
+            let mut last = self.last_forget.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if now.duration_since(*last) < FORGET_IDLE_CHATS_EVERY {
+                return;
+            }
+            *last = now;
+        }
+        for limiter in self.per_chat.iter().chain(&self.per_group) {
+            limiter.retain_recent();
+            limiter.shrink_to_fit();
+        }
+    }
+
+    /// Chats whose limiter state is kept (for tests of the memory bound).
+    #[cfg(test)]
+    pub fn tracked_chats(&self) -> usize {
+        self.per_chat.as_ref().map_or(0, |limiter| limiter.len())
+    }
+}
+
+/// `calls` per `per` as a burst of `calls` refilled evenly over `per`.
+fn quota(rate: Rate) -> Quota {
+    let calls = NonZeroU32::new(rate.calls).unwrap_or(NonZeroU32::MIN);
+    let period = (rate.per / calls.get()).max(Duration::from_nanos(1));
+    Quota::with_period(period).map_or_else(|| Quota::per_second(calls), |quota| quota.allow_burst(calls))
+}

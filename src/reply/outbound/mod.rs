@@ -1,0 +1,324 @@
+//! The outbound scheduler: every call to a platform account goes through one, so replies
+//! stay inside the platform's budgets instead of drawing 429s (SPEC §7).
+//!
+//! - Each chat has its own queue, worked by one task while it has work (an idle chat costs
+//!   nothing), so a chat's calls happen in order and a slow chat never holds up another.
+//! - Before each call the scheduler takes room in the chat's, the group's and the
+//!   account's budget ([`budget`]), waiting on tokio's clock when there is none.
+//! - Finals go first: a chat's queued final sends run before its queued preview edits, and
+//!   preview edits of one message are merged (only the newest text is sent) — under
+//!   pressure a preview lags, a final never waits for it.
+//! - Failures are retried by [`retry::RetryPolicy`]: after `retry_after` for a 429, after
+//!   a backoff for a timeout or 5xx, never for another refusal.
+//! - A send carrying an idempotency key (run id + payload index) that was already delivered
+//!   returns the first delivery instead of posting again, so a retried reply never shows
+//!   twice.
+
+pub mod budget;
+pub mod retry;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use ferry_channel::{Channel, ChannelError, ChatKind, MessageRef, OutboundMessage, SentMessage, Target, TextFormat};
+use tokio::sync::oneshot;
+
+use budget::Budgets;
+use retry::RetryPolicy;
+
+/// Delivered idempotency keys remembered; a retry comes within seconds, so the most recent
+/// few thousand are plenty.
+const REMEMBERED_KEYS: usize = 4096;
+
+/// Whether a call must happen or may be merged away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// Part of the reply the user is owed: sent in order, never dropped.
+    Final,
+    /// A streaming preview edit: only its newest text matters.
+    Preview,
+}
+
+/// What became of a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    Sent(SentMessage),
+    Edited,
+    Deleted,
+    /// A preview edit overtaken by a newer edit (or a final) of the same message before
+    /// its turn came.
+    Superseded,
+}
+
+enum Call {
+    Send(OutboundMessage),
+    Edit { message: MessageRef, text: String, format: TextFormat },
+    Delete(MessageRef),
+}
+
+struct Queued {
+    call: Call,
+    priority: Priority,
+    done: oneshot::Sender<Result<Delivery, ChannelError>>,
+}
+
+/// See the [module documentation](self). Cheap to clone.
+#[derive(Clone)]
+pub struct OutboundScheduler {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    channel: Arc<dyn Channel>,
+    budgets: Budgets,
+    retry: RetryPolicy,
+    /// Chats with calls waiting or in flight; a chat is here exactly while its task runs.
+    chats: Mutex<HashMap<String, ChatQueue>>,
+    delivered: Mutex<DeliveredKeys>,
+}
+
+struct ChatQueue {
+    kind: ChatKind,
+    calls: VecDeque<Queued>,
+}
+
+#[derive(Default)]
+struct DeliveredKeys {
+    by_key: HashMap<String, SentMessage>,
+    order: VecDeque<String>,
+}
+
+impl OutboundScheduler {
+    /// A scheduler for `channel`'s account, with the budgets its capabilities declare.
+    pub fn new(channel: Arc<dyn Channel>) -> Self {
+        Self::with_retry(channel, RetryPolicy::default())
+    }
+
+    pub fn with_retry(channel: Arc<dyn Channel>, retry: RetryPolicy) -> Self {
+        let budgets = Budgets::new(&channel.capabilities().send_budget);
+        Self {
+            inner: Arc::new(Inner {
+                channel,
+                budgets,
+                retry,
+                chats: Mutex::new(HashMap::new()),
+                delivered: Mutex::new(DeliveredKeys::default()),
+            }),
+        }
+    }
+
+    /// Sends a message (a final reply or a turn's first preview) and returns the platform's
+    /// id. Sends are never merged or skipped, and keep their order within the chat.
+    pub async fn send(&self, message: OutboundMessage) -> Result<SentMessage, ChannelError> {
+        if let Some(sent) = message.idempotency_key.as_ref().and_then(|key| self.inner.delivered_as(key)) {
+            tracing::debug!(message_id = %sent.message_id, "a send already delivered was asked for again; not reposting");
+            return Ok(sent);
+        }
+        let target = message.target.clone();
+        match self.submit(&target, Call::Send(message), Priority::Final).await? {
+            Delivery::Sent(sent) => Ok(sent),
+            other => Err(ChannelError::Transient { reason: format!("unexpected outcome of a send: {other:?}") }),
+        }
+    }
+
+    /// Edits a message in place: a preview's growing text, or a preview turned final.
+    pub async fn edit(
+        &self,
+        message: MessageRef,
+        text: String,
+        format: TextFormat,
+        priority: Priority,
+    ) -> Result<Delivery, ChannelError> {
+        let target = message.target.clone();
+        self.submit(&target, Call::Edit { message, text, format }, priority).await
+    }
+
+    pub async fn delete(&self, message: MessageRef) -> Result<Delivery, ChannelError> {
+        let target = message.target.clone();
+        self.submit(&target, Call::Delete(message), Priority::Final).await
+    }
+
+    async fn submit(&self, target: &Target, call: Call, priority: Priority) -> Result<Delivery, ChannelError> {
+        let chat = target.chat.id.clone();
+        let kind = target.chat.kind;
+        // An idle chat with room in its budgets: the call is made right here, without a
+        // hand-off to a worker task. Calls that arrive meanwhile queue behind it.
+        let idle = {
+            let mut chats = self.inner.chats();
+            let idle = !chats.contains_key(&chat);
+            if idle {
+                chats.insert(chat.clone(), ChatQueue { kind, calls: VecDeque::new() });
+            }
+            idle
+        };
+        if idle {
+            if self.inner.budgets.try_acquire(&chat, kind) {
+                let outcome = self.inner.perform(&chat, kind, &call).await;
+                self.inner.clone().hand_over(chat);
+                return outcome;
+            }
+            // No room yet: a worker waits for it, so finals can overtake while it does.
+            let (done, outcome) = oneshot::channel();
+            if let Some(queue) = self.inner.chats().get_mut(&chat) {
+                queue.push(Queued { call, priority, done });
+            }
+            let inner = self.inner.clone();
+            tokio::spawn(async move { inner.work(chat).await });
+            return outcome.await.unwrap_or(Err(ChannelError::Closed));
+        }
+        let (done, outcome) = oneshot::channel();
+        let start_worker = {
+            let mut chats = self.inner.chats();
+            let fresh = !chats.contains_key(&chat);
+            let queue = chats
+                .entry(chat.clone())
+                .or_insert_with(|| ChatQueue { kind: target.chat.kind, calls: VecDeque::new() });
+            queue.push(Queued { call, priority, done });
+            fresh
+        };
+        if start_worker {
+            let inner = self.inner.clone();
+            tokio::spawn(async move { inner.work(chat).await });
+        }
+        outcome.await.unwrap_or(Err(ChannelError::Closed))
+    }
+
+    /// Chats with work right now (for tests and status).
+    pub fn busy_chats(&self) -> usize {
+        self.inner.chats().len()
+    }
+}
+
+impl ChatQueue {
+    /// Queues a call; preview edits of the same message that it makes pointless are
+    /// answered [`Delivery::Superseded`] and removed.
+    fn push(&mut self, queued: Queued) {
+        if let Call::Edit { message, .. } | Call::Delete(message) = &queued.call {
+            let mut index = 0;
+            while index < self.calls.len() {
+                let obsolete = matches!(
+                    &self.calls[index],
+                    Queued { call: Call::Edit { message: earlier, .. }, priority: Priority::Preview, .. }
+                        if earlier == message
+                );
+                match obsolete.then(|| self.calls.remove(index)).flatten() {
+                    Some(earlier) => {
+                        let _ = earlier.done.send(Ok(Delivery::Superseded));
+                    }
+                    None => index += 1,
+                }
+            }
+        }
+        self.calls.push_back(queued);
+    }
+
+    /// The next call: the oldest final if there is one, else the oldest preview edit.
+    fn next(&mut self) -> Option<Queued> {
+        let index = self.calls.iter().position(|queued| queued.priority == Priority::Final).unwrap_or(0);
+        self.calls.remove(index)
+    }
+}
+
+impl Inner {
+    /// After a call made in place: a worker takes over what queued meanwhile, or the chat
+    /// is forgotten.
+    fn hand_over(self: Arc<Self>, chat: String) {
+        let mut chats = self.chats();
+        match chats.get(&chat) {
+            Some(queue) if !queue.calls.is_empty() => {
+                drop(chats);
+                tokio::spawn(async move { self.work(chat).await });
+            }
+            _ => {
+                chats.remove(&chat);
+            }
+        }
+    }
+
+    /// Works one chat's queue until it is empty, then forgets the chat.
+    ///
+    /// The budget is taken before the next call is chosen: while the chat waits for room,
+    /// finals that arrive overtake queued preview edits, and edits keep merging.
+    async fn work(self: Arc<Self>, chat: String) {
+        let Some(kind) = self.chats().get(&chat).map(|queue| queue.kind) else { return };
+        loop {
+            self.budgets.acquire(&chat, kind).await;
+            let queued = {
+                let mut chats = self.chats();
+                let Some(queue) = chats.get_mut(&chat) else { return };
+                match queue.next() {
+                    Some(queued) => queued,
+                    None => {
+                        chats.remove(&chat);
+                        return;
+                    }
+                }
+            };
+            let outcome = self.perform(&chat, kind, &queued.call).await;
+            let _ = queued.done.send(outcome);
+            let mut chats = self.chats();
+            if chats.get(&chat).is_some_and(|queue| queue.calls.is_empty()) {
+                chats.remove(&chat);
+                return;
+            }
+        }
+    }
+
+    /// One call, retried as the policy says. The first attempt's budget is already taken.
+    async fn perform(&self, chat: &str, kind: ChatKind, call: &Call) -> Result<Delivery, ChannelError> {
+        let mut attempt = 1;
+        loop {
+            if attempt > 1 {
+                self.budgets.acquire(chat, kind).await;
+            }
+            let outcome = match call {
+                Call::Send(message) => self.channel.send(message.clone()).await.map(Delivery::Sent),
+                Call::Edit { message, text, format } => {
+                    self.channel.edit(message, text, *format).await.map(|()| Delivery::Edited)
+                }
+                Call::Delete(message) => self.channel.delete(message).await.map(|()| Delivery::Deleted),
+            };
+            match outcome {
+                Ok(delivery) => {
+                    if let (Call::Send(message), Delivery::Sent(sent)) = (call, &delivery)
+                        && let Some(key) = &message.idempotency_key
+                    {
+                        self.remember(key, sent);
+                    }
+                    return Ok(delivery);
+                }
+                Err(error) => match self.retry.next_wait(attempt, &error) {
+                    Some(wait) => {
+                        tracing::debug!(channel = self.channel.name(), chat, attempt, %error, wait_ms = wait.as_millis() as u64, "retrying a platform call");
+                        tokio::time::sleep(wait).await;
+                        attempt += 1;
+                    }
+                    None => return Err(error),
+                },
+            }
+        }
+    }
+
+    fn delivered_as(&self, key: &str) -> Option<SentMessage> {
+        self.delivered.lock().unwrap_or_else(PoisonError::into_inner).by_key.get(key).cloned()
+    }
+
+    fn remember(&self, key: &str, sent: &SentMessage) {
+        let mut delivered = self.delivered.lock().unwrap_or_else(PoisonError::into_inner);
+        if delivered.by_key.insert(key.to_owned(), sent.clone()).is_none() {
+            delivered.order.push_back(key.to_owned());
+        }
+        while delivered.order.len() > REMEMBERED_KEYS {
+            if let Some(oldest) = delivered.order.pop_front() {
+                delivered.by_key.remove(&oldest);
+            }
+        }
+    }
+
+    fn chats(&self) -> MutexGuard<'_, HashMap<String, ChatQueue>> {
+        self.chats.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests;

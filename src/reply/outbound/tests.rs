@@ -1,0 +1,174 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_channel::memory::{MemoryChannel, Operation, OperationKind};
+use ferry_channel::{ChannelCapabilities, ChatKind, ChatRef, Rate, SendBudget};
+use tokio::time::Instant;
+
+use super::*;
+
+/// A channel allowing one call per second per chat, like Telegram.
+fn channel() -> Arc<MemoryChannel> {
+    let capabilities = ChannelCapabilities {
+        send_budget: SendBudget {
+            per_chat: Some(Rate::new(1, Duration::from_secs(1))),
+            per_group: None,
+            global: Some(Rate::new(30, Duration::from_secs(1))),
+        },
+        ..ChannelCapabilities::unrestricted()
+    };
+    Arc::new(MemoryChannel::with_capabilities("memory", "default", capabilities))
+}
+
+fn target(chat: &str) -> Target {
+    Target { chat: ChatRef::new(ChatKind::Direct, chat), thread_id: None }
+}
+
+fn text(chat: &str, text: &str) -> OutboundMessage {
+    OutboundMessage::text(target(chat), text)
+}
+
+/// Sends on a task and reports when it completed, relative to `start`.
+fn timed_send(
+    scheduler: &OutboundScheduler,
+    start: Instant,
+    message: OutboundMessage,
+) -> tokio::task::JoinHandle<Duration> {
+    let scheduler = scheduler.clone();
+    tokio::spawn(async move {
+        scheduler.send(message).await.expect("sent");
+        start.elapsed()
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_chat_gets_one_call_a_second_and_other_chats_are_not_held_up() {
+    let scheduler = OutboundScheduler::new(channel());
+    let start = Instant::now();
+    let a: Vec<_> = (0..3).map(|i| timed_send(&scheduler, start, text("a", &format!("a{i}")))).collect();
+    let b = timed_send(&scheduler, start, text("b", "b0"));
+    let mut a_times = Vec::new();
+    for send in a {
+        a_times.push(send.await.unwrap());
+    }
+    assert!(a_times[0] < Duration::from_millis(100), "{a_times:?}");
+    assert!(a_times[1] >= Duration::from_secs(1) && a_times[2] >= Duration::from_secs(2), "{a_times:?}");
+    assert!(b.await.unwrap() < Duration::from_millis(100), "chat b did not wait for chat a");
+    assert_eq!(scheduler.busy_chats(), 0, "idle chats are forgotten");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_chats_sends_keep_their_order() {
+    let channel = channel();
+    let scheduler = OutboundScheduler::new(channel.clone());
+    let sends: Vec<_> = (0..5).map(|i| timed_send(&scheduler, Instant::now(), text("a", &i.to_string()))).collect();
+    for send in sends {
+        send.await.unwrap();
+    }
+    assert_eq!(channel.sent_texts(), ["0", "1", "2", "3", "4"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn finals_go_before_queued_preview_edits_which_merge_into_the_newest() {
+    let channel = channel();
+    let scheduler = OutboundScheduler::new(channel.clone());
+    let preview = scheduler.send(text("a", "Thinking")).await.unwrap();
+    let preview = MessageRef { target: target("a"), message_id: preview.message_id };
+    // The chat's budget is spent for this second: everything below queues.
+    let edits: Vec<_> = ["Thinking.", "Thinking..", "Thinking..."]
+        .into_iter()
+        .map(|t| {
+            let (scheduler, preview) = (scheduler.clone(), preview.clone());
+            tokio::spawn(async move { scheduler.edit(preview, t.into(), TextFormat::Plain, Priority::Preview).await })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    let final_send = timed_send(&scheduler, Instant::now(), text("a", "Another chat's answer"));
+    let outcomes: Vec<_> = futures::future::join_all(edits).await.into_iter().map(|r| r.unwrap().unwrap()).collect();
+    final_send.await.unwrap();
+    assert_eq!(outcomes, [Delivery::Superseded, Delivery::Superseded, Delivery::Edited]);
+    let calls: Vec<String> = channel
+        .operations()
+        .into_iter()
+        .filter_map(|op| match op {
+            Operation::Sent { message, .. } => Some(format!("send {}", message.text)),
+            Operation::Edited { text, .. } => Some(format!("edit {text}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls, ["send Thinking", "send Another chat's answer", "edit Thinking..."]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_final_edit_replaces_queued_preview_edits_of_its_message() {
+    let channel = channel();
+    let scheduler = OutboundScheduler::new(channel.clone());
+    let sent = scheduler.send(text("a", "Draft")).await.unwrap();
+    let preview = MessageRef { target: target("a"), message_id: sent.message_id };
+    let stale = {
+        let (scheduler, preview) = (scheduler.clone(), preview.clone());
+        tokio::spawn(async move {
+            scheduler.edit(preview, "Draft, longer".into(), TextFormat::Plain, Priority::Preview).await
+        })
+    };
+    tokio::task::yield_now().await;
+    let done = scheduler.edit(preview, "The final answer.".into(), TextFormat::Plain, Priority::Final).await.unwrap();
+    assert_eq!(done, Delivery::Edited);
+    assert_eq!(stale.await.unwrap().unwrap(), Delivery::Superseded);
+    assert_eq!(channel.visible_messages()[0].text, "The final answer.");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_is_retried_after_the_platforms_retry_after() {
+    let channel = channel();
+    channel
+        .fail_next(OperationKind::Send, ChannelError::RateLimited { retry_after: Some(Duration::from_millis(1200)) });
+    let scheduler = OutboundScheduler::new(channel.clone());
+    let start = Instant::now();
+    scheduler.send(text("a", "hello")).await.unwrap();
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(1200) && took <= Duration::from_millis(1400), "{took:?}");
+    assert_eq!(channel.sent_texts(), ["hello"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeouts_and_5xx_are_retried_three_times_in_all_and_other_refusals_never() {
+    let channel = channel();
+    let scheduler = OutboundScheduler::new(channel.clone());
+    for _ in 0..2 {
+        channel.fail_next(OperationKind::Send, ChannelError::Transient { reason: "502".into() });
+    }
+    scheduler.send(text("a", "third time lucky")).await.unwrap();
+    for _ in 0..3 {
+        channel.fail_next(OperationKind::Send, ChannelError::Transient { reason: "timeout".into() });
+    }
+    assert!(matches!(scheduler.send(text("a", "never")).await, Err(ChannelError::Transient { .. })));
+    channel.fail_next(OperationKind::Send, ChannelError::Rejected { reason: "chat not found".into() });
+    channel.fail_next(OperationKind::Send, ChannelError::Transient { reason: "would succeed next".into() });
+    assert!(matches!(scheduler.send(text("a", "refused")).await, Err(ChannelError::Rejected { .. })));
+    assert_eq!(channel.sent_texts(), ["third time lucky"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_send_already_delivered_under_its_idempotency_key_is_not_posted_again() {
+    let channel = channel();
+    let scheduler = OutboundScheduler::new(channel.clone());
+    let mut message = text("a", "once");
+    message.idempotency_key = Some("run-1:0".into());
+    let first = scheduler.send(message.clone()).await.unwrap();
+    let again = scheduler.send(message).await.unwrap();
+    assert_eq!(first, again);
+    assert_eq!(channel.sent_texts(), ["once"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn limiter_state_of_idle_chats_is_dropped() {
+    let scheduler = OutboundScheduler::new(channel());
+    for chat in 0..50 {
+        scheduler.send(text(&chat.to_string(), "hi")).await.unwrap();
+    }
+    assert_eq!(scheduler.inner.budgets.tracked_chats(), 50);
+    tokio::time::advance(Duration::from_secs(61)).await;
+    scheduler.send(text("late", "hi")).await.unwrap();
+    assert!(scheduler.inner.budgets.tracked_chats() <= 1, "{}", scheduler.inner.budgets.tracked_chats());
+}
