@@ -4,10 +4,12 @@
 //! - [`shaping`]: the other reply-shaping steps — `HEARTBEAT_OK`, the response prefix and
 //!   messaging-tool dedup;
 //! - [`typing`]: the typing indicator, kept on while a run works;
+//! - [`preview`]: one message per turn, edited in place as the text grows;
 //! - [`outbound`]: the per-account scheduler every platform call goes through (budgets,
 //!   finals before previews, retries, idempotency).
 
 pub mod outbound;
+pub mod preview;
 pub mod shaping;
 pub mod silent;
 pub mod typing;

@@ -1,0 +1,121 @@
+use std::sync::Arc;
+
+use ferry_channel::memory::{MemoryChannel, Operation, OperationKind};
+use ferry_channel::{ChannelCapabilities, ChatKind, ChatRef};
+
+use super::*;
+
+const INTERVAL: Duration = Duration::from_secs(1);
+
+fn setup(text_limit: usize) -> (Arc<MemoryChannel>, PreviewStream) {
+    let channel = Arc::new(MemoryChannel::with_capabilities(
+        "memory",
+        "default",
+        ChannelCapabilities { text_limit, ..ChannelCapabilities::unrestricted() },
+    ));
+    let target = Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None };
+    let preview = PreviewStream::new(OutboundScheduler::new(channel.clone()), target, INTERVAL, text_limit);
+    (channel, preview)
+}
+
+fn final_text(text: &str) -> OutboundMessage {
+    OutboundMessage::text(Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None }, text)
+}
+
+fn count(channel: &MemoryChannel, kind: fn(&Operation) -> bool) -> usize {
+    channel.operations().iter().filter(|op| kind(op)).count()
+}
+
+fn sends(channel: &MemoryChannel) -> usize {
+    count(channel, |op| matches!(op, Operation::Sent { .. }))
+}
+
+fn edits(channel: &MemoryChannel) -> usize {
+    count(channel, |op| matches!(op, Operation::Edited { .. }))
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_preview_waits_for_thirty_visible_characters() {
+    let (channel, mut preview) = setup(4096);
+    preview.update("Let me check that").await;
+    assert_eq!(sends(&channel), 0);
+    preview.update("Let me check that for you, one moment").await;
+    assert_eq!(channel.sent_texts(), ["Let me check that for you, one moment"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_preview_is_edited_at_most_once_per_interval_and_the_newest_text_wins() {
+    let (channel, mut preview) = setup(4096);
+    let mut text = String::from("The answer, streaming in word by word:");
+    preview.update(&text).await;
+    for i in 0..25 {
+        tokio::time::advance(Duration::from_millis(100)).await;
+        text.push_str(&format!(" w{i}"));
+        preview.update(&text).await;
+    }
+    // 2.5 s of updates every 100 ms: an edit each second, at 1 s and 2 s.
+    assert_eq!(edits(&channel), 2);
+    let due = preview.due().expect("the newest text waits");
+    tokio::time::sleep_until(due).await;
+    preview.tick().await;
+    assert_eq!(channel.visible_messages()[0].text, text);
+    assert_eq!(preview.due(), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_text_only_final_edits_the_preview_in_place() {
+    let (channel, mut preview) = setup(4096);
+    preview.update("Working on it, this takes a few seconds").await;
+    let finished = preview.finish(&[final_text("Done: the deploy is green.")]).await;
+    assert_eq!(finished, Finished::EditedInPlace);
+    assert_eq!(sends(&channel), 1, "no second message");
+    assert_eq!(channel.visible_messages()[0].text, "Done: the deploy is green.");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_in_several_parts_is_sent_fresh_and_the_preview_deleted() {
+    let (channel, mut preview) = setup(60);
+    preview.update("The first part of a long answer, more to come").await;
+    let parts = [final_text("Part one of the answer."), final_text("Part two of the answer.")];
+    assert_eq!(preview.finish(&parts).await, Finished::SentFresh);
+    let visible: Vec<String> = channel.visible_messages().into_iter().map(|m| m.text).collect();
+    assert_eq!(visible, ["Part one of the answer.", "Part two of the answer."]);
+    assert_eq!(count(&channel, |op| matches!(op, Operation::Deleted { .. })), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streamed_silent_token_never_creates_a_preview() {
+    let (channel, mut preview) = setup(4096);
+    for partial in ["NO", "NO_RE", "NO_REPLY"] {
+        preview.update(partial).await;
+    }
+    assert_eq!(preview.due(), None);
+    assert_eq!(preview.finish(&[]).await, Finished::NoPreview);
+    assert!(channel.operations().is_empty(), "{:?}", channel.operations());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_preview_whose_reply_was_dropped_is_removed() {
+    let (channel, mut preview) = setup(4096);
+    preview.update("I sent the report to you directly just now").await;
+    assert_eq!(preview.finish(&[]).await, Finished::SentFresh);
+    assert!(channel.visible_messages().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_ambiguous_final_edit_keeps_the_preview_and_a_refused_one_sends_fresh() {
+    let (channel, mut preview) = setup(4096);
+    preview.update("Thinking about it for a moment or two").await;
+    for _ in 0..3 {
+        channel.fail_next(OperationKind::Edit, ChannelError::Transient { reason: "timeout".into() });
+    }
+    assert_eq!(preview.finish(&[final_text("The answer.")]).await, Finished::EditedInPlace);
+    assert_eq!(sends(&channel), 1, "no second copy of the reply");
+
+    let (channel, mut preview) = setup(4096);
+    preview.update("Thinking about it for a moment or two").await;
+    channel.fail_next(OperationKind::Edit, ChannelError::Rejected { reason: "message can't be edited".into() });
+    assert_eq!(preview.finish(&[final_text("The answer.")]).await, Finished::SentFresh);
+    let visible: Vec<String> = channel.visible_messages().into_iter().map(|m| m.text).collect();
+    assert_eq!(visible, ["The answer."]);
+}
