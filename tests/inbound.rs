@@ -514,3 +514,35 @@ async fn a_failed_message_tool_leaves_the_final_reply() {
         "the failed send left nothing behind and the final went out"
     );
 }
+
+#[tokio::test]
+async fn a_streamed_reply_grows_in_one_preview_message_that_becomes_the_final() {
+    let world = World::new(open_dms()).await;
+    let pieces = ["The deploy ", "finished at 10:02 ", "and every check ", "passed; ", "nothing else to do."];
+    world.fake.push(Turn::Reply(Reply::text(pieces).with_chunk_delay(Duration::from_millis(40))));
+    world.send(world.dm("42", "status?"));
+    world.request(0).await;
+    let full = pieces.concat();
+    tokio::time::timeout(PATIENCE, async {
+        while world.channel.visible_messages().first().map(|m| m.text.as_str()) != Some(full.as_str()) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the final text");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let sends = sent_to(&world);
+    assert_eq!(sends.len(), 1, "one message, edited in place: {sends:?}");
+    assert!(sends[0].1.chars().count() >= 30 && full.starts_with(&sends[0].1), "{sends:?}");
+    assert!(world.channel.operations().iter().any(|op| matches!(op, Operation::Edited { .. })));
+}
+
+#[tokio::test]
+async fn a_streamed_silent_reply_never_shows_a_preview() {
+    let world = World::new(open_dms()).await;
+    world.fake.push(Turn::Reply(Reply::text(["NO", "_RE", "PLY"]).with_chunk_delay(Duration::from_millis(30))));
+    world.send(world.dm("42", "ok thanks"));
+    settle(&world, "42", 1).await;
+    assert_eq!(sent_to(&world), [("42".to_owned(), "marker".to_owned())]);
+    assert!(!world.channel.operations().iter().any(|op| matches!(op, Operation::Edited { .. })));
+}

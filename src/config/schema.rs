@@ -302,6 +302,20 @@ pub struct ChannelsConfig {
     pub webchat: WebchatConfig,
 }
 
+impl ChannelsConfig {
+    /// The operator's reply settings for a channel by its config name: whether it streams a
+    /// preview, and its chunk limit. A channel without a section here streams no preview
+    /// and is chunked only at its own text limit.
+    pub fn reply_settings(&self, channel: &str) -> (StreamingMode, Option<usize>) {
+        match channel {
+            "telegram" => (self.telegram.streaming, Some(self.telegram.text_chunk_limit)),
+            "discord" => (self.discord.streaming, Some(self.discord.text_chunk_limit)),
+            "slack" => (self.slack.streaming, Some(self.slack.text_chunk_limit)),
+            _ => (StreamingMode::Off, None),
+        }
+    }
+}
+
 /// Who may talk to the bot in direct messages (SPEC §3.2).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]

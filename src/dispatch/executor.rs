@@ -4,15 +4,16 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ferry_channel::{OutboundMessage, Target};
+use ferry_channel::{Channel, OutboundMessage, Target};
+use tokio::sync::mpsc;
 
-use super::delivery::deliver_text;
 use crate::agent::tools::Origin;
-use crate::agent::{AgentRunner, RunRequest, RunStatus};
+use crate::agent::{AgentRunner, RunRequest};
 use crate::channels::ChannelRegistry;
-use crate::config::ResetConfig;
+use crate::config::{Config, StreamingMode};
 use crate::queue::{RunExecutor, RunJob, RunReport};
-use crate::reply::shaping::shape_finals;
+use crate::reply::outbound::Schedulers;
+use crate::reply::turn::{ReplyTurn, TurnStyle};
 use crate::reply::typing::Typing;
 use crate::session::{SessionStore, run_in_session};
 
@@ -24,7 +25,8 @@ pub struct AgentExecutor {
     pub runner: AgentRunner,
     pub store: Arc<dyn SessionStore>,
     pub channels: ChannelRegistry,
-    pub reset: ResetConfig,
+    pub schedulers: Schedulers,
+    pub config: Arc<Config>,
 }
 
 #[async_trait]
@@ -33,8 +35,12 @@ impl RunExecutor for AgentExecutor {
         let Some(last) = job.messages.last() else { return RunReport::default() };
         let inbound = &last.message;
         let target = Target::of(inbound);
-        let channel = self.channels.get(&inbound.channel, Some(&inbound.account_id));
         let key = job.session_key.as_str();
+        let Some(channel) = self.channels.get(&inbound.channel, Some(&inbound.account_id)) else {
+            tracing::error!(channel = %inbound.channel, account = %inbound.account_id, "the message's channel is not connected; it cannot be answered");
+            return RunReport::default();
+        };
+        let scheduler = self.schedulers.for_channel(&channel);
 
         let mut request = RunRequest::new(key, job.prompt);
         request.cancel = job.cancel;
@@ -43,36 +49,42 @@ impl RunExecutor for AgentExecutor {
             Origin { channel: inbound.channel.clone(), account_id: inbound.account_id.clone(), target: target.clone() };
         request.origin = Some(origin.clone());
         let run_id = request.run_id.clone();
+        let mut turn = ReplyTurn::new(scheduler.clone(), origin, &run_id, self.style(&channel));
         // On until the reply is sent (dropped at the end of this function).
-        let _typing =
-            channel.as_ref().map_or_else(Typing::none, |channel| Typing::start(channel.clone(), target.clone()));
+        let _typing = Typing::start(channel.clone(), target.clone());
         let slot = job.global.enter(key);
-        let outcome = match run_in_session(&self.runner, self.store.as_ref(), &self.reset, request, None, slot).await {
+        let (events, followed) = mpsc::unbounded_channel();
+        let reset = &self.config.session.reset;
+        let (outcome, ()) = tokio::join!(
+            run_in_session(&self.runner, self.store.as_ref(), reset, request, Some(events), slot),
+            turn.follow(followed)
+        );
+        let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(error) => {
                 tracing::error!(session_key = key, %error, "cannot resolve the session; telling the user");
-                if let Some(channel) = &channel {
-                    let _ = channel.send(OutboundMessage::text(target, STORE_TROUBLE)).await;
+                if let Err(error) = scheduler.send(OutboundMessage::text(target, STORE_TROUBLE)).await {
+                    tracing::warn!(%error, "telling the user about the session trouble failed");
                 }
                 return RunReport::default();
             }
         };
-
-        if !matches!(outcome.status, RunStatus::Aborted(_)) {
-            match &channel {
-                Some(channel) => {
-                    let finals = shape_finals(&outcome.payloads, &origin, &outcome.tool_sends, None);
-                    for text in &finals {
-                        deliver_text(channel.as_ref(), &target, text, &run_id).await;
-                    }
-                }
-                None => tracing::error!(
-                    channel = %inbound.channel,
-                    account = %inbound.account_id,
-                    "the reply's channel is not connected; the reply is lost"
-                ),
-            }
-        }
+        turn.deliver(&outcome).await;
         RunReport { unconsumed_steer: outcome.unconsumed_steer }
+    }
+}
+
+impl AgentExecutor {
+    /// How replies show on `channel`: its operator settings within its capabilities.
+    fn style(&self, channel: &Arc<dyn Channel>) -> TurnStyle {
+        let capabilities = channel.capabilities();
+        let (streaming, chunk_limit) = self.config.channels.reply_settings(channel.name());
+        TurnStyle {
+            preview: streaming == StreamingMode::Partial
+                && capabilities.supports_edit
+                && !self.config.agents.defaults.block_streaming,
+            text_limit: chunk_limit.map_or(capabilities.text_limit, |limit| limit.min(capabilities.text_limit)),
+            edit_interval: capabilities.min_edit_interval,
+        }
     }
 }

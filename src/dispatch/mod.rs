@@ -9,7 +9,6 @@
 //! refused or dropped.
 
 mod control;
-pub mod delivery;
 pub mod executor;
 mod overrides;
 
@@ -28,6 +27,7 @@ use crate::channels::ChannelRegistry;
 use crate::config::Config;
 use crate::control::parse_command;
 use crate::queue::{Admission, QueueJournal, QueueSettings, QueuedMessage, Scheduler};
+use crate::reply::outbound::Schedulers;
 use crate::routing::{Clock, RouteDecision, Routed, Router, RoutingError, ThreadLabels};
 use crate::session::{SessionStore, SqliteSessionStore};
 use crate::state::Database;
@@ -84,6 +84,8 @@ struct Inner {
     channels: ChannelRegistry,
     runner: AgentRunner,
     overrides: OverridesCache,
+    /// Every reply and notice goes out through its account's scheduler.
+    schedulers: Schedulers,
 }
 
 impl Dispatcher {
@@ -92,11 +94,13 @@ impl Dispatcher {
             .with_thread_labels(parts.thread_labels);
         let store: Arc<dyn SessionStore> = Arc::new(SqliteSessionStore::new(parts.database.clone()));
         let journal = QueueJournal::new(parts.database.clone());
+        let schedulers = Schedulers::default();
         let executor = AgentExecutor {
             runner: parts.runner.clone(),
             store: store.clone(),
             channels: parts.channels.clone(),
-            reset: parts.config.session.reset.clone(),
+            schedulers: schedulers.clone(),
+            config: parts.config.clone(),
         };
         let max_concurrent = parts.config.agents.defaults.max_concurrent as usize;
         let scheduler = Scheduler::new(Arc::new(executor), Arc::new(journal.clone()), max_concurrent);
@@ -110,6 +114,7 @@ impl Dispatcher {
                 channels: parts.channels,
                 runner: parts.runner,
                 overrides: OverridesCache::default(),
+                schedulers,
             }),
         })
     }
@@ -273,7 +278,8 @@ impl Dispatcher {
             tracing::warn!(channel = %message.channel, "cannot reply: the channel is not connected");
             return;
         };
-        if let Err(error) = channel.send(OutboundMessage::reply_to(message, text)).await {
+        let scheduler = self.inner.schedulers.for_channel(&channel);
+        if let Err(error) = scheduler.send(OutboundMessage::reply_to(message, text)).await {
             tracing::warn!(%error, "sending a notice failed");
         }
     }

@@ -62,6 +62,22 @@ struct Queued {
     done: oneshot::Sender<Result<Delivery, ChannelError>>,
 }
 
+/// One scheduler per platform account, made on first use: every sender to an account must
+/// share its budgets.
+#[derive(Clone, Default)]
+pub struct Schedulers {
+    by_account: Arc<Mutex<HashMap<(String, String), OutboundScheduler>>>,
+}
+
+impl Schedulers {
+    /// The scheduler of `channel`'s account.
+    pub fn for_channel(&self, channel: &Arc<dyn Channel>) -> OutboundScheduler {
+        let key = (channel.name().to_owned(), channel.account_id().to_owned());
+        let mut by_account = self.by_account.lock().unwrap_or_else(PoisonError::into_inner);
+        by_account.entry(key).or_insert_with(|| OutboundScheduler::new(channel.clone())).clone()
+    }
+}
+
 /// See the [module documentation](self). Cheap to clone.
 #[derive(Clone)]
 pub struct OutboundScheduler {
