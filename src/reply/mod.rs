@@ -1,5 +1,6 @@
 //! The chat-channel layer: turns a run's output into what people see in a chat (SPEC §7).
 //!
+//! - [`chat_events`]: `chat` events for web and RPC clients;
 //! - [`silent`]: the `NO_REPLY` rules, for finals and while streaming;
 //! - [`shaping`]: the other reply-shaping steps — `HEARTBEAT_OK`, the response prefix and
 //!   messaging-tool dedup;
@@ -10,6 +11,7 @@
 //! - [`outbound`]: the per-account scheduler every platform call goes through (budgets,
 //!   finals before previews, retries, idempotency).
 
+pub mod chat_events;
 pub mod outbound;
 pub mod preview;
 pub mod shaping;

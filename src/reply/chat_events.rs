@@ -1,0 +1,250 @@
+//! `chat` events for web and RPC clients (SPEC §7, §8): a run's agent events condensed
+//! into what a chat window needs — the text so far, then how the run ended.
+//!
+//! A `delta` carries the full visible text so far (after the silent-token hold-back), at
+//! most one per [`DELTA_INTERVAL`] per run; text held back by that throttle is always sent
+//! as a last delta before a tool starts and before the `final`. A run whose reply is
+//! `NO_REPLY` ends with a `final` that has no message.
+
+use serde::Serialize;
+use tokio::time::{Duration, Instant};
+
+use super::silent::{shape_final, visible_while_streaming};
+use crate::agent::{AgentEvent, AgentStream, AssistantEvent, LifecycleEvent, ToolEvent};
+
+/// The shortest gap between two deltas of one run: a chat window redrawing faster than
+/// this gains nothing.
+pub const DELTA_INTERVAL: Duration = Duration::from_millis(150);
+
+/// One `chat` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatEvent {
+    pub run_id: String,
+    pub session_key: String,
+    /// Counts this run's chat events from 1, so a client can spot a gap.
+    pub seq: u64,
+    pub state: ChatState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<ChatText>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatState {
+    Delta,
+    Final,
+    Aborted,
+    Error,
+}
+
+/// The assistant's text as a chat window shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChatText {
+    pub role: &'static str,
+    pub text: String,
+}
+
+/// Turns one run's agent events into `chat` events. Feed every event to
+/// [`ChatEvents::on_event`]; when [`ChatEvents::due`] passes, call [`ChatEvents::tick`].
+pub struct ChatEvents {
+    run_id: String,
+    session_key: String,
+    seq: u64,
+    /// The assistant text of the current message, as streamed.
+    text: String,
+    /// The visible text last sent in a delta.
+    sent: String,
+    last_delta: Option<Instant>,
+    ended: bool,
+}
+
+impl ChatEvents {
+    pub fn new(run_id: &str, session_key: &str) -> Self {
+        Self {
+            run_id: run_id.to_owned(),
+            session_key: session_key.to_owned(),
+            seq: 0,
+            text: String::new(),
+            sent: String::new(),
+            last_delta: None,
+            ended: false,
+        }
+    }
+
+    /// The `chat` events `event` calls for now.
+    pub fn on_event(&mut self, event: &AgentEvent) -> Vec<ChatEvent> {
+        let mut out = Vec::new();
+        if self.ended {
+            return out;
+        }
+        match &event.stream {
+            AgentStream::Assistant(AssistantEvent::Delta { text, .. }) => {
+                text.clone_into(&mut self.text);
+                if self.throttle_passed() {
+                    out.extend(self.delta());
+                }
+            }
+            AgentStream::Assistant(AssistantEvent::MessageEnd { text } | AssistantEvent::TextEnd { text }) => {
+                text.clone_into(&mut self.text);
+            }
+            AgentStream::Assistant(AssistantEvent::Reasoning { .. }) => {}
+            AgentStream::Tool(ToolEvent::Start { .. }) => out.extend(self.delta()),
+            AgentStream::Tool(_) | AgentStream::Lifecycle(LifecycleEvent::Start { .. }) => {}
+            AgentStream::Lifecycle(LifecycleEvent::End { aborted, .. }) => {
+                self.ended = true;
+                if *aborted {
+                    out.push(self.event(ChatState::Aborted, None, None));
+                } else {
+                    out.extend(self.delta());
+                    let message = shape_final(&self.text).map(|text| ChatText { role: "assistant", text });
+                    out.push(self.event(ChatState::Final, message, None));
+                }
+            }
+            AgentStream::Lifecycle(LifecycleEvent::Error { error, .. }) => {
+                self.ended = true;
+                out.extend(self.delta());
+                out.push(self.event(ChatState::Error, None, Some(error.clone())));
+            }
+        }
+        out
+    }
+
+    /// When held-back text may go out as a delta, if some waits.
+    pub fn due(&self) -> Option<Instant> {
+        let waiting = !self.ended && visible_while_streaming(&self.text) != self.sent;
+        waiting.then(|| self.last_delta.map_or_else(Instant::now, |last| last + DELTA_INTERVAL))
+    }
+
+    /// The held-back delta, if the throttle allows it now.
+    pub fn tick(&mut self) -> Option<ChatEvent> {
+        if self.ended || !self.throttle_passed() {
+            return None;
+        }
+        self.delta()
+    }
+
+    /// A delta with the visible text, unless nothing new is visible.
+    fn delta(&mut self) -> Option<ChatEvent> {
+        let visible = visible_while_streaming(&self.text);
+        if visible.is_empty() || visible == self.sent {
+            return None;
+        }
+        visible.clone_into(&mut self.sent);
+        self.last_delta = Some(Instant::now());
+        let message = Some(ChatText { role: "assistant", text: self.sent.clone() });
+        Some(self.event(ChatState::Delta, message, None))
+    }
+
+    fn throttle_passed(&self) -> bool {
+        self.last_delta.is_none_or(|last| last.elapsed() >= DELTA_INTERVAL)
+    }
+
+    fn event(&mut self, state: ChatState, message: Option<ChatText>, error_message: Option<String>) -> ChatEvent {
+        self.seq += 1;
+        ChatEvent {
+            run_id: self.run_id.clone(),
+            session_key: self.session_key.clone(),
+            seq: self.seq,
+            state,
+            message,
+            error_message,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+
+    use super::*;
+
+    fn event(stream: AgentStream) -> AgentEvent {
+        AgentEvent { run_id: "r1".into(), seq: 0, session_key: "agent:main:main".into(), ts: Utc::now(), stream }
+    }
+
+    fn delta(text: &str) -> AgentEvent {
+        event(AgentStream::Assistant(AssistantEvent::Delta { delta: String::new(), text: text.into() }))
+    }
+
+    fn end(aborted: bool) -> AgentEvent {
+        event(AgentStream::Lifecycle(LifecycleEvent::End { ended_at: Utc::now(), aborted }))
+    }
+
+    fn texts(events: &[ChatEvent]) -> Vec<(ChatState, Option<String>)> {
+        events.iter().map(|e| (e.state, e.message.as_ref().map(|m| m.text.clone()))).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deltas_come_at_most_every_150_ms_and_the_rest_is_flushed_before_the_final() {
+        let mut chat = ChatEvents::new("r1", "agent:main:main");
+        let mut emitted = chat.on_event(&delta("Hel"));
+        for text in ["Hell", "Hello", "Hello w", "Hello wo"] {
+            tokio::time::advance(Duration::from_millis(50)).await;
+            emitted.extend(chat.on_event(&delta(text)));
+        }
+        // 0 ms and 150 ms.
+        assert_eq!(
+            texts(&emitted),
+            [(ChatState::Delta, Some("Hel".into())), (ChatState::Delta, Some("Hello w".into()))]
+        );
+        emitted.extend(chat.on_event(&delta("Hello world")));
+        emitted.extend(chat.on_event(&end(false)));
+        let tail = texts(&emitted[2..]);
+        assert_eq!(
+            tail,
+            [(ChatState::Delta, Some("Hello world".into())), (ChatState::Final, Some("Hello world".into()))]
+        );
+        assert_eq!(emitted.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn held_back_text_goes_out_when_due_and_before_a_tool_starts() {
+        let mut chat = ChatEvents::new("r1", "k");
+        chat.on_event(&delta("Let me check"));
+        assert!(chat.on_event(&delta("Let me check the logs")).is_empty(), "throttled");
+        let due = chat.due().expect("text waits");
+        tokio::time::sleep_until(due).await;
+        assert_eq!(chat.tick().and_then(|e| e.message).map(|m| m.text).as_deref(), Some("Let me check the logs"));
+
+        chat.on_event(&delta("Let me check the logs now."));
+        let tool = event(AgentStream::Tool(ToolEvent::Start {
+            name: "read".into(),
+            tool_call_id: "c1".into(),
+            args: serde_json::json!({}),
+        }));
+        assert_eq!(texts(&chat.on_event(&tool)), [(ChatState::Delta, Some("Let me check the logs now.".into()))]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_run_ends_with_a_final_without_message_and_never_a_delta() {
+        let mut chat = ChatEvents::new("r1", "k");
+        let mut emitted = Vec::new();
+        for text in ["NO", "NO_RE", "NO_REPLY"] {
+            tokio::time::advance(DELTA_INTERVAL).await;
+            emitted.extend(chat.on_event(&delta(text)));
+        }
+        emitted.extend(chat.on_event(&end(false)));
+        assert_eq!(texts(&emitted), [(ChatState::Final, None)]);
+        let json = serde_json::to_value(&emitted[0]).unwrap();
+        assert_eq!(json, serde_json::json!({"runId": "r1", "sessionKey": "k", "seq": 1, "state": "final"}));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn aborted_and_failed_runs_say_so() {
+        let mut chat = ChatEvents::new("r1", "k");
+        assert_eq!(texts(&chat.on_event(&end(true))), [(ChatState::Aborted, None)]);
+        assert!(chat.on_event(&delta("late")).is_empty(), "nothing after the end");
+
+        let mut chat = ChatEvents::new("r2", "k");
+        let failed = event(AgentStream::Lifecycle(LifecycleEvent::Error {
+            error: "The model provider is unavailable.".into(),
+            ended_at: Utc::now(),
+        }));
+        let events = chat.on_event(&failed);
+        assert_eq!(events[0].state, ChatState::Error);
+        assert_eq!(events[0].error_message.as_deref(), Some("The model provider is unavailable."));
+    }
+}
