@@ -546,3 +546,38 @@ async fn a_streamed_silent_reply_never_shows_a_preview() {
     assert_eq!(sent_to(&world), [("42".to_owned(), "marker".to_owned())]);
     assert!(!world.channel.operations().iter().any(|op| matches!(op, Operation::Edited { .. })));
 }
+
+/// The sends so far: (text, the message they are threaded to).
+fn threading(world: &World) -> Vec<(String, Option<String>)> {
+    world
+        .channel
+        .operations()
+        .into_iter()
+        .filter_map(|op| match op {
+            Operation::Sent { message, .. } => Some((message.text, message.reply_to_message_id)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn replies_are_threaded_per_reply_to_mode_or_when_the_model_asks() {
+    let world = World::new(open_dms()).await;
+    world.fake.push(Turn::text(["[[reply_to_current]] ", "Yes, that one."]));
+    let question = world.dm("42", "this one?");
+    let question_id = question.message_id.clone();
+    world.send(question);
+    world.replies(1).await;
+    assert_eq!(threading(&world), [("Yes, that one.".to_owned(), Some(question_id))]);
+
+    let mut config = open_dms();
+    config.messages.reply_to_mode = ferry::config::ReplyToMode::First;
+    config.messages.response_prefix = Some("🤖".into());
+    let world = World::new(config).await;
+    world.fake.push(Turn::text(["Plain answer."]));
+    let question = world.dm("42", "hi");
+    let question_id = question.message_id.clone();
+    world.send(question);
+    world.replies(1).await;
+    assert_eq!(threading(&world), [("🤖 Plain answer.".to_owned(), Some(question_id))]);
+}

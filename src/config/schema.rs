@@ -191,6 +191,23 @@ impl Default for CompactionConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct MessagesConfig {
     pub queue: QueueConfig,
+    /// Which reply messages are threaded to the message they answer (SPEC §7).
+    pub reply_to_mode: ReplyToMode,
+    /// Put in front of every reply, once (e.g. "🤖").
+    pub response_prefix: Option<String>,
+}
+
+/// Threading replies to the message they answer, where the platform can.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplyToMode {
+    /// Never, unless the model asks with `[[reply_to_current]]`.
+    #[default]
+    Off,
+    /// The first message of a reply.
+    First,
+    /// Every message of a reply.
+    All,
 }
 
 /// What happens to a message that arrives while its session is busy (SPEC §5).

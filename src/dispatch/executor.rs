@@ -49,7 +49,8 @@ impl RunExecutor for AgentExecutor {
             Origin { channel: inbound.channel.clone(), account_id: inbound.account_id.clone(), target: target.clone() };
         request.origin = Some(origin.clone());
         let run_id = request.run_id.clone();
-        let mut turn = ReplyTurn::new(scheduler.clone(), origin, &run_id, self.style(&channel));
+        let answering = Some(inbound.message_id.clone());
+        let mut turn = ReplyTurn::new(scheduler.clone(), origin, &run_id, answering, self.style(&channel));
         // On until the reply is sent (dropped at the end of this function).
         let _typing = Typing::start(channel.clone(), target.clone());
         let slot = job.global.enter(key);
@@ -85,6 +86,9 @@ impl AgentExecutor {
                 && !self.config.agents.defaults.block_streaming,
             text_limit: chunk_limit.map_or(capabilities.text_limit, |limit| limit.min(capabilities.text_limit)),
             edit_interval: capabilities.min_edit_interval,
+            reply_to: self.config.messages.reply_to_mode,
+            supports_reply_to: capabilities.supports_reply_to,
+            prefix: self.config.messages.response_prefix.clone(),
         }
     }
 }

@@ -10,22 +10,91 @@
 
 use super::silent;
 use crate::agent::Payload;
+use crate::agent::run::ToolFailure;
 use crate::agent::tools::{Origin, ToolSend};
 
-/// The texts to send for a turn's final payloads from `origin`, after the silent token,
-/// `HEARTBEAT_OK`, the response prefix and messaging-tool dedup, in SPEC order. `sends`
-/// are the `message` tool's successful sends during the turn.
-pub fn shape_finals(payloads: &[Payload], origin: &Origin, sends: &[ToolSend], prefix: Option<&str>) -> Vec<String> {
-    if tool_answered_here(origin, sends) {
-        return Vec::new();
+/// A turn's reply, shaped: the texts to send, in order, and whether the model asked for
+/// it to be threaded to the message it answers.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ShapedReply {
+    pub texts: Vec<String>,
+    pub thread_to_current: bool,
+}
+
+/// Shapes a turn's final payloads from `origin` in SPEC order: the reply tag, the silent
+/// token, `HEARTBEAT_OK`, the response prefix, messaging-tool dedup, then the tool-error
+/// fallback. `sends` are the `message` tool's successful sends during the turn, `failures`
+/// its failed tool calls.
+pub fn shape_reply(
+    payloads: &[Payload],
+    failures: &[ToolFailure],
+    origin: &Origin,
+    sends: &[ToolSend],
+    prefix: Option<&str>,
+) -> ShapedReply {
+    let mut thread_to_current = false;
+    let mut texts: Vec<String> = Vec::new();
+    if !tool_answered_here(origin, sends) {
+        for payload in payloads {
+            let (text, tagged) = take_reply_tag(&payload.text);
+            thread_to_current |= tagged;
+            let Some(text) = silent::shape_final(&text).and_then(|text| strip_heartbeat(&text)) else { continue };
+            let text = with_prefix(text, prefix);
+            if !repeats_a_tool_send(origin, sends, &text) {
+                texts.push(text);
+            }
+        }
     }
-    payloads
-        .iter()
-        .filter_map(|payload| silent::shape_final(&payload.text))
-        .filter_map(|text| strip_heartbeat(&text))
-        .map(|text| with_prefix(text, prefix))
-        .filter(|text| !repeats_a_tool_send(origin, sends, text))
-        .collect()
+    if texts.is_empty()
+        && let Some(warning) = tool_error_fallback(failures, sends)
+    {
+        texts.push(warning);
+    }
+    ShapedReply { texts, thread_to_current }
+}
+
+/// What the model writes to thread its reply to the message it answers.
+pub const REPLY_TO_CURRENT: &str = "[[reply_to_current]]";
+
+/// `text` without reply tags, and whether it had one.
+pub fn take_reply_tag(text: &str) -> (String, bool) {
+    if !text.contains(REPLY_TO_CURRENT) {
+        return (text.to_owned(), false);
+    }
+    (text.replace(REPLY_TO_CURRENT, "").trim().to_owned(), true)
+}
+
+/// Streaming text as it may show: without reply tags, and without the start of one still
+/// being written at its end.
+pub fn hide_reply_tag_while_streaming(text: &str) -> String {
+    let (mut text, _) = take_reply_tag(text);
+    let partial = (1..REPLY_TO_CURRENT.len()).rev().find(|len| text.ends_with(&REPLY_TO_CURRENT[..*len]));
+    if let Some(len) = partial {
+        text.truncate(text.len() - len);
+    }
+    text
+}
+
+/// Words in an error that suggest the model can fix the call itself (a bad argument):
+/// such a failure of a read-only tool is not worth telling the user about.
+const RECOVERABLE: &[&str] = &["missing", "invalid", "required", "must be", "expected", "unknown field"];
+
+/// Longest error excerpt shown to the user.
+const FALLBACK_ERROR_CHARS: usize = 400;
+
+/// `⚠️ <tool> failed: <first line of the error>` when nothing else will be sent: always
+/// for a tool that changes things (the user must know it did not happen), for a read-only
+/// tool only when the `message` tool sent nothing either and the error does not look like
+/// one the model could have fixed.
+pub fn tool_error_fallback(failures: &[ToolFailure], sends: &[ToolSend]) -> Option<String> {
+    let failure = failures.iter().rev().find(|failure| failure.mutates).or_else(|| {
+        let last = failures.last()?;
+        let lowered = last.error.to_lowercase();
+        (sends.is_empty() && !RECOVERABLE.iter().any(|word| lowered.contains(word))).then_some(last)
+    })?;
+    let first_line = failure.error.lines().find(|line| !line.trim().is_empty()).unwrap_or("").trim();
+    let excerpt: String = first_line.chars().take(FALLBACK_ERROR_CHARS).collect();
+    Some(format!("⚠️ {} failed: {excerpt}", failure.name))
 }
 
 /// What a heartbeat run answers when there is nothing to report.
@@ -193,12 +262,52 @@ mod tests {
         let payload = |text: &str| Payload { text: text.into(), is_error: false };
         let here = origin("42", None);
         let payloads = [payload("😄 NO_REPLY"), payload("  no_reply "), payload("**HEARTBEAT_OK**"), payload("Hi")];
-        assert_eq!(shape_finals(&payloads, &here, &[], Some("[bot]")), ["[bot] 😄", "[bot] Hi"]);
+        assert_eq!(shape_reply(&payloads, &[], &here, &[], Some("[bot]")).texts, ["[bot] 😄", "[bot] Hi"]);
 
         let tool_here = [sent("42", None, "The report is attached.")];
-        assert!(shape_finals(&[payload("Sent it to you!")], &here, &tool_here, None).is_empty());
+        assert!(shape_reply(&[payload("Sent it to you!")], &[], &here, &tool_here, None).texts.is_empty());
         let tool_elsewhere = [sent("99", None, "The report is attached.")];
-        assert_eq!(shape_finals(&[payload("Sent it to you!")], &here, &tool_elsewhere, None), ["Sent it to you!"]);
+        assert_eq!(
+            shape_reply(&[payload("Sent it to you!")], &[], &here, &tool_elsewhere, None).texts,
+            ["Sent it to you!"]
+        );
+    }
+
+    #[test]
+    fn the_reply_tag_is_removed_and_remembered() {
+        let payload = Payload { text: "[[reply_to_current]] Yes, that one.".into(), is_error: false };
+        let shaped = shape_reply(&[payload], &[], &origin("42", None), &[], None);
+        assert_eq!(shaped, ShapedReply { texts: vec!["Yes, that one.".into()], thread_to_current: true });
+        assert_eq!(hide_reply_tag_while_streaming("[[reply_to_current]] Yes"), "Yes");
+        assert_eq!(hide_reply_tag_while_streaming("[[reply_to"), "");
+        assert_eq!(hide_reply_tag_while_streaming("See [1]"), "See [1]");
+    }
+
+    fn failure(name: &str, error: &str, mutates: bool) -> ToolFailure {
+        ToolFailure { name: name.into(), error: error.into(), mutates }
+    }
+
+    #[test]
+    fn a_failed_tool_is_reported_when_nothing_else_would_be() {
+        let silent = [Payload { text: "NO_REPLY".into(), is_error: false }];
+        let here = origin("42", None);
+        let write = [failure("write", "permission denied: /etc/passwd\nat line 3", true)];
+        assert_eq!(
+            shape_reply(&silent, &write, &here, &[], None).texts,
+            ["⚠️ write failed: permission denied: /etc/passwd"]
+        );
+        let answered = [Payload { text: "I could not write it, sorry.".into(), is_error: false }];
+        assert_eq!(shape_reply(&answered, &write, &here, &[], None).texts, ["I could not write it, sorry."]);
+
+        let read = [failure("read", "connection refused", false)];
+        assert_eq!(shape_reply(&silent, &read, &here, &[], None).texts, ["⚠️ read failed: connection refused"]);
+        let fixable = [failure("read", "`path` is required", false)];
+        assert!(shape_reply(&silent, &fixable, &here, &[], None).texts.is_empty(), "the model can fix that itself");
+        let long = [failure("message", &"x".repeat(1000), true)];
+        assert_eq!(
+            tool_error_fallback(&long, &[]).unwrap().chars().count(),
+            "⚠️ message failed: ".chars().count() + 400
+        );
     }
 
     #[test]
