@@ -1,0 +1,273 @@
+//! Block streaming's sender (SPEC §7): blocks cut by the chunker become chat messages,
+//! merged when they come quickly, paced when the operator wants it to read like typing.
+//!
+//! Blocks that arrive less than `idle` apart are merged into one message (joined by a blank
+//! line) up to the channel's text limit; a block that has waited `idle` without company is
+//! sent. With a human delay, every message after the first waits a random pause first. A
+//! send that hangs longer than [`BLOCK_SEND_TIMEOUT`] stops block streaming for the turn:
+//! the final reply is then delivered the normal way, so nothing is lost to a stuck call.
+
+use std::time::Duration;
+
+use ferry_channel::{OutboundMessage, Target};
+use rand::RngExt;
+use tokio::time::Instant;
+
+use super::outbound::OutboundScheduler;
+use crate::config::HumanDelay;
+
+/// A block send slower than this is treated as stuck.
+pub const BLOCK_SEND_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How block streaming went, for the turn's final delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlocksOutcome {
+    /// Every block was delivered: the final reply must not be sent again.
+    Delivered,
+    /// Nothing was streamed: deliver the final reply normally.
+    NothingSent,
+    /// A send hung or failed: deliver the final reply normally.
+    Stopped,
+}
+
+pub struct Coalescer {
+    scheduler: OutboundScheduler,
+    target: Target,
+    run_id: String,
+    idle: Duration,
+    text_limit: usize,
+    delay: HumanDelay,
+    /// Blocks waiting to go out together.
+    buffer: String,
+    last_block: Option<Instant>,
+    sent: usize,
+    stopped: bool,
+}
+
+impl Coalescer {
+    pub fn new(
+        scheduler: OutboundScheduler,
+        target: Target,
+        run_id: &str,
+        idle: Duration,
+        text_limit: usize,
+        delay: HumanDelay,
+    ) -> Self {
+        Self {
+            scheduler,
+            target,
+            run_id: run_id.to_owned(),
+            idle,
+            text_limit: text_limit.max(1),
+            delay,
+            buffer: String::new(),
+            last_block: None,
+            sent: 0,
+            stopped: false,
+        }
+    }
+
+    /// A block from the chunker. Sends what waited if this one comes too late to join it
+    /// or would not fit with it.
+    pub async fn push(&mut self, block: String) {
+        if self.stopped || block.trim().is_empty() {
+            return;
+        }
+        let joined_len = self.buffer.chars().count() + 2 + block.chars().count();
+        if !self.buffer.is_empty() && (self.idle_passed() || joined_len > self.text_limit) {
+            self.send_buffer().await;
+        }
+        if !self.buffer.is_empty() {
+            self.buffer.push_str("\n\n");
+        }
+        self.buffer.push_str(&block);
+        self.last_block = Some(Instant::now());
+    }
+
+    /// When the waiting blocks are due to be sent, if any wait.
+    pub fn due(&self) -> Option<Instant> {
+        (!self.buffer.is_empty() && !self.stopped)
+            .then(|| self.last_block.map_or_else(Instant::now, |at| at + self.idle))
+    }
+
+    /// Sends the waiting blocks if they have waited long enough.
+    pub async fn tick(&mut self) {
+        if !self.buffer.is_empty() && self.idle_passed() {
+            self.send_buffer().await;
+        }
+    }
+
+    /// Sends whatever waits and says how block streaming went.
+    pub async fn finish(mut self) -> BlocksOutcome {
+        if !self.buffer.is_empty() {
+            self.send_buffer().await;
+        }
+        match (self.stopped, self.sent) {
+            (true, _) => BlocksOutcome::Stopped,
+            (false, 0) => BlocksOutcome::NothingSent,
+            (false, _) => BlocksOutcome::Delivered,
+        }
+    }
+
+    fn idle_passed(&self) -> bool {
+        self.last_block.is_none_or(|at| at.elapsed() >= self.idle)
+    }
+
+    async fn send_buffer(&mut self) {
+        let text = std::mem::take(&mut self.buffer);
+        if self.stopped {
+            return;
+        }
+        if self.sent > 0
+            && let Some(range) = self.delay.range_ms()
+        {
+            let pause = rand::rng().random_range(*range.start()..=(*range.end()).max(*range.start()));
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+        }
+        let mut message = OutboundMessage::text(self.target.clone(), text);
+        message.idempotency_key = Some(format!("{}:block:{}", self.run_id, self.sent));
+        match tokio::time::timeout(BLOCK_SEND_TIMEOUT, self.scheduler.send(message)).await {
+            Ok(Ok(_)) => self.sent += 1,
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "a streamed block could not be sent; the reply will be sent whole");
+                self.stopped = true;
+            }
+            Err(_) => {
+                tracing::warn!("a streamed block hung for 15 s; the reply will be sent whole");
+                self.stopped = true;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use ferry_channel::memory::{MemoryChannel, OperationKind};
+    use ferry_channel::{ChannelCapabilities, ChannelError, ChatKind, ChatRef};
+
+    use super::*;
+
+    const IDLE: Duration = Duration::from_millis(1000);
+
+    fn setup(delay: HumanDelay) -> (Arc<MemoryChannel>, Coalescer) {
+        let channel = Arc::new(MemoryChannel::with_capabilities(
+            "memory",
+            "default",
+            ChannelCapabilities { text_limit: 4000, ..ChannelCapabilities::unrestricted() },
+        ));
+        let target = Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None };
+        let coalescer = Coalescer::new(OutboundScheduler::new(channel.clone()), target, "run", IDLE, 4000, delay);
+        (channel, coalescer)
+    }
+
+    fn paragraph(letter: char) -> String {
+        std::iter::repeat_n(letter, 900).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn blocks_more_than_idle_apart_are_separate_messages() {
+        let (channel, mut coalescer) = setup(HumanDelay::Off);
+        for letter in ['a', 'b', 'c'] {
+            coalescer.push(paragraph(letter)).await;
+            tokio::time::advance(Duration::from_millis(1100)).await;
+            coalescer.tick().await;
+        }
+        assert_eq!(coalescer.finish().await, BlocksOutcome::Delivered);
+        assert_eq!(channel.sent_texts(), [paragraph('a'), paragraph('b'), paragraph('c')]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn blocks_close_together_are_merged_up_to_the_limit() {
+        let (channel, mut coalescer) = setup(HumanDelay::Off);
+        for letter in ['a', 'b', 'c'] {
+            coalescer.push(paragraph(letter)).await;
+            tokio::time::advance(Duration::from_millis(300)).await;
+            coalescer.tick().await;
+        }
+        assert_eq!(coalescer.finish().await, BlocksOutcome::Delivered);
+        assert_eq!(channel.sent_texts(), [format!("{}\n\n{}\n\n{}", paragraph('a'), paragraph('b'), paragraph('c'))]);
+
+        let (channel, mut coalescer) = setup(HumanDelay::Off);
+        for letter in ['a', 'b', 'c', 'd', 'e'] {
+            coalescer.push(paragraph(letter)).await;
+        }
+        coalescer.finish().await;
+        let lengths: Vec<usize> = channel.sent_texts().iter().map(|t| t.chars().count()).collect();
+        assert_eq!(lengths, [900 * 4 + 6, 900], "four fit in 4000 characters, the fifth does not");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_natural_delay_paces_every_message_after_the_first() {
+        let (channel, mut coalescer) = setup(HumanDelay::Natural);
+        let start = Instant::now();
+        coalescer.push(paragraph('a')).await;
+        tokio::time::advance(IDLE).await;
+        coalescer.tick().await;
+        assert!(start.elapsed() < Duration::from_millis(1100), "the first goes out without a pause");
+        coalescer.push(paragraph('b')).await;
+        tokio::time::advance(IDLE).await;
+        let before = Instant::now();
+        coalescer.tick().await;
+        let paused = before.elapsed();
+        assert!(paused >= Duration::from_millis(800) && paused <= Duration::from_millis(2500), "{paused:?}");
+        assert_eq!(channel.sent_texts().len(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_block_stops_block_streaming_so_the_reply_goes_out_whole() {
+        let (channel, mut coalescer) = setup(HumanDelay::Off);
+        channel.fail_next(OperationKind::Send, ChannelError::Rejected { reason: "blocked".into() });
+        coalescer.push(paragraph('a')).await;
+        tokio::time::advance(IDLE).await;
+        coalescer.tick().await;
+        coalescer.push(paragraph('b')).await;
+        assert_eq!(coalescer.finish().await, BlocksOutcome::Stopped);
+        assert!(channel.sent_texts().is_empty());
+    }
+
+    /// A platform that never answers.
+    struct Hanging(ChannelCapabilities);
+
+    #[async_trait::async_trait]
+    impl ferry_channel::Channel for Hanging {
+        fn name(&self) -> &str {
+            "hanging"
+        }
+
+        fn account_id(&self) -> &str {
+            "default"
+        }
+
+        fn capabilities(&self) -> &ChannelCapabilities {
+            &self.0
+        }
+
+        async fn start(&self) -> Result<ferry_channel::InboundStream, ChannelError> {
+            Err(ChannelError::Closed)
+        }
+
+        async fn send(&self, _message: OutboundMessage) -> Result<ferry_channel::SentMessage, ChannelError> {
+            std::future::pending().await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_block_send_hanging_for_15_s_stops_block_streaming() {
+        let channel = Arc::new(Hanging(ChannelCapabilities::unrestricted()));
+        let target = Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None };
+        let mut coalescer = Coalescer::new(OutboundScheduler::new(channel), target, "run", IDLE, 4000, HumanDelay::Off);
+        coalescer.push(paragraph('a')).await;
+        let start = Instant::now();
+        assert_eq!(coalescer.finish().await, BlocksOutcome::Stopped);
+        assert_eq!(start.elapsed(), BLOCK_SEND_TIMEOUT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nothing_pushed_means_nothing_sent() {
+        let (channel, coalescer) = setup(HumanDelay::Off);
+        assert_eq!(coalescer.finish().await, BlocksOutcome::NothingSent);
+        assert!(channel.operations().is_empty());
+    }
+}
