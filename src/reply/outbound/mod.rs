@@ -169,9 +169,9 @@ impl OutboundScheduler {
         };
         if idle {
             if self.inner.budgets.try_acquire(&chat, kind) {
-                let outcome = self.inner.perform(&chat, kind, &call).await;
-                self.inner.clone().hand_over(chat);
-                return outcome;
+                // Hands the chat over even if this caller stops waiting mid-call.
+                let _hand_over = HandOver { inner: self.inner.clone(), chat: chat.clone() };
+                return self.inner.perform(&chat, kind, &call).await;
             }
             // No room yet: a worker waits for it, so finals can overtake while it does.
             let (done, outcome) = oneshot::channel();
@@ -202,6 +202,19 @@ impl OutboundScheduler {
     /// Chats with work right now (for tests and status).
     pub fn busy_chats(&self) -> usize {
         self.inner.chats().len()
+    }
+}
+
+/// Ends a call made in place (see [`OutboundScheduler::send`]): whatever queued behind it
+/// gets a worker, or the chat is forgotten.
+struct HandOver {
+    inner: Arc<Inner>,
+    chat: String,
+}
+
+impl Drop for HandOver {
+    fn drop(&mut self) {
+        self.inner.clone().hand_over(std::mem::take(&mut self.chat));
     }
 }
 

@@ -172,3 +172,21 @@ async fn limiter_state_of_idle_chats_is_dropped() {
     scheduler.send(text("late", "hi")).await.unwrap();
     assert!(scheduler.inner.budgets.tracked_chats() <= 1, "{}", scheduler.inner.budgets.tracked_chats());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_that_stops_waiting_does_not_strand_the_calls_behind_it() {
+    let channel = channel();
+    channel.fail_next(OperationKind::Send, ChannelError::RateLimited { retry_after: Some(Duration::from_secs(5)) });
+    let scheduler = OutboundScheduler::new(channel.clone());
+    let abandoned = {
+        let scheduler = scheduler.clone();
+        tokio::spawn(async move { scheduler.send(text("a", "given up on")).await })
+    };
+    tokio::task::yield_now().await;
+    let behind = timed_send(&scheduler, Instant::now(), text("a", "still delivered"));
+    tokio::task::yield_now().await;
+    abandoned.abort();
+    behind.await.unwrap();
+    assert_eq!(channel.sent_texts(), ["still delivered"]);
+    assert_eq!(scheduler.busy_chats(), 0);
+}
