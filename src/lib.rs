@@ -11,7 +11,8 @@
 //! What is here so far: the foundation the stages build on — [`config`] (the operator's
 //! settings, typed and validated), [`state`] (the state directory and its SQLite database)
 //! and [`logging`] — plus [`routing`] (stage 2), [`queue`] and [`dispatch`] (stage 3),
-//! [`agent`] (stage 4) and the first parts of [`reply`] (stage 5: reply shaping).
+//! [`agent`] (stage 4) and the first parts of [`reply`] (stage 5: reply shaping,
+//! platform formatting, previews, the outbound scheduler).
 
 pub mod agent;
 pub mod channels;

@@ -89,6 +89,8 @@ impl AgentExecutor {
             reply_to: self.config.messages.reply_to_mode,
             supports_reply_to: capabilities.supports_reply_to,
             prefix: self.config.messages.response_prefix.clone(),
+            markup: capabilities.markup,
+            max_lines: capabilities.max_lines,
         }
     }
 }

@@ -1,23 +1,28 @@
 //! The chat-channel layer: turns a run's output into what people see in a chat (SPEC §7).
 //!
-//! - [`chat_events`]: `chat` events for web and RPC clients;
-//! - [`silent`]: the `NO_REPLY` rules, for finals and while streaming;
-//! - [`shaping`]: the other reply-shaping steps — `HEARTBEAT_OK`, the response prefix and
-//!   messaging-tool dedup;
+//! The agent produces markdown and knows nothing about platforms; this layer shapes it for
+//! the channel it goes back to, using only the channel's
+//! [`ChannelCapabilities`](ferry_channel::ChannelCapabilities).
+//!
 //! - [`turn`]: one run's reply in one chat, from its events to delivered messages;
-//! - [`split`]: cutting a reply to the channel's text limit;
-//! - [`typing`]: the typing indicator, kept on while a run works;
-//! - [`coalesce`]: block streaming's sender — merging, pacing, giving up on a stuck send;
+//! - [`silent`]: the `NO_REPLY` rules, for finals and while streaming;
+//! - [`shaping`]: the other reply-shaping steps — `HEARTBEAT_OK`, the response prefix,
+//!   messaging-tool dedup, the tool-error fallback, reply threading;
+//! - [`format`](mod@format): the model's markdown rendered in the channel's markup dialect,
+//!   then cut into messages that fit the channel's limits;
 //! - [`preview`]: one message per turn, edited in place as the text grows;
+//! - [`coalesce`]: block streaming's sender — merging, pacing, giving up on a stuck send;
 //! - [`outbound`]: the per-account scheduler every platform call goes through (budgets,
-//!   finals before previews, retries, idempotency).
+//!   finals before previews, retries, idempotency);
+//! - [`typing`]: the typing indicator, kept on while a run works;
+//! - [`chat_events`]: `chat` events for web and RPC clients.
 
 pub mod chat_events;
 pub mod coalesce;
+pub mod format;
 pub mod outbound;
 pub mod preview;
 pub mod shaping;
 pub mod silent;
-pub mod split;
 pub mod turn;
 pub mod typing;

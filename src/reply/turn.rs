@@ -3,17 +3,17 @@
 //!
 //! ```text
 //! run events ──► ReplyTurn::follow ──► PreviewStream (streaming = "partial")
-//! outcome    ──► ReplyTurn::deliver ──► shaping ─► split ─► preview finish / sends
+//! outcome    ──► ReplyTurn::deliver ──► shaping ─► format (render + split) ─► preview finish / sends
 //! ```
 
-use ferry_channel::OutboundMessage;
+use ferry_channel::{ChannelError, MarkupDialect, OutboundMessage, TextFormat};
 use tokio::sync::mpsc;
 use tokio::time::{Duration, sleep_until};
 
+use super::format;
 use super::outbound::OutboundScheduler;
 use super::preview::{Finished, PreviewStream};
 use super::shaping::{ShapedReply, hide_reply_tag_while_streaming, shape_reply};
-use super::split::split_text;
 use crate::agent::tools::Origin;
 use crate::agent::{AgentEvent, AgentStream, AssistantEvent, RunOutcome, RunStatus};
 use crate::config::ReplyToMode;
@@ -34,6 +34,9 @@ pub struct TurnStyle {
     pub supports_reply_to: bool,
     /// `messages.response_prefix`.
     pub prefix: Option<String>,
+    /// The markup the channel renders, and its lines-per-message limit (Discord: 17).
+    pub markup: MarkupDialect,
+    pub max_lines: Option<usize>,
 }
 
 pub struct ReplyTurn {
@@ -104,10 +107,29 @@ impl ReplyTurn {
             return;
         }
         for message in messages {
-            if let Err(error) = self.scheduler.send(message).await {
-                tracing::error!(channel = %self.origin.channel, chat_id = %self.origin.target.chat.id, %error, "sending a reply failed");
-            }
+            self.send(message).await;
         }
+    }
+
+    /// Sends one message; if the platform rejects its markup, sends the same part as plain
+    /// text instead.
+    async fn send(&self, message: OutboundMessage) {
+        let error = match self.scheduler.send(message.clone()).await {
+            Ok(_) => return,
+            Err(ChannelError::MarkupRejected { reason }) => {
+                tracing::info!(%reason, "the platform rejected a reply's markup; sending it as plain text");
+                let mut plain = message;
+                plain.text = format::part_as_plain(&plain.text, self.style.markup);
+                plain.format = TextFormat::Plain;
+                plain.idempotency_key = plain.idempotency_key.map(|key| format!("{key}:plain"));
+                match self.scheduler.send(plain).await {
+                    Ok(_) => return,
+                    Err(error) => error,
+                }
+            }
+            Err(error) => error,
+        };
+        tracing::error!(channel = %self.origin.channel, chat_id = %self.origin.target.chat.id, %error, "sending a reply failed");
     }
 
     /// The platform messages of a shaped reply, each with its idempotency key (run id +
@@ -119,13 +141,18 @@ impl ReplyTurn {
             ReplyToMode::First => index == 0,
             ReplyToMode::Off => shaped.thread_to_current && index == 0,
         };
+        let markup = self.style.markup;
+        let text_format = if markup == MarkupDialect::Plain { TextFormat::Plain } else { TextFormat::Markup };
         shaped
             .texts
             .iter()
-            .flat_map(|text| split_text(text, self.style.text_limit))
+            .flat_map(|text| {
+                format::split(&format::render(text, markup), markup, self.style.text_limit, self.style.max_lines)
+            })
             .enumerate()
             .map(|(index, text)| {
                 let mut message = OutboundMessage::text(self.origin.target.clone(), text);
+                message.format = text_format;
                 message.idempotency_key = Some(format!("{}:{index}", self.run_id));
                 if thread(index) {
                     message.reply_to_message_id.clone_from(&self.answering);
@@ -133,5 +160,86 @@ impl ReplyTurn {
                 message
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use chrono::Utc;
+    use ferry_channel::memory::{MemoryChannel, Operation, OperationKind};
+    use ferry_channel::{ChannelCapabilities, ChatKind, ChatRef, Target};
+
+    use super::*;
+    use crate::agent::{Payload, Usage};
+
+    fn telegram_like() -> Arc<MemoryChannel> {
+        let capabilities = ChannelCapabilities {
+            markup: MarkupDialect::TelegramHtml,
+            text_limit: 4096,
+            ..ChannelCapabilities::unrestricted()
+        };
+        Arc::new(MemoryChannel::with_capabilities("memory", "default", capabilities))
+    }
+
+    fn turn(channel: &Arc<MemoryChannel>) -> ReplyTurn {
+        let origin = Origin {
+            channel: "memory".into(),
+            account_id: "default".into(),
+            target: Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None },
+        };
+        let style = TurnStyle {
+            preview: false,
+            text_limit: 4000,
+            edit_interval: Duration::from_secs(1),
+            reply_to: ReplyToMode::Off,
+            supports_reply_to: true,
+            prefix: None,
+            markup: MarkupDialect::TelegramHtml,
+            max_lines: None,
+        };
+        ReplyTurn::new(OutboundScheduler::new(channel.clone()), origin, "run-1", None, style)
+    }
+
+    fn outcome(text: &str) -> RunOutcome {
+        RunOutcome {
+            run_id: "run-1".into(),
+            status: RunStatus::Completed,
+            payloads: vec![Payload { text: text.into(), is_error: false }],
+            usage: Usage::default(),
+            transcript: Vec::new(),
+            tool_sends: Vec::new(),
+            tool_failures: Vec::new(),
+            unconsumed_steer: Vec::new(),
+            started_at: Utc::now(),
+            ended_at: Utc::now(),
+        }
+    }
+
+    fn sent(channel: &MemoryChannel) -> Vec<(String, TextFormat)> {
+        channel
+            .operations()
+            .into_iter()
+            .filter_map(|op| match op {
+                Operation::Sent { message, .. } => Some((message.text, message.format)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_reply_is_rendered_in_the_channels_markup() {
+        let channel = telegram_like();
+        turn(&channel).deliver(&outcome("**Done** & dusted <3")).await;
+        assert_eq!(sent(&channel), [("<b>Done</b> &amp; dusted &lt;3".to_owned(), TextFormat::Markup)]);
+    }
+
+    #[tokio::test]
+    async fn markup_the_platform_rejects_is_resent_as_plain_text() {
+        let channel = telegram_like();
+        channel.fail_next(OperationKind::Send, ChannelError::MarkupRejected { reason: "can't parse entities".into() });
+        turn(&channel).deliver(&outcome("**Done** & dusted <3")).await;
+        assert_eq!(sent(&channel), [("Done & dusted <3".to_owned(), TextFormat::Plain)]);
     }
 }
