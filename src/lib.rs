@@ -10,7 +10,8 @@
 //!
 //! What is here so far: the foundation the stages build on — [`config`] (the operator's
 //! settings, typed and validated), [`state`] (the state directory and its SQLite database)
-//! and [`logging`] — plus [`routing`] (stage 2) and [`agent`] (stage 4).
+//! and [`logging`] — plus [`routing`] (stage 2), [`agent`] (stage 4) and the start of
+//! [`reply`] (stage 5).
 
 pub mod agent;
 pub mod channels;
@@ -19,6 +20,7 @@ pub mod control;
 pub mod dispatch;
 pub mod logging;
 pub mod queue;
+pub mod reply;
 pub mod routing;
 pub mod session;
 pub mod state;
