@@ -12,7 +12,7 @@
 //! settings, typed and validated), [`state`] (the state directory and its SQLite database)
 //! and [`logging`] — plus [`routing`] (stage 2), [`queue`] and [`dispatch`] (stage 3),
 //! [`agent`] (stage 4) and the first parts of [`reply`] (stage 5: reply shaping,
-//! platform formatting, previews, the outbound scheduler).
+//! platform formatting, the block chunker, previews, the outbound scheduler).
 
 pub mod agent;
 pub mod channels;

@@ -10,6 +10,8 @@
 //!   messaging-tool dedup, the tool-error fallback, reply threading;
 //! - [`format`](mod@format): the model's markdown rendered in the channel's markup dialect,
 //!   then cut into messages that fit the channel's limits;
+//! - [`chunker`]: block streaming — the growing reply cut into messages of
+//!   `min_chars..=max_chars`, never splitting a code block it can keep whole;
 //! - [`preview`]: one message per turn, edited in place as the text grows;
 //! - [`coalesce`]: block streaming's sender — merging, pacing, giving up on a stuck send;
 //! - [`outbound`]: the per-account scheduler every platform call goes through (budgets,
@@ -18,6 +20,7 @@
 //! - [`chat_events`]: `chat` events for web and RPC clients.
 
 pub mod chat_events;
+pub mod chunker;
 pub mod coalesce;
 pub mod format;
 pub mod outbound;
