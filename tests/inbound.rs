@@ -581,3 +581,17 @@ async fn replies_are_threaded_per_reply_to_mode_or_when_the_model_asks() {
     world.replies(1).await;
     assert_eq!(threading(&world), [("🤖 Plain answer.".to_owned(), Some(question_id))]);
 }
+
+#[tokio::test]
+async fn with_block_streaming_the_blocks_are_the_reply_and_the_final_is_not_sent_again() {
+    let mut config = open_dms();
+    config.agents.defaults.block_streaming = true;
+    let world = World::new(config).await;
+    let paragraph = |word: &str| format!("{word} ").repeat(180).trim_end().to_owned();
+    let (a, b, c) = (paragraph("alpha"), paragraph("bravo"), paragraph("charlie"));
+    world.fake.push(Turn::text([format!("{a}\n\n"), format!("{b}\n\n"), c.clone()]));
+    world.send(world.dm("42", "tell me everything"));
+    settle(&world, "42", 1).await;
+    let texts: Vec<String> = sent_to(&world).into_iter().map(|(_, text)| text).collect();
+    assert_eq!(texts, [format!("{a}\n\n{b}\n\n{c}"), "marker".to_owned()], "blocks in quick succession merge");
+}

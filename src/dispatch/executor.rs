@@ -2,6 +2,7 @@
 //! the transcript, and the reply.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use ferry_channel::{Channel, OutboundMessage, Target};
@@ -12,8 +13,9 @@ use crate::agent::{AgentRunner, RunRequest};
 use crate::channels::ChannelRegistry;
 use crate::config::{Config, StreamingMode};
 use crate::queue::{RunExecutor, RunJob, RunReport};
+use crate::reply::chunker::ChunkLimits;
 use crate::reply::outbound::Schedulers;
-use crate::reply::turn::{ReplyTurn, TurnStyle};
+use crate::reply::turn::{BlockStyle, ReplyTurn, TurnStyle};
 use crate::reply::typing::Typing;
 use crate::session::{SessionStore, run_in_session};
 
@@ -79,11 +81,10 @@ impl AgentExecutor {
     /// How replies show on `channel`: its operator settings within its capabilities.
     fn style(&self, channel: &Arc<dyn Channel>) -> TurnStyle {
         let capabilities = channel.capabilities();
+        let defaults = &self.config.agents.defaults;
         let (streaming, chunk_limit) = self.config.channels.reply_settings(channel.name());
         TurnStyle {
-            preview: streaming == StreamingMode::Partial
-                && capabilities.supports_edit
-                && !self.config.agents.defaults.block_streaming,
+            preview: streaming == StreamingMode::Partial && capabilities.supports_edit && !defaults.block_streaming,
             text_limit: chunk_limit.map_or(capabilities.text_limit, |limit| limit.min(capabilities.text_limit)),
             edit_interval: capabilities.min_edit_interval,
             reply_to: self.config.messages.reply_to_mode,
@@ -91,6 +92,12 @@ impl AgentExecutor {
             prefix: self.config.messages.response_prefix.clone(),
             markup: capabilities.markup,
             max_lines: capabilities.max_lines,
+            blocks: defaults.block_streaming.then(|| BlockStyle {
+                limits: ChunkLimits::from(&defaults.block_streaming_chunk),
+                mode: defaults.block_streaming_break,
+                idle: Duration::from_millis(defaults.block_streaming_coalesce.idle_ms),
+                delay: defaults.human_delay,
+            }),
         }
     }
 }

@@ -67,18 +67,19 @@ impl Coalescer {
         }
     }
 
-    /// A block from the chunker. Sends what waited if this one comes too late to join it
-    /// or would not fit with it.
-    pub async fn push(&mut self, block: String) {
+    /// A block from the chunker, and the break the chunker cut before it (`"\n\n"`, `"\n"`
+    /// or `" "`), which joins it to a waiting block. Sends what waited if this one comes too
+    /// late to join it or would not fit with it.
+    pub async fn push(&mut self, block: String, joiner: &str) {
         if self.stopped || block.trim().is_empty() {
             return;
         }
-        let joined_len = self.buffer.chars().count() + 2 + block.chars().count();
+        let joined_len = self.buffer.chars().count() + joiner.chars().count() + block.chars().count();
         if !self.buffer.is_empty() && (self.idle_passed() || joined_len > self.text_limit) {
             self.send_buffer().await;
         }
         if !self.buffer.is_empty() {
-            self.buffer.push_str("\n\n");
+            self.buffer.push_str(joiner);
         }
         self.buffer.push_str(&block);
         self.last_block = Some(Instant::now());
@@ -170,7 +171,7 @@ mod tests {
     async fn blocks_more_than_idle_apart_are_separate_messages() {
         let (channel, mut coalescer) = setup(HumanDelay::Off);
         for letter in ['a', 'b', 'c'] {
-            coalescer.push(paragraph(letter)).await;
+            coalescer.push(paragraph(letter), "\n\n").await;
             tokio::time::advance(Duration::from_millis(1100)).await;
             coalescer.tick().await;
         }
@@ -182,7 +183,7 @@ mod tests {
     async fn blocks_close_together_are_merged_up_to_the_limit() {
         let (channel, mut coalescer) = setup(HumanDelay::Off);
         for letter in ['a', 'b', 'c'] {
-            coalescer.push(paragraph(letter)).await;
+            coalescer.push(paragraph(letter), "\n\n").await;
             tokio::time::advance(Duration::from_millis(300)).await;
             coalescer.tick().await;
         }
@@ -191,7 +192,7 @@ mod tests {
 
         let (channel, mut coalescer) = setup(HumanDelay::Off);
         for letter in ['a', 'b', 'c', 'd', 'e'] {
-            coalescer.push(paragraph(letter)).await;
+            coalescer.push(paragraph(letter), "\n\n").await;
         }
         coalescer.finish().await;
         let lengths: Vec<usize> = channel.sent_texts().iter().map(|t| t.chars().count()).collect();
@@ -202,11 +203,11 @@ mod tests {
     async fn a_natural_delay_paces_every_message_after_the_first() {
         let (channel, mut coalescer) = setup(HumanDelay::Natural);
         let start = Instant::now();
-        coalescer.push(paragraph('a')).await;
+        coalescer.push(paragraph('a'), "\n\n").await;
         tokio::time::advance(IDLE).await;
         coalescer.tick().await;
         assert!(start.elapsed() < Duration::from_millis(1100), "the first goes out without a pause");
-        coalescer.push(paragraph('b')).await;
+        coalescer.push(paragraph('b'), "\n\n").await;
         tokio::time::advance(IDLE).await;
         let before = Instant::now();
         coalescer.tick().await;
@@ -219,10 +220,10 @@ mod tests {
     async fn a_failed_block_stops_block_streaming_so_the_reply_goes_out_whole() {
         let (channel, mut coalescer) = setup(HumanDelay::Off);
         channel.fail_next(OperationKind::Send, ChannelError::Rejected { reason: "blocked".into() });
-        coalescer.push(paragraph('a')).await;
+        coalescer.push(paragraph('a'), "\n\n").await;
         tokio::time::advance(IDLE).await;
         coalescer.tick().await;
-        coalescer.push(paragraph('b')).await;
+        coalescer.push(paragraph('b'), "\n\n").await;
         assert_eq!(coalescer.finish().await, BlocksOutcome::Stopped);
         assert!(channel.sent_texts().is_empty());
     }
@@ -258,7 +259,7 @@ mod tests {
         let channel = Arc::new(Hanging(ChannelCapabilities::unrestricted()));
         let target = Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None };
         let mut coalescer = Coalescer::new(OutboundScheduler::new(channel), target, "run", IDLE, 4000, HumanDelay::Off);
-        coalescer.push(paragraph('a')).await;
+        coalescer.push(paragraph('a'), "\n\n").await;
         let start = Instant::now();
         assert_eq!(coalescer.finish().await, BlocksOutcome::Stopped);
         assert_eq!(start.elapsed(), BLOCK_SEND_TIMEOUT);

@@ -10,13 +10,16 @@ use ferry_channel::{ChannelError, MarkupDialect, OutboundMessage, TextFormat};
 use tokio::sync::mpsc;
 use tokio::time::{Duration, sleep_until};
 
+use super::chunker::{BlockChunker, BreakMode, ChunkLimits};
+use super::coalesce::{BlocksOutcome, Coalescer};
 use super::format;
 use super::outbound::OutboundScheduler;
 use super::preview::{Finished, PreviewStream};
-use super::shaping::{ShapedReply, hide_reply_tag_while_streaming, shape_reply};
+use super::shaping::{ShapedReply, hide_reply_tag_while_streaming, shape_reply, strip_heartbeat, take_reply_tag};
+use super::silent::shape_final;
 use crate::agent::tools::Origin;
 use crate::agent::{AgentEvent, AgentStream, AssistantEvent, RunOutcome, RunStatus};
-use crate::config::ReplyToMode;
+use crate::config::{HumanDelay, ReplyToMode};
 
 /// How a turn's reply is to be shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +40,18 @@ pub struct TurnStyle {
     /// The markup the channel renders, and its lines-per-message limit (Discord: 17).
     pub markup: MarkupDialect,
     pub max_lines: Option<usize>,
+    /// Block streaming (`agents.defaults.block_streaming`), when on.
+    pub blocks: Option<BlockStyle>,
+}
+
+/// How a reply is cut into messages while it streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockStyle {
+    pub limits: ChunkLimits,
+    pub mode: BreakMode,
+    /// Blocks closer together than this are merged into one message.
+    pub idle: Duration,
+    pub delay: HumanDelay,
 }
 
 pub struct ReplyTurn {
@@ -47,6 +62,11 @@ pub struct ReplyTurn {
     answering: Option<String>,
     style: TurnStyle,
     preview: Option<PreviewStream>,
+    blocks: Option<(BlockChunker, Coalescer)>,
+    /// Everything pushed into the chunker, to see which break it cut at between blocks.
+    streamed: String,
+    /// Where the last block's text ended in `streamed`.
+    last_block_end: usize,
 }
 
 impl ReplyTurn {
@@ -61,28 +81,87 @@ impl ReplyTurn {
         let preview = style.preview.then(|| {
             PreviewStream::new(scheduler.clone(), origin.target.clone(), style.edit_interval, style.text_limit)
         });
-        Self { scheduler, origin, run_id: run_id.to_owned(), answering, style, preview }
+        let blocks = style.blocks.map(|blocks| {
+            let chunker = BlockChunker::new(blocks.limits, blocks.mode);
+            let coalescer = Coalescer::new(
+                scheduler.clone(),
+                origin.target.clone(),
+                run_id,
+                blocks.idle,
+                style.text_limit,
+                blocks.delay,
+            );
+            (chunker, coalescer)
+        });
+        Self {
+            scheduler,
+            origin,
+            run_id: run_id.to_owned(),
+            answering,
+            style,
+            preview,
+            blocks,
+            streamed: String::new(),
+            last_block_end: 0,
+        }
     }
 
     /// Follows the run's events until the run drops its sender, keeping the preview up to
-    /// date (throttled edits go out when due even if the model pauses).
+    /// date or streaming blocks (throttled edits and merged blocks go out when due even if
+    /// the model pauses).
     pub async fn follow(&mut self, mut events: mpsc::UnboundedReceiver<AgentEvent>) {
         loop {
-            let due = self.preview.as_ref().and_then(PreviewStream::due);
+            let due = [
+                self.preview.as_ref().and_then(PreviewStream::due),
+                self.blocks.as_ref().and_then(|(_, coalescer)| coalescer.due()),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             let event = tokio::select! {
                 event = events.recv() => event,
                 () = async { if let Some(due) = due { sleep_until(due).await } }, if due.is_some() => {
                     if let Some(preview) = &mut self.preview {
                         preview.tick().await;
                     }
+                    if let Some((_, coalescer)) = &mut self.blocks {
+                        coalescer.tick().await;
+                    }
                     continue;
                 }
             };
             let Some(event) = event else { break };
-            if let (Some(preview), AgentStream::Assistant(AssistantEvent::Delta { text, .. })) =
-                (&mut self.preview, &event.stream)
-            {
+            let AgentStream::Assistant(assistant) = &event.stream else { continue };
+            if let (Some(preview), AssistantEvent::Delta { text, .. }) = (&mut self.preview, assistant) {
                 preview.update(&hide_reply_tag_while_streaming(text)).await;
+            }
+            if let Some((chunker, coalescer)) = &mut self.blocks {
+                let ready = match assistant {
+                    AssistantEvent::Delta { delta, .. } => {
+                        self.streamed.push_str(delta);
+                        chunker.push(delta)
+                    }
+                    AssistantEvent::TextEnd { .. } => chunker.text_end(),
+                    AssistantEvent::MessageEnd { .. } => chunker.message_end(),
+                    AssistantEvent::Reasoning { .. } => Vec::new(),
+                };
+                for block in ready {
+                    let gap = self.streamed.get(self.last_block_end..block.source.start).unwrap_or("\n\n");
+                    let joiner = if gap.contains("\n\n") {
+                        "\n\n"
+                    } else if gap.contains('\n') {
+                        "\n"
+                    } else {
+                        " "
+                    };
+                    self.last_block_end = block.source.end;
+                    // A block is a piece of the final reply: the same rules keep a silent
+                    // token or a reply tag out of the chat.
+                    let (text, _) = take_reply_tag(&String::from(block));
+                    if let Some(text) = shape_final(&text).and_then(|text| strip_heartbeat(&text)) {
+                        coalescer.push(text, joiner).await;
+                    }
+                }
             }
         }
     }
@@ -91,6 +170,12 @@ impl ReplyTurn {
     /// preview or sent. An aborted run sends nothing (its preview, if any, stays as it was).
     pub async fn deliver(mut self, outcome: &RunOutcome) {
         if matches!(outcome.status, RunStatus::Aborted(_)) {
+            return;
+        }
+        if let Some((_, coalescer)) = self.blocks.take()
+            && coalescer.finish().await == BlocksOutcome::Delivered
+        {
+            // The blocks were the reply; sending the finals too would say it twice.
             return;
         }
         let shaped = shape_reply(
@@ -198,6 +283,7 @@ mod tests {
             prefix: None,
             markup: MarkupDialect::TelegramHtml,
             max_lines: None,
+            blocks: None,
         };
         ReplyTurn::new(OutboundScheduler::new(channel.clone()), origin, "run-1", None, style)
     }
