@@ -9,10 +9,11 @@
 
 use std::time::Duration;
 
-use ferry_channel::{OutboundMessage, Target};
+use ferry_channel::{MarkupDialect, OutboundMessage, Target, TextFormat};
 use rand::RngExt;
 use tokio::time::Instant;
 
+use super::format;
 use super::outbound::OutboundScheduler;
 use crate::config::HumanDelay;
 
@@ -30,12 +31,21 @@ pub enum BlocksOutcome {
     Stopped,
 }
 
+/// How the channel shows a message: blocks are rendered and split like any reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockFormat {
+    pub text_limit: usize,
+    pub markup: MarkupDialect,
+    pub max_lines: Option<usize>,
+}
+
 pub struct Coalescer {
     scheduler: OutboundScheduler,
     target: Target,
     run_id: String,
     idle: Duration,
     text_limit: usize,
+    format: BlockFormat,
     delay: HumanDelay,
     /// Blocks waiting to go out together.
     buffer: String,
@@ -50,7 +60,7 @@ impl Coalescer {
         target: Target,
         run_id: &str,
         idle: Duration,
-        text_limit: usize,
+        format: BlockFormat,
         delay: HumanDelay,
     ) -> Self {
         Self {
@@ -58,7 +68,8 @@ impl Coalescer {
             target,
             run_id: run_id.to_owned(),
             idle,
-            text_limit: text_limit.max(1),
+            text_limit: format.text_limit.max(1),
+            format,
             delay,
             buffer: String::new(),
             last_block: None,
@@ -125,17 +136,24 @@ impl Coalescer {
             let pause = rand::rng().random_range(*range.start()..=(*range.end()).max(*range.start()));
             tokio::time::sleep(Duration::from_millis(pause)).await;
         }
-        let mut message = OutboundMessage::text(self.target.clone(), text);
-        message.idempotency_key = Some(format!("{}:block:{}", self.run_id, self.sent));
-        match tokio::time::timeout(BLOCK_SEND_TIMEOUT, self.scheduler.send(message)).await {
-            Ok(Ok(_)) => self.sent += 1,
-            Ok(Err(error)) => {
-                tracing::warn!(%error, "a streamed block could not be sent; the reply will be sent whole");
-                self.stopped = true;
-            }
-            Err(_) => {
-                tracing::warn!("a streamed block hung for 15 s; the reply will be sent whole");
-                self.stopped = true;
+        let BlockFormat { markup, max_lines, .. } = self.format;
+        let text_format = if markup == MarkupDialect::Plain { TextFormat::Plain } else { TextFormat::Markup };
+        for part in format::split(&format::render(&text, markup), markup, self.text_limit, max_lines) {
+            let mut message = OutboundMessage::text(self.target.clone(), part);
+            message.format = text_format;
+            message.idempotency_key = Some(format!("{}:block:{}", self.run_id, self.sent));
+            match tokio::time::timeout(BLOCK_SEND_TIMEOUT, self.scheduler.send_or_plain(message, markup)).await {
+                Ok(Ok(_)) => self.sent += 1,
+                Ok(Err(error)) => {
+                    tracing::warn!(%error, "a streamed block could not be sent; the reply will be sent whole");
+                    self.stopped = true;
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!("a streamed block hung for 15 s; the reply will be sent whole");
+                    self.stopped = true;
+                    return;
+                }
             }
         }
     }
@@ -151,6 +169,7 @@ mod tests {
     use super::*;
 
     const IDLE: Duration = Duration::from_millis(1000);
+    const PLAIN_4000: BlockFormat = BlockFormat { text_limit: 4000, markup: MarkupDialect::Plain, max_lines: None };
 
     fn setup(delay: HumanDelay) -> (Arc<MemoryChannel>, Coalescer) {
         let channel = Arc::new(MemoryChannel::with_capabilities(
@@ -159,7 +178,7 @@ mod tests {
             ChannelCapabilities { text_limit: 4000, ..ChannelCapabilities::unrestricted() },
         ));
         let target = Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None };
-        let coalescer = Coalescer::new(OutboundScheduler::new(channel.clone()), target, "run", IDLE, 4000, delay);
+        let coalescer = Coalescer::new(OutboundScheduler::new(channel.clone()), target, "run", IDLE, PLAIN_4000, delay);
         (channel, coalescer)
     }
 
@@ -258,11 +277,24 @@ mod tests {
     async fn a_block_send_hanging_for_15_s_stops_block_streaming() {
         let channel = Arc::new(Hanging(ChannelCapabilities::unrestricted()));
         let target = Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None };
-        let mut coalescer = Coalescer::new(OutboundScheduler::new(channel), target, "run", IDLE, 4000, HumanDelay::Off);
+        let mut coalescer =
+            Coalescer::new(OutboundScheduler::new(channel), target, "run", IDLE, PLAIN_4000, HumanDelay::Off);
         coalescer.push(paragraph('a'), "\n\n").await;
         let start = Instant::now();
         assert_eq!(coalescer.finish().await, BlocksOutcome::Stopped);
         assert_eq!(start.elapsed(), BLOCK_SEND_TIMEOUT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn blocks_are_rendered_in_the_channels_markup() {
+        let channel = Arc::new(MemoryChannel::new("memory", "default"));
+        let target = Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None };
+        let html = BlockFormat { text_limit: 4000, markup: MarkupDialect::TelegramHtml, max_lines: None };
+        let mut coalescer =
+            Coalescer::new(OutboundScheduler::new(channel.clone()), target, "run", IDLE, html, HumanDelay::Off);
+        coalescer.push("**Step 1** & done".into(), "\n\n").await;
+        assert_eq!(coalescer.finish().await, BlocksOutcome::Delivered);
+        assert_eq!(channel.sent_texts(), ["<b>Step 1</b> &amp; done"]);
     }
 
     #[tokio::test(start_paused = true)]

@@ -6,12 +6,12 @@
 //! outcome    ──► ReplyTurn::deliver ──► shaping ─► format (render + split) ─► preview finish / sends
 //! ```
 
-use ferry_channel::{ChannelError, MarkupDialect, OutboundMessage, TextFormat};
+use ferry_channel::{MarkupDialect, OutboundMessage, TextFormat};
 use tokio::sync::mpsc;
 use tokio::time::{Duration, sleep_until};
 
 use super::chunker::{BlockChunker, BreakMode, ChunkLimits};
-use super::coalesce::{BlocksOutcome, Coalescer};
+use super::coalesce::{BlockFormat, BlocksOutcome, Coalescer};
 use super::format;
 use super::outbound::OutboundScheduler;
 use super::preview::{Finished, PreviewStream};
@@ -88,7 +88,7 @@ impl ReplyTurn {
                 origin.target.clone(),
                 run_id,
                 blocks.idle,
-                style.text_limit,
+                BlockFormat { text_limit: style.text_limit, markup: style.markup, max_lines: style.max_lines },
                 blocks.delay,
             );
             (chunker, coalescer)
@@ -196,25 +196,10 @@ impl ReplyTurn {
         }
     }
 
-    /// Sends one message; if the platform rejects its markup, sends the same part as plain
-    /// text instead.
     async fn send(&self, message: OutboundMessage) {
-        let error = match self.scheduler.send(message.clone()).await {
-            Ok(_) => return,
-            Err(ChannelError::MarkupRejected { reason }) => {
-                tracing::info!(%reason, "the platform rejected a reply's markup; sending it as plain text");
-                let mut plain = message;
-                plain.text = format::part_as_plain(&plain.text, self.style.markup);
-                plain.format = TextFormat::Plain;
-                plain.idempotency_key = plain.idempotency_key.map(|key| format!("{key}:plain"));
-                match self.scheduler.send(plain).await {
-                    Ok(_) => return,
-                    Err(error) => error,
-                }
-            }
-            Err(error) => error,
-        };
-        tracing::error!(channel = %self.origin.channel, chat_id = %self.origin.target.chat.id, %error, "sending a reply failed");
+        if let Err(error) = self.scheduler.send_or_plain(message, self.style.markup).await {
+            tracing::error!(channel = %self.origin.channel, chat_id = %self.origin.target.chat.id, %error, "sending a reply failed");
+        }
     }
 
     /// The platform messages of a shaped reply, each with its idempotency key (run id +
@@ -254,7 +239,7 @@ mod tests {
 
     use chrono::Utc;
     use ferry_channel::memory::{MemoryChannel, Operation, OperationKind};
-    use ferry_channel::{ChannelCapabilities, ChatKind, ChatRef, Target};
+    use ferry_channel::{ChannelCapabilities, ChannelError, ChatKind, ChatRef, Target};
 
     use super::*;
     use crate::agent::{Payload, Usage};

@@ -20,7 +20,9 @@ pub mod retry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use ferry_channel::{Channel, ChannelError, ChatKind, MessageRef, OutboundMessage, SentMessage, Target, TextFormat};
+use ferry_channel::{
+    Channel, ChannelError, ChatKind, MarkupDialect, MessageRef, OutboundMessage, SentMessage, Target, TextFormat,
+};
 use tokio::sync::oneshot;
 
 use budget::Budgets;
@@ -134,6 +136,26 @@ impl OutboundScheduler {
         match self.submit(&target, Call::Send(message), Priority::Final).await? {
             Delivery::Sent(sent) => Ok(sent),
             other => Err(ChannelError::Transient { reason: format!("unexpected outcome of a send: {other:?}") }),
+        }
+    }
+
+    /// Sends a rendered message; if the platform rejects its markup (Telegram's "can't parse
+    /// entities"), sends the same part as plain text instead.
+    pub async fn send_or_plain(
+        &self,
+        message: OutboundMessage,
+        dialect: MarkupDialect,
+    ) -> Result<SentMessage, ChannelError> {
+        match self.send(message.clone()).await {
+            Err(ChannelError::MarkupRejected { reason }) => {
+                tracing::info!(%reason, "the platform rejected a message's markup; sending it as plain text");
+                let mut plain = message;
+                plain.text = super::format::part_as_plain(&plain.text, dialect);
+                plain.format = TextFormat::Plain;
+                plain.idempotency_key = plain.idempotency_key.map(|key| format!("{key}:plain"));
+                self.send(plain).await
+            }
+            other => other,
         }
     }
 
