@@ -9,7 +9,7 @@
 //! deleted. An edit that fails ambiguously (timeout, 5xx) keeps the preview rather than risk
 //! showing the reply twice; a clear refusal falls back to a fresh send.
 
-use ferry_channel::{ChannelError, MessageRef, OutboundMessage, Target, TextFormat};
+use ferry_channel::{ChannelError, MarkupDialect, MessageRef, OutboundMessage, Target, TextFormat};
 use tokio::time::{Duration, Instant};
 
 use super::outbound::{OutboundScheduler, Priority};
@@ -27,6 +27,8 @@ pub struct PreviewStream {
     target: Target,
     interval: Duration,
     text_limit: usize,
+    /// The channel's markup, for the plain-text resend of a rejected final.
+    markup: MarkupDialect,
     /// The preview on the platform, once sent.
     message: Option<MessageRef>,
     /// What the platform shows now.
@@ -49,12 +51,19 @@ pub enum Finished {
 }
 
 impl PreviewStream {
-    pub fn new(scheduler: OutboundScheduler, target: Target, interval: Duration, text_limit: usize) -> Self {
+    pub fn new(
+        scheduler: OutboundScheduler,
+        target: Target,
+        interval: Duration,
+        text_limit: usize,
+        markup: MarkupDialect,
+    ) -> Self {
         Self {
             scheduler,
             target,
             interval,
             text_limit,
+            markup,
             message: None,
             shown: String::new(),
             latest: String::new(),
@@ -125,7 +134,7 @@ impl PreviewStream {
             }
         }
         for final_message in finals {
-            if let Err(error) = self.scheduler.send(final_message.clone()).await {
+            if let Err(error) = self.scheduler.send_or_plain(final_message.clone(), self.markup).await {
                 tracing::error!(%error, "sending a final reply failed");
             }
         }

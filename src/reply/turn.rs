@@ -79,7 +79,13 @@ impl ReplyTurn {
     ) -> Self {
         style.text_limit = style.text_limit.max(1);
         let preview = style.preview.then(|| {
-            PreviewStream::new(scheduler.clone(), origin.target.clone(), style.edit_interval, style.text_limit)
+            PreviewStream::new(
+                scheduler.clone(),
+                origin.target.clone(),
+                style.edit_interval,
+                style.text_limit,
+                style.markup,
+            )
         });
         let blocks = style.blocks.map(|blocks| {
             let chunker = BlockChunker::new(blocks.limits, blocks.mode);

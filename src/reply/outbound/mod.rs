@@ -179,42 +179,34 @@ impl OutboundScheduler {
     async fn submit(&self, target: &Target, call: Call, priority: Priority) -> Result<Delivery, ChannelError> {
         let chat = target.chat.id.clone();
         let kind = target.chat.kind;
-        // An idle chat with room in its budgets: the call is made right here, without a
-        // hand-off to a worker task. Calls that arrive meanwhile queue behind it.
-        let idle = {
+        let (done, outcome) = oneshot::channel();
+        // A chat is in the map exactly while someone works it (a worker, or a caller making
+        // its call in place, who hands over when done): queueing behind them is enough.
+        let call = {
             let mut chats = self.inner.chats();
-            let idle = !chats.contains_key(&chat);
-            if idle {
-                chats.insert(chat.clone(), ChatQueue { kind, calls: VecDeque::new() });
+            match chats.get_mut(&chat) {
+                Some(queue) => {
+                    queue.push(Queued { call, priority, done });
+                    None
+                }
+                None => {
+                    chats.insert(chat.clone(), ChatQueue { kind, calls: VecDeque::new() });
+                    Some((call, done))
+                }
             }
-            idle
         };
-        if idle {
+        if let Some((call, done)) = call {
+            // An idle chat with room in its budgets: the call is made right here, without a
+            // hand-off to a worker task. Calls that arrive meanwhile queue behind it.
             if self.inner.budgets.try_acquire(&chat, kind) {
                 // Hands the chat over even if this caller stops waiting mid-call.
                 let _hand_over = HandOver { inner: self.inner.clone(), chat: chat.clone() };
                 return self.inner.perform(&chat, kind, &call).await;
             }
             // No room yet: a worker waits for it, so finals can overtake while it does.
-            let (done, outcome) = oneshot::channel();
             if let Some(queue) = self.inner.chats().get_mut(&chat) {
                 queue.push(Queued { call, priority, done });
             }
-            let inner = self.inner.clone();
-            tokio::spawn(async move { inner.work(chat).await });
-            return outcome.await.unwrap_or(Err(ChannelError::Closed));
-        }
-        let (done, outcome) = oneshot::channel();
-        let start_worker = {
-            let mut chats = self.inner.chats();
-            let fresh = !chats.contains_key(&chat);
-            let queue = chats
-                .entry(chat.clone())
-                .or_insert_with(|| ChatQueue { kind: target.chat.kind, calls: VecDeque::new() });
-            queue.push(Queued { call, priority, done });
-            fresh
-        };
-        if start_worker {
             let inner = self.inner.clone();
             tokio::spawn(async move { inner.work(chat).await });
         }

@@ -14,7 +14,8 @@ fn setup(text_limit: usize) -> (Arc<MemoryChannel>, PreviewStream) {
         ChannelCapabilities { text_limit, ..ChannelCapabilities::unrestricted() },
     ));
     let target = Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None };
-    let preview = PreviewStream::new(OutboundScheduler::new(channel.clone()), target, INTERVAL, text_limit);
+    let scheduler = OutboundScheduler::new(channel.clone());
+    let preview = PreviewStream::new(scheduler, target, INTERVAL, text_limit, MarkupDialect::Markdown);
     (channel, preview)
 }
 
