@@ -132,12 +132,14 @@ pub fn with_prefix(text: String, prefix: Option<&str>) -> String {
 /// `message` tool already delivered to that very place (channel, account, chat and thread).
 /// `sends` are the tool's successful sends only.
 pub fn tool_answered_here(origin: &Origin, sends: &[ToolSend]) -> bool {
-    sends.iter().any(|send| {
-        send.channel == origin.channel
-            && send.account_id == origin.account_id
-            && send.target.chat.id == origin.target.chat.id
-            && send.target.thread_id == origin.target.thread_id
-    })
+    sends.iter().any(|send| same_chat(origin, send) && send.target.thread_id == origin.target.thread_id)
+}
+
+/// The send went to the chat the turn came from (any thread of it).
+fn same_chat(origin: &Origin, send: &ToolSend) -> bool {
+    send.channel == origin.channel
+        && send.account_id == origin.account_id
+        && send.target.chat.id == origin.target.chat.id
 }
 
 /// Whether the final `text` repeats something the `message` tool sent into the same chat
@@ -150,11 +152,7 @@ pub fn repeats_a_tool_send(origin: &Origin, sends: &[ToolSend], text: &str) -> b
     }
     sends
         .iter()
-        .filter(|send| {
-            send.channel == origin.channel
-                && send.account_id == origin.account_id
-                && send.target.chat.id == origin.target.chat.id
-        })
+        .filter(|send| same_chat(origin, send))
         .map(|send| normalize(&send.text))
         .filter(|sent| sent.chars().count() >= DEDUP_MIN_CHARS)
         .any(|sent| sent.contains(&text) || text.contains(&sent))
