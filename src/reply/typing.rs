@@ -49,11 +49,6 @@ impl Typing {
         });
         Self { _stop: Some(stop.drop_guard()) }
     }
-
-    /// A handle that shows nothing (no channel to show it on).
-    pub fn none() -> Self {
-        Self { _stop: None }
-    }
 }
 
 #[cfg(test)]

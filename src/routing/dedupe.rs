@@ -146,15 +146,6 @@ impl DedupeStore {
         })
     }
 
-    /// Deletes records older than the window; returns how many.
-    pub async fn prune(&self) -> Result<u64, DedupeError> {
-        let cutoff = (self.clock.now() - DEDUPE_WINDOW).timestamp_millis();
-        self.database
-            .write(move |connection| delete_expired(connection, cutoff))
-            .await
-            .map_err(|source| DedupeError { action: "pruning expired records", source })
-    }
-
     /// Whether the next record should prune first; claims the prune if so.
     fn prune_due(&self, now: DateTime<Utc>) -> bool {
         let mut last = self.last_prune.lock().unwrap_or_else(PoisonError::into_inner);

@@ -109,16 +109,12 @@ struct DeliveredKeys {
 impl OutboundScheduler {
     /// A scheduler for `channel`'s account, with the budgets its capabilities declare.
     pub fn new(channel: Arc<dyn Channel>) -> Self {
-        Self::with_retry(channel, RetryPolicy::default())
-    }
-
-    pub fn with_retry(channel: Arc<dyn Channel>, retry: RetryPolicy) -> Self {
         let budgets = Budgets::new(&channel.capabilities().send_budget);
         Self {
             inner: Arc::new(Inner {
                 channel,
                 budgets,
-                retry,
+                retry: RetryPolicy::default(),
                 chats: Mutex::new(HashMap::new()),
                 delivered: Mutex::new(DeliveredKeys::default()),
             }),
