@@ -420,6 +420,11 @@ async fn a_message_refused_by_a_full_queue_is_told_so() {
     let replies = world.replies(1).await;
     assert!(replies[0].contains("was not queued"), "{replies:?}");
     assert_eq!(world.dispatcher.scheduler().status("agent:main:main").queued, 1);
+    let key = world.channel.operations().into_iter().find_map(|op| match op {
+        Operation::Sent { message, .. } => message.idempotency_key,
+        _ => None,
+    });
+    assert!(key.is_some_and(|key| key.starts_with("notice:telegram:")), "a retried notice is not posted twice");
 }
 
 /// The texts sent so far, each with the chat it went to.
@@ -594,4 +599,32 @@ async fn with_block_streaming_the_blocks_are_the_reply_and_the_final_is_not_sent
     settle(&world, "42", 1).await;
     let texts: Vec<String> = sent_to(&world).into_iter().map(|(_, text)| text).collect();
     assert_eq!(texts, [format!("{a}\n\n{b}\n\n{c}"), "marker".to_owned()], "blocks in quick succession merge");
+}
+
+#[tokio::test]
+async fn verbose_mode_lists_each_tool_call_above_the_reply_until_turned_off() {
+    let world = World::new(open_dms()).await;
+    world.send(world.dm("42", "/verbose on"));
+    assert!(world.replies(1).await[0].contains("Verbose is on"));
+
+    world.fake.push(Turn::tool_calls([
+        ToolCall::new("a", "current_time", "{}"),
+        ToolCall::new("b", "web_search", r#"{"query":"rust *async*"}"#),
+    ]));
+    world.fake.push(Turn::text(["It is noon."]));
+    world.send(world.dm("42", "what time is it?"));
+    let replies = world.replies(3).await;
+    // Markdown as the channel receives it: what the model wrote stays literal.
+    assert_eq!(replies[1], "🔧 current\\_time\n🔧 web\\_search — query: rust \\*async\\* (failed)");
+    assert_eq!(replies[2], "It is noon.");
+
+    world.send(world.dm("42", "/verbose off"));
+    assert!(world.replies(4).await[3].contains("Verbose is off"));
+    world.fake.push(Turn::tool_calls([ToolCall::new("c", "current_time", "{}")]));
+    world.fake.push(Turn::text(["Still noon."]));
+    world.send(world.dm("42", "and now?"));
+    world.request(3).await;
+    assert_eq!(world.replies(5).await[4], "Still noon.");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(world.channel.sent_texts().len(), 5, "no tool lines once verbose is off");
 }

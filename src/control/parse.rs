@@ -17,6 +17,19 @@ pub enum ControlCommand {
     Queue(QueueCommand),
     /// `/status`
     Status,
+    /// `/verbose [on|off]`
+    Verbose(VerboseCommand),
+}
+
+/// What `/verbose` asks for: whether replies list the tools the agent used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VerboseCommand {
+    /// `/verbose` alone: say whether it is on.
+    Show,
+    /// `/verbose on` / `/verbose off`.
+    Set(bool),
+    /// Anything else: the reply explains the syntax.
+    Invalid(String),
 }
 
 /// What `/queue` asks for.
@@ -69,12 +82,25 @@ pub fn parse_command(text: &str) -> Option<ControlCommand> {
         "stop" | "abort" => Some(ControlCommand::Stop),
         "status" => Some(ControlCommand::Status),
         "queue" => Some(ControlCommand::Queue(parse_queue(args))),
+        "verbose" => Some(ControlCommand::Verbose(parse_verbose(args))),
         _ => None,
     }
 }
 
 fn is_mention(word: &str) -> bool {
     (word.starts_with('@') && word.len() > 1) || (word.starts_with("<@") && word.ends_with('>'))
+}
+
+fn parse_verbose(args: &[&str]) -> VerboseCommand {
+    match args {
+        [] => VerboseCommand::Show,
+        [word] => match word.to_lowercase().as_str() {
+            "on" | "true" | "yes" | "1" => VerboseCommand::Set(true),
+            "off" | "false" | "no" | "0" => VerboseCommand::Set(false),
+            other => VerboseCommand::Invalid(format!("`{other}` is neither on nor off")),
+        },
+        _ => VerboseCommand::Invalid("/verbose takes one word".to_owned()),
+    }
 }
 
 fn parse_queue(args: &[&str]) -> QueueCommand {
@@ -169,6 +195,16 @@ mod tests {
         assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
         for bad in ["/queue sideways", "/queue collect cap:0", "/queue steer drop:all", "/queue steer debounce:soon"] {
             assert!(matches!(parse_command(bad), Some(ControlCommand::Queue(QueueCommand::Invalid(_)))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn verbose_turns_on_and_off() {
+        assert_eq!(parse_command("/verbose"), Some(ControlCommand::Verbose(VerboseCommand::Show)));
+        assert_eq!(parse_command("/verbose ON"), Some(ControlCommand::Verbose(VerboseCommand::Set(true))));
+        assert_eq!(parse_command("@bot /verbose off"), Some(ControlCommand::Verbose(VerboseCommand::Set(false))));
+        for bad in ["/verbose loud", "/verbose on please"] {
+            assert!(matches!(parse_command(bad), Some(ControlCommand::Verbose(VerboseCommand::Invalid(_)))), "{bad}");
         }
     }
 }

@@ -4,7 +4,7 @@ use chrono::Utc;
 use ferry_channel::InboundMessage;
 
 use super::Dispatcher;
-use crate::control::{ControlCommand, QueueCommand};
+use crate::control::{ControlCommand, QueueCommand, VerboseCommand};
 use crate::queue::QueueSettings;
 use crate::session::SessionOverrides;
 
@@ -32,17 +32,14 @@ impl Dispatcher {
             }
             ControlCommand::Queue(queue) => self.queue_command(queue, session_key, message).await,
             ControlCommand::Status => self.status(session_key, message).await,
+            ControlCommand::Verbose(verbose) => self.verbose_command(verbose, session_key).await,
         };
         self.reply(message, &reply).await;
     }
 
     async fn queue_command(&self, command: QueueCommand, session_key: &str, message: &InboundMessage) -> String {
-        // The session row must exist to hold the settings.
-        if let Err(error) = self.inner.store.resolve(session_key, Utc::now(), &self.inner.config.session.reset).await {
-            tracing::error!(session_key, %error, "cannot load the session for /queue");
-            return "⚠️ I could not change the queue settings just now. Please try again.".to_owned();
-        }
-        let overrides = match command {
+        let current = self.inner.overrides.get(self.inner.store.as_ref(), session_key).await;
+        let queue = match command {
             QueueCommand::Show => return describe(&self.settings_for(session_key, &message.channel).await),
             QueueCommand::Invalid(problem) => {
                 return format!(
@@ -56,14 +53,45 @@ impl Dispatcher {
                 debounce_ms: debounce.map(|d| d.as_millis() as u64),
                 cap,
                 drop,
+                verbose: None,
             },
         };
-        if let Err(error) = self.inner.store.set_overrides(session_key, &overrides).await {
-            tracing::error!(session_key, %error, "cannot save queue settings");
+        let overrides = SessionOverrides { verbose: current.verbose, ..queue };
+        if !self.save_overrides(session_key, overrides).await {
             return "⚠️ I could not change the queue settings just now. Please try again.".to_owned();
         }
-        self.inner.overrides.set(self.inner.store.as_ref(), session_key, overrides).await;
         format!("Queue for this conversation: {}", describe(&self.settings_for(session_key, &message.channel).await))
+    }
+
+    async fn verbose_command(&self, command: VerboseCommand, session_key: &str) -> String {
+        let current = self.inner.overrides.get(self.inner.store.as_ref(), session_key).await;
+        let on = match command {
+            VerboseCommand::Show => return describe_verbose(current.verbose.unwrap_or(false)).to_owned(),
+            VerboseCommand::Invalid(problem) => return format!("{problem}. Usage: /verbose on|off."),
+            VerboseCommand::Set(on) => on,
+        };
+        // Off is the default: store no override rather than an explicit `false`.
+        let overrides = SessionOverrides { verbose: on.then_some(true), ..current };
+        if !self.save_overrides(session_key, overrides).await {
+            return "⚠️ I could not change that setting just now. Please try again.".to_owned();
+        }
+        describe_verbose(on).to_owned()
+    }
+
+    /// Saves a session's settings and updates the in-memory copy; false (logged) when the
+    /// store cannot be written.
+    async fn save_overrides(&self, session_key: &str, overrides: SessionOverrides) -> bool {
+        // The session row must exist to hold the settings.
+        if let Err(error) = self.inner.store.resolve(session_key, Utc::now(), &self.inner.config.session.reset).await {
+            tracing::error!(session_key, %error, "cannot load the session to change its settings");
+            return false;
+        }
+        if let Err(error) = self.inner.store.set_overrides(session_key, &overrides).await {
+            tracing::error!(session_key, %error, "cannot save the session's settings");
+            return false;
+        }
+        self.inner.overrides.set(self.inner.store.as_ref(), session_key, overrides).await;
+        true
     }
 
     async fn status(&self, session_key: &str, message: &InboundMessage) -> String {
@@ -85,6 +113,14 @@ impl Dispatcher {
             },
             lane.queued,
         )
+    }
+}
+
+fn describe_verbose(on: bool) -> &'static str {
+    if on {
+        "🔧 Verbose is on: replies list each tool I use. /verbose off to stop."
+    } else {
+        "Verbose is off: replies do not list the tools I use. /verbose on to see them."
     }
 }
 

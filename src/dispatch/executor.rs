@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use ferry_channel::{Channel, OutboundMessage, Target};
 use tokio::sync::mpsc;
 
+use super::overrides::OverridesCache;
 use crate::agent::tools::Origin;
 use crate::agent::{AgentRunner, RunRequest};
 use crate::channels::ChannelRegistry;
@@ -23,12 +24,14 @@ use crate::session::{SessionStore, run_in_session};
 const STORE_TROUBLE: &str =
     "⚠️ I could not load this conversation just now. Please send your message again in a moment.";
 
-pub struct AgentExecutor {
-    pub runner: AgentRunner,
-    pub store: Arc<dyn SessionStore>,
-    pub channels: ChannelRegistry,
-    pub schedulers: Schedulers,
-    pub config: Arc<Config>,
+pub(super) struct AgentExecutor {
+    pub(super) runner: AgentRunner,
+    pub(super) store: Arc<dyn SessionStore>,
+    pub(super) channels: ChannelRegistry,
+    pub(super) schedulers: Schedulers,
+    pub(super) config: Arc<Config>,
+    /// Shared with the dispatcher's commands: `/verbose` shows in the next reply.
+    pub(super) overrides: Arc<OverridesCache>,
 }
 
 #[async_trait]
@@ -52,7 +55,9 @@ impl RunExecutor for AgentExecutor {
         request.origin = Some(origin.clone());
         let run_id = request.run_id.clone();
         let answering = Some(inbound.message_id.clone());
-        let mut turn = ReplyTurn::new(scheduler.clone(), origin, &run_id, answering, self.style(&channel));
+        let mut style = self.style(&channel);
+        style.verbose = self.overrides.get(self.store.as_ref(), key).await.verbose.unwrap_or(false);
+        let mut turn = ReplyTurn::new(scheduler.clone(), origin, &run_id, answering, style);
         // On until the reply is sent (dropped at the end of this function).
         let _typing = Typing::start(channel.clone(), target.clone());
         let slot = job.global.enter(key);
@@ -66,7 +71,9 @@ impl RunExecutor for AgentExecutor {
             Ok(outcome) => outcome,
             Err(error) => {
                 tracing::error!(session_key = key, %error, "cannot resolve the session; telling the user");
-                if let Err(error) = scheduler.send(OutboundMessage::text(target, STORE_TROUBLE)).await {
+                let mut notice = OutboundMessage::text(target, STORE_TROUBLE);
+                notice.idempotency_key = Some(format!("{run_id}:store-trouble"));
+                if let Err(error) = scheduler.send(notice).await {
                     tracing::warn!(%error, "telling the user about the session trouble failed");
                 }
                 return RunReport::default();
@@ -92,6 +99,7 @@ impl AgentExecutor {
             prefix: self.config.messages.response_prefix.clone(),
             markup: capabilities.markup,
             max_lines: capabilities.max_lines,
+            verbose: false,
             blocks: defaults.block_streaming.then(|| BlockStyle {
                 limits: ChunkLimits::from(&defaults.block_streaming_chunk),
                 mode: defaults.block_streaming_break,

@@ -9,11 +9,11 @@
 //! refused or dropped.
 
 mod control;
-pub mod executor;
+mod executor;
 mod overrides;
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::sync::Arc;
 
 use ferry_channel::{Channel, InboundDelivery, InboundMessage, OutboundMessage, Target};
@@ -83,7 +83,7 @@ struct Inner {
     scheduler: Scheduler,
     channels: ChannelRegistry,
     runner: AgentRunner,
-    overrides: OverridesCache,
+    overrides: Arc<OverridesCache>,
     /// Every reply and notice goes out through its account's scheduler.
     schedulers: Schedulers,
 }
@@ -95,7 +95,9 @@ impl Dispatcher {
         let store: Arc<dyn SessionStore> = Arc::new(SqliteSessionStore::new(parts.database.clone()));
         let journal = QueueJournal::new(parts.database.clone());
         let schedulers = Schedulers::default();
+        let overrides = Arc::new(OverridesCache::default());
         let executor = AgentExecutor {
+            overrides: overrides.clone(),
             runner: parts.runner.clone(),
             store: store.clone(),
             channels: parts.channels.clone(),
@@ -113,7 +115,7 @@ impl Dispatcher {
                 scheduler,
                 channels: parts.channels,
                 runner: parts.runner,
-                overrides: OverridesCache::default(),
+                overrides,
                 schedulers,
             }),
         })
@@ -279,7 +281,9 @@ impl Dispatcher {
             return;
         };
         let scheduler = self.inner.schedulers.for_channel(&channel);
-        if let Err(error) = scheduler.send(OutboundMessage::reply_to(message, text)).await {
+        let mut notice = OutboundMessage::reply_to(message, text);
+        notice.idempotency_key = Some(notice_key(message, text));
+        if let Err(error) = scheduler.send(notice).await {
             tracing::warn!(%error, "sending a notice failed");
         }
     }
@@ -292,4 +296,20 @@ impl Dispatcher {
             tracing::debug!(%error, "typing indicator failed");
         }
     }
+}
+
+/// A notice's idempotency key: the message it answers and what it says, so a notice that
+/// is retried is not posted twice while different notices about one message all go out.
+fn notice_key(message: &InboundMessage, text: &str) -> String {
+    let mut hasher = std::hash::DefaultHasher::new();
+    text.hash(&mut hasher);
+    format!(
+        "notice:{}:{}:{}:{}:{}:{:016x}",
+        message.channel,
+        message.account_id,
+        message.chat.id,
+        message.thread_id.as_deref().unwrap_or(""),
+        message.message_id,
+        hasher.finish()
+    )
 }

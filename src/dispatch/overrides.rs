@@ -1,9 +1,9 @@
-//! Per-session queue settings (`/queue …`) kept in memory, so admitting a message needs no
-//! database read.
+//! Per-session settings (`/queue …`, `/verbose …`) kept in memory, so admitting a message
+//! or starting a run needs no database read.
 //!
 //! Only sessions whose user changed something have an entry — few, and each small — so
 //! the map does not grow with the number of sessions. It is loaded from the session store
-//! on first use and updated whenever `/queue` changes a session; nothing else writes
+//! on first use and updated whenever a command changes a session; nothing else writes
 //! overrides.
 
 use std::collections::HashMap;
@@ -28,7 +28,7 @@ impl OverridesCache {
         }
     }
 
-    /// Records what `/queue` saved for `session_key`.
+    /// Records what a command saved for `session_key`.
     pub(super) async fn set(&self, store: &dyn SessionStore, session_key: &str, overrides: SessionOverrides) {
         let Some(map) = self.map(store).await else { return };
         let mut map = lock(map);
@@ -47,7 +47,7 @@ impl OverridesCache {
         match loaded {
             Ok(map) => Some(map),
             Err(error) => {
-                tracing::warn!(%error, "cannot read sessions' queue settings; using the configured ones");
+                tracing::warn!(%error, "cannot read sessions' own settings; using the configured ones");
                 None
             }
         }

@@ -12,6 +12,7 @@
 //!   then cut into messages that fit the channel's limits;
 //! - [`chunker`]: block streaming — the growing reply cut into messages of
 //!   `min_chars..=max_chars`, never splitting a code block it can keep whole;
+//! - [`tool_summary`]: verbose mode's one line per tool call;
 //! - [`preview`]: one message per turn, edited in place as the text grows;
 //! - [`coalesce`]: block streaming's sender — merging, pacing, giving up on a stuck send;
 //! - [`outbound`]: the per-account scheduler every platform call goes through (budgets,
@@ -27,5 +28,6 @@ pub mod outbound;
 pub mod preview;
 pub mod shaping;
 pub mod silent;
+pub mod tool_summary;
 pub mod turn;
 pub mod typing;

@@ -23,18 +23,21 @@ pub struct ShapedReply {
 
 /// Shapes a turn's final payloads from `origin` in SPEC order: the reply tag, the silent
 /// token, `HEARTBEAT_OK`, the response prefix, messaging-tool dedup, then the tool-error
-/// fallback. `sends` are the `message` tool's successful sends during the turn, `failures`
-/// its failed tool calls.
+/// fallback, and last the verbose tool summaries. `sends` are the `message` tool's
+/// successful sends during the turn, `failures` its failed tool calls, `tool_lines` one
+/// verbose summary line per tool call (empty unless verbose is on).
 pub fn shape_reply(
     payloads: &[Payload],
     failures: &[ToolFailure],
     origin: &Origin,
     sends: &[ToolSend],
     prefix: Option<&str>,
+    tool_lines: &[String],
 ) -> ShapedReply {
     let mut thread_to_current = false;
     let mut texts: Vec<String> = Vec::new();
-    if !tool_answered_here(origin, sends) {
+    let answered_here = tool_answered_here(origin, sends);
+    if !answered_here {
         for payload in payloads {
             let (text, tagged) = take_reply_tag(&payload.text);
             thread_to_current |= tagged;
@@ -49,6 +52,11 @@ pub fn shape_reply(
         && let Some(warning) = tool_error_fallback(failures, sends)
     {
         texts.push(warning);
+    }
+    // What the tools did comes before what the model concluded from it. When the tool
+    // already answered here, nothing else of the turn is sent — its summary neither.
+    if !tool_lines.is_empty() && !answered_here {
+        texts.insert(0, with_prefix(tool_lines.join("\n"), prefix));
     }
     ShapedReply { texts, thread_to_current }
 }
@@ -260,21 +268,39 @@ mod tests {
         let payload = |text: &str| Payload { text: text.into(), is_error: false };
         let here = origin("42", None);
         let payloads = [payload("😄 NO_REPLY"), payload("  no_reply "), payload("**HEARTBEAT_OK**"), payload("Hi")];
-        assert_eq!(shape_reply(&payloads, &[], &here, &[], Some("[bot]")).texts, ["[bot] 😄", "[bot] Hi"]);
+        assert_eq!(shape_reply(&payloads, &[], &here, &[], Some("[bot]"), &[]).texts, ["[bot] 😄", "[bot] Hi"]);
 
         let tool_here = [sent("42", None, "The report is attached.")];
-        assert!(shape_reply(&[payload("Sent it to you!")], &[], &here, &tool_here, None).texts.is_empty());
+        assert!(shape_reply(&[payload("Sent it to you!")], &[], &here, &tool_here, None, &[]).texts.is_empty());
         let tool_elsewhere = [sent("99", None, "The report is attached.")];
         assert_eq!(
-            shape_reply(&[payload("Sent it to you!")], &[], &here, &tool_elsewhere, None).texts,
+            shape_reply(&[payload("Sent it to you!")], &[], &here, &tool_elsewhere, None, &[]).texts,
             ["Sent it to you!"]
         );
     }
 
     #[test]
+    fn verbose_tool_lines_come_first_and_go_wherever_the_reply_goes() {
+        let payload = |text: &str| Payload { text: text.into(), is_error: false };
+        let here = origin("42", None);
+        let lines = ["🔧 current\\_time".to_owned(), "🔧 search — q: rust".to_owned()];
+        assert_eq!(
+            shape_reply(&[payload("It is noon.")], &[], &here, &[], Some("[bot]"), &lines).texts,
+            ["[bot] 🔧 current\\_time\n🔧 search — q: rust", "[bot] It is noon."]
+        );
+        assert_eq!(
+            shape_reply(&[payload("NO_REPLY")], &[], &here, &[], None, &lines).texts.len(),
+            1,
+            "a silent reply still shows what the tools did"
+        );
+        let tool_here = [sent("42", None, "The report is attached.")];
+        assert!(shape_reply(&[payload("Sent!")], &[], &here, &tool_here, None, &lines).texts.is_empty());
+    }
+
+    #[test]
     fn the_reply_tag_is_removed_and_remembered() {
         let payload = Payload { text: "[[reply_to_current]] Yes, that one.".into(), is_error: false };
-        let shaped = shape_reply(&[payload], &[], &origin("42", None), &[], None);
+        let shaped = shape_reply(&[payload], &[], &origin("42", None), &[], None, &[]);
         assert_eq!(shaped, ShapedReply { texts: vec!["Yes, that one.".into()], thread_to_current: true });
         assert_eq!(hide_reply_tag_while_streaming("[[reply_to_current]] Yes"), "Yes");
         assert_eq!(hide_reply_tag_while_streaming("[[reply_to"), "");
@@ -291,16 +317,19 @@ mod tests {
         let here = origin("42", None);
         let write = [failure("write", "permission denied: /etc/passwd\nat line 3", true)];
         assert_eq!(
-            shape_reply(&silent, &write, &here, &[], None).texts,
+            shape_reply(&silent, &write, &here, &[], None, &[]).texts,
             ["⚠️ write failed: permission denied: /etc/passwd"]
         );
         let answered = [Payload { text: "I could not write it, sorry.".into(), is_error: false }];
-        assert_eq!(shape_reply(&answered, &write, &here, &[], None).texts, ["I could not write it, sorry."]);
+        assert_eq!(shape_reply(&answered, &write, &here, &[], None, &[]).texts, ["I could not write it, sorry."]);
 
         let read = [failure("read", "connection refused", false)];
-        assert_eq!(shape_reply(&silent, &read, &here, &[], None).texts, ["⚠️ read failed: connection refused"]);
+        assert_eq!(shape_reply(&silent, &read, &here, &[], None, &[]).texts, ["⚠️ read failed: connection refused"]);
         let fixable = [failure("read", "`path` is required", false)];
-        assert!(shape_reply(&silent, &fixable, &here, &[], None).texts.is_empty(), "the model can fix that itself");
+        assert!(
+            shape_reply(&silent, &fixable, &here, &[], None, &[]).texts.is_empty(),
+            "the model can fix that itself"
+        );
         let long = [failure("message", &"x".repeat(1000), true)];
         assert_eq!(
             tool_error_fallback(&long, &[]).unwrap().chars().count(),

@@ -17,8 +17,9 @@ use super::outbound::OutboundScheduler;
 use super::preview::{Finished, PreviewStream};
 use super::shaping::{ShapedReply, hide_reply_tag_while_streaming, shape_reply, strip_heartbeat, take_reply_tag};
 use super::silent::shape_final;
+use super::tool_summary::ToolSummaries;
 use crate::agent::tools::Origin;
-use crate::agent::{AgentEvent, AgentStream, AssistantEvent, RunOutcome, RunStatus};
+use crate::agent::{AgentEvent, AgentStream, AssistantEvent, RunOutcome, RunStatus, ToolEvent};
 use crate::config::{HumanDelay, ReplyToMode};
 
 /// How a turn's reply is to be shown.
@@ -42,6 +43,8 @@ pub struct TurnStyle {
     pub max_lines: Option<usize>,
     /// Block streaming (`agents.defaults.block_streaming`), when on.
     pub blocks: Option<BlockStyle>,
+    /// One line per tool call in the reply (`/verbose on`).
+    pub verbose: bool,
 }
 
 /// How a reply is cut into messages while it streams.
@@ -67,6 +70,9 @@ pub struct ReplyTurn {
     streamed: String,
     /// Where the last block's text ended in `streamed`.
     last_block_end: usize,
+    /// Verbose mode: the run's tool calls, and the summary lines not streamed as blocks.
+    tools: Option<ToolSummaries>,
+    tool_lines: Vec<String>,
 }
 
 impl ReplyTurn {
@@ -99,6 +105,7 @@ impl ReplyTurn {
             );
             (chunker, coalescer)
         });
+        let tools = style.verbose.then(ToolSummaries::default);
         Self {
             scheduler,
             origin,
@@ -109,6 +116,8 @@ impl ReplyTurn {
             blocks,
             streamed: String::new(),
             last_block_end: 0,
+            tools,
+            tool_lines: Vec::new(),
         }
     }
 
@@ -137,6 +146,10 @@ impl ReplyTurn {
                 }
             };
             let Some(event) = event else { break };
+            if let AgentStream::Tool(tool) = &event.stream {
+                self.tool_finished(tool).await;
+                continue;
+            }
             let AgentStream::Assistant(assistant) = &event.stream else { continue };
             if let (Some(preview), AssistantEvent::Delta { text, .. }) = (&mut self.preview, assistant) {
                 preview.update(&hide_reply_tag_while_streaming(text)).await;
@@ -172,6 +185,24 @@ impl ReplyTurn {
         }
     }
 
+    /// Verbose mode: a finished tool call's summary line. With block streaming it is a block
+    /// of its own, after the text streamed before the call; otherwise it waits for the finals.
+    async fn tool_finished(&mut self, event: &ToolEvent) {
+        let Some(line) = self.tools.as_mut().and_then(|tools| tools.observe(event)) else { return };
+        let Some((chunker, coalescer)) = &mut self.blocks else {
+            self.tool_lines.push(line);
+            return;
+        };
+        for block in chunker.text_end() {
+            self.last_block_end = block.source.end;
+            let (text, _) = take_reply_tag(&String::from(block));
+            if let Some(text) = shape_final(&text).and_then(|text| strip_heartbeat(&text)) {
+                coalescer.push(text, "\n\n").await;
+            }
+        }
+        coalescer.push(line, "\n").await;
+    }
+
     /// Delivers the run's reply: shaped finals, split to the channel's limit, edited into the
     /// preview or sent. An aborted run sends nothing (its preview, if any, stays as it was).
     pub async fn deliver(mut self, outcome: &RunOutcome) {
@@ -190,6 +221,7 @@ impl ReplyTurn {
             &self.origin,
             &outcome.tool_sends,
             self.style.prefix.as_deref(),
+            &self.tool_lines,
         );
         let messages = self.messages(&shaped);
         if let Some(preview) = self.preview.take()
@@ -275,6 +307,7 @@ mod tests {
             markup: MarkupDialect::TelegramHtml,
             max_lines: None,
             blocks: None,
+            verbose: false,
         };
         ReplyTurn::new(OutboundScheduler::new(channel.clone()), origin, "run-1", None, style)
     }
@@ -318,5 +351,58 @@ mod tests {
         channel.fail_next(OperationKind::Send, ChannelError::MarkupRejected { reason: "can't parse entities".into() });
         turn(&channel).deliver(&outcome("**Done** & dusted <3")).await;
         assert_eq!(sent(&channel), [("Done & dusted <3".to_owned(), TextFormat::Plain)]);
+    }
+
+    fn event(stream: AgentStream) -> AgentEvent {
+        AgentEvent { run_id: "run-1".into(), seq: 0, session_key: "s".into(), ts: Utc::now(), stream }
+    }
+
+    fn delta(text: &str) -> AgentEvent {
+        event(AgentStream::Assistant(AssistantEvent::Delta { delta: text.into(), text: String::new() }))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_block_streaming_a_verbose_tool_line_goes_out_between_the_text_around_it() {
+        let channel = telegram_like();
+        let mut turn = turn(&channel);
+        turn.style.verbose = true;
+        turn.tools = Some(ToolSummaries::default());
+        let limits = ChunkLimits { min_chars: 1, ..ChunkLimits::default() };
+        let style = BlockStyle { limits, mode: BreakMode::TextEnd, idle: Duration::ZERO, delay: HumanDelay::Off };
+        turn.blocks = Some((
+            BlockChunker::new(style.limits, style.mode),
+            Coalescer::new(
+                turn.scheduler.clone(),
+                turn.origin.target.clone(),
+                "run-1",
+                style.idle,
+                BlockFormat { text_limit: 4000, markup: MarkupDialect::TelegramHtml, max_lines: None },
+                style.delay,
+            ),
+        ));
+        let (events, followed) = mpsc::unbounded_channel();
+        let args = serde_json::json!({ "zone": "UTC" });
+        for stream in [
+            delta("Let me check."),
+            event(AgentStream::Tool(ToolEvent::Start { name: "current_time".into(), tool_call_id: "a".into(), args })),
+            event(AgentStream::Tool(ToolEvent::Result {
+                name: "current_time".into(),
+                tool_call_id: "a".into(),
+                is_error: false,
+                result: "12:00".into(),
+            })),
+            delta("It is noon."),
+            event(AgentStream::Assistant(AssistantEvent::TextEnd { text: String::new() })),
+        ] {
+            events.send(stream).unwrap();
+        }
+        drop(events);
+        turn.follow(followed).await;
+        turn.deliver(&outcome("Let me check.It is noon.")).await;
+        assert_eq!(
+            sent(&channel).into_iter().map(|(text, _)| text).collect::<Vec<_>>(),
+            ["Let me check.", "🔧 current_time — zone: UTC", "It is noon."],
+            "each block once, in the order it happened, and no final after them"
+        );
     }
 }

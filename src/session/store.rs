@@ -21,7 +21,7 @@ pub struct Session {
     pub overrides: SessionOverrides,
 }
 
-/// What a user changed for their session alone (`/queue …`).
+/// What a user changed for their session alone (`/queue …`, `/verbose …`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionOverrides {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -32,6 +32,9 @@ pub struct SessionOverrides {
     pub cap: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drop: Option<DropPolicy>,
+    /// Replies list the tools the agent used, one line per call (`/verbose on`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verbose: Option<bool>,
 }
 
 /// A session looked up for a new message, with why it is fresh if it is.
