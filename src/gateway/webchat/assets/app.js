@@ -1,0 +1,1 @@
+// Web chat page: being written.
