@@ -628,3 +628,29 @@ async fn verbose_mode_lists_each_tool_call_above_the_reply_until_turned_off() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(world.channel.sent_texts().len(), 5, "no tool lines once verbose is off");
 }
+
+#[tokio::test]
+async fn a_run_still_going_after_the_shutdown_grace_is_aborted_and_its_message_kept() {
+    let world = World::new(open_dms()).await;
+    world.fake.push(Turn::stall(Reply::text(["thinking", "forever"]), 1));
+    let mut bus = world.dispatcher.runner().bus().subscribe();
+    world.send(world.dm("42", "a long question"));
+    world.request(0).await;
+    let aborted = world.dispatcher.scheduler().shut_down(Duration::from_millis(200)).await;
+    assert_eq!(aborted, 1);
+    let ended = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let event = bus.recv().await.unwrap();
+            if let ferry::agent::AgentStream::Lifecycle(ferry::agent::LifecycleEvent::End { aborted, .. }) =
+                event.stream
+            {
+                return aborted;
+            }
+        }
+    });
+    assert!(ended.await.unwrap(), "the run ends with lifecycle end {{aborted}}");
+    assert_eq!(world.journaled().await, 1, "the message is answered after the restart");
+    world.send(world.dm("42", "during shutdown"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(world.fake.requests().len(), 1, "no run starts once shutting down");
+}

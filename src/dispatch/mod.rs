@@ -121,6 +121,11 @@ impl Dispatcher {
         })
     }
 
+    /// The runner every run goes through (its event bus is where observers listen).
+    pub fn runner(&self) -> &AgentRunner {
+        &self.inner.runner
+    }
+
     pub fn scheduler(&self) -> &Scheduler {
         &self.inner.scheduler
     }
