@@ -9,10 +9,11 @@
 //! 5. `reply` shapes the streamed output and sends it back through the adapter.
 //!
 //! What is here so far: the foundation the stages build on — [`config`] (the operator's
-//! settings, typed and validated), [`state`] (the state directory and its SQLite database)
-//! and [`logging`] — plus [`routing`] (stage 2), [`queue`] and [`dispatch`] (stage 3),
-//! [`agent`] (stage 4) and the first parts of [`reply`] (stage 5: reply shaping,
-//! platform formatting, the block chunker, previews, the outbound scheduler).
+//! settings, typed and validated), [`state`] (the state directory and its SQLite database),
+//! [`logging`] and [`metrics`] (what `/metrics` exports) — plus [`routing`] (stage 2),
+//! [`queue`] and [`dispatch`] (stage 3), [`agent`] (stage 4) and the first parts of
+//! [`reply`] (stage 5: reply shaping, platform formatting, the block chunker, previews,
+//! the outbound scheduler).
 
 pub mod agent;
 pub mod channels;
@@ -20,6 +21,7 @@ pub mod config;
 pub mod control;
 pub mod dispatch;
 pub mod logging;
+pub mod metrics;
 pub mod queue;
 pub mod reply;
 pub mod routing;
