@@ -137,6 +137,33 @@ async fn a_direct_message_is_answered_and_acknowledged() {
 }
 
 #[tokio::test]
+async fn each_inbound_message_counts_once_under_what_became_of_it() {
+    let counted = |outcome: &str| {
+        let series = format!(r#"ferry_inbound_messages_total{{channel="telegram",outcome="{outcome}"}} "#);
+        let text = ferry::metrics::render();
+        text.lines().find_map(|line| line.strip_prefix(&series)?.parse::<f64>().ok()).unwrap_or(0.0)
+    };
+    let outcomes = ["run", "duplicate", "command"];
+    let before = outcomes.map(counted);
+    let world = World::new(open_dms()).await;
+    world.fake.push(Turn::text(["once"]));
+    let message = world.dm("42", "hi");
+    world.send(message.clone());
+    world.replies(1).await;
+    // One chat's messages are handled in order: once the duplicate is acknowledged, the
+    // first message was counted too.
+    assert_eq!(world.send(message).outcome().await, AckOutcome::Accepted);
+    world.send(world.dm("42", "/status"));
+    world.replies(2).await;
+
+    // Tests beside this one count telegram messages too: at least ours are there.
+    let after = outcomes.map(counted);
+    for ((outcome, after), before) in outcomes.iter().zip(after).zip(before) {
+        assert!(after - before >= 1.0, "{outcome}: {before} -> {after}");
+    }
+}
+
+#[tokio::test]
 async fn the_session_remembers_the_conversation() {
     let world = World::new(open_dms()).await;
     world.fake.push(Turn::text(["First answer."])).push(Turn::text(["Second answer."]));

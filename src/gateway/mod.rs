@@ -208,6 +208,5 @@ async fn healthz(State(state): State<Arc<GatewayState>>) -> Response {
 }
 
 async fn metrics() -> Response {
-    // Filled by the metrics module.
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], String::new()).into_response()
+    ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], crate::metrics::render()).into_response()
 }
