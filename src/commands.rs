@@ -22,7 +22,12 @@ use crate::cli::{AgentArgs, GlobalArgs, PairingCommand};
 use crate::wiring;
 
 /// The agent that answers when none is named.
-const DEFAULT_AGENT: &str = ferry::routing::DEFAULT_AGENT_ID;
+pub const DEFAULT_AGENT: &str = ferry::routing::DEFAULT_AGENT_ID;
+
+/// Said at start-up when no model is configured.
+pub const ECHO_WARNING: &str = "no model is configured: using the offline echo provider, which repeats your message. \
+     Set OPENAI_API_KEY (and OPENAI_BASE_URL for a compatible server) or ANTHROPIC_API_KEY, or configure \
+     [models.providers] and agents.defaults.model";
 
 /// Channels whose DMs can be paired; the web chat is open and has no pairing.
 const PAIRING_CHANNELS: [&str; 3] = ["telegram", "discord", "slack"];
@@ -55,11 +60,7 @@ pub async fn agent(global: &GlobalArgs, args: AgentArgs, env: &Environment) -> a
     let config = &loaded.config;
     let model = resolve_model(config, env)?;
     if model.is_fallback_echo {
-        tracing::warn!(
-            "no model is configured: using the offline echo provider, which repeats your message. Set OPENAI_API_KEY \
-             (and OPENAI_BASE_URL for a compatible server) or ANTHROPIC_API_KEY, or configure [models.providers] and \
-             agents.defaults.model"
-        );
+        tracing::warn!("{ECHO_WARNING}");
     }
     if args.timeout == Some(0) {
         bail!("--timeout must be at least 1 second");
@@ -214,7 +215,7 @@ async fn pairing_approve(store: &PairingStore, channel: &str, code: &str) -> any
 }
 
 /// Loads and validates the config, including the checks that depend on compiled adapters.
-fn load_config(global: &GlobalArgs, env: &Environment) -> anyhow::Result<LoadedConfig> {
+pub fn load_config(global: &GlobalArgs, env: &Environment) -> anyhow::Result<LoadedConfig> {
     let loaded = config::load(global.config.as_deref(), env)?;
     wiring::check_against_adapters(&loaded.config).map_err(|violation| loaded.error_at(violation))?;
     tracing::debug!(source = ?loaded.source, config = ?loaded.config, "configuration loaded");

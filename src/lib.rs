@@ -8,17 +8,17 @@
 //! 4. `agent` runs the model and its tools;
 //! 5. `reply` shapes the streamed output and sends it back through the adapter.
 //!
-//! What is here so far: the foundation the stages build on — [`config`] (the operator's
-//! settings, typed and validated), [`state`] (the state directory and its SQLite database)
-//! and [`logging`] — plus [`routing`] (stage 2), [`queue`] and [`dispatch`] (stage 3),
-//! [`agent`] (stage 4) and the first parts of [`reply`] (stage 5: reply shaping,
-//! platform formatting, the block chunker, previews, the outbound scheduler).
+//! Around them: [`config`] (the operator's settings, typed and validated), [`state`] (the
+//! state directory and its SQLite database), [`logging`], [`dispatch`] (which drives a
+//! message through the stages) and [`gateway`] (the WebSocket RPC, HTTP endpoints and the
+//! web chat channel).
 
 pub mod agent;
 pub mod channels;
 pub mod config;
 pub mod control;
 pub mod dispatch;
+pub mod gateway;
 pub mod logging;
 pub mod queue;
 pub mod reply;

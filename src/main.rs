@@ -3,11 +3,12 @@
 
 mod cli;
 mod commands;
+mod daemon;
 mod wiring;
 
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Parser;
 
 use cli::{Cli, Command, ConfigCommand, LogFormatArg};
@@ -37,7 +38,7 @@ fn run(cli: Cli, env: &Environment) -> anyhow::Result<()> {
         Command::Config(ConfigCommand::Check) => commands::config_check(&cli.global, env),
         Command::Config(ConfigCommand::Show) => commands::config_show(&cli.global, env),
         Command::Agent(args) => runtime()?.block_on(commands::agent(&cli.global, args, env)),
-        Command::Gateway => not_yet("ferry gateway", "the gateway (WebSocket RPC, HTTP and channels)"),
+        Command::Gateway => runtime()?.block_on(daemon::gateway(&cli.global, env)),
         Command::Pairing(command) => runtime()?.block_on(commands::pairing(&cli.global, command, env)),
         Command::Sessions(cli::SessionsCommand::List) => runtime()?.block_on(commands::sessions_list(&cli.global, env)),
     }
@@ -45,8 +46,4 @@ fn run(cli: Cli, env: &Environment) -> anyhow::Result<()> {
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")
-}
-
-fn not_yet(command: &str, capability: &str) -> anyhow::Result<()> {
-    bail!("`{command}` is not available yet: this build of Ferry does not include {capability}")
 }

@@ -5,6 +5,7 @@
 
 use ferry::channel::ChannelCapabilities;
 use ferry::config::{Config, Violation};
+use ferry::routing::ThreadLabels;
 
 /// A chat adapter compiled into this binary.
 pub struct CompiledAdapter {
@@ -81,4 +82,12 @@ pub fn enabled_channels(config: &Config) -> Vec<&'static str> {
     .into_iter()
     .filter_map(|(name, enabled)| enabled.then_some(name))
     .collect()
+}
+
+/// How each adapter's thread ids read in session keys: Telegram's are forum topics.
+pub fn thread_labels() -> ThreadLabels {
+    let labels = ThreadLabels::new();
+    #[cfg(feature = "telegram")]
+    let labels = labels.with(ferry_telegram::CHANNEL_NAME, ferry::routing::ThreadLabel::Topic);
+    labels
 }

@@ -48,6 +48,10 @@ pub enum LifecycleEvent {
     Start {
         #[serde(rename = "startedAt")]
         started_at: DateTime<Utc>,
+        /// Client run ids this run answers too: requests the queue collected into it
+        /// (`collect` mode), whose waiters wait for this run.
+        #[serde(rename = "mergedRunIds", skip_serializing_if = "Vec::is_empty")]
+        merged_run_ids: Vec<String>,
     },
     End {
         #[serde(rename = "endedAt")]
@@ -257,7 +261,7 @@ mod tests {
     #[test]
     fn seq_strictly_increases_and_only_one_terminal_event_is_sent() {
         let (events, rx) = emitter();
-        events.lifecycle(LifecycleEvent::Start { started_at: Utc::now() });
+        events.lifecycle(LifecycleEvent::Start { started_at: Utc::now(), merged_run_ids: Vec::new() });
         events.assistant(AssistantEvent::Delta { delta: "hi".into(), text: "hi".into() });
         events.lifecycle(LifecycleEvent::End { ended_at: Utc::now(), aborted: false });
         events.lifecycle(LifecycleEvent::Error { error: "late".into(), ended_at: Utc::now() });
@@ -271,7 +275,7 @@ mod tests {
     #[test]
     fn dropping_an_unfinished_run_emits_an_aborted_end() {
         let (events, rx) = emitter();
-        events.lifecycle(LifecycleEvent::Start { started_at: Utc::now() });
+        events.lifecycle(LifecycleEvent::Start { started_at: Utc::now(), merged_run_ids: Vec::new() });
         drop(events);
         let seen = collect(rx);
         assert!(matches!(
@@ -285,7 +289,7 @@ mod tests {
         let (tx, rx) = mpsc::unbounded_channel();
         let result = std::panic::catch_unwind(move || {
             let events = RunEvents::new("run-1", "k", EventBus::new(), Some(tx));
-            events.lifecycle(LifecycleEvent::Start { started_at: Utc::now() });
+            events.lifecycle(LifecycleEvent::Start { started_at: Utc::now(), merged_run_ids: Vec::new() });
             panic!("tool exploded");
         });
         assert!(result.is_err());
@@ -299,7 +303,7 @@ mod tests {
         let bus = EventBus::new();
         let mut observer = bus.subscribe();
         let events = RunEvents::new("run-9", "k", bus.clone(), None);
-        events.lifecycle(LifecycleEvent::Start { started_at: Utc::now() });
+        events.lifecycle(LifecycleEvent::Start { started_at: Utc::now(), merged_run_ids: Vec::new() });
         let received = observer.recv().await.unwrap();
         assert_eq!((received.run_id.as_str(), received.seq), ("run-9", 1));
     }

@@ -94,6 +94,8 @@ pub struct RunRequest {
     pub origin: Option<Origin>,
     /// User messages injected into the running turn at its next boundary (steering).
     pub steer: Option<SteerInbox>,
+    /// Other client run ids this run answers (see [`LifecycleEvent::Start`]).
+    pub merged_run_ids: Vec<String>,
 }
 
 impl RunRequest {
@@ -109,6 +111,7 @@ impl RunRequest {
             cancel: CancellationToken::new(),
             origin: None,
             steer: None,
+            merged_run_ids: Vec::new(),
         }
     }
 }
@@ -221,7 +224,8 @@ impl AgentRunner {
         let events = RunEvents::new(&request.run_id, &request.session_key, parts.bus.clone(), consumer);
         let span = tracing::info_span!("run", run_id = %request.run_id, session_key = %request.session_key);
         let started_at = Utc::now();
-        events.lifecycle(LifecycleEvent::Start { started_at });
+        let merged_run_ids = std::mem::take(&mut request.merged_run_ids);
+        events.lifecycle(LifecycleEvent::Start { started_at, merged_run_ids });
 
         let mut history = std::mem::take(&mut request.history);
         let first_new = history.len();

@@ -15,7 +15,7 @@ use crate::channels::ChannelRegistry;
 use crate::config::{Config, StreamingMode};
 use crate::queue::{RunExecutor, RunJob, RunReport};
 use crate::reply::chunker::ChunkLimits;
-use crate::reply::outbound::Schedulers;
+use crate::reply::outbound::{OutboundScheduler, Schedulers};
 use crate::reply::turn::{BlockStyle, ReplyTurn, TurnStyle};
 use crate::reply::typing::Typing;
 use crate::session::{SessionStore, run_in_session};
@@ -50,11 +50,37 @@ impl RunExecutor for AgentExecutor {
         let mut request = RunRequest::new(key, job.prompt);
         request.cancel = job.cancel;
         request.steer = Some(job.steer);
+        // A gateway client names its run (and waits on that name); requests collected
+        // into this run are answered by it too.
+        if let Some(client) = inbound.request.as_ref() {
+            request.run_id.clone_from(&client.run_id);
+            request.extra_system_prompt.clone_from(&client.extra_system_prompt);
+            request.timeout = client.timeout_seconds.map(Duration::from_secs);
+        }
+        request.merged_run_ids = job
+            .messages
+            .iter()
+            .filter_map(|queued| queued.message.request.as_ref().map(|client| client.run_id.clone()))
+            .filter(|run_id| *run_id != request.run_id)
+            .collect();
         let origin =
             Origin { channel: inbound.channel.clone(), account_id: inbound.account_id.clone(), target: target.clone() };
         request.origin = Some(origin.clone());
         let run_id = request.run_id.clone();
         let answering = Some(inbound.message_id.clone());
+        if channel.capabilities().replies_via_chat_events {
+            // Its clients follow the run's own events; nothing is sent to the channel.
+            let slot = job.global.enter(key);
+            let reset = &self.config.session.reset;
+            return match run_in_session(&self.runner, self.store.as_ref(), reset, request, None, slot).await {
+                Ok(outcome) => RunReport { unconsumed_steer: outcome.unconsumed_steer },
+                Err(error) => {
+                    tracing::error!(session_key = key, %error, "cannot resolve the session; telling the user");
+                    store_trouble(&scheduler, target, &run_id).await;
+                    RunReport::default()
+                }
+            };
+        }
         let mut style = self.style(&channel);
         style.verbose = self.overrides.get(self.store.as_ref(), key).await.verbose.unwrap_or(false);
         let mut turn = ReplyTurn::new(scheduler.clone(), origin, &run_id, answering, style);
@@ -71,16 +97,21 @@ impl RunExecutor for AgentExecutor {
             Ok(outcome) => outcome,
             Err(error) => {
                 tracing::error!(session_key = key, %error, "cannot resolve the session; telling the user");
-                let mut notice = OutboundMessage::text(target, STORE_TROUBLE);
-                notice.idempotency_key = Some(format!("{run_id}:store-trouble"));
-                if let Err(error) = scheduler.send(notice).await {
-                    tracing::warn!(%error, "telling the user about the session trouble failed");
-                }
+                store_trouble(&scheduler, target, &run_id).await;
                 return RunReport::default();
             }
         };
         turn.deliver(&outcome).await;
         RunReport { unconsumed_steer: outcome.unconsumed_steer }
+    }
+}
+
+/// Tells the user their conversation could not be loaded (the run did not start).
+async fn store_trouble(scheduler: &OutboundScheduler, target: Target, run_id: &str) {
+    let mut notice = OutboundMessage::text(target, STORE_TROUBLE);
+    notice.idempotency_key = Some(format!("{run_id}:store-trouble"));
+    if let Err(error) = scheduler.send(notice).await {
+        tracing::warn!(%error, "telling the user about the session trouble failed");
     }
 }
 

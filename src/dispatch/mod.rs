@@ -28,7 +28,7 @@ use crate::config::Config;
 use crate::control::parse_command;
 use crate::queue::{Admission, QueueJournal, QueueSettings, QueuedMessage, Scheduler};
 use crate::reply::outbound::Schedulers;
-use crate::routing::{Clock, RouteDecision, Routed, Router, RoutingError, ThreadLabels};
+use crate::routing::{Clock, RouteDecision, Routed, Router, RoutingError, SessionKey, ThreadLabels};
 use crate::session::{SessionStore, SqliteSessionStore};
 use crate::state::Database;
 use executor::AgentExecutor;
@@ -123,6 +123,11 @@ impl Dispatcher {
 
     pub fn scheduler(&self) -> &Scheduler {
         &self.inner.scheduler
+    }
+
+    /// The session `message` would run in (see [`Router::session_key_of`]).
+    pub fn session_key_of(&self, message: &InboundMessage) -> SessionKey {
+        self.inner.router.session_key_of(message)
     }
 
     pub fn store(&self) -> &Arc<dyn SessionStore> {
@@ -274,7 +279,8 @@ impl Dispatcher {
         QueueSettings::resolve(&self.inner.config.messages.queue, channel, &overrides)
     }
 
-    /// Sends a short notice to where `message` came from.
+    /// Sends a short notice to where `message` came from, threaded to it where the
+    /// channel can.
     async fn reply(&self, message: &InboundMessage, text: &str) {
         let Some(channel) = self.inner.channels.get(&message.channel, Some(&message.account_id)) else {
             tracing::warn!(channel = %message.channel, "cannot reply: the channel is not connected");
@@ -283,6 +289,10 @@ impl Dispatcher {
         let scheduler = self.inner.schedulers.for_channel(&channel);
         let mut notice = OutboundMessage::reply_to(message, text);
         notice.idempotency_key = Some(notice_key(message, text));
+        // Quoting the message says which one a notice is about.
+        if channel.capabilities().supports_reply_to {
+            notice.reply_to_message_id = Some(message.message_id.clone());
+        }
         if let Err(error) = scheduler.send(notice).await {
             tracing::warn!(%error, "sending a notice failed");
         }

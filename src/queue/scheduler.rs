@@ -7,7 +7,7 @@
 //! sessions cost no memory.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -23,6 +23,11 @@ use super::prompt::{follow_up_prompt, summary_line};
 use super::settings::QueueSettings;
 use crate::agent::SteerInbox;
 use crate::config::{DropPolicy, QueueMode};
+
+/// How often a shutdown checks whether runs are done.
+const SHUTDOWN_POLL: Duration = Duration::from_millis(20);
+/// How long aborted runs get to wind down (send their terminal event) at shutdown.
+const ABORT_WAIT: Duration = Duration::from_secs(5);
 
 /// One run to execute: what to ask, which messages it answers, and its controls.
 pub struct RunJob {
@@ -103,6 +108,10 @@ struct Inner {
     executor: Arc<dyn RunExecutor>,
     journal: Arc<dyn AnsweredLog>,
     global: GlobalLane,
+    /// Set by [`Scheduler::shut_down`]: no run starts any more.
+    closing: AtomicBool,
+    /// Runs executing now.
+    running: AtomicUsize,
 }
 
 /// One session's state; exists only while the session has work.
@@ -142,6 +151,8 @@ impl Scheduler {
                 executor,
                 journal,
                 global: GlobalLane::new(max_concurrent),
+                closing: AtomicBool::new(false),
+                running: AtomicUsize::new(0),
             }),
         }
     }
@@ -337,6 +348,11 @@ impl Scheduler {
             let mut lanes = self.lanes();
             let Some(lane) = lanes.get_mut(key) else { return };
             let Some(active) = lane.active.take_if(|active| active.token == token) else { return };
+            if self.inner.closing.load(Ordering::Acquire) && active.cancel.is_cancelled() {
+                // Cut short by the shutdown: its messages stay journaled and are answered
+                // after the restart.
+                return;
+            }
             let mut steered = active.steered;
             let unconsumed = report.unconsumed_steer.len().min(steered.len());
             let returned = steered.split_off(steered.len() - unconsumed);
@@ -387,8 +403,11 @@ impl Scheduler {
                 scheduler.quiet_elapsed(&key, generation).await;
             });
         }
-        if let Some((key, job, token)) = effects.start {
+        if let Some((key, job, token)) = effects.start
+            && !self.inner.closing.load(Ordering::Acquire)
+        {
             let scheduler = self.clone();
+            scheduler.inner.running.fetch_add(1, Ordering::AcqRel);
             tokio::spawn(async move {
                 let waited = Utc::now() - job.messages.first().map_or_else(Utc::now, |m| m.enqueued_at);
                 if waited.to_std().unwrap_or_default() > SLOW_LANE_WAIT {
@@ -397,11 +416,43 @@ impl Scheduler {
                 let answered: Vec<i64> = job.messages.iter().map(|m| m.id).collect();
                 let report = scheduler.inner.executor.execute(job).await;
                 scheduler.finished(&key, token, answered, report).await;
+                scheduler.inner.running.fetch_sub(1, Ordering::AcqRel);
             });
         }
         if let Err(error) = self.inner.journal.forget(&effects.remove).await {
             tracing::error!(%error, "cannot remove answered messages from the queue journal; they may run again after a restart");
         }
+    }
+
+    /// Stops starting runs (waiting messages stay journaled for the next start), gives the
+    /// running ones `grace` to finish, then aborts the rest — they end with `lifecycle end
+    /// {aborted}` and their messages are answered after the restart. Returns how many were
+    /// aborted.
+    pub async fn shut_down(&self, grace: Duration) -> usize {
+        self.inner.closing.store(true, Ordering::Release);
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.running() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(SHUTDOWN_POLL).await;
+        }
+        let aborted = {
+            let lanes = self.lanes();
+            let active: Vec<_> = lanes.values().filter_map(|lane| lane.active.as_ref()).collect();
+            active.iter().for_each(|active| active.cancel.cancel());
+            active.len()
+        };
+        let deadline = tokio::time::Instant::now() + ABORT_WAIT;
+        while self.running() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(SHUTDOWN_POLL).await;
+        }
+        if aborted > 0 {
+            tracing::warn!(aborted, "runs still going at the end of the shutdown grace period were aborted");
+        }
+        aborted
+    }
+
+    /// Runs executing now.
+    pub fn running(&self) -> usize {
+        self.inner.running.load(Ordering::Acquire)
     }
 
     fn lanes(&self) -> MutexGuard<'_, HashMap<String, Lane>> {

@@ -49,7 +49,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use dedupe::{DedupeError, DedupeStore};
 pub use mention::{Gate, InvalidMentionPattern, MentionGate};
 pub use pairing::{ApprovedSender, PairingError, PairingRequest, PairingStore, PendingPairing};
-pub use session_key::{SessionKey, ThreadLabel, ThreadLabels, session_key};
+pub use session_key::{InvalidSessionKey, SessionKey, ThreadLabel, ThreadLabels, session_key};
 
 use crate::config::{Config, DmScope};
 use crate::state::Database;
@@ -235,8 +235,7 @@ impl Router {
                 false
             }
         };
-        let session_key =
-            session_key(&self.agent_id, self.dm_scope, message, self.thread_labels.for_channel(&message.channel));
+        let session_key = self.session_key_of(message);
         let is_group = message.chat.kind != ChatKind::Direct;
         let prompt = if is_group {
             if self.redelivered(message).await? {
@@ -251,6 +250,23 @@ impl Router {
         };
         tracing::debug!(%session_key, "message will run");
         Ok(RouteDecision::Run { session_key, prompt, is_group })
+    }
+
+    /// The session `message` belongs to: the one its gateway client named, else the one
+    /// its channel, chat and sender give.
+    pub fn session_key_of(&self, message: &InboundMessage) -> SessionKey {
+        let requested = message.request.as_ref().and_then(|request| request.session_key.as_deref());
+        match requested.map(SessionKey::parse) {
+            Some(Ok(key)) => return key,
+            Some(Err(error)) => tracing::warn!(%error, "ignoring the session a client named; routing the message"),
+            None => {}
+        }
+        session_key(&self.agent_id, self.dm_scope, message, self.thread_labels.for_channel(&message.channel))
+    }
+
+    /// The agent this router answers for.
+    pub fn agent_id(&self) -> &str {
+        &self.agent_id
     }
 
     /// Whether `message` was already recorded: asked before a step whose effect a

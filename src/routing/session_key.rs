@@ -51,6 +51,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::DmScope;
 
+/// The longest session key a client may name.
+const MAX_KEY_LEN: usize = 512;
+
+/// Why a session key someone wrote was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidSessionKey(String);
+
 /// A session key: lowercase, `:`-separated, built only by [`session_key`] (or parsed from an
 /// operator's `--session`). Equal keys mean one shared conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -64,6 +72,32 @@ impl SessionKey {
 
     pub fn into_string(self) -> String {
         self.0
+    }
+
+    /// A key a client or an operator wrote (`agent:<agent id>:<more parts>`), lowercased.
+    /// Parts must be non-empty and free of whitespace and control characters.
+    pub fn parse(text: &str) -> Result<Self, InvalidSessionKey> {
+        let key = text.trim().to_lowercase();
+        let invalid = |why: &str| Err(InvalidSessionKey(format!("session key `{}`: {why}", text.trim())));
+        if key.len() > MAX_KEY_LEN {
+            return invalid(&format!("longer than {MAX_KEY_LEN} bytes"));
+        }
+        let parts: Vec<&str> = key.split(':').collect();
+        if parts.len() < 3 || parts[0] != "agent" {
+            return invalid("must look like agent:<agent id>:<name>, e.g. agent:main:main");
+        }
+        if parts.iter().any(|part| part.is_empty()) {
+            return invalid("has an empty part");
+        }
+        if key.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return invalid("must not contain spaces or control characters");
+        }
+        Ok(Self(key))
+    }
+
+    /// The agent the session belongs to (its second part).
+    pub fn agent_id(&self) -> &str {
+        self.0.split(':').nth(1).unwrap_or_default()
     }
 
     /// A key from raw text, for tests of code that only stores keys.
@@ -377,5 +411,16 @@ mod tests {
             prop_assert!(child.as_str().starts_with(&prefix), "{child} does not extend {parent}");
             prop_assert!(child.as_str().len() > prefix.len());
         }
+    }
+
+    #[test]
+    fn written_keys_are_parsed_lowercased_and_checked() {
+        let key = SessionKey::parse(" Agent:Main:WebChat:direct:Ada ").unwrap();
+        assert_eq!(key.as_str(), "agent:main:webchat:direct:ada");
+        assert_eq!(key.agent_id(), "main");
+        for bad in ["", "main", "agent:main", "agent::x", "agent:main:a b", "session:main:x", "agent:main:x\u{7}"] {
+            assert!(SessionKey::parse(bad).is_err(), "{bad:?}");
+        }
+        assert!(SessionKey::parse(&format!("agent:main:{}", "x".repeat(600))).is_err());
     }
 }

@@ -41,6 +41,11 @@ pub struct ChannelCapabilities {
     pub min_edit_interval: Duration,
     /// How fast the bot may send; the core's outbound scheduler keeps to it.
     pub send_budget: SendBudget,
+    /// The channel's clients watch every run's reply live through the gateway's `chat`
+    /// events (the web chat): the reply pipeline sends them no reply messages of its own,
+    /// only notices and what the agent's `message` tool sends.
+    #[serde(default)]
+    pub replies_via_chat_events: bool,
 }
 
 /// A number of calls per period.
@@ -87,6 +92,7 @@ impl ChannelCapabilities {
             supports_reply_to: true,
             min_edit_interval: Duration::ZERO,
             send_budget: SendBudget::UNLIMITED,
+            replies_via_chat_events: false,
         }
     }
 }

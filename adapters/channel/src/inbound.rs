@@ -105,6 +105,27 @@ pub struct InboundMessage {
     pub reply_to_bot: bool,
     pub attachments: Vec<Attachment>,
     pub received_at: DateTime<Utc>,
+    /// What a gateway client asked for along with the message (RPC `agent`, `chat.send`);
+    /// platform adapters leave it `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<ClientRequest>,
+}
+
+/// A gateway client's wishes for the run that answers its message. Clients name their
+/// runs (to wait on them) and may name a session directly instead of having one routed.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ClientRequest {
+    /// The run's id: the client's idempotency key.
+    pub run_id: String,
+    /// A session key the client chose (validated by the gateway).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_key: Option<String>,
+    /// Added to the system prompt of this run only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_system_prompt: Option<String>,
+    /// Overrides the run timeout, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
 }
 
 impl InboundMessage {
@@ -130,6 +151,7 @@ impl InboundMessage {
             reply_to_bot: false,
             attachments: Vec::new(),
             received_at: Utc::now(),
+            request: None,
         }
     }
 }

@@ -47,5 +47,7 @@ pub use ack::{Ack, AckOutcome, AckReceiver};
 pub use capabilities::{ChannelCapabilities, MarkupDialect, Rate, SendBudget};
 pub use channel::{Channel, InboundStream};
 pub use error::ChannelError;
-pub use inbound::{Attachment, AttachmentKind, ChatKind, ChatRef, InboundDelivery, InboundMessage, Sender};
+pub use inbound::{
+    Attachment, AttachmentKind, ChatKind, ChatRef, ClientRequest, InboundDelivery, InboundMessage, Sender,
+};
 pub use outbound::{MessageRef, OutboundMessage, SentMessage, Target, TextFormat};

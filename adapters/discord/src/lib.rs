@@ -29,5 +29,6 @@ pub fn capabilities() -> ChannelCapabilities {
             per_group: None,
             global: Some(Rate::new(50, Duration::from_secs(1))),
         },
+        replies_via_chat_events: false,
     }
 }

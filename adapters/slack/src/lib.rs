@@ -26,5 +26,6 @@ pub fn capabilities() -> ChannelCapabilities {
         min_edit_interval: Duration::from_millis(1000),
         // chat.postMessage: about one message a second per channel (short bursts tolerated).
         send_budget: SendBudget { per_chat: Some(Rate::new(1, Duration::from_secs(1))), per_group: None, global: None },
+        replies_via_chat_events: false,
     }
 }

@@ -30,5 +30,6 @@ pub fn capabilities() -> ChannelCapabilities {
             per_group: Some(Rate::new(20, Duration::from_secs(60))),
             global: Some(Rate::new(30, Duration::from_secs(1))),
         },
+        replies_via_chat_events: false,
     }
 }

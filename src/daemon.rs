@@ -1,0 +1,115 @@
+//! `ferry gateway`: builds the daemon from the config — model, state, dispatcher, channels,
+//! gateway — serves until SIGINT/SIGTERM, then shuts down in order: stop taking
+//! connections, let running replies finish (up to [`SHUTDOWN_GRACE`]), abort the rest.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use ferry::agent::providers::resolve_model;
+use ferry::agent::tools::ToolRegistry;
+use ferry::agent::{AgentRunner, EventBus, RunSettings, RunnerParts};
+use ferry::channels::ChannelRegistry;
+use ferry::config::Environment;
+use ferry::dispatch::{Dispatcher, DispatcherParts};
+use ferry::gateway::{Gateway, GatewayParts};
+use ferry::routing::SystemClock;
+use ferry::session::SqliteSessionStore;
+use ferry::state;
+
+use crate::cli::GlobalArgs;
+use crate::commands::{DEFAULT_AGENT, ECHO_WARNING, load_config};
+use crate::wiring;
+
+/// How long running replies may take to finish once a shutdown begins.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()> {
+    let loaded = load_config(global, env)?;
+    let config = Arc::new(loaded.config);
+    let model = resolve_model(&config, env)?;
+    if model.is_fallback_echo {
+        tracing::warn!("{ECHO_WARNING}");
+    }
+    let state_dir = state::resolve_state_dir(&config, env)?;
+    let workspace = config.agents.defaults.workspace.clone().unwrap_or_else(|| state_dir.join("workspace"));
+    let database = state::Database::open(&state_dir).await?;
+    let channels = ChannelRegistry::new();
+    let bus = EventBus::new();
+    tracing::info!(model = %model.label(), state_dir = %state_dir.display(), "starting the gateway");
+    let runner = AgentRunner::new(RunnerParts {
+        model,
+        tools: ToolRegistry::with_builtins(),
+        bus: bus.clone(),
+        settings: RunSettings::from_config(&config.agents.defaults),
+        workspace,
+        channels: channels.clone(),
+        sessions: Arc::new(SqliteSessionStore::new(database.clone())),
+    });
+    let dispatcher = Dispatcher::new(DispatcherParts {
+        config: config.clone(),
+        database: database.clone(),
+        runner,
+        channels: channels.clone(),
+        clock: Arc::new(SystemClock),
+        agent_id: DEFAULT_AGENT.to_owned(),
+        thread_labels: wiring::thread_labels(),
+    })
+    .context("setting up message routing")?;
+    let listener = Gateway::bind(&config).await?;
+    let address = listener.local_addr().context("reading the gateway's address")?;
+    let gateway = Gateway::start(GatewayParts {
+        config: config.clone(),
+        dispatcher: dispatcher.clone(),
+        bus,
+        channels,
+        agent_id: DEFAULT_AGENT.to_owned(),
+    })
+    .await?;
+    let restored = dispatcher.restore().await.context("reading the queue journal")?;
+    if restored > 0 {
+        tracing::info!(restored, "answering messages accepted before the last shutdown");
+    }
+    if config.channels.webchat.enabled {
+        tracing::info!("web chat: http://{address}/");
+    }
+    tracing::info!("gateway listening: ws://{address}/ws, health at http://{address}/healthz");
+
+    gateway.serve(listener, shutdown_signal()).await?;
+    tracing::info!(running = dispatcher.scheduler().running(), "shutting down: no new connections");
+    let aborted = dispatcher.scheduler().shut_down(SHUTDOWN_GRACE).await;
+    if aborted > 0 {
+        tracing::warn!(aborted, "aborted runs that did not finish in time; their messages are answered on restart");
+    }
+    database.close().await;
+    tracing::info!("gateway stopped");
+    Ok(())
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => tracing::info!("interrupted (SIGINT)"),
+        () = terminate => tracing::info!("terminated (SIGTERM)"),
+    }
+}

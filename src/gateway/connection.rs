@@ -1,0 +1,207 @@
+//! One WebSocket client: the `connect` handshake, then requests answered side by side (a
+//! long `agent.wait` holds up nothing else) and events written as the client reads them.
+
+use std::sync::Arc;
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, close_code};
+use futures::{SinkExt, StreamExt};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::time::{Duration, interval_at};
+
+use super::GatewayState;
+use super::hub::ConnectionId;
+use super::outbox::{Delivery, Outbox};
+use super::protocol::{self, EVENTS, ErrorCode, METHODS, Outgoing, PROTOCOL_VERSION, RpcError};
+
+/// How long a client has to send `connect`.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often an idle connection hears a `tick`.
+pub const TICK_INTERVAL: Duration = Duration::from_secs(30);
+/// Longest client id accepted; it names the client's web chat.
+const MAX_CLIENT_ID: usize = 128;
+
+/// Who is on the other end, once the handshake passed.
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub connection: ConnectionId,
+    /// The client's stable id; its web chat messages come from, and go to, this chat.
+    pub id: String,
+    /// Where `chat.*` calls without a `sessionKey` go.
+    pub session_key: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConnectParams {
+    #[serde(default)]
+    auth: Auth,
+    client: ClientInfo,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Auth {
+    token: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClientInfo {
+    id: String,
+    #[serde(default)]
+    version: Option<String>,
+}
+
+/// Serves one socket until either side closes it.
+pub async fn serve(socket: WebSocket, gateway: Arc<GatewayState>) {
+    let (mut sink, mut stream) = socket.split();
+    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.next()).await;
+    let first = match handshake {
+        Ok(Some(Ok(Message::Text(text)))) => text,
+        Ok(Some(Ok(_))) => {
+            let error = RpcError::invalid("the first frame must be a connect request (JSON text)");
+            let _ = sink.send(text(Outgoing::response(Value::Null, Err(error)))).await;
+            return;
+        }
+        Ok(Some(Err(error))) => {
+            tracing::debug!(%error, "a gateway client failed before the handshake");
+            return;
+        }
+        Ok(None) => return,
+        Err(_) => {
+            let _ = sink.send(close(close_code::POLICY, "no connect request within 10 s")).await;
+            return;
+        }
+    };
+    let (outbox, client) = match handshake_reply(&gateway, &first) {
+        Ok(connected) => connected,
+        Err((id, error)) => {
+            let unauthorized = error.code == ErrorCode::Unauthorized;
+            let _ = sink.send(text(Outgoing::response(id, Err(error)))).await;
+            if unauthorized {
+                let _ = sink.send(close(close_code::POLICY, "unauthorized")).await;
+            }
+            return;
+        }
+    };
+    tracing::debug!(client = %client.id, "gateway client connected");
+
+    let writer = tokio::spawn(write_frames(sink, outbox.clone()));
+    loop {
+        let received = tokio::select! {
+            received = stream.next() => received,
+            () = gateway.closing.cancelled() => break,
+        };
+        let Some(received) = received else { break };
+        let frame = match received {
+            Ok(Message::Text(frame)) => frame,
+            Ok(Message::Close(_)) => break,
+            Ok(Message::Ping(_) | Message::Pong(_)) => continue,
+            Ok(Message::Binary(_)) => {
+                let error = RpcError::invalid("frames must be JSON text, not binary");
+                outbox.push_response(Outgoing::response(Value::Null, Err(error)).to_text());
+                continue;
+            }
+            Err(error) => {
+                // Includes frames over the size limit: the socket cannot go on after those.
+                tracing::debug!(client = %client.id, %error, "gateway client socket failed");
+                break;
+            }
+        };
+        if outbox.is_closed() {
+            break;
+        }
+        match protocol::parse_request(&frame) {
+            Err((id, error)) => outbox.push_response(Outgoing::response(id, Err(error)).to_text()),
+            Ok(request) if request.method == "connect" => {
+                let error = RpcError::invalid("already connected");
+                outbox.push_response(Outgoing::response(request.id, Err(error)).to_text());
+            }
+            Ok(request) => {
+                let (gateway, client, outbox) = (gateway.clone(), client.clone(), outbox.clone());
+                tokio::spawn(async move {
+                    let result = super::methods::call(&gateway, &client, &request.method, &request.params).await;
+                    outbox.push_response(Outgoing::response(request.id, result).to_text());
+                });
+            }
+        }
+    }
+    gateway.hub.disconnect(client.connection);
+    outbox.close();
+    let _ = writer.await;
+    tracing::debug!(client = %client.id, "gateway client disconnected");
+}
+
+/// Checks the `connect` frame; on success the client is registered and `hello-ok` queued.
+fn handshake_reply(gateway: &GatewayState, frame: &str) -> Result<(Arc<Outbox>, Client), (Value, RpcError)> {
+    let request = protocol::parse_request(frame)?;
+    let id = request.id.clone();
+    if request.method != "connect" {
+        return Err((id, RpcError::invalid(format!("the first request must be connect, not {}", request.method))));
+    }
+    let params: ConnectParams = protocol::params(&request.params).map_err(|error| (id.clone(), error))?;
+    if let Some(expected) = &gateway.auth_token
+        && !params.auth.token.as_deref().is_some_and(|token| constant_time_eq(token.as_bytes(), expected.as_bytes()))
+    {
+        tracing::warn!("a gateway client presented a missing or wrong token");
+        return Err((id, RpcError::new(ErrorCode::Unauthorized, "a valid auth.token is required")));
+    }
+    let client_id = params.client.id.trim().to_owned();
+    if client_id.is_empty() || client_id.len() > MAX_CLIENT_ID || client_id.chars().any(char::is_control) {
+        return Err((id, RpcError::invalid(format!("client.id must be 1..={MAX_CLIENT_ID} printable characters"))));
+    }
+    let outbox = Arc::new(Outbox::default());
+    let connection = gateway.hub.connect(outbox.clone());
+    let session_key = gateway.webchat_session(&client_id);
+    gateway.hub.follow_session(connection, &session_key);
+    gateway.hub.follow_chat(connection, &client_id, &session_key);
+    tracing::debug!(client = %client_id, version = ?params.client.version, "gateway handshake");
+    let hello = json!({
+        "type": "hello-ok",
+        "protocol": PROTOCOL_VERSION,
+        "server": { "version": env!("CARGO_PKG_VERSION") },
+        "sessionKey": session_key,
+        "features": { "methods": METHODS, "events": EVENTS },
+        "tickIntervalMs": TICK_INTERVAL.as_millis() as u64,
+    });
+    outbox.push_response(Outgoing::response(id, Ok(hello)).to_text());
+    Ok((outbox, Client { connection, id: client_id, session_key }))
+}
+
+/// Writes queued frames, and a `tick` every [`TICK_INTERVAL`].
+async fn write_frames(mut sink: futures::stream::SplitSink<WebSocket, Message>, outbox: Arc<Outbox>) {
+    let mut ticks = interval_at(tokio::time::Instant::now() + TICK_INTERVAL, TICK_INTERVAL);
+    loop {
+        tokio::select! {
+            frame = outbox.next() => {
+                let Some(frame) = frame else { break };
+                if sink.send(Message::Text(frame.into())).await.is_err() {
+                    outbox.close();
+                    break;
+                }
+            }
+            _ = ticks.tick() => {
+                let now = chrono::Utc::now().timestamp_millis();
+                outbox.push_event("tick", &json!({ "ts": now }).to_string(), Delivery::Droppable);
+            }
+        }
+    }
+    let _ = sink.close().await;
+}
+
+fn text(frame: Outgoing) -> Message {
+    Message::Text(frame.to_text().into())
+}
+
+fn close(code: u16, reason: &'static str) -> Message {
+    Message::Close(Some(CloseFrame { code, reason: Utf8Bytes::from_static(reason) }))
+}
+
+/// Compares secrets without revealing through timing how much of a guess was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

@@ -1,0 +1,204 @@
+//! The gateway's event fan-out: every run's events from the bus, turned into `agent` and
+//! `chat` events for the connections that follow the run's session, and replies the web
+//! chat channel sends, for the connections of that chat.
+//!
+//! ```text
+//! EventBus ─► Hub::run ─► RunRegistry (agent.wait)
+//!                      └► ChatEvents per run ─► Outbox of each subscribed connection
+//! WebChat::send ─► Hub::notice ─► Outbox of each connection of that chat
+//! ```
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::broadcast::error::RecvError;
+use tokio::time::sleep_until;
+use tokio_util::sync::CancellationToken;
+
+use super::outbox::{Delivery, Outbox};
+use super::runs::RunRegistry;
+use crate::agent::{AgentEvent, AgentStream, EventBus};
+use crate::reply::chat_events::{ChatEvent, ChatEvents, ChatState, ChatText};
+
+/// A connection's id within the hub.
+pub type ConnectionId = u64;
+
+#[derive(Default)]
+pub struct Hub {
+    state: Mutex<State>,
+    next_id: AtomicU64,
+    pub runs: RunRegistry,
+}
+
+#[derive(Default)]
+struct State {
+    outboxes: HashMap<ConnectionId, Arc<Outbox>>,
+    by_session: HashMap<String, HashSet<ConnectionId>>,
+    /// Web chat chat id → its connections and the session its replies belong to.
+    by_chat: HashMap<String, (HashSet<ConnectionId>, String)>,
+    /// What each connection subscribed to, to clean up after it.
+    subscriptions: HashMap<ConnectionId, (Vec<String>, Vec<String>)>,
+}
+
+impl Hub {
+    /// Registers a connection's outbox.
+    pub fn connect(&self, outbox: Arc<Outbox>) -> ConnectionId {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut state = self.lock();
+        state.outboxes.insert(id, outbox);
+        state.subscriptions.insert(id, (Vec::new(), Vec::new()));
+        id
+    }
+
+    pub fn disconnect(&self, id: ConnectionId) {
+        let mut state = self.lock();
+        state.outboxes.remove(&id);
+        let Some((sessions, chats)) = state.subscriptions.remove(&id) else { return };
+        for session in sessions {
+            if let Some(ids) = state.by_session.get_mut(&session) {
+                ids.remove(&id);
+                if ids.is_empty() {
+                    state.by_session.remove(&session);
+                }
+            }
+        }
+        for chat in chats {
+            if let Some((ids, _)) = state.by_chat.get_mut(&chat) {
+                ids.remove(&id);
+                if ids.is_empty() {
+                    state.by_chat.remove(&chat);
+                }
+            }
+        }
+    }
+
+    /// The connection gets the `agent` and `chat` events of `session_key` from now on.
+    pub fn follow_session(&self, id: ConnectionId, session_key: &str) {
+        let mut state = self.lock();
+        if !state.outboxes.contains_key(&id) {
+            return;
+        }
+        if state.by_session.entry(session_key.to_owned()).or_default().insert(id)
+            && let Some((sessions, _)) = state.subscriptions.get_mut(&id)
+        {
+            sessions.push(session_key.to_owned());
+        }
+    }
+
+    /// The connection gets what the web chat channel sends to `chat_id`, as `chat` events
+    /// of `session_key`.
+    pub fn follow_chat(&self, id: ConnectionId, chat_id: &str, session_key: &str) {
+        let mut state = self.lock();
+        if !state.outboxes.contains_key(&id) {
+            return;
+        }
+        let entry = state.by_chat.entry(chat_id.to_owned()).or_insert_with(|| (HashSet::new(), session_key.to_owned()));
+        if entry.0.insert(id)
+            && let Some((_, chats)) = state.subscriptions.get_mut(&id)
+        {
+            chats.push(chat_id.to_owned());
+        }
+    }
+
+    /// A message the web chat channel sends to `chat_id` (a command's answer, a notice, a
+    /// `message` tool send): one `final` with a run id of its own.
+    pub fn notice(&self, chat_id: &str, run_id: &str, text: &str) -> bool {
+        let state = self.lock();
+        let Some((ids, session_key)) = state.by_chat.get(chat_id) else { return false };
+        let event = ChatEvent {
+            run_id: run_id.to_owned(),
+            session_key: session_key.clone(),
+            seq: 1,
+            state: ChatState::Final,
+            message: Some(ChatText { role: "assistant", text: text.to_owned() }),
+            error_message: None,
+        };
+        let payload = to_json(&event);
+        for id in ids {
+            if let Some(outbox) = state.outboxes.get(id) {
+                outbox.push_event("chat", &payload, Delivery::Reliable);
+            }
+        }
+        true
+    }
+
+    /// Follows the bus until `stop`: keeps the run registry current and feeds connections.
+    /// Subscribe before any run starts (the receiver is taken here, at the call).
+    pub fn run(self: Arc<Self>, bus: &EventBus, stop: CancellationToken) -> impl Future<Output = ()> + use<> {
+        let mut events = bus.subscribe();
+        async move {
+            let mut chats: HashMap<String, ChatEvents> = HashMap::new();
+            loop {
+                let due = chats.values().filter_map(ChatEvents::due).min();
+                tokio::select! {
+                    received = events.recv() => match received {
+                        Ok(event) => self.on_event(&event, &mut chats),
+                        Err(RecvError::Lagged(missed)) => {
+                            tracing::warn!(missed, "the gateway fell behind the event bus; clients miss some events");
+                        }
+                        Err(RecvError::Closed) => break,
+                    },
+                    () = async { if let Some(due) = due { sleep_until(due).await } }, if due.is_some() => {
+                        for chat in chats.values_mut() {
+                            if let Some(delta) = chat.tick() {
+                                self.publish_chat(&delta);
+                            }
+                        }
+                    }
+                    () = stop.cancelled() => break,
+                }
+            }
+        }
+    }
+
+    fn on_event(&self, event: &AgentEvent, chats: &mut HashMap<String, ChatEvents>) {
+        self.runs.observe(event);
+        let terminal = matches!(&event.stream, AgentStream::Lifecycle(lifecycle) if lifecycle.is_terminal());
+        let chat =
+            chats.entry(event.run_id.clone()).or_insert_with(|| ChatEvents::new(&event.run_id, &event.session_key));
+        let chat_events = chat.on_event(event);
+        if terminal {
+            chats.remove(&event.run_id);
+        }
+        let state = self.lock();
+        let Some(ids) = state.by_session.get(&event.session_key) else { return };
+        let payload = to_json(event);
+        for id in ids {
+            if let Some(outbox) = state.outboxes.get(id) {
+                let delivery = if matches!(event.stream, AgentStream::Lifecycle(_)) {
+                    Delivery::Reliable
+                } else {
+                    Delivery::Droppable
+                };
+                outbox.push_event("agent", &payload, delivery);
+            }
+        }
+        drop(state);
+        for chat_event in &chat_events {
+            self.publish_chat(chat_event);
+        }
+    }
+
+    fn publish_chat(&self, event: &ChatEvent) {
+        let state = self.lock();
+        let Some(ids) = state.by_session.get(&event.session_key) else { return };
+        let payload = to_json(event);
+        let delivery =
+            if event.state == ChatState::Delta { Delivery::DeltaOf(event.run_id.clone()) } else { Delivery::Reliable };
+        for id in ids {
+            if let Some(outbox) = state.outboxes.get(id) {
+                outbox.push_event("chat", &payload, delivery.clone());
+            }
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Event payloads are plain data; encoding them cannot fail.
+fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
+}

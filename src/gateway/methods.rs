@@ -1,0 +1,281 @@
+//! The RPC methods (SPEC §8): each validates its params, does its work, and answers with a
+//! payload or an error the client can act on.
+
+use chrono::Utc;
+use ferry_channel::{AckOutcome, ChatKind, ChatRef, ClientRequest, InboundMessage, Sender};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::time::Duration;
+
+use super::GatewayState;
+use super::connection::Client;
+use super::protocol::{ErrorCode, RpcError, params};
+use super::runs::{Claim, Waited};
+use super::webchat::{ACCOUNT_ID, CHANNEL_NAME};
+use crate::agent::ChatMessage;
+use crate::routing::SessionKey;
+
+/// `agent.wait`'s default wait.
+const DEFAULT_WAIT_MS: u64 = 30_000;
+/// The longest wait one `agent.wait` may ask for.
+const MAX_WAIT_MS: u64 = 10 * 60 * 1000;
+/// How long acceptance may take (the message's durable write) before the client hears
+/// "try again".
+const ACCEPT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest idempotency key accepted.
+const MAX_KEY_LEN: usize = 256;
+/// `chat.history`'s default number of messages.
+const DEFAULT_HISTORY: usize = 100;
+
+/// Calls `method` for `client`.
+pub async fn call(gateway: &GatewayState, client: &Client, method: &str, raw: &Value) -> Result<Value, RpcError> {
+    match method {
+        "agent" => agent(gateway, client, params(raw)?).await,
+        "agent.wait" => agent_wait(gateway, params(raw)?).await,
+        "chat.send" => chat_send(gateway, client, params(raw)?).await,
+        "chat.abort" => chat_abort(gateway, client, params(raw)?).await,
+        "chat.history" => chat_history(gateway, client, params(raw)?).await,
+        "sessions.list" => sessions_list(gateway, params(raw)?).await,
+        "health" => Ok(gateway.health()),
+        other => Err(RpcError::invalid(format!("unknown method `{other}`"))),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct AgentParams {
+    message: String,
+    idempotency_key: String,
+    session_key: Option<String>,
+    agent_id: Option<String>,
+    /// Seconds.
+    timeout: Option<u64>,
+    extra_system_prompt: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ChatSendParams {
+    message: String,
+    idempotency_key: String,
+    session_key: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct WaitParams {
+    run_id: String,
+    timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SessionParams {
+    session_key: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct HistoryParams {
+    session_key: Option<String>,
+    limit: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ListParams {
+    limit: Option<usize>,
+}
+
+/// A message for the agent from a client, validated.
+struct Submission {
+    message: String,
+    key: String,
+    session_key: String,
+    request: ClientRequest,
+}
+
+async fn agent(gateway: &GatewayState, client: &Client, params: AgentParams) -> Result<Value, RpcError> {
+    if let Some(agent_id) = &params.agent_id
+        && !agent_id.eq_ignore_ascii_case(&gateway.agent_id)
+    {
+        return Err(RpcError::invalid(format!("unknown agent `{agent_id}`; this gateway runs `{}`", gateway.agent_id)));
+    }
+    if params.timeout == Some(0) {
+        return Err(RpcError::invalid("params.timeout: must be at least 1 second"));
+    }
+    let session_key = match &params.session_key {
+        Some(key) => gateway_session(gateway, key)?,
+        None => format!("agent:{}:main", gateway.agent_id),
+    };
+    let submission = submission(params.message, params.idempotency_key, session_key)?;
+    let submission = Submission {
+        request: ClientRequest {
+            extra_system_prompt: params.extra_system_prompt,
+            timeout_seconds: params.timeout,
+            ..submission.request
+        },
+        ..submission
+    };
+    let mut answer = submit(gateway, client, submission).await?;
+    if let Some(object) = answer.as_object_mut() {
+        object.remove("sessionKey");
+    }
+    Ok(answer)
+}
+
+async fn chat_send(gateway: &GatewayState, client: &Client, params: ChatSendParams) -> Result<Value, RpcError> {
+    let session_key = match &params.session_key {
+        Some(key) => gateway_session(gateway, key)?,
+        None => client.session_key.clone(),
+    };
+    let submission = submission(params.message, params.idempotency_key, session_key)?;
+    submit(gateway, client, submission).await
+}
+
+fn submission(message: String, key: String, session_key: String) -> Result<Submission, RpcError> {
+    if message.trim().is_empty() {
+        return Err(RpcError::invalid("params.message: must not be empty"));
+    }
+    let key = key.trim().to_owned();
+    if key.is_empty() || key.len() > MAX_KEY_LEN || key.chars().any(char::is_control) {
+        return Err(RpcError::invalid(format!(
+            "params.idempotencyKey: must be 1..={MAX_KEY_LEN} printable characters"
+        )));
+    }
+    let request = ClientRequest { run_id: key.clone(), session_key: Some(session_key.clone()), ..Default::default() };
+    Ok(Submission { message, key, session_key, request })
+}
+
+/// A session key a client named, checked: well-formed and of this gateway's agent.
+fn gateway_session(gateway: &GatewayState, key: &str) -> Result<String, RpcError> {
+    let parsed = SessionKey::parse(key).map_err(|error| RpcError::invalid(format!("params.sessionKey: {error}")))?;
+    if parsed.agent_id() != gateway.agent_id {
+        return Err(RpcError::invalid(format!(
+            "params.sessionKey: unknown agent `{}`; this gateway runs `{}`",
+            parsed.agent_id(),
+            gateway.agent_id
+        )));
+    }
+    Ok(parsed.into_string())
+}
+
+/// Hands a client's message to the dispatcher through the web chat channel and answers
+/// once it is durably accepted; a repeated idempotency key gets the first answer.
+async fn submit(gateway: &GatewayState, client: &Client, submission: Submission) -> Result<Value, RpcError> {
+    match gateway.hub.runs.claim(&submission.key) {
+        Claim::Answered(answer) => return Ok(answer),
+        Claim::InFlight => {
+            return Err(RpcError {
+                retry_after_ms: Some(500),
+                ..RpcError::unavailable("the same idempotencyKey is being accepted")
+            });
+        }
+        Claim::New => {}
+    }
+    // Follow the session before the run can start, so no event is missed.
+    gateway.hub.follow_session(client.connection, &submission.session_key);
+    let mut message = InboundMessage::new(
+        CHANNEL_NAME,
+        ACCOUNT_ID,
+        ChatRef::new(ChatKind::Direct, client.id.clone()),
+        Sender::user(client.id.clone()),
+        submission.key.clone(),
+        submission.message,
+    );
+    message.request = Some(submission.request);
+    let accepted = match gateway.webchat.submit(message).await {
+        Ok(ack) => tokio::time::timeout(ACCEPT_TIMEOUT, ack.outcome()).await,
+        Err(_) => Ok(AckOutcome::Abandoned),
+    };
+    if accepted != Ok(AckOutcome::Accepted) {
+        gateway.hub.runs.release(&submission.key);
+        return Err(RpcError::unavailable("the message could not be recorded; send it again"));
+    }
+    let answer = json!({
+        "runId": submission.key,
+        "sessionKey": submission.session_key,
+        "acceptedAt": Utc::now(),
+    });
+    gateway.hub.runs.answered(&submission.key, answer.clone(), &submission.key);
+    Ok(answer)
+}
+
+async fn agent_wait(gateway: &GatewayState, params: WaitParams) -> Result<Value, RpcError> {
+    let timeout = Duration::from_millis(params.timeout_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS));
+    match gateway.hub.runs.wait(&params.run_id, timeout).await {
+        Waited::Ended(snapshot) => {
+            let mut payload = serde_json::to_value(&snapshot).unwrap_or_else(|_| json!({}));
+            payload["runId"] = json!(params.run_id);
+            Ok(payload)
+        }
+        Waited::StillRunning { started_at } => {
+            Ok(json!({ "runId": params.run_id, "status": "timeout", "startedAt": started_at }))
+        }
+        Waited::Unknown => Err(RpcError::new(ErrorCode::NotFound, format!("no run `{}`", params.run_id))),
+    }
+}
+
+async fn chat_abort(gateway: &GatewayState, client: &Client, params: SessionParams) -> Result<Value, RpcError> {
+    let session_key = client_session(gateway, client, params.session_key.as_deref())?;
+    let stopped = gateway.dispatcher.scheduler().stop(&session_key).await;
+    Ok(json!({ "aborted": stopped.aborted_run, "cleared": stopped.cleared }))
+}
+
+async fn chat_history(gateway: &GatewayState, client: &Client, params: HistoryParams) -> Result<Value, RpcError> {
+    let session_key = client_session(gateway, client, params.session_key.as_deref())?;
+    let store = gateway.dispatcher.store();
+    let session = store.get(&session_key).await.map_err(|error| {
+        tracing::error!(%session_key, %error, "cannot read a session for chat.history");
+        RpcError::unavailable("the conversation cannot be read right now")
+    })?;
+    let mut messages = Vec::new();
+    if let Some(session) = session {
+        let history = store.history(&session.session_id).await.map_err(|error| {
+            tracing::error!(%session_key, %error, "cannot read a transcript for chat.history");
+            RpcError::unavailable("the conversation cannot be read right now")
+        })?;
+        for entry in history {
+            match entry {
+                ChatMessage::User { text } => messages.push(json!({ "role": "user", "text": text })),
+                ChatMessage::Assistant { text, .. } if !text.trim().is_empty() => {
+                    messages.push(json!({ "role": "assistant", "text": text }))
+                }
+                _ => {}
+            }
+        }
+    }
+    let limit = params.limit.unwrap_or(DEFAULT_HISTORY);
+    let skip = messages.len().saturating_sub(limit);
+    Ok(json!({ "sessionKey": session_key, "messages": messages.split_off(skip) }))
+}
+
+/// The session a `chat.*` call is about, and the connection follows it from now on.
+fn client_session(gateway: &GatewayState, client: &Client, named: Option<&str>) -> Result<String, RpcError> {
+    let session_key = match named {
+        Some(key) => gateway_session(gateway, key)?,
+        None => client.session_key.clone(),
+    };
+    gateway.hub.follow_session(client.connection, &session_key);
+    Ok(session_key)
+}
+
+async fn sessions_list(gateway: &GatewayState, params: ListParams) -> Result<Value, RpcError> {
+    let sessions = gateway.dispatcher.store().list(params.limit.unwrap_or(100)).await.map_err(|error| {
+        tracing::error!(%error, "cannot list sessions");
+        RpcError::unavailable("sessions cannot be read right now")
+    })?;
+    let sessions: Vec<Value> = sessions
+        .into_iter()
+        .map(|session| {
+            json!({
+                "key": session.key,
+                "sessionId": session.session_id,
+                "updatedAt": session.updated_at,
+                "inputTokens": session.usage.input_tokens,
+                "outputTokens": session.usage.output_tokens,
+            })
+        })
+        .collect();
+    Ok(json!({ "sessions": sessions }))
+}

@@ -1,0 +1,211 @@
+//! The gateway: the daemon's front door (SPEC §8). One port serves the WebSocket RPC at
+//! `/ws`, the web chat page at `/`, `/healthz` and `/metrics`.
+//!
+//! - [`protocol`]: the frames;
+//! - [`connection`]: one client — handshake, requests, events;
+//! - [`methods`]: what each RPC method does;
+//! - [`hub`]: run events fanned out to the connections that follow them;
+//! - [`outbox`]: a connection's queue, where a slow client loses deltas, never finals;
+//! - [`runs`]: idempotency answers and terminal snapshots for `agent.wait`;
+//! - [`webchat`]: the web chat channel and its page.
+//!
+//! Everything a client sends to the agent enters through the [`webchat::WebChat`] channel,
+//! so it takes the same path as a platform message: routing, commands, queue, lanes.
+
+pub mod connection;
+pub mod hub;
+mod methods;
+pub mod outbox;
+pub mod protocol;
+pub mod runs;
+pub mod webchat;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{State, WebSocketUpgrade};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use ferry_channel::{ChatKind, ChatRef, InboundMessage, Sender};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::EventBus;
+use crate::channels::ChannelRegistry;
+use crate::config::Config;
+use crate::dispatch::Dispatcher;
+use hub::Hub;
+use webchat::WebChat;
+
+/// Frames larger than this are refused (SPEC §8).
+pub const MAX_FRAME_BYTES: usize = 25 * 1024 * 1024;
+
+/// What the gateway is built from.
+pub struct GatewayParts {
+    pub config: Arc<Config>,
+    pub dispatcher: Dispatcher,
+    /// The runner's event bus, which the gateway follows.
+    pub bus: EventBus,
+    pub channels: ChannelRegistry,
+    pub agent_id: String,
+}
+
+/// The state every connection and handler shares.
+pub struct GatewayState {
+    pub(crate) dispatcher: Dispatcher,
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) webchat: Arc<WebChat>,
+    pub(crate) channels: ChannelRegistry,
+    pub(crate) agent_id: String,
+    pub(crate) auth_token: Option<String>,
+    webchat_page: bool,
+    started: Instant,
+    /// Cancelled when the gateway shuts down: connections close.
+    pub(crate) closing: CancellationToken,
+}
+
+impl GatewayState {
+    /// The session of a web chat client with id `client_id`: where its messages are routed
+    /// when it names none.
+    pub(crate) fn webchat_session(&self, client_id: &str) -> String {
+        let message = InboundMessage::new(
+            webchat::CHANNEL_NAME,
+            webchat::ACCOUNT_ID,
+            ChatRef::new(ChatKind::Direct, client_id),
+            Sender::user(client_id),
+            "",
+            "",
+        );
+        self.dispatcher.session_key_of(&message).into_string()
+    }
+
+    /// `/healthz` and the `health` method.
+    pub(crate) fn health(&self) -> Value {
+        let channels: Vec<Value> = self
+            .channels
+            .describe()
+            .into_iter()
+            .map(|name| {
+                let (name, account) = name.split_once(':').unwrap_or((name.as_str(), ""));
+                json!({ "name": name, "account": account, "state": "running" })
+            })
+            .collect();
+        json!({ "ok": true, "channels": channels, "uptimeMs": self.started.elapsed().as_millis() as u64 })
+    }
+}
+
+/// A started gateway: its event hub runs and its web chat channel is attached.
+pub struct Gateway {
+    state: Arc<GatewayState>,
+    stop: CancellationToken,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("cannot listen on {address}: {source}")]
+    Bind { address: String, source: std::io::Error },
+    #[error("the web chat channel could not start: {0}")]
+    WebChat(#[from] ferry_channel::ChannelError),
+    #[error("the gateway server failed: {0}")]
+    Serve(std::io::Error),
+}
+
+impl Gateway {
+    /// Follows the event bus and attaches the web chat channel to the dispatcher. Call it
+    /// before the dispatcher restores queued messages, so their runs' events are seen.
+    pub async fn start(parts: GatewayParts) -> Result<Self, GatewayError> {
+        let hub = Arc::new(Hub::default());
+        let stop = CancellationToken::new();
+        tokio::spawn(hub.clone().run(&parts.bus, stop.clone()));
+        let webchat = Arc::new(WebChat::new(hub.clone()));
+        parts.dispatcher.attach(webchat.clone()).await?;
+        let state = GatewayState {
+            dispatcher: parts.dispatcher,
+            hub,
+            webchat,
+            channels: parts.channels,
+            agent_id: parts.agent_id,
+            auth_token: parts.config.gateway.auth_token.as_ref().map(|token| token.expose().to_owned()),
+            webchat_page: parts.config.channels.webchat.enabled,
+            started: Instant::now(),
+            closing: stop.child_token(),
+        };
+        Ok(Self { state: Arc::new(state), stop })
+    }
+
+    /// The HTTP routes: `/ws`, `/`, `/app.js`, `/style.css`, `/healthz`, `/metrics`.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/ws", get(upgrade))
+            .route("/", get(index))
+            .route("/app.js", get(app_js))
+            .route("/style.css", get(style_css))
+            .route("/healthz", get(healthz))
+            .route("/metrics", get(metrics))
+            .with_state(self.state.clone())
+    }
+
+    /// Binds `config.gateway` and serves until `shutdown` resolves; then stops taking
+    /// connections and returns once open ones have closed.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), GatewayError> {
+        let router = self.router();
+        let stop = self.stop.clone();
+        let closing = self.state.closing.clone();
+        let shutdown = async move {
+            shutdown.await;
+            // Open sockets are told to go; the server then waits for them to close.
+            closing.cancel();
+        };
+        let served = axum::serve(listener, router).with_graceful_shutdown(shutdown).await;
+        stop.cancel();
+        served.map_err(GatewayError::Serve)
+    }
+
+    /// Listens where the config says.
+    pub async fn bind(config: &Config) -> Result<TcpListener, GatewayError> {
+        let host = if config.gateway.bind == "localhost" { "127.0.0.1" } else { config.gateway.bind.as_str() };
+        let address = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => SocketAddr::new(ip, config.gateway.port),
+            Err(_) => SocketAddr::from(([127, 0, 0, 1], config.gateway.port)),
+        };
+        TcpListener::bind(address).await.map_err(|source| GatewayError::Bind { address: address.to_string(), source })
+    }
+}
+
+async fn upgrade(ws: WebSocketUpgrade, State(state): State<Arc<GatewayState>>) -> Response {
+    ws.max_message_size(MAX_FRAME_BYTES)
+        .max_frame_size(MAX_FRAME_BYTES)
+        .on_upgrade(move |socket| connection::serve(socket, state))
+}
+
+async fn index(State(state): State<Arc<GatewayState>>) -> Response {
+    if !state.webchat_page {
+        return (StatusCode::NOT_FOUND, "the web chat is disabled (channels.webchat.enabled = false)").into_response();
+    }
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], webchat::assets::INDEX_HTML).into_response()
+}
+
+async fn app_js() -> Response {
+    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], webchat::assets::APP_JS).into_response()
+}
+
+async fn style_css() -> Response {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], webchat::assets::STYLE_CSS).into_response()
+}
+
+async fn healthz(State(state): State<Arc<GatewayState>>) -> Response {
+    axum::Json(state.health()).into_response()
+}
+
+async fn metrics() -> Response {
+    // Filled by the metrics module.
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], String::new()).into_response()
+}

@@ -1,0 +1,111 @@
+//! The built-in web chat as a channel like the others: what a gateway client sends with
+//! `chat.send` or `agent` enters the dispatcher through [`WebChat`]'s inbound stream
+//! (routing, commands, queue modes, dedupe all apply), and what the reply pipeline sends to
+//! a web chat (command answers, notices, `message` tool sends) reaches the client's
+//! connections as `chat` events. Run replies themselves reach clients through the run's
+//! own `chat` events, so the channel declares `replies_via_chat_events`.
+//!
+//! The page itself (`assets/`) is served by the gateway at `/`.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use ferry_channel::{
+    Ack, AckReceiver, Channel, ChannelCapabilities, ChannelError, InboundDelivery, InboundMessage, InboundStream,
+    MarkupDialect, OutboundMessage, SentMessage,
+};
+use futures::StreamExt;
+use tokio::sync::mpsc;
+
+use super::hub::Hub;
+
+/// The channel's name in config, session keys and logs.
+pub const CHANNEL_NAME: &str = "webchat";
+/// The web chat has one account.
+pub const ACCOUNT_ID: &str = "default";
+
+/// Messages accepted from clients but not yet taken by the dispatcher.
+const INBOUND_BACKLOG: usize = 1024;
+
+/// The page and its assets, embedded in the binary.
+pub mod assets {
+    pub const INDEX_HTML: &str = include_str!("assets/index.html");
+    pub const APP_JS: &str = include_str!("assets/app.js");
+    pub const STYLE_CSS: &str = include_str!("assets/style.css");
+}
+
+pub struct WebChat {
+    capabilities: ChannelCapabilities,
+    hub: Arc<Hub>,
+    inbound: mpsc::Sender<InboundDelivery>,
+    receiver: Mutex<Option<mpsc::Receiver<InboundDelivery>>>,
+}
+
+impl WebChat {
+    pub fn new(hub: Arc<Hub>) -> Self {
+        let (inbound, receiver) = mpsc::channel(INBOUND_BACKLOG);
+        let capabilities = ChannelCapabilities {
+            // The page renders markdown itself and shows any length.
+            markup: MarkupDialect::Markdown,
+            text_limit: 1_000_000,
+            supports_edit: false,
+            supports_delete: false,
+            supports_typing: false,
+            // Answers name the message they answer (its run id); see `send`.
+            supports_reply_to: true,
+            replies_via_chat_events: true,
+            ..ChannelCapabilities::unrestricted()
+        };
+        Self { capabilities, hub, inbound, receiver: Mutex::new(Some(receiver)) }
+    }
+
+    /// Hands a client's message to the dispatcher. The receiver resolves once it was
+    /// durably accepted (or abandoned).
+    pub async fn submit(&self, message: InboundMessage) -> Result<AckReceiver, ChannelError> {
+        let (ack, receiver) = Ack::pair();
+        self.inbound.send(InboundDelivery { message, ack }).await.map_err(|_| ChannelError::Closed)?;
+        Ok(receiver)
+    }
+}
+
+#[async_trait]
+impl Channel for WebChat {
+    fn name(&self) -> &str {
+        CHANNEL_NAME
+    }
+
+    fn account_id(&self) -> &str {
+        ACCOUNT_ID
+    }
+
+    fn capabilities(&self) -> &ChannelCapabilities {
+        &self.capabilities
+    }
+
+    async fn start(&self) -> Result<InboundStream, ChannelError> {
+        let receiver = self.receiver.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let receiver =
+            receiver.ok_or(ChannelError::Rejected { reason: "the web chat channel was already started".to_owned() })?;
+        let stream = futures::stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|delivery| (delivery, receiver))
+        });
+        Ok(stream.boxed())
+    }
+
+    async fn send(&self, message: OutboundMessage) -> Result<SentMessage, ChannelError> {
+        // An answer to a client's message (a command's reply, a notice about it) carries
+        // that message's run id, so the client can tell what it answers.
+        let id = message
+            .reply_to_message_id
+            .clone()
+            .or_else(|| message.idempotency_key.clone())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        if !self.hub.notice(&message.target.chat.id, &id, &message.text) {
+            // Nobody has that chat open: like a platform with no such chat.
+            return Err(ChannelError::Rejected {
+                reason: format!("no web chat client is connected as {}", message.target.chat.id),
+            });
+        }
+        Ok(SentMessage { message_id: id })
+    }
+}

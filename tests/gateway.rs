@@ -1,0 +1,325 @@
+//! The gateway end to end: a real WebSocket client (tokio-tungstenite) against the gateway
+//! served on a local port, with the dispatcher and agent runs against the fake OpenAI
+//! server.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry::agent::providers::openai::OpenAiProvider;
+use ferry::agent::providers::{ResolvedModel, RetryPolicy};
+use ferry::agent::tools::{RecentSessions, ToolRegistry};
+use ferry::agent::{AgentRunner, EventBus, RunSettings, RunnerParts};
+use ferry::channels::ChannelRegistry;
+use ferry::config::{Config, Secret};
+use ferry::dispatch::{Dispatcher, DispatcherParts};
+use ferry::gateway::{Gateway, GatewayParts};
+use ferry::routing::{DEFAULT_AGENT_ID, SystemClock, ThreadLabels};
+use ferry::state::Database;
+use ferry_fakes::{FakeOpenAi, Reply, Turn};
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// Generous bound for waiting on explicit signals; never a measurement.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+struct Gw {
+    address: std::net::SocketAddr,
+    fake: FakeOpenAi,
+    _shutdown: tokio::sync::oneshot::Sender<()>,
+    _state: tempfile::TempDir,
+    _workspace: tempfile::TempDir,
+}
+
+async fn gateway(config: Config) -> Gw {
+    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("ferry=info").try_init();
+    let fake = FakeOpenAi::start().await.unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let database = Database::open(state.path()).await.unwrap();
+    let channels = ChannelRegistry::new();
+    let bus = EventBus::new();
+    let runner = AgentRunner::new(RunnerParts {
+        model: ResolvedModel {
+            provider: Arc::new(OpenAiProvider::new("fake", &fake.url(), None)),
+            model: "test".into(),
+            context_window: None,
+            is_fallback_echo: false,
+        },
+        tools: ToolRegistry::with_builtins(),
+        bus: bus.clone(),
+        settings: RunSettings {
+            timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(30),
+            max_tool_rounds: 5,
+            retry: RetryPolicy::default(),
+        },
+        workspace: workspace.path().to_owned(),
+        channels: channels.clone(),
+        sessions: Arc::new(RecentSessions::default()),
+    });
+    let config = Arc::new(config);
+    let dispatcher = Dispatcher::new(DispatcherParts {
+        config: config.clone(),
+        database,
+        runner,
+        channels: channels.clone(),
+        clock: Arc::new(SystemClock),
+        agent_id: DEFAULT_AGENT_ID.into(),
+        thread_labels: ThreadLabels::new(),
+    })
+    .unwrap();
+    let gateway = Gateway::start(GatewayParts { config, dispatcher, bus, channels, agent_id: DEFAULT_AGENT_ID.into() })
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(gateway.serve(listener, async move {
+        let _ = stop.await;
+    }));
+    Gw { address, fake, _shutdown: shutdown, _state: state, _workspace: workspace }
+}
+
+struct Client {
+    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    next_id: u64,
+    /// Events that arrived while waiting for something else.
+    events: Vec<Value>,
+}
+
+impl Client {
+    /// Opens a socket without the handshake.
+    async fn open(gw: &Gw) -> Self {
+        let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws", gw.address)).await.unwrap();
+        Self { ws, next_id: 0, events: Vec::new() }
+    }
+
+    /// Opens a socket and passes the handshake as `client_id`.
+    async fn connect(gw: &Gw, client_id: &str) -> (Self, Value) {
+        let mut client = Self::open(gw).await;
+        let hello = client.request("connect", json!({"client": {"id": client_id, "version": "test"}})).await;
+        assert_eq!(hello["ok"], true, "{hello}");
+        (client, hello["payload"].clone())
+    }
+
+    async fn send_text(&mut self, text: &str) {
+        self.ws.send(Message::Text(text.into())).await.unwrap();
+    }
+
+    /// Sends a request and returns its response frame (events seen meanwhile are kept).
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id.to_string();
+        let frame = json!({"type": "req", "id": id, "method": method, "params": params});
+        self.send_text(&frame.to_string()).await;
+        self.response(&id).await
+    }
+
+    async fn response(&mut self, id: &str) -> Value {
+        loop {
+            let frame = self.frame().await.expect("the socket closed before the response");
+            if frame["type"] == "res" && frame["id"] == id {
+                return frame;
+            }
+            if frame["type"] == "event" {
+                self.events.push(frame);
+            }
+        }
+    }
+
+    /// The next frame, or `None` once the socket closed.
+    async fn frame(&mut self) -> Option<Value> {
+        loop {
+            let message = tokio::time::timeout(PATIENCE, self.ws.next()).await.expect("no frame in time")?;
+            match message {
+                Ok(Message::Text(text)) => return Some(serde_json::from_str(&text).unwrap()),
+                Ok(Message::Close(_)) | Err(_) => return None,
+                Ok(_) => continue,
+            }
+        }
+    }
+
+    /// `chat` events of `run_id` up to and including its terminal one.
+    async fn chat_events(&mut self, run_id: &str) -> Vec<Value> {
+        let mut seen: Vec<Value> = Vec::new();
+        let mut backlog = std::mem::take(&mut self.events).into_iter();
+        loop {
+            let frame = match backlog.next() {
+                Some(frame) => frame,
+                None => self.frame().await.expect("the socket closed before the final"),
+            };
+            if frame["event"] == "chat" && frame["payload"]["runId"] == run_id {
+                let state = frame["payload"]["state"].as_str().unwrap_or_default().to_owned();
+                seen.push(frame["payload"].clone());
+                if state != "delta" {
+                    self.events.extend(backlog);
+                    return seen;
+                }
+            } else if frame["type"] == "event" {
+                self.events.push(frame);
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_handshake_announces_methods_events_and_the_clients_session() {
+    let gw = gateway(Config::default()).await;
+    let (_client, hello) = Client::connect(&gw, "browser-1").await;
+    assert_eq!(hello["type"], "hello-ok");
+    assert_eq!(hello["sessionKey"], "agent:main:main", "dm_scope main: the web chat shares the main session");
+    let methods: Vec<&str> =
+        hello["features"]["methods"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    for method in ["agent", "agent.wait", "chat.send", "chat.abort", "chat.history", "sessions.list", "health"] {
+        assert!(methods.contains(&method), "{method} missing from {methods:?}");
+    }
+    assert_eq!(hello["features"]["events"], json!(["agent", "chat", "tick"]));
+
+    let mut early = Client::open(&gw).await;
+    let refused = early.request("health", json!({})).await;
+    assert_eq!(refused["error"]["code"], "INVALID_REQUEST", "the first request must be connect");
+}
+
+#[tokio::test]
+async fn a_wrong_or_missing_token_is_refused_and_the_socket_closed() {
+    let mut config = Config::default();
+    config.gateway.auth_token = Some(Secret::new("s3cret"));
+    let gw = gateway(config).await;
+    for auth in [json!({}), json!({"token": "guess"})] {
+        let mut client = Client::open(&gw).await;
+        let answer = client.request("connect", json!({"auth": auth, "client": {"id": "c"}})).await;
+        assert_eq!(answer["error"]["code"], "UNAUTHORIZED", "{answer}");
+        assert!(client.frame().await.is_none(), "the socket is closed after a refused handshake");
+    }
+    let mut client = Client::open(&gw).await;
+    let answer = client.request("connect", json!({"auth": {"token": "s3cret"}, "client": {"id": "c"}})).await;
+    assert_eq!(answer["ok"], true);
+}
+
+#[tokio::test]
+async fn agent_answers_before_the_run_ends_and_wait_only_waits() {
+    let gw = gateway(Config::default()).await;
+    let slow = Reply::text(["The ", "answer ", "is ", "42."]).with_chunk_delay(Duration::from_millis(250));
+    gw.fake.push(Turn::Reply(slow));
+    let (mut client, _) = Client::connect(&gw, "cli").await;
+    let accepted = client.request("agent", json!({"message": "question", "idempotencyKey": "run-a"})).await;
+    assert_eq!(accepted["payload"]["runId"], "run-a", "{accepted}");
+    assert!(accepted["payload"]["acceptedAt"].is_string());
+
+    let early = client.request("agent.wait", json!({"runId": "run-a", "timeoutMs": 50})).await;
+    assert_eq!(early["payload"]["status"], "timeout", "{early}");
+    let done = client.request("agent.wait", json!({"runId": "run-a", "timeoutMs": 15000})).await;
+    assert_eq!(done["payload"]["status"], "ok", "the wait's timeout did not stop the run: {done}");
+    assert!(done["payload"]["startedAt"].is_string() && done["payload"]["endedAt"].is_string());
+
+    // A waiter that comes after the end still gets the answer.
+    let (mut late, _) = Client::connect(&gw, "late").await;
+    let snapshot = late.request("agent.wait", json!({"runId": "run-a", "timeoutMs": 0})).await;
+    assert_eq!(snapshot["payload"]["status"], "ok");
+    let unknown = late.request("agent.wait", json!({"runId": "nope", "timeoutMs": 10})).await;
+    assert_eq!(unknown["error"]["code"], "NOT_FOUND");
+}
+
+#[tokio::test]
+async fn a_repeated_idempotency_key_returns_the_first_answer_and_runs_once() {
+    let gw = gateway(Config::default()).await;
+    gw.fake.push(Turn::text(["once"]));
+    gw.fake.push(Turn::text(["twice?"]));
+    let (mut client, _) = Client::connect(&gw, "cli").await;
+    let first = client.request("agent", json!({"message": "hi", "idempotencyKey": "same"})).await;
+    let again = client.request("agent", json!({"message": "hi", "idempotencyKey": "same"})).await;
+    assert_eq!(first["payload"], again["payload"]);
+    let done = client.request("agent.wait", json!({"runId": "same"})).await;
+    assert_eq!(done["payload"]["status"], "ok");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(gw.fake.requests().len(), 1, "the retry started nothing");
+}
+
+#[tokio::test]
+async fn bad_params_are_invalid_requests() {
+    let gw = gateway(Config::default()).await;
+    let (mut client, _) = Client::connect(&gw, "cli").await;
+    let cases = [
+        json!({"message": "", "idempotencyKey": "k1"}),
+        json!({"message": "hi", "idempotencyKey": "k2", "colour": "blue"}),
+        json!({"message": "hi", "idempotencyKey": "k3", "sessionKey": "not a key"}),
+        json!({"message": "hi", "idempotencyKey": "k4", "agentId": "other"}),
+        json!({"message": "hi", "idempotencyKey": "k5", "sessionKey": "agent:other:main"}),
+        json!({"message": "hi"}),
+    ];
+    for params in cases {
+        let answer = client.request("agent", params.clone()).await;
+        assert_eq!(answer["error"]["code"], "INVALID_REQUEST", "{params} → {answer}");
+    }
+    assert!(gw.fake.requests().is_empty());
+}
+
+#[tokio::test]
+async fn malformed_frames_are_answered_and_nothing_else_is_disturbed() {
+    let gw = gateway(Config::default()).await;
+    let (mut client, _) = Client::connect(&gw, "a").await;
+    let (mut other, _) = Client::connect(&gw, "b").await;
+    client.send_text("{not json").await;
+    let answer = client.frame().await.unwrap();
+    assert_eq!((answer["type"].as_str(), answer["error"]["code"].as_str()), (Some("res"), Some("INVALID_REQUEST")));
+    client.send_text(r#"{"type":"req","id":"x","method":"no.such"}"#).await;
+    assert_eq!(client.response("x").await["error"]["code"], "INVALID_REQUEST");
+    assert_eq!(client.request("health", json!({})).await["payload"]["ok"], true, "the socket is still open");
+    assert_eq!(other.request("health", json!({})).await["payload"]["ok"], true);
+}
+
+#[tokio::test]
+async fn chat_send_streams_throttled_deltas_then_the_full_final() {
+    let gw = gateway(Config::default()).await;
+    let pieces: Vec<String> = (0..30).map(|i| format!("word{i} ")).collect();
+    gw.fake.push(Turn::Reply(Reply::text(pieces.clone()).with_chunk_delay(Duration::from_millis(15))));
+    let (mut client, hello) = Client::connect(&gw, "browser").await;
+    let sent = client.request("chat.send", json!({"message": "talk to me", "idempotencyKey": "c1"})).await;
+    assert_eq!(sent["payload"]["sessionKey"], hello["sessionKey"]);
+    let events = client.chat_events("c1").await;
+    let full = pieces.concat().trim().to_owned();
+    let (last, deltas) = events.split_last().unwrap();
+    assert_eq!(last["state"], "final");
+    assert_eq!(last["message"]["text"].as_str().map(str::trim), Some(full.as_str()));
+    assert!(!deltas.is_empty() && deltas.iter().all(|event| event["state"] == "delta"));
+    assert!(deltas.len() < pieces.len(), "30 pieces 15 ms apart are merged into fewer deltas: {}", deltas.len());
+    assert_eq!(
+        deltas.last().unwrap()["message"]["text"].as_str().map(str::trim),
+        Some(full.as_str()),
+        "the whole text is flushed as a last delta before the final"
+    );
+    let texts: Vec<&str> = deltas.iter().filter_map(|event| event["message"]["text"].as_str()).collect();
+    assert!(texts.windows(2).all(|pair| pair[1].starts_with(pair[0])), "each delta carries the text so far");
+
+    let history = client.request("chat.history", json!({})).await;
+    let messages = history["payload"]["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{history}");
+    assert_eq!((messages[0]["role"].as_str(), messages[0]["text"].as_str()), (Some("user"), Some("talk to me")));
+}
+
+#[tokio::test]
+async fn commands_from_the_web_chat_are_answered_as_a_final_of_their_own() {
+    let gw = gateway(Config::default()).await;
+    let (mut client, _) = Client::connect(&gw, "browser").await;
+    let sent = client.request("chat.send", json!({"message": "/new", "idempotencyKey": "n1"})).await;
+    assert_eq!(sent["ok"], true);
+    let events = client.chat_events("n1").await;
+    assert_eq!(events.len(), 1);
+    assert!(events[0]["message"]["text"].as_str().unwrap().contains("new conversation"), "{events:?}");
+    assert!(gw.fake.requests().is_empty(), "a command is not a run");
+}
+
+#[tokio::test]
+async fn http_endpoints_answer() {
+    let gw = gateway(Config::default()).await;
+    let health: Value = reqwest::get(format!("http://{}/healthz", gw.address)).await.unwrap().json().await.unwrap();
+    assert_eq!(health["ok"], true);
+    assert!(health["channels"].as_array().unwrap().iter().any(|c| c["name"] == "webchat"), "{health}");
+    let page = reqwest::get(format!("http://{}/", gw.address)).await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
+    assert!(page.text().await.unwrap().contains("app.js"));
+}
