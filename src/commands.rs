@@ -2,23 +2,14 @@
 
 use std::io::Write;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, bail};
-use ferry::agent::providers::resolve_model;
-use ferry::agent::tools::ToolRegistry;
-use ferry::agent::{
-    AbortReason, AgentRunner, AgentStream, AssistantEvent, EventBus, RunRequest, RunSettings, RunStatus, RunnerParts,
-    ToolEvent,
-};
-use ferry::channels::ChannelRegistry;
 use ferry::config::{self, ConfigSource, Environment, LoadedConfig};
 use ferry::routing::{PairingStore, SystemClock};
-use ferry::session::{SessionStore, SqliteSessionStore, run_in_session};
+use ferry::session::{SessionStore, SqliteSessionStore};
 use ferry::state;
-use tokio::sync::mpsc;
 
-use crate::cli::{AgentArgs, GlobalArgs, PairingCommand};
+use crate::cli::{GlobalArgs, PairingCommand};
 use crate::wiring;
 
 /// The agent that answers when none is named.
@@ -52,86 +43,6 @@ pub fn config_show(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()>
     println!("# effective ferry config from {} (secrets shown as ***)", describe_source(&loaded.source));
     print!("{rendered}");
     Ok(())
-}
-
-/// One embedded agent turn, streamed to stdout. Ctrl-C aborts the run.
-pub async fn agent(global: &GlobalArgs, args: AgentArgs, env: &Environment) -> anyhow::Result<()> {
-    let loaded = load_config(global, env)?;
-    let config = &loaded.config;
-    let model = resolve_model(config, env)?;
-    if model.is_fallback_echo {
-        tracing::warn!("{ECHO_WARNING}");
-    }
-    if args.timeout == Some(0) {
-        bail!("--timeout must be at least 1 second");
-    }
-    let state_dir = state::resolve_state_dir(config, env)?;
-    let workspace = config.agents.defaults.workspace.clone().unwrap_or_else(|| state_dir.join("workspace"));
-    let agent_id = args.agent.as_deref().unwrap_or(DEFAULT_AGENT).to_lowercase();
-    let session_key = args.session.clone().unwrap_or_else(|| format!("agent:{agent_id}:main")).to_lowercase();
-    let database = state::Database::open(&state_dir).await?;
-    let store = Arc::new(SqliteSessionStore::new(database.clone()));
-
-    tracing::info!(model = %model.label(), %session_key, "running one agent turn (embedded)");
-    let runner = AgentRunner::new(RunnerParts {
-        model,
-        tools: ToolRegistry::with_builtins(),
-        bus: EventBus::new(),
-        settings: RunSettings::from_config(&config.agents.defaults),
-        workspace,
-        channels: ChannelRegistry::new(),
-        sessions: store.clone(),
-    });
-    let mut request = RunRequest::new(session_key, args.message);
-    request.timeout = args.timeout.map(Duration::from_secs);
-    let cancel = request.cancel.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            cancel.cancel();
-        }
-    });
-
-    let (sender, mut events) = mpsc::unbounded_channel();
-    let reset = config.session.reset.clone();
-    let run =
-        tokio::spawn(
-            async move { run_in_session(&runner, store.as_ref(), &reset, request, Some(sender), async {}).await },
-        );
-    let mut stdout = std::io::stdout().lock();
-    let mut ended_with_text = true;
-    while let Some(event) = events.recv().await {
-        if args.json {
-            writeln!(stdout, "{}", serde_json::to_string(&event)?)?;
-            continue;
-        }
-        match &event.stream {
-            AgentStream::Assistant(AssistantEvent::Delta { delta, .. }) => {
-                write!(stdout, "{delta}")?;
-                ended_with_text = delta.ends_with('\n');
-            }
-            AgentStream::Assistant(AssistantEvent::MessageEnd { text }) if !text.is_empty() && !ended_with_text => {
-                writeln!(stdout)?;
-                ended_with_text = true;
-            }
-            AgentStream::Tool(ToolEvent::Start { name, .. }) => eprintln!("[tool {name}]"),
-            AgentStream::Tool(ToolEvent::Result { name, is_error: true, result, .. }) => {
-                eprintln!("[tool {name} failed: {}]", result.lines().next().unwrap_or_default())
-            }
-            _ => {}
-        }
-        stdout.flush()?;
-    }
-    let outcome = run.await.context("the run task failed")?.context("loading the session")?;
-    database.close().await;
-    match outcome.status {
-        RunStatus::Completed => Ok(()),
-        RunStatus::Aborted(AbortReason::Cancelled) => bail!("the run was cancelled"),
-        RunStatus::Aborted(AbortReason::Timeout) => bail!("the run timed out"),
-        RunStatus::Failed { error } => {
-            let shown = outcome.payloads.iter().find(|p| p.is_error).map(|p| p.text.clone()).unwrap_or_default();
-            bail!("{shown} ({error})")
-        }
-    }
 }
 
 /// `ferry sessions list`: every session, most recent first, from the state database.

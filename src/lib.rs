@@ -9,9 +9,9 @@
 //! 5. `reply` shapes the streamed output and sends it back through the adapter.
 //!
 //! Around them: [`config`] (the operator's settings, typed and validated), [`state`] (the
-//! state directory and its SQLite database), [`logging`], [`dispatch`] (which drives a
-//! message through the stages) and [`gateway`] (the WebSocket RPC, HTTP endpoints and the
-//! web chat channel).
+//! state directory and its SQLite database), [`logging`], [`metrics`] (what `/metrics`
+//! exports), [`dispatch`] (which drives a message through the stages) and [`gateway`] (the
+//! WebSocket RPC, HTTP endpoints and the web chat channel).
 
 pub mod agent;
 pub mod channels;
@@ -20,6 +20,7 @@ pub mod control;
 pub mod dispatch;
 pub mod gateway;
 pub mod logging;
+pub mod metrics;
 pub mod queue;
 pub mod reply;
 pub mod routing;

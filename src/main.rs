@@ -1,6 +1,7 @@
 //! The `ferry` binary: parses the command line and hands off to [`commands`]. Adapters are
 //! wired in by [`wiring`], the only place that names them.
 
+mod agent_command;
 mod cli;
 mod commands;
 mod daemon;
@@ -37,7 +38,7 @@ fn run(cli: Cli, env: &Environment) -> anyhow::Result<()> {
     match cli.command {
         Command::Config(ConfigCommand::Check) => commands::config_check(&cli.global, env),
         Command::Config(ConfigCommand::Show) => commands::config_show(&cli.global, env),
-        Command::Agent(args) => runtime()?.block_on(commands::agent(&cli.global, args, env)),
+        Command::Agent(args) => runtime()?.block_on(agent_command::agent(&cli.global, args, env)),
         Command::Gateway => runtime()?.block_on(daemon::gateway(&cli.global, env)),
         Command::Pairing(command) => runtime()?.block_on(commands::pairing(&cli.global, command, env)),
         Command::Sessions(cli::SessionsCommand::List) => runtime()?.block_on(commands::sessions_list(&cli.global, env)),

@@ -223,6 +223,58 @@ async fn parallel_tool_calls_are_answered_in_order_and_bad_calls_become_error_re
     assert_eq!(roles, ["system", "user", "assistant", "tool", "tool", "tool"]);
 }
 
+/// The value of one series in the `/metrics` text, 0 if absent. The registry is the
+/// process's, shared by the tests running beside this one: tests compare values before
+/// and after, on a provider name of their own where they can.
+fn metric(series: &str) -> f64 {
+    ferry::metrics::render()
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .map_or(0.0, |value| value.parse().expect("a number"))
+}
+
+#[tokio::test]
+async fn model_requests_are_measured_per_provider_failed_ones_as_errors() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::error(500, "boom"));
+    fake.push(Turn::text(["measured"]));
+    let provider = Arc::new(OpenAiProvider::new("metrics-probe", &fake.url(), None));
+    let (runner, _workspace) = runner_with(provider);
+    let series = [
+        r#"ferry_model_errors_total{provider="metrics-probe"}"#,
+        r#"ferry_model_request_seconds_count{provider="metrics-probe"}"#,
+        r#"ferry_model_first_token_seconds_count{provider="metrics-probe"}"#,
+    ];
+    let before = series.map(metric);
+
+    let (outcome, _) = run(&runner, RunRequest::new("k", "hi")).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let after = series.map(metric);
+    let counted: Vec<f64> = after.iter().zip(before).map(|(after, before)| after - before).collect();
+    assert_eq!(counted, [1.0, 1.0, 1.0], "one failed request, one complete with its first token");
+}
+
+#[tokio::test]
+async fn every_run_counts_once_under_how_it_ended() {
+    let ended = |status: &str| metric(&format!(r#"ferry_runs_finished_total{{status="{status}"}}"#));
+    let before = [ended("ok"), ended("error"), ended("aborted"), metric("ferry_runs_started_total")];
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::text(["fine"]));
+    fake.push(Turn::context_overflow());
+    fake.push(Turn::stall(Reply::text(["slow", "never"]), 1));
+    let (runner, _workspace) = runner(openai(&fake), settings());
+    assert_eq!(run(&runner, RunRequest::new("k", "hi")).await.0.status, RunStatus::Completed);
+    assert!(matches!(run(&runner, RunRequest::new("k", "hi")).await.0.status, RunStatus::Failed { .. }));
+    let mut request = RunRequest::new("k", "hi");
+    request.timeout = Some(Duration::from_millis(300));
+    assert!(matches!(run(&runner, request).await.0.status, RunStatus::Aborted(_)));
+
+    // Runs of the tests beside this one count too: at least ours are there.
+    let after = [ended("ok"), ended("error"), ended("aborted"), metric("ferry_runs_started_total")];
+    let counted: Vec<f64> = after.iter().zip(before).map(|(after, before)| after - before).collect();
+    assert!(counted[..3].iter().all(|&n| n >= 1.0) && counted[3] >= 3.0, "{counted:?}");
+}
+
 #[tokio::test]
 async fn a_rate_limit_is_retried_after_the_requested_wait() {
     let fake = FakeOpenAi::start().await.unwrap();

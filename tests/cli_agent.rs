@@ -5,8 +5,10 @@ use std::process::{Command, Output};
 
 use ferry_fakes::{FakeOpenAi, Reply, Turn};
 
+/// `ferry` with `env`, on a gateway port nothing listens on: these runs are embedded.
 async fn ferry(args: &[&str], env: &[(&str, &str)]) -> Output {
     let home = tempfile::tempdir().expect("home");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
     let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
     let env: Vec<(String, String)> = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     tokio::task::spawn_blocking(move || {
@@ -14,6 +16,7 @@ async fn ferry(args: &[&str], env: &[(&str, &str)]) -> Output {
             .args(&args)
             .env_clear()
             .env("HOME", home.path())
+            .env("FERRY__GATEWAY__PORT", port)
             .envs(env)
             .current_dir(home.path())
             .output()
@@ -33,6 +36,7 @@ async fn with_nothing_configured_the_echo_provider_answers_and_says_so() {
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert_eq!(text(&output.stdout), "hello from a fresh machine\n");
     assert!(text(&output.stderr).contains("offline echo provider"), "{}", text(&output.stderr));
+    assert!(text(&output.stderr).contains("running the agent embedded"), "says which it used");
 }
 
 #[tokio::test]

@@ -191,13 +191,6 @@ fn version_prints_the_package_version() {
 }
 
 #[test]
-fn commands_from_later_milestones_say_so_clearly() {
-    let sandbox = Sandbox::new();
-    let line = error_line(&sandbox.run(&["gateway"], &[]));
-    assert!(line.contains("not available yet"), "{line}");
-}
-
-#[test]
 fn the_shipped_default_config_checks_clean() {
     let default_toml = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/default.toml");
     let output = Sandbox::new().run(&["config", "check", "--config", default_toml.to_str().unwrap()], &[]);

@@ -322,4 +322,18 @@ async fn http_endpoints_answer() {
     assert_eq!(page.status(), 200);
     assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
     assert!(page.text().await.unwrap().contains("app.js"));
+
+    // A run, so the run counters have something to show.
+    gw.fake.push(Turn::text(["counted"]));
+    let (mut client, _) = Client::connect(&gw, "m").await;
+    client.request("agent", json!({"message": "count me", "idempotencyKey": "m1"})).await;
+    client.request("agent.wait", json!({"runId": "m1"})).await;
+    let metrics = reqwest::get(format!("http://{}/metrics", gw.address)).await.unwrap();
+    assert!(metrics.headers()["content-type"].to_str().unwrap().contains("openmetrics-text"));
+    let text = metrics.text().await.unwrap();
+    for family in ["ferry_runs_started", "ferry_runs_finished", "ferry_queue_depth", "ferry_model_request_seconds"] {
+        assert!(text.contains(&format!("# TYPE {family}")), "{family} missing from:\n{text}");
+    }
+    assert!(text.contains(r#"ferry_inbound_messages_total{channel="webchat",outcome="run"}"#), "{text}");
+    assert!(text.trim_end().ends_with("# EOF"));
 }

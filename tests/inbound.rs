@@ -137,6 +137,33 @@ async fn a_direct_message_is_answered_and_acknowledged() {
 }
 
 #[tokio::test]
+async fn each_inbound_message_counts_once_under_what_became_of_it() {
+    let counted = |outcome: &str| {
+        let series = format!(r#"ferry_inbound_messages_total{{channel="telegram",outcome="{outcome}"}} "#);
+        let text = ferry::metrics::render();
+        text.lines().find_map(|line| line.strip_prefix(&series)?.parse::<f64>().ok()).unwrap_or(0.0)
+    };
+    let outcomes = ["run", "duplicate", "command"];
+    let before = outcomes.map(counted);
+    let world = World::new(open_dms()).await;
+    world.fake.push(Turn::text(["once"]));
+    let message = world.dm("42", "hi");
+    world.send(message.clone());
+    world.replies(1).await;
+    // One chat's messages are handled in order: once the duplicate is acknowledged, the
+    // first message was counted too.
+    assert_eq!(world.send(message).outcome().await, AckOutcome::Accepted);
+    world.send(world.dm("42", "/status"));
+    world.replies(2).await;
+
+    // Tests beside this one count telegram messages too: at least ours are there.
+    let after = outcomes.map(counted);
+    for ((outcome, after), before) in outcomes.iter().zip(after).zip(before) {
+        assert!(after - before >= 1.0, "{outcome}: {before} -> {after}");
+    }
+}
+
+#[tokio::test]
 async fn the_session_remembers_the_conversation() {
     let world = World::new(open_dms()).await;
     world.fake.push(Turn::text(["First answer."])).push(Turn::text(["Second answer."]));
@@ -627,4 +654,30 @@ async fn verbose_mode_lists_each_tool_call_above_the_reply_until_turned_off() {
     assert_eq!(world.replies(5).await[4], "Still noon.");
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(world.channel.sent_texts().len(), 5, "no tool lines once verbose is off");
+}
+
+#[tokio::test]
+async fn a_run_still_going_after_the_shutdown_grace_is_aborted_and_its_message_kept() {
+    let world = World::new(open_dms()).await;
+    world.fake.push(Turn::stall(Reply::text(["thinking", "forever"]), 1));
+    let mut bus = world.dispatcher.runner().bus().subscribe();
+    world.send(world.dm("42", "a long question"));
+    world.request(0).await;
+    let aborted = world.dispatcher.scheduler().shut_down(Duration::from_millis(200)).await;
+    assert_eq!(aborted, 1);
+    let ended = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let event = bus.recv().await.unwrap();
+            if let ferry::agent::AgentStream::Lifecycle(ferry::agent::LifecycleEvent::End { aborted, .. }) =
+                event.stream
+            {
+                return aborted;
+            }
+        }
+    });
+    assert!(ended.await.unwrap(), "the run ends with lifecycle end {{aborted}}");
+    assert_eq!(world.journaled().await, 1, "the message is answered after the restart");
+    world.send(world.dm("42", "during shutdown"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(world.fake.requests().len(), 1, "no run starts once shutting down");
 }

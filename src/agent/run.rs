@@ -28,6 +28,7 @@ use super::tools::{Origin, SessionCatalog, ToolContext, ToolRegistry, ToolSend, 
 use super::turn::{AssistantTurn, TurnAccumulator};
 use crate::channels::ChannelRegistry;
 use crate::config::AgentDefaults;
+use crate::metrics::{ModelCall, ModelMetrics, RunEnd, metrics};
 
 /// What a tool call gets when a queued user message arrived before it started (steering).
 pub const SKIPPED_FOR_STEER: &str = "skipped due to queued user message";
@@ -76,6 +77,8 @@ struct Inner {
     parts: RunnerParts,
     skills: SkillsCache,
     bootstrap: BootstrapCache,
+    /// The provider's `ferry_model_*` series, looked up once.
+    model_metrics: ModelMetrics,
 }
 
 /// One run's input.
@@ -194,7 +197,8 @@ impl AgentRunner {
     pub fn new(parts: RunnerParts) -> Self {
         let skills = SkillsCache::new(&parts.workspace);
         let bootstrap = BootstrapCache::new(&parts.workspace);
-        Self { inner: Arc::new(Inner { parts, skills, bootstrap }) }
+        let model_metrics = metrics().model(parts.model.provider.name());
+        Self { inner: Arc::new(Inner { parts, skills, bootstrap, model_metrics }) }
     }
 
     pub fn model(&self) -> &ResolvedModel {
@@ -226,6 +230,7 @@ impl AgentRunner {
         let started_at = Utc::now();
         let merged_run_ids = std::mem::take(&mut request.merged_run_ids);
         events.lifecycle(LifecycleEvent::Start { started_at, merged_run_ids });
+        let run_metrics = metrics().run_started();
 
         let mut history = std::mem::take(&mut request.history);
         let first_new = history.len();
@@ -251,17 +256,20 @@ impl AgentRunner {
         let status = match result {
             Ok(Ok(())) => {
                 events.lifecycle(LifecycleEvent::End { ended_at, aborted: false });
+                run_metrics.finish(RunEnd::Ok);
                 RunStatus::Completed
             }
             Ok(Err(error)) => {
                 span.in_scope(|| tracing::warn!(%error, "the model call failed; the user gets an error reply"));
                 state.payloads.push(Payload { text: error.user_message(), is_error: true });
                 events.lifecycle(LifecycleEvent::Error { error: error.to_string(), ended_at });
+                run_metrics.finish(RunEnd::Error);
                 RunStatus::Failed { error }
             }
             Err(reason) => {
                 span.in_scope(|| tracing::info!(?reason, "run aborted"));
                 events.lifecycle(LifecycleEvent::End { ended_at, aborted: true });
+                run_metrics.finish(RunEnd::Aborted);
                 RunStatus::Aborted(reason)
             }
         };
@@ -362,7 +370,10 @@ impl AgentRunner {
         let mut attempt = 0;
         loop {
             let mut turn = TurnAccumulator::default();
-            match self.stream_once(request, events, &mut turn, steer).await {
+            let mut call = self.inner.model_metrics.request();
+            let result = self.stream_once(request, events, &mut turn, steer, &mut call).await;
+            call.ended(result.is_ok());
+            match result {
                 Ok(()) => return Ok(turn.finish(events)),
                 Err(error) if !turn.has_shown_output() && error.is_retryable() => {
                     let Some(delay) = settings.retry.delay(attempt, error.retry_after()) else { return Err(error) };
@@ -381,6 +392,7 @@ impl AgentRunner {
         events: &RunEvents,
         turn: &mut TurnAccumulator,
         steer: Option<&SteerInbox>,
+        call: &mut ModelCall<'_>,
     ) -> Result<(), ProviderError> {
         let parts = &self.inner.parts;
         let idle = parts.settings.idle_timeout;
@@ -399,6 +411,9 @@ impl AgentRunner {
                     // The run is streaming: from now on it can take steering messages.
                     if let Some(inbox) = steer {
                         inbox.open();
+                    }
+                    if event.is_output() {
+                        call.output();
                     }
                     turn.apply(event, events)
                 }

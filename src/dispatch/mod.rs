@@ -6,7 +6,8 @@
 //! journal it in one group-committed write, acknowledge it to the platform, show typing,
 //! and hand it to the queue scheduler, which runs the agent through
 //! [`executor::AgentExecutor`] and sends the reply. Users are told when their message was
-//! refused or dropped.
+//! refused or dropped. Each delivery counts once in `ferry_inbound_messages_total`, under
+//! what became of it.
 
 mod control;
 mod executor;
@@ -26,6 +27,7 @@ use crate::agent::AgentRunner;
 use crate::channels::ChannelRegistry;
 use crate::config::Config;
 use crate::control::parse_command;
+use crate::metrics::{InboundOutcome, metrics};
 use crate::queue::{Admission, QueueJournal, QueueSettings, QueuedMessage, Scheduler};
 use crate::reply::outbound::Schedulers;
 use crate::routing::{Clock, RouteDecision, Routed, Router, RoutingError, SessionKey, ThreadLabels};
@@ -121,6 +123,11 @@ impl Dispatcher {
         })
     }
 
+    /// The runner every run goes through (its event bus is where observers listen).
+    pub fn runner(&self) -> &AgentRunner {
+        &self.inner.runner
+    }
+
     pub fn scheduler(&self) -> &Scheduler {
         &self.inner.scheduler
     }
@@ -211,6 +218,7 @@ impl Dispatcher {
                 Ok(entry) => Some(entry),
                 Err(error) => {
                     tracing::error!(%error, "cannot encode a message for the queue journal; leaving it unacknowledged");
+                    metrics().inbound(&message.channel, InboundOutcome::Error);
                     self.reply(&message, NOT_ACCEPTED).await;
                     return;
                 }
@@ -229,6 +237,7 @@ impl Dispatcher {
                 // Nothing was recorded and the platform is not told we have it: it delivers
                 // the message again. The sender is told in case it does not.
                 tracing::error!(%error, "cannot route a message; leaving it unacknowledged for redelivery");
+                metrics().inbound(&message.channel, InboundOutcome::Error);
                 if matches!(error, RoutingError::Admission(_)) {
                     drop(ack);
                     self.reply(&message, NOT_ACCEPTED).await;
@@ -236,6 +245,9 @@ impl Dispatcher {
                 return;
             }
         };
+        if let Some(outcome) = not_run(&decision) {
+            metrics().inbound(&message.channel, outcome);
+        }
         match decision {
             RouteDecision::Duplicate | RouteDecision::Ignored(_) | RouteDecision::Denied { reply: None, .. } => {
                 ack.accept()
@@ -247,7 +259,10 @@ impl Dispatcher {
             RouteDecision::Run { session_key, .. } => {
                 ack.accept();
                 match (command, admitted.flatten()) {
-                    (Some(command), _) => self.control(command, session_key.as_str(), &message).await,
+                    (Some(command), _) => {
+                        metrics().inbound(&message.channel, InboundOutcome::Command);
+                        self.control(command, session_key.as_str(), &message).await
+                    }
                     (None, Some(queued)) => self.submit(queued).await,
                     (None, None) => tracing::error!("a message to run was admitted without a journal entry"),
                 }
@@ -260,6 +275,9 @@ impl Dispatcher {
         let settings = self.settings_for(&queued.session_key, &message.channel).await;
         let submitted = self.inner.scheduler.submit(queued, settings).await;
         tracing::debug!(admission = ?submitted.admission, "message admitted");
+        let outcome =
+            if submitted.admission == Admission::Rejected { InboundOutcome::Rejected } else { InboundOutcome::Run };
+        metrics().inbound(&message.channel, outcome);
         // A run that starts shows typing itself for as long as it works; a message that
         // waits gets one indicator now, so the sender sees it was taken.
         if !matches!(submitted.admission, Admission::Started | Admission::Rejected) {
@@ -305,6 +323,18 @@ impl Dispatcher {
         {
             tracing::debug!(%error, "typing indicator failed");
         }
+    }
+}
+
+/// How a routing decision that does not run its message counts in
+/// `ferry_inbound_messages_total`; `None` for one that runs.
+fn not_run(decision: &RouteDecision) -> Option<InboundOutcome> {
+    match decision {
+        RouteDecision::Run { .. } => None,
+        RouteDecision::Duplicate => Some(InboundOutcome::Duplicate),
+        RouteDecision::Ignored(_) => Some(InboundOutcome::Ignored),
+        RouteDecision::Denied { .. } => Some(InboundOutcome::Denied),
+        RouteDecision::Pairing { .. } => Some(InboundOutcome::Pairing),
     }
 }
 

@@ -117,11 +117,7 @@ async fn agent(gateway: &GatewayState, client: &Client, params: AgentParams) -> 
         },
         ..submission
     };
-    let mut answer = submit(gateway, client, submission).await?;
-    if let Some(object) = answer.as_object_mut() {
-        object.remove("sessionKey");
-    }
-    Ok(answer)
+    submit(gateway, client, submission).await
 }
 
 async fn chat_send(gateway: &GatewayState, client: &Client, params: ChatSendParams) -> Result<Value, RpcError> {

@@ -7,11 +7,13 @@
 //! - [`hub`]: run events fanned out to the connections that follow them;
 //! - [`outbox`]: a connection's queue, where a slow client loses deltas, never finals;
 //! - [`runs`]: idempotency answers and terminal snapshots for `agent.wait`;
+//! - [`client`]: the other end, for `ferry agent` and benches;
 //! - [`webchat`]: the web chat channel and its page.
 //!
 //! Everything a client sends to the agent enters through the [`webchat::WebChat`] channel,
 //! so it takes the same path as a platform message: routing, commands, queue, lanes.
 
+pub mod client;
 pub mod connection;
 pub mod hub;
 mod methods;
@@ -206,6 +208,5 @@ async fn healthz(State(state): State<Arc<GatewayState>>) -> Response {
 }
 
 async fn metrics() -> Response {
-    // Filled by the metrics module.
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], String::new()).into_response()
+    ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], crate::metrics::render()).into_response()
 }

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::metrics::{LaneKind, metrics};
+
 /// A wait longer than this in a lane is logged (SPEC §5).
 pub const SLOW_LANE_WAIT: Duration = Duration::from_secs(2);
 
@@ -21,11 +23,12 @@ impl GlobalLane {
     }
 
     /// Waits for a slot (FIFO: tokio's semaphore is fair). The slot is held until the
-    /// permit drops.
+    /// permit drops. The wait is `ferry_lane_wait_seconds{lane="global"}`.
     pub async fn enter(&self, session_key: &str) -> OwnedSemaphorePermit {
         let started = Instant::now();
         let permit = self.permits.clone().acquire_owned().await.expect("the global lane's semaphore is never closed");
         let waited = started.elapsed();
+        metrics().lane_waited(LaneKind::Global, waited);
         if waited > SLOW_LANE_WAIT {
             tracing::warn!(session_key, waited_ms = waited.as_millis() as u64, "a run waited long for the global lane");
         }
@@ -57,5 +60,16 @@ mod tests {
         drop(a);
         let _c = waiting.await.unwrap();
         assert_eq!(lane.available(), 0);
+    }
+
+    #[tokio::test]
+    async fn every_entry_records_its_wait() {
+        // Other tests in this process enter global lanes too: at least ours are counted.
+        let entries = || crate::metrics::sample(r#"ferry_lane_wait_seconds_count{lane="global"}"#);
+        let before = entries();
+        let lane = GlobalLane::new(1);
+        drop(lane.enter("a").await);
+        drop(lane.enter("b").await);
+        assert!(entries() - before >= 2.0);
     }
 }

@@ -5,8 +5,13 @@
 //! lock and never wait on I/O inside it; journal writes and run starts happen after.
 //! A session with no active run and nothing queued has no state here at all, so idle
 //! sessions cost no memory.
+//!
+//! The waiting messages of all sessions are `ferry_queue_depth`; how long a message waited
+//! for its session's run to start is `ferry_lane_wait_seconds{lane="session"}`.
 
-use std::collections::{HashMap, VecDeque};
+mod pending;
+
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -15,6 +20,7 @@ use async_trait::async_trait;
 use chrono::Utc;
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio_util::sync::CancellationToken;
 
 use super::journal::{AnsweredLog, QueuedMessage};
@@ -23,6 +29,8 @@ use super::prompt::{follow_up_prompt, summary_line};
 use super::settings::QueueSettings;
 use crate::agent::SteerInbox;
 use crate::config::{DropPolicy, QueueMode};
+use crate::metrics::{LaneKind, metrics};
+use pending::Pending;
 
 /// How often a shutdown checks whether runs are done.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(20);
@@ -112,13 +120,15 @@ struct Inner {
     closing: AtomicBool,
     /// Runs executing now.
     running: AtomicUsize,
+    /// Counts the messages waiting in every lane's queue (`ferry_queue_depth`).
+    depth: Gauge,
 }
 
 /// One session's state; exists only while the session has work.
 struct Lane {
     settings: QueueSettings,
     active: Option<Active>,
-    pending: VecDeque<QueuedMessage>,
+    pending: Pending,
     dropped_summaries: Vec<String>,
     /// Bumped by every arrival: a quiet-window timer only fires if nothing came since.
     generation: u64,
@@ -144,6 +154,16 @@ struct Effects {
 
 impl Scheduler {
     pub fn new(executor: Arc<dyn RunExecutor>, journal: Arc<dyn AnsweredLog>, max_concurrent: usize) -> Self {
+        Self::with_depth_gauge(executor, journal, max_concurrent, metrics().queue_depth().clone())
+    }
+
+    /// A scheduler counting its waiting messages in `depth`.
+    fn with_depth_gauge(
+        executor: Arc<dyn RunExecutor>,
+        journal: Arc<dyn AnsweredLog>,
+        max_concurrent: usize,
+        depth: Gauge,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 lanes: Mutex::new(HashMap::new()),
@@ -153,6 +173,7 @@ impl Scheduler {
                 global: GlobalLane::new(max_concurrent),
                 closing: AtomicBool::new(false),
                 running: AtomicUsize::new(0),
+                depth,
             }),
         }
     }
@@ -163,7 +184,7 @@ impl Scheduler {
         let mut effects = Effects::default();
         let submitted = {
             let mut lanes = self.lanes();
-            let lane = lanes.entry(key.clone()).or_insert_with(|| Lane::new(settings));
+            let lane = lanes.entry(key.clone()).or_insert_with(|| Lane::new(settings, &self.inner.depth));
             lane.settings = settings;
             lane.generation += 1;
             match (&lane.active, lane.pending.is_empty()) {
@@ -207,7 +228,7 @@ impl Scheduler {
             }
             QueueMode::Interrupt => {
                 active.cancel.cancel();
-                effects.remove.extend(lane.pending.drain(..).map(|item| item.id));
+                effects.remove.extend(lane.pending.drain_all().map(|item| item.id));
                 lane.dropped_summaries.clear();
                 lane.pending.push_back(message);
                 lane.skip_quiet = true;
@@ -252,7 +273,7 @@ impl Scheduler {
                 None => Stopped { aborted_run: false, cleared: 0 },
                 Some(lane) => {
                     let cleared = lane.pending.len();
-                    effects.remove.extend(lane.pending.drain(..).map(|item| item.id));
+                    effects.remove.extend(lane.pending.drain_all().map(|item| item.id));
                     lane.dropped_summaries.clear();
                     lane.skip_quiet = false;
                     let aborted_run = match &lane.active {
@@ -295,7 +316,9 @@ impl Scheduler {
         {
             let mut lanes = self.lanes();
             for message in messages {
-                let lane = lanes.entry(message.session_key.clone()).or_insert_with(|| Lane::new(settings(&message)));
+                let lane = lanes
+                    .entry(message.session_key.clone())
+                    .or_insert_with(|| Lane::new(settings(&message), &self.inner.depth));
                 lane.pending.push_back(message);
             }
             let keys: Vec<String> = lanes.keys().cloned().collect();
@@ -319,7 +342,7 @@ impl Scheduler {
         let first = lane.pending.front()?;
         let same_place = lane.pending.iter().all(|item| item.reply_place() == first.reply_place());
         let take = if lane.settings.mode == QueueMode::Collect && same_place { lane.pending.len() } else { 1 };
-        Some(lane.pending.drain(..take).collect())
+        Some(lane.pending.drain_front(take).collect())
     }
 
     fn start_job(&self, key: &str, lane: &mut Lane, batch: Vec<QueuedMessage>) -> (String, RunJob, u64) {
@@ -410,8 +433,10 @@ impl Scheduler {
             scheduler.inner.running.fetch_add(1, Ordering::AcqRel);
             tokio::spawn(async move {
                 let waited = Utc::now() - job.messages.first().map_or_else(Utc::now, |m| m.enqueued_at);
-                if waited.to_std().unwrap_or_default() > SLOW_LANE_WAIT {
-                    tracing::info!(session_key = %key, waited_ms = waited.num_milliseconds(), "a message waited long in its session lane");
+                let waited = waited.to_std().unwrap_or_default();
+                metrics().lane_waited(LaneKind::Session, waited);
+                if waited > SLOW_LANE_WAIT {
+                    tracing::info!(session_key = %key, waited_ms = waited.as_millis() as u64, "a message waited long in its session lane");
                 }
                 let answered: Vec<i64> = job.messages.iter().map(|m| m.id).collect();
                 let report = scheduler.inner.executor.execute(job).await;
@@ -461,11 +486,11 @@ impl Scheduler {
 }
 
 impl Lane {
-    fn new(settings: QueueSettings) -> Self {
+    fn new(settings: QueueSettings, depth: &Gauge) -> Self {
         Self {
             settings,
             active: None,
-            pending: VecDeque::new(),
+            pending: Pending::new(depth.clone()),
             dropped_summaries: Vec::new(),
             generation: 0,
             skip_quiet: false,

@@ -59,18 +59,26 @@ struct Harness {
     scheduler: Scheduler,
     journal: Arc<TestJournal>,
     started: mpsc::UnboundedReceiver<Started>,
+    /// This scheduler's `ferry_queue_depth` (the process-wide one is shared by every test).
+    depth: Gauge,
 }
 
 impl Harness {
     async fn new() -> Self {
         let journal = Arc::new(TestJournal::default());
         let (tx, started) = mpsc::unbounded_channel();
-        let scheduler = Scheduler::new(Arc::new(TestExecutor { started: tx }), journal.clone(), 4);
-        Self { scheduler, journal, started }
+        let depth = Gauge::default();
+        let scheduler =
+            Scheduler::with_depth_gauge(Arc::new(TestExecutor { started: tx }), journal.clone(), 4, depth.clone());
+        Self { scheduler, journal, started, depth }
     }
 
     /// A message as the dispatcher would have journaled it.
     async fn message(&self, chat: &str, text: &str) -> QueuedMessage {
+        self.message_in("agent:main:main", chat, text).await
+    }
+
+    async fn message_in(&self, session_key: &str, chat: &str, text: &str) -> QueuedMessage {
         let inbound = InboundMessage::new(
             "memory",
             "default",
@@ -82,7 +90,7 @@ impl Harness {
         let mut unanswered = self.journal.unanswered.lock().unwrap();
         let message = QueuedMessage {
             id: unanswered.last().map_or(1, |m| m.id + 1),
-            session_key: "agent:main:main".into(),
+            session_key: session_key.into(),
             message: inbound,
             prompt: text.into(),
             enqueued_at: chrono::Utc::now(),
@@ -259,9 +267,11 @@ async fn interrupt_aborts_the_run_clears_the_queue_and_runs_the_newest() {
         Admission::Interrupting
     );
     assert!(run.cancel.is_cancelled());
+    assert_eq!(h.depth.get(), 1, "only the newest waits");
     // The executor returns when cancelled; the newest runs without a quiet window.
     let next = h.next_run().await;
     assert_eq!((next.prompt.as_str(), next.ids.as_slice()), ("newest", &[newest.id][..]));
+    assert_eq!(h.depth.get(), 0);
     assert_eq!(h.journaled().await, 1, "the stale message was cleared, the aborted one answered");
 }
 
@@ -283,8 +293,10 @@ async fn the_cap_applies_each_drop_policy() {
 
     let summarized = h.scheduler.submit(h.message("a", "q5   with\nspaces").await, capped(DropPolicy::Summarize)).await;
     assert!(summarized.dropped.is_empty());
+    assert_eq!(h.depth.get(), 2, "the queue depth stays at the cap");
     run.finish.send(RunReport::default()).unwrap();
     let batch = h.next_run().await;
+    assert_eq!(h.depth.get(), 0);
     assert!(
         batch.prompt.starts_with("[Queue overflow] Dropped 1 message(s) due to cap.\nSummary:\n- q2\n\n"),
         "{}",
@@ -310,6 +322,43 @@ async fn stop_aborts_the_run_and_clears_the_queue() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_queue_depth_counts_the_messages_waiting_across_sessions() {
+    let mut h = Harness::new().await;
+    let collect = settings(QueueMode::Collect);
+    for text in ["a1", "a2", "a3"] {
+        h.scheduler.submit(h.message_in("agent:main:a", "a", text).await, collect).await;
+    }
+    let _a = h.next_run().await;
+    assert_eq!(h.depth.get(), 2, "the running message does not wait");
+    for text in ["b1", "b2"] {
+        h.scheduler.submit(h.message_in("agent:main:b", "b", text).await, collect).await;
+    }
+    let b = h.next_run().await;
+    assert_eq!(h.depth.get(), 3);
+
+    h.scheduler.stop("agent:main:a").await;
+    assert_eq!(h.depth.get(), 1);
+    b.finish.send(RunReport::default()).unwrap();
+    assert_eq!(h.next_run().await.prompt, "b2");
+    assert_eq!(h.depth.get(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_started_run_records_how_long_its_message_waited_in_the_session_lane() {
+    // Other tests in this process start runs too: at least ours are counted.
+    let waits = || crate::metrics::sample(r#"ferry_lane_wait_seconds_count{lane="session"}"#);
+    let before = waits();
+    let mut h = Harness::new().await;
+    let collect = settings(QueueMode::Collect);
+    h.scheduler.submit(h.message("a", "first").await, collect).await;
+    let run = h.next_run().await;
+    h.scheduler.submit(h.message("a", "second").await, collect).await;
+    run.finish.send(RunReport::default()).unwrap();
+    h.next_run().await;
+    assert!(waits() - before >= 2.0);
+}
+
+#[tokio::test(start_paused = true)]
 async fn journaled_messages_are_restored_and_run_in_order() {
     let mut h = Harness::new().await;
     h.message("a", "one").await;
@@ -317,5 +366,6 @@ async fn journaled_messages_are_restored_and_run_in_order() {
     let pending = h.journal.unanswered.lock().unwrap().clone();
     h.scheduler.restore(pending, |_| settings(QueueMode::Collect)).await;
     let run = h.next_run().await;
+    assert_eq!(h.depth.get(), 0, "both run");
     assert_eq!(run.prompt, "[Queued messages while agent was busy]\n---\nQueued #1\none\n---\nQueued #2\ntwo");
 }

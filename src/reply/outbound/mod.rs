@@ -13,6 +13,8 @@
 //! - A send carrying an idempotency key (run id + payload index) that was already delivered
 //!   returns the first delivery instead of posting again, so a retried reply never shows
 //!   twice.
+//! - Every call is counted per channel in `ferry_outbound_*` ([`crate::metrics`]):
+//!   delivered, retried, rate limited (429), failed for good.
 
 pub mod budget;
 pub mod retry;
@@ -27,6 +29,8 @@ use tokio::sync::oneshot;
 
 use budget::Budgets;
 use retry::RetryPolicy;
+
+use crate::metrics::{Op, OutboundMetrics, metrics};
 
 /// Delivered idempotency keys remembered; a retry comes within seconds, so the most recent
 /// few thousand are plenty.
@@ -56,6 +60,16 @@ enum Call {
     Send(OutboundMessage),
     Edit { message: MessageRef, text: String, format: TextFormat },
     Delete(MessageRef),
+}
+
+impl Call {
+    fn op(&self) -> Op {
+        match self {
+            Call::Send(_) => Op::Send,
+            Call::Edit { .. } => Op::Edit,
+            Call::Delete(_) => Op::Delete,
+        }
+    }
 }
 
 struct Queued {
@@ -93,6 +107,8 @@ struct Inner {
     /// Chats with calls waiting or in flight; a chat is here exactly while its task runs.
     chats: Mutex<HashMap<String, ChatQueue>>,
     delivered: Mutex<DeliveredKeys>,
+    /// The channel's `ferry_outbound_*` series, looked up once.
+    metrics: OutboundMetrics,
 }
 
 struct ChatQueue {
@@ -110,6 +126,7 @@ impl OutboundScheduler {
     /// A scheduler for `channel`'s account, with the budgets its capabilities declare.
     pub fn new(channel: Arc<dyn Channel>) -> Self {
         let budgets = Budgets::new(&channel.capabilities().send_budget);
+        let counters = metrics().outbound(channel.name());
         Self {
             inner: Arc::new(Inner {
                 channel,
@@ -117,6 +134,7 @@ impl OutboundScheduler {
                 retry: RetryPolicy::default(),
                 chats: Mutex::new(HashMap::new()),
                 delivered: Mutex::new(DeliveredKeys::default()),
+                metrics: counters,
             }),
         }
     }
@@ -319,6 +337,7 @@ impl Inner {
             };
             match outcome {
                 Ok(delivery) => {
+                    self.metrics.delivered(call.op());
                     if let (Call::Send(message), Delivery::Sent(sent)) = (call, &delivery)
                         && let Some(key) = &message.idempotency_key
                     {
@@ -326,14 +345,14 @@ impl Inner {
                     }
                     return Ok(delivery);
                 }
-                Err(error) => match self.retry.next_wait(attempt, &error) {
-                    Some(wait) => {
-                        tracing::debug!(channel = self.channel.name(), chat, attempt, %error, wait_ms = wait.as_millis() as u64, "retrying a platform call");
-                        tokio::time::sleep(wait).await;
-                        attempt += 1;
-                    }
-                    None => return Err(error),
-                },
+                Err(error) => {
+                    let wait = self.retry.next_wait(attempt, &error);
+                    self.metrics.attempt_failed(&error, wait.is_some());
+                    let Some(wait) = wait else { return Err(error) };
+                    tracing::debug!(channel = self.channel.name(), chat, attempt, %error, wait_ms = wait.as_millis() as u64, "retrying a platform call");
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
             }
         }
     }

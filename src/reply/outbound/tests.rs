@@ -6,9 +6,15 @@ use ferry_channel::{ChannelCapabilities, ChatKind, ChatRef, Rate, SendBudget};
 use tokio::time::Instant;
 
 use super::*;
+use crate::metrics::sample;
 
 /// A channel allowing one call per second per chat, like Telegram.
 fn channel() -> Arc<MemoryChannel> {
+    channel_named("memory")
+}
+
+/// [`channel`] under a name of the test's own, whose metrics no other test touches.
+fn channel_named(name: &str) -> Arc<MemoryChannel> {
     let capabilities = ChannelCapabilities {
         send_budget: SendBudget {
             per_chat: Some(Rate::new(1, Duration::from_secs(1))),
@@ -17,7 +23,7 @@ fn channel() -> Arc<MemoryChannel> {
         },
         ..ChannelCapabilities::unrestricted()
     };
-    Arc::new(MemoryChannel::with_capabilities("memory", "default", capabilities))
+    Arc::new(MemoryChannel::with_capabilities(name, "default", capabilities))
 }
 
 fn target(chat: &str) -> Target {
@@ -129,6 +135,26 @@ async fn a_429_is_retried_after_the_platforms_retry_after() {
     let took = start.elapsed();
     assert!(took >= Duration::from_millis(1200) && took <= Duration::from_millis(1400), "{took:?}");
     assert_eq!(channel.sent_texts(), ["hello"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_retry_is_counted_as_rate_limited_and_retried_for_its_channel() {
+    let channel = channel_named("outbound-429-metrics");
+    let counter = |name: &str| sample(&format!(r#"ferry_outbound_{name}{{channel="outbound-429-metrics"}}"#));
+    let sends = || sample(r#"ferry_outbound_sends_total{channel="outbound-429-metrics",op="send"}"#);
+    let (rate_limited, retries, sent) = (counter("rate_limited_total"), counter("retries_total"), sends());
+    channel.fail_next(OperationKind::Send, ChannelError::RateLimited { retry_after: Some(Duration::from_millis(500)) });
+    let scheduler = OutboundScheduler::new(channel.clone());
+    scheduler.send(text("a", "hello")).await.unwrap();
+    assert_eq!(counter("rate_limited_total") - rate_limited, 1.0);
+    assert_eq!(counter("retries_total") - retries, 1.0);
+    assert_eq!(sends() - sent, 1.0, "one send, however many attempts");
+
+    let (failures, rate_limited) = (counter("failures_total"), counter("rate_limited_total"));
+    channel.fail_next(OperationKind::Send, ChannelError::Rejected { reason: "chat not found".into() });
+    assert!(scheduler.send(text("a", "refused")).await.is_err());
+    assert_eq!(counter("failures_total") - failures, 1.0);
+    assert_eq!(counter("rate_limited_total") - rate_limited, 0.0, "a refusal is not a 429");
 }
 
 #[tokio::test(start_paused = true)]
