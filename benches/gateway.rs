@@ -4,8 +4,9 @@
 //! `{runId, acceptedAt}` received; the message is durably journaled by then), and the
 //! resident memory of an idle `ferry gateway` process.
 //!
-//! Run with `cargo bench --bench gateway`; knobs: `FERRY_BENCH_CLIENTS` (default 64),
-//! `FERRY_BENCH_RUNS` (default 20000). Results go in BENCHMARKS.md.
+//! Run with `cargo bench --bench gateway`; knobs: `FERRY_BENCH_CLIENTS` (client counts to
+//! measure, default `8,16,64`), `FERRY_BENCH_RUNS` (runs per count, default 20000), `FERRY_BENCH_MAX_CONCURRENT` (default 4, the
+//! configured default of `agents.defaults.max_concurrent`). Results go in BENCHMARKS.md.
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -39,11 +40,17 @@ fn main() {
 }
 
 async fn load() {
-    let clients = knob("FERRY_BENCH_CLIENTS", 64);
+    let counts: Vec<usize> = std::env::var("FERRY_BENCH_CLIENTS")
+        .unwrap_or_else(|_| "8,16,64".to_owned())
+        .split(',')
+        .filter_map(|count| count.trim().parse().ok())
+        .collect();
     let runs = knob("FERRY_BENCH_RUNS", 20_000);
     let state = tempfile::tempdir().expect("state dir");
     let workspace = tempfile::tempdir().expect("workspace");
-    let config = Arc::new(Config::default());
+    let mut config = Config::default();
+    config.agents.defaults.max_concurrent = knob("FERRY_BENCH_MAX_CONCURRENT", 4) as u32;
+    let config = Arc::new(config);
     let env = Environment::new(Vec::<(String, String)>::new(), state.path());
     let model = resolve_model(&config, &env).expect("echo model");
     let database = Database::open(state.path()).await.expect("database");
@@ -68,25 +75,33 @@ async fn load() {
         thread_labels: ThreadLabels::new(),
     })
     .expect("dispatcher");
-    let gateway =
-        Gateway::start(GatewayParts { config, dispatcher, bus, channels, agent_id: DEFAULT_AGENT_ID.into() })
-            .await
-            .expect("gateway");
+    let gateway = Gateway::start(GatewayParts { config, dispatcher, bus, channels, agent_id: DEFAULT_AGENT_ID.into() })
+        .await
+        .expect("gateway");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listen");
     let url = format!("ws://{}/ws", listener.local_addr().expect("address"));
     tokio::spawn(gateway.serve(listener, std::future::pending()));
+    for (round, clients) in counts.into_iter().enumerate() {
+        measure(&url, round, clients, runs).await;
+    }
+}
 
-    let per_client = runs / clients;
+/// `clients` clients sharing `runs` runs, each run its own session.
+async fn measure(url: &str, round: usize, clients: usize, runs: usize) {
+    let per_client = runs / clients.max(1);
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
         .map(|client| {
-            let url = url.clone();
+            let url = url.to_owned();
             tokio::spawn(async move {
-                let mut gateway = GatewayClient::connect(&url, None, &format!("bench-{client}")).await.expect("connect");
-                let session = format!("agent:main:bench-{client}");
+                let id = format!("bench-{round}-{client}");
+                let mut gateway = GatewayClient::connect(&url, None, &id).await.expect("connect");
                 let mut accepts = Vec::with_capacity(per_client);
                 for run in 0..per_client {
-                    let key = format!("{client}-{run}");
+                    let key = format!("{round}-{client}-{run}");
+                    // A session per run: what is measured is the gateway's work, not the
+                    // history a long session makes each run read (compaction's business).
+                    let session = format!("agent:main:bench-{key}");
                     let sent = Instant::now();
                     let params = json!({"message": "ping", "idempotencyKey": key, "sessionKey": session});
                     gateway.call("agent", params).await.expect("agent");
@@ -138,7 +153,10 @@ fn idle_rss() {
     std::thread::sleep(Duration::from_secs(1));
     let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
     let rss = status.lines().find(|line| line.starts_with("VmRSS:")).unwrap_or("VmRSS: unknown").to_owned();
-    println!("idle ferry gateway (fresh machine, echo provider): {}", rss.split_whitespace().skip(1).collect::<Vec<_>>().join(" "));
+    println!(
+        "idle ferry gateway (fresh machine, echo provider): {}",
+        rss.split_whitespace().skip(1).collect::<Vec<_>>().join(" ")
+    );
     let _ = child.kill();
     let _ = child.wait();
 }

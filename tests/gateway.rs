@@ -214,6 +214,9 @@ async fn agent_answers_before_the_run_ends_and_wait_only_waits() {
     let done = client.request("agent.wait", json!({"runId": "run-a", "timeoutMs": 15000})).await;
     assert_eq!(done["payload"]["status"], "ok", "the wait's timeout did not stop the run: {done}");
     assert!(done["payload"]["startedAt"].is_string() && done["payload"]["endedAt"].is_string());
+    let history = client.request("chat.history", json!({"sessionKey": "agent:main:main"})).await;
+    let last = history["payload"]["messages"].as_array().and_then(|m| m.last().cloned()).unwrap_or_default();
+    assert_eq!(last["text"], "The answer is 42.", "a run reported ended has its transcript saved: {history}");
 
     // A waiter that comes after the end still gets the answer.
     let (mut late, _) = Client::connect(&gw, "late").await;

@@ -219,11 +219,23 @@ impl AgentRunner {
     }
 
     /// Runs to the end. `consumer` receives every event of the run in order.
-    pub async fn run(
+    pub async fn run(&self, request: RunRequest, consumer: Option<mpsc::UnboundedSender<AgentEvent>>) -> RunOutcome {
+        self.run_then(request, consumer, |_, _| async {}).await
+    }
+
+    /// [`AgentRunner::run`], with `persist` given the run's new transcript entries and usage
+    /// before the terminal lifecycle event: whoever hears that a run ended (an
+    /// `agent.wait`) can then read its transcript.
+    pub async fn run_then<P, F>(
         &self,
         mut request: RunRequest,
         consumer: Option<mpsc::UnboundedSender<AgentEvent>>,
-    ) -> RunOutcome {
+        persist: P,
+    ) -> RunOutcome
+    where
+        P: FnOnce(Vec<ChatMessage>, Usage) -> F,
+        F: Future<Output = ()>,
+    {
         let parts = &self.inner.parts;
         let events = RunEvents::new(&request.run_id, &request.session_key, parts.bus.clone(), consumer);
         let span = tracing::info_span!("run", run_id = %request.run_id, session_key = %request.session_key);
@@ -253,29 +265,22 @@ impl AgentRunner {
         };
 
         let ended_at = Utc::now();
-        let status = match result {
-            Ok(Ok(())) => {
-                events.lifecycle(LifecycleEvent::End { ended_at, aborted: false });
-                run_metrics.finish(RunEnd::Ok);
-                RunStatus::Completed
-            }
+        let (status, terminal, end) = match result {
+            Ok(Ok(())) => (RunStatus::Completed, LifecycleEvent::End { ended_at, aborted: false }, RunEnd::Ok),
             Ok(Err(error)) => {
                 span.in_scope(|| tracing::warn!(%error, "the model call failed; the user gets an error reply"));
                 state.payloads.push(Payload { text: error.user_message(), is_error: true });
-                events.lifecycle(LifecycleEvent::Error { error: error.to_string(), ended_at });
-                run_metrics.finish(RunEnd::Error);
-                RunStatus::Failed { error }
+                let terminal = LifecycleEvent::Error { error: error.to_string(), ended_at };
+                (RunStatus::Failed { error }, terminal, RunEnd::Error)
             }
             Err(reason) => {
                 span.in_scope(|| tracing::info!(?reason, "run aborted"));
-                events.lifecycle(LifecycleEvent::End { ended_at, aborted: true });
-                run_metrics.finish(RunEnd::Aborted);
-                RunStatus::Aborted(reason)
+                (RunStatus::Aborted(reason), LifecycleEvent::End { ended_at, aborted: true }, RunEnd::Aborted)
             }
         };
         let unconsumed_steer = request.steer.as_ref().map(SteerInbox::close).unwrap_or_default();
         let tool_sends = std::mem::take(&mut *state.sends.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
-        RunOutcome {
+        let outcome = RunOutcome {
             run_id: request.run_id,
             status,
             payloads: state.payloads,
@@ -286,7 +291,11 @@ impl AgentRunner {
             unconsumed_steer,
             started_at,
             ended_at,
-        }
+        };
+        persist(outcome.transcript.clone(), outcome.usage).await;
+        events.lifecycle(terminal);
+        run_metrics.finish(end);
+        outcome
     }
 
     /// The model ↔ tool loop.

@@ -31,7 +31,8 @@ pub struct GatewayClient {
 impl GatewayClient {
     /// Connects to `url` (`ws://host:port/ws`) and passes the handshake.
     pub async fn connect(url: &str, token: Option<&str>, client_id: &str) -> Result<Self, ClientError> {
-        let (socket, _) = tokio_tungstenite::connect_async(url)
+        // No Nagle: requests are small frames that must not wait for a delayed ACK.
+        let (socket, _) = tokio_tungstenite::connect_async_with_config(url, None, true)
             .await
             .map_err(|source| ClientError::Unreachable { url: url.to_owned(), source: Box::new(source) })?;
         let mut client = Self { socket, next_id: 0, events: VecDeque::new(), hello: Value::Null };

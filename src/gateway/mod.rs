@@ -31,6 +31,7 @@ use axum::extract::{State, WebSocketUpgrade};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use ferry_channel::{ChatKind, ChatRef, InboundMessage, Sender};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -166,6 +167,12 @@ impl Gateway {
             // Open sockets are told to go; the server then waits for them to close.
             closing.cancel();
         };
+        // Small frames (a response, a delta) must not wait for a delayed ACK (Nagle).
+        let listener = listener.tap_io(|stream| {
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::debug!(%error, "cannot set TCP_NODELAY on a gateway connection");
+            }
+        });
         let served = axum::serve(listener, router).with_graceful_shutdown(shutdown).await;
         stop.cancel();
         served.map_err(GatewayError::Serve)

@@ -5,12 +5,14 @@ use chrono::Utc;
 use tokio::sync::mpsc;
 
 use super::store::{OpenedRun, SessionStore, StoreError, TranscriptSaved};
-use crate::agent::{AgentEvent, AgentRunner, RunOutcome, RunRequest};
+use crate::agent::{AgentEvent, AgentRunner, ChatMessage, RunOutcome, RunRequest, Usage};
 use crate::config::ResetConfig;
 
 /// Runs `request` in the session named by its `session_key`, whose history it continues;
 /// `events` receives the run's events in order. The store is written twice: once to open
 /// the run (lazy reset + ownership), once to close it (transcript + usage).
+///
+/// The transcript is saved before the run's terminal lifecycle event goes out.
 ///
 /// `slot` is awaited after the run is opened and held only while the agent runs: the
 /// dispatcher passes its global-lane entry, so the `max_concurrent` limit counts model runs
@@ -36,14 +38,24 @@ pub async fn run_in_session(
     });
     let slot = slot.await;
     let run_id = request.run_id.clone();
-    let outcome = runner.run(request, events).await;
-    drop(slot);
-    match store.close_run(&key, &run_id, &outcome.transcript, outcome.usage).await {
-        Ok(TranscriptSaved::Saved) => {}
-        Ok(TranscriptSaved::Superseded) => {
-            tracing::info!(session_key = %key, run_id, "the session was reset or taken over during the run; its transcript is not saved")
+    // Saved before the run is announced as ended, so whoever hears of the end can read it.
+    let persist = |transcript: Vec<ChatMessage>, usage: Usage| {
+        // The global lane counts model runs, not the writes around them.
+        drop(slot);
+        let (key, run_id) = (&key, &run_id);
+        async move {
+            match store.close_run(key, run_id, &transcript, usage).await {
+                Ok(TranscriptSaved::Saved) => {}
+                Ok(TranscriptSaved::Superseded) => tracing::info!(
+                    session_key = %key, run_id,
+                    "the session was reset or taken over during the run; its transcript is not saved"
+                ),
+                Err(error) => {
+                    tracing::error!(session_key = %key, run_id, %error, "cannot save the run's transcript and usage")
+                }
+            }
         }
-        Err(error) => tracing::error!(session_key = %key, run_id, %error, "cannot save the run's transcript and usage"),
-    }
+    };
+    let outcome = runner.run_then(request, events, persist).await;
     Ok(outcome)
 }
