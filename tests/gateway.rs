@@ -28,6 +28,7 @@ const PATIENCE: Duration = Duration::from_secs(20);
 struct Gw {
     address: std::net::SocketAddr,
     fake: FakeOpenAi,
+    dispatcher: Dispatcher,
     _shutdown: tokio::sync::oneshot::Sender<()>,
     _state: tempfile::TempDir,
     _workspace: tempfile::TempDir,
@@ -71,16 +72,16 @@ async fn gateway(config: Config) -> Gw {
         thread_labels: ThreadLabels::new(),
     })
     .unwrap();
-    let gateway = Gateway::start(GatewayParts { config, dispatcher, bus, channels, agent_id: DEFAULT_AGENT_ID.into() })
-        .await
-        .unwrap();
+    let parts =
+        GatewayParts { config, dispatcher: dispatcher.clone(), bus, channels, agent_id: DEFAULT_AGENT_ID.into() };
+    let gateway = Gateway::start(parts).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(gateway.serve(listener, async move {
         let _ = stop.await;
     }));
-    Gw { address, fake, _shutdown: shutdown, _state: state, _workspace: workspace }
+    Gw { address, fake, dispatcher, _shutdown: shutdown, _state: state, _workspace: workspace }
 }
 
 struct Client {
@@ -339,4 +340,40 @@ async fn http_endpoints_answer() {
     }
     assert!(text.contains(r#"ferry_inbound_messages_total{channel="webchat",outcome="run"}"#), "{text}");
     assert!(text.trim_end().ends_with("# EOF"));
+}
+
+#[tokio::test]
+async fn agent_can_deliver_its_reply_to_a_chat_on_another_channel() {
+    let gw = gateway(Config::default()).await;
+    let telegram = Arc::new(ferry::channel::memory::MemoryChannel::new("telegram", "default"));
+    gw.dispatcher.attach(telegram.clone()).await.unwrap();
+    gw.fake.push(Turn::text(["Your daily report: all green."]));
+    let (mut client, _) = Client::connect(&gw, "cron").await;
+    let params = json!({
+        "message": "write the daily report", "idempotencyKey": "d1",
+        "deliver": true, "channel": "telegram", "to": "group:-100123"
+    });
+    assert_eq!(client.request("agent", params).await["ok"], true);
+    let done = client.request("agent.wait", json!({"runId": "d1"})).await;
+    assert_eq!(done["payload"]["status"], "ok");
+    let delivered = tokio::time::timeout(PATIENCE, async {
+        loop {
+            if let Some(text) = telegram.sent_texts().first() {
+                return text.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    assert_eq!(delivered.await.unwrap(), "Your daily report: all green.");
+
+    for (params, why) in [
+        (json!({"message": "x", "idempotencyKey": "d2", "deliver": true, "channel": "telegram"}), "no `to`"),
+        (
+            json!({"message": "x", "idempotencyKey": "d3", "deliver": true, "channel": "discord", "to": "1"}),
+            "not connected",
+        ),
+        (json!({"message": "x", "idempotencyKey": "d4", "channel": "telegram", "to": "1"}), "without deliver"),
+    ] {
+        assert_eq!(client.request("agent", params).await["error"]["code"], "INVALID_REQUEST", "{why}");
+    }
 }

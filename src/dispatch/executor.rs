@@ -39,10 +39,21 @@ impl RunExecutor for AgentExecutor {
     async fn execute(&self, job: RunJob) -> RunReport {
         let Some(last) = job.messages.last() else { return RunReport::default() };
         let inbound = &last.message;
-        let target = Target::of(inbound);
         let key = job.session_key.as_str();
-        let Some(channel) = self.channels.get(&inbound.channel, Some(&inbound.account_id)) else {
-            tracing::error!(channel = %inbound.channel, account = %inbound.account_id, "the message's channel is not connected; it cannot be answered");
+        // Where the reply goes: back where the message came from, or where a gateway
+        // client asked it to be delivered.
+        let delivery = inbound.request.as_ref().and_then(|client| client.deliver.as_ref());
+        let (channel_name, account_id, target, answering) = match delivery {
+            Some(delivery) => (&delivery.channel, delivery.account_id.as_deref(), delivery.target.clone(), None),
+            None => (
+                &inbound.channel,
+                Some(inbound.account_id.as_str()),
+                Target::of(inbound),
+                Some(inbound.message_id.clone()),
+            ),
+        };
+        let Some(channel) = self.channels.get(channel_name, account_id) else {
+            tracing::error!(channel = %channel_name, account = ?account_id, "the reply's channel is not connected; it cannot be answered");
             return RunReport::default();
         };
         let scheduler = self.schedulers.for_channel(&channel);
@@ -63,11 +74,13 @@ impl RunExecutor for AgentExecutor {
             .filter_map(|queued| queued.message.request.as_ref().map(|client| client.run_id.clone()))
             .filter(|run_id| *run_id != request.run_id)
             .collect();
-        let origin =
-            Origin { channel: inbound.channel.clone(), account_id: inbound.account_id.clone(), target: target.clone() };
+        let origin = Origin {
+            channel: channel.name().to_owned(),
+            account_id: channel.account_id().to_owned(),
+            target: target.clone(),
+        };
         request.origin = Some(origin.clone());
         let run_id = request.run_id.clone();
-        let answering = Some(inbound.message_id.clone());
         if channel.capabilities().replies_via_chat_events {
             // Its clients follow the run's own events; nothing is sent to the channel.
             let slot = job.global.enter(key);

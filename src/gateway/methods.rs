@@ -2,7 +2,7 @@
 //! payload or an error the client can act on.
 
 use chrono::Utc;
-use ferry_channel::{AckOutcome, ChatKind, ChatRef, ClientRequest, InboundMessage, Sender};
+use ferry_channel::{AckOutcome, ChatKind, ChatRef, ClientRequest, Delivery, InboundMessage, Sender, Target};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::time::Duration;
@@ -13,6 +13,7 @@ use super::protocol::{ErrorCode, RpcError, params};
 use super::runs::{Claim, Waited};
 use super::webchat::{ACCOUNT_ID, CHANNEL_NAME};
 use crate::agent::ChatMessage;
+use crate::agent::tools::parse_chat;
 use crate::routing::SessionKey;
 
 /// `agent.wait`'s default wait.
@@ -51,6 +52,14 @@ struct AgentParams {
     /// Seconds.
     timeout: Option<u64>,
     extra_system_prompt: Option<String>,
+    /// Deliver the reply to `channel` / `to` as well.
+    #[serde(default)]
+    deliver: bool,
+    channel: Option<String>,
+    /// `direct:<id>`, `group:<id>`, `channel:<id>` or a bare (direct) id.
+    to: Option<String>,
+    thread_id: Option<String>,
+    account_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -108,11 +117,13 @@ async fn agent(gateway: &GatewayState, client: &Client, params: AgentParams) -> 
         Some(key) => gateway_session(gateway, key)?,
         None => format!("agent:{}:main", gateway.agent_id),
     };
+    let deliver = delivery(gateway, &params)?;
     let submission = submission(params.message, params.idempotency_key, session_key)?;
     let submission = Submission {
         request: ClientRequest {
             extra_system_prompt: params.extra_system_prompt,
             timeout_seconds: params.timeout,
+            deliver,
             ..submission.request
         },
         ..submission
@@ -127,6 +138,31 @@ async fn chat_send(gateway: &GatewayState, client: &Client, params: ChatSendPara
     };
     let submission = submission(params.message, params.idempotency_key, session_key)?;
     submit(gateway, client, submission).await
+}
+
+/// Where `agent` should deliver the reply besides the client: `deliver: true` with a
+/// connected `channel` and a `to`.
+fn delivery(gateway: &GatewayState, params: &AgentParams) -> Result<Option<Delivery>, RpcError> {
+    if !params.deliver {
+        if params.channel.is_some() || params.to.is_some() {
+            return Err(RpcError::invalid("params.channel / params.to: set deliver: true to deliver the reply there"));
+        }
+        return Ok(None);
+    }
+    let (Some(channel), Some(to)) = (&params.channel, &params.to) else {
+        return Err(RpcError::invalid("params.deliver: needs channel and to"));
+    };
+    let channel = channel.to_lowercase();
+    if gateway.channels.get(&channel, params.account_id.as_deref()).is_none() {
+        let connected = gateway.channels.describe().join(", ");
+        return Err(RpcError::invalid(format!(
+            "params.channel: `{channel}` is not connected (connected: {connected})"
+        )));
+    }
+    let chat =
+        parse_chat(to, ChatKind::Direct).map_err(|error| RpcError::invalid(format!("params.to: {}", error.0)))?;
+    let target = Target { chat, thread_id: params.thread_id.clone() };
+    Ok(Some(Delivery { channel, account_id: params.account_id.clone(), target }))
 }
 
 fn submission(message: String, key: String, session_key: String) -> Result<Submission, RpcError> {

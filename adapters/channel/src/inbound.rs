@@ -126,6 +126,20 @@ pub struct ClientRequest {
     /// Overrides the run timeout, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<u64>,
+    /// Deliver the reply to this chat (on any connected channel) rather than back to the
+    /// client: `agent` with `deliver: true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deliver: Option<Delivery>,
+}
+
+/// A chat a client asked the reply to be delivered to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivery {
+    pub channel: String,
+    /// The bot account, when the channel has several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account_id: Option<String>,
+    pub target: crate::Target,
 }
 
 impl InboundMessage {

@@ -48,6 +48,6 @@ pub use capabilities::{ChannelCapabilities, MarkupDialect, Rate, SendBudget};
 pub use channel::{Channel, InboundStream};
 pub use error::ChannelError;
 pub use inbound::{
-    Attachment, AttachmentKind, ChatKind, ChatRef, ClientRequest, InboundDelivery, InboundMessage, Sender,
+    Attachment, AttachmentKind, ChatKind, ChatRef, ClientRequest, Delivery, InboundDelivery, InboundMessage, Sender,
 };
 pub use outbound::{MessageRef, OutboundMessage, SentMessage, Target, TextFormat};

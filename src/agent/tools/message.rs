@@ -106,7 +106,9 @@ fn resolve_target(args: &MessageArgs, origin: Option<&Origin>) -> Result<(String
     Ok((channel, account, target))
 }
 
-fn parse_chat(to: &str, default_kind: ChatKind) -> Result<ChatRef, ToolError> {
+/// A chat written as `direct:<id>`, `group:<id>`, `channel:<id>`, or a bare id of
+/// `default_kind`.
+pub(crate) fn parse_chat(to: &str, default_kind: ChatKind) -> Result<ChatRef, ToolError> {
     let (kind, id) = match to.split_once(':') {
         Some(("direct", id)) => (ChatKind::Direct, id),
         Some(("group", id)) => (ChatKind::Group, id),

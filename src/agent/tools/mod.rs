@@ -22,6 +22,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use current_time::CurrentTime;
+pub(crate) use message::parse_chat;
 pub use message::{MessageTool, ToolSend};
 pub use sessions_list::{RecentSessions, SessionCatalog, SessionSummary, SessionsList};
 pub use skill_read::SkillRead;
