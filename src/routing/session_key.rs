@@ -19,19 +19,9 @@
 //! use ferry::config::DmScope;
 //! use ferry::routing::{ThreadLabel, session_key};
 //!
-//! let message = InboundMessage {
-//!     channel: "slack".into(),
-//!     account_id: "default".into(),
-//!     chat: ChatRef::new(ChatKind::Channel, "C0123ABCD"),
-//!     thread_id: Some("1712345678.000100".into()),
-//!     sender: Sender::user("U42"),
-//!     message_id: "1712345679.000200".into(),
-//!     text: "hi".into(),
-//!     mentions_bot: true,
-//!     reply_to_bot: false,
-//!     attachments: Vec::new(),
-//!     received_at: chrono::Utc::now(),
-//! };
+//! let chat = ChatRef::new(ChatKind::Channel, "C0123ABCD");
+//! let mut message = InboundMessage::new("slack", "default", chat, Sender::user("U42"), "1712345679.000200", "hi");
+//! message.thread_id = Some("1712345678.000100".into());
 //! let key = session_key("main", DmScope::Main, &message, ThreadLabel::Thread);
 //! assert_eq!(key.as_str(), "agent:main:slack:channel:c0123abcd:thread:1712345678.000100");
 //! ```
