@@ -377,3 +377,19 @@ async fn agent_can_deliver_its_reply_to_a_chat_on_another_channel() {
         assert_eq!(client.request("agent", params).await["error"]["code"], "INVALID_REQUEST", "{why}");
     }
 }
+
+#[tokio::test]
+async fn a_silent_client_is_dropped_after_the_handshake_window_and_oversized_frames_close_the_socket() {
+    let gw = gateway(Config::default()).await;
+    let mut silent = Client::open(&gw).await;
+    let waited = std::time::Instant::now();
+    assert!(silent.frame().await.is_none(), "no connect within 10 s: the socket is closed");
+    assert!(waited.elapsed() >= Duration::from_secs(9), "not before the window ends");
+
+    let (mut client, _) = Client::connect(&gw, "big").await;
+    let huge = format!(r#"{{"type":"req","id":"1","method":"health","params":{{"pad":"{}"}}}}"#, "x".repeat(26 << 20));
+    let _ = client.ws.send(Message::Text(huge.into())).await;
+    assert!(client.frame().await.is_none(), "a frame over 25 MiB is refused and the socket closed");
+    let (mut other, _) = Client::connect(&gw, "small").await;
+    assert_eq!(other.request("health", json!({})).await["payload"]["ok"], true, "the gateway carries on");
+}
