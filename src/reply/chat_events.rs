@@ -4,13 +4,17 @@
 //! A `delta` carries the full visible text so far (after the silent-token hold-back), at
 //! most one per [`DELTA_INTERVAL`] per run; text held back by that throttle is always sent
 //! as a last delta before a tool starts and before the `final`. A run whose reply is
-//! `NO_REPLY` ends with a `final` that has no message.
+//! `NO_REPLY` ends with a `final` that has no message — as does a run whose `message` tool
+//! already answered in the chat the run came from (messaging-tool dedup, SPEC §7).
 
 use serde::Serialize;
 use tokio::time::{Duration, Instant};
 
 use super::silent::{shape_final, visible_while_streaming};
 use crate::agent::{AgentEvent, AgentStream, AssistantEvent, LifecycleEvent, ToolEvent};
+
+/// The tool whose sends to the run's own chat replace the final reply.
+const MESSAGE_TOOL: &str = "message";
 
 /// The shortest gap between two deltas of one run: a chat window redrawing faster than
 /// this gains nothing.
@@ -59,6 +63,10 @@ pub struct ChatEvents {
     sent: String,
     last_delta: Option<Instant>,
     ended: bool,
+    /// `message` tool calls aimed at the run's own chat (no `channel` / `to`), by call id.
+    local_sends: Vec<String>,
+    /// One of them succeeded: the tool's message is the answer.
+    answered_by_tool: bool,
 }
 
 impl ChatEvents {
@@ -71,6 +79,8 @@ impl ChatEvents {
             sent: String::new(),
             last_delta: None,
             ended: false,
+            local_sends: Vec::new(),
+            answered_by_tool: false,
         }
     }
 
@@ -91,7 +101,16 @@ impl ChatEvents {
                 text.clone_into(&mut self.text);
             }
             AgentStream::Assistant(AssistantEvent::Reasoning { .. }) => {}
-            AgentStream::Tool(ToolEvent::Start { .. }) => out.extend(self.delta()),
+            AgentStream::Tool(ToolEvent::Start { name, tool_call_id, args }) => {
+                let elsewhere = ["channel", "to"].iter().any(|key| args.get(key).is_some_and(|v| !v.is_null()));
+                if name == MESSAGE_TOOL && !elsewhere {
+                    self.local_sends.push(tool_call_id.clone());
+                }
+                out.extend(self.delta());
+            }
+            AgentStream::Tool(ToolEvent::Result { tool_call_id, is_error: false, .. }) => {
+                self.answered_by_tool |= self.local_sends.contains(tool_call_id);
+            }
             AgentStream::Tool(_) | AgentStream::Lifecycle(LifecycleEvent::Start { .. }) => {}
             AgentStream::Lifecycle(LifecycleEvent::End { aborted, .. }) => {
                 self.ended = true;
@@ -99,7 +118,9 @@ impl ChatEvents {
                     out.push(self.event(ChatState::Aborted, None, None));
                 } else {
                     out.extend(self.delta());
-                    let message = shape_final(&self.text).map(|text| ChatText { role: "assistant", text });
+                    let message = shape_final(&self.text)
+                        .filter(|_| !self.answered_by_tool)
+                        .map(|text| ChatText { role: "assistant", text });
                     out.push(self.event(ChatState::Final, message, None));
                 }
             }
@@ -246,5 +267,38 @@ mod tests {
         let events = chat.on_event(&failed);
         assert_eq!(events[0].state, ChatState::Error);
         assert_eq!(events[0].error_message.as_deref(), Some("The model provider is unavailable."));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_tool_send_to_this_chat_leaves_the_final_without_message() {
+        let tool = |id: &str, args: serde_json::Value| {
+            event(AgentStream::Tool(ToolEvent::Start { name: "message".into(), tool_call_id: id.into(), args }))
+        };
+        let done = |id: &str, is_error: bool| {
+            event(AgentStream::Tool(ToolEvent::Result {
+                name: "message".into(),
+                tool_call_id: id.into(),
+                is_error,
+                result: String::new(),
+            }))
+        };
+        let mut here = ChatEvents::new("r1", "k");
+        here.on_event(&tool("a", serde_json::json!({"text": "Here is the report."})));
+        here.on_event(&done("a", false));
+        here.on_event(&delta("Sent it to you!"));
+        assert_eq!(texts(&here.on_event(&end(false))).last().unwrap(), &(ChatState::Final, None));
+
+        let mut elsewhere = ChatEvents::new("r2", "k");
+        elsewhere.on_event(&tool("b", serde_json::json!({"text": "hi", "to": "direct:7"})));
+        elsewhere.on_event(&done("b", false));
+        elsewhere.on_event(&delta("I told Bob."));
+        let last = texts(&elsewhere.on_event(&end(false))).pop().unwrap();
+        assert_eq!(last, (ChatState::Final, Some("I told Bob.".into())), "a send elsewhere never silences the reply");
+
+        let mut failed = ChatEvents::new("r3", "k");
+        failed.on_event(&tool("c", serde_json::json!({"text": "hi"})));
+        failed.on_event(&done("c", true));
+        failed.on_event(&delta("Could not send it; here: hi"));
+        assert!(texts(&failed.on_event(&end(false))).pop().unwrap().1.is_some(), "a failed send leaves the reply");
     }
 }
