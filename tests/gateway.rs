@@ -393,3 +393,18 @@ async fn a_silent_client_is_dropped_after_the_handshake_window_and_oversized_fra
     let (mut other, _) = Client::connect(&gw, "small").await;
     assert_eq!(other.request("health", json!({})).await["payload"]["ok"], true, "the gateway carries on");
 }
+
+#[tokio::test]
+async fn a_connection_may_not_pile_up_unanswered_requests() {
+    let gw = gateway(Config::default()).await;
+    let (mut client, _) = Client::connect(&gw, "greedy").await;
+    for id in 0..=256 {
+        let frame = json!({"type": "req", "id": format!("w{id}"), "method": "agent.wait",
+            "params": {"runId": "never", "timeoutMs": 2000}});
+        client.send_text(&frame.to_string()).await;
+    }
+    let refused = client.response("w256").await;
+    assert_eq!(refused["error"]["code"], "UNAVAILABLE", "{refused}");
+    assert_eq!(refused["error"]["retryable"], true);
+    assert_eq!(client.response("w0").await["error"]["code"], "NOT_FOUND", "the others are answered in time");
+}

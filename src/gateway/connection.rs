@@ -7,6 +7,7 @@ use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, close_code};
 use futures::{SinkExt, StreamExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio::sync::Semaphore;
 use tokio::time::{Duration, interval_at};
 
 use super::GatewayState;
@@ -20,6 +21,8 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const TICK_INTERVAL: Duration = Duration::from_secs(30);
 /// Longest client id accepted; it names the client's web chat.
 const MAX_CLIENT_ID: usize = 128;
+/// Requests one connection may have unanswered at once (each `agent.wait` holds one).
+pub const MAX_IN_FLIGHT: usize = 256;
 
 /// Who is on the other end, once the handshake passed.
 #[derive(Debug, Clone)]
@@ -88,6 +91,7 @@ pub async fn serve(socket: WebSocket, gateway: Arc<GatewayState>) {
     tracing::debug!(client = %client.id, "gateway client connected");
 
     let writer = tokio::spawn(write_frames(sink, outbox.clone()));
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     loop {
         let received = tokio::select! {
             received = stream.next() => received,
@@ -119,10 +123,19 @@ pub async fn serve(socket: WebSocket, gateway: Arc<GatewayState>) {
                 outbox.push_response(Outgoing::response(request.id, Err(error)).to_text());
             }
             Ok(request) => {
+                let Ok(permit) = in_flight.clone().try_acquire_owned() else {
+                    let error = RpcError {
+                        retry_after_ms: Some(1000),
+                        ..RpcError::unavailable(format!("more than {MAX_IN_FLIGHT} requests in flight"))
+                    };
+                    outbox.push_response(Outgoing::response(request.id, Err(error)).to_text());
+                    continue;
+                };
                 let (gateway, client, outbox) = (gateway.clone(), client.clone(), outbox.clone());
                 tokio::spawn(async move {
                     let result = super::methods::call(&gateway, &client, &request.method, &request.params).await;
                     outbox.push_response(Outgoing::response(request.id, result).to_text());
+                    drop(permit);
                 });
             }
         }
