@@ -74,7 +74,9 @@ async fn gateway(config: Config) -> Gw {
     .unwrap();
     let parts =
         GatewayParts { config, dispatcher: dispatcher.clone(), bus, channels, agent_id: DEFAULT_AGENT_ID.into() };
-    let gateway = Gateway::start(parts).await.unwrap();
+    // An adapter's webhook would be mounted like this route.
+    let extra = axum::Router::new().route("/extra", axum::routing::get(|| async { "mounted" }));
+    let gateway = Gateway::start(parts).await.unwrap().with_routes(extra);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
@@ -326,6 +328,8 @@ async fn http_endpoints_answer() {
     assert_eq!(page.status(), 200);
     assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
     assert!(page.text().await.unwrap().contains("app.js"));
+    let extra = reqwest::get(format!("http://{}/extra", gw.address)).await.unwrap().text().await.unwrap();
+    assert_eq!(extra, "mounted", "routes added with Gateway::with_routes are served");
 
     // A run, so the run counters have something to show.
     gw.fake.push(Turn::text(["counted"]));

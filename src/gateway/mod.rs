@@ -105,6 +105,8 @@ impl GatewayState {
 pub struct Gateway {
     state: Arc<GatewayState>,
     stop: CancellationToken,
+    /// Routes adapters serve on the gateway's port (webhooks).
+    extra: Router,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -137,7 +139,13 @@ impl Gateway {
             started: Instant::now(),
             closing: stop.child_token(),
         };
-        Ok(Self { state: Arc::new(state), stop })
+        Ok(Self { state: Arc::new(state), stop, extra: Router::new() })
+    }
+
+    /// Adds routes an adapter serves on the gateway's port, such as a platform's webhook.
+    pub fn with_routes(mut self, routes: Router) -> Self {
+        self.extra = std::mem::take(&mut self.extra).merge(routes);
+        self
     }
 
     /// The HTTP routes: `/ws`, `/`, `/app.js`, `/style.css`, `/healthz`, `/metrics`.
@@ -150,6 +158,7 @@ impl Gateway {
             .route("/healthz", get(healthz))
             .route("/metrics", get(metrics))
             .with_state(self.state.clone())
+            .merge(self.extra.clone())
     }
 
     /// Binds `config.gateway` and serves until `shutdown` resolves; then stops taking
