@@ -412,3 +412,26 @@ async fn a_connection_may_not_pile_up_unanswered_requests() {
     assert_eq!(refused["error"]["retryable"], true);
     assert_eq!(client.response("w0").await["error"]["code"], "NOT_FOUND", "the others are answered in time");
 }
+
+#[tokio::test]
+async fn a_request_steered_into_a_running_run_ends_with_that_run() {
+    let mut config = Config::default();
+    config.messages.queue.mode = ferry::config::QueueMode::Steer;
+    let gw = gateway(config).await;
+    gw.fake
+        .push(Turn::Reply(Reply::text(["Here ", "is ", "the ", "plan."]).with_chunk_delay(Duration::from_millis(300))));
+    gw.fake.push(Turn::text(["Sure, in French then."]));
+    let (mut client, _) = Client::connect(&gw, "steerer").await;
+    client.request("chat.send", json!({"message": "make a plan", "idempotencyKey": "s1"})).await;
+    tokio::time::timeout(PATIENCE, async {
+        while !gw.dispatcher.scheduler().status("agent:main:main").streaming {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap();
+    client.request("chat.send", json!({"message": "in French please", "idempotencyKey": "s2"})).await;
+    let waited = client.request("agent.wait", json!({"runId": "s2", "timeoutMs": 15000})).await;
+    assert_eq!(waited["payload"]["status"], "ok", "the run that took it answered it: {waited}");
+    assert_eq!(gw.fake.requests().len(), 2, "one run, two model turns");
+}

@@ -57,11 +57,17 @@ pub enum LifecycleEvent {
         #[serde(rename = "endedAt")]
         ended_at: DateTime<Utc>,
         aborted: bool,
+        /// Client run ids whose messages this run took while it ran (steering).
+        #[serde(rename = "mergedRunIds", skip_serializing_if = "Vec::is_empty")]
+        merged_run_ids: Vec<String>,
     },
     Error {
         error: String,
         #[serde(rename = "endedAt")]
         ended_at: DateTime<Utc>,
+        /// As for `End`.
+        #[serde(rename = "mergedRunIds", skip_serializing_if = "Vec::is_empty")]
+        merged_run_ids: Vec<String>,
     },
 }
 
@@ -222,10 +228,14 @@ impl Drop for RunEvents {
         }
         let ended_at = Utc::now();
         if std::thread::panicking() {
-            self.lifecycle(LifecycleEvent::Error { error: "the run failed unexpectedly".to_owned(), ended_at });
+            self.lifecycle(LifecycleEvent::Error {
+                error: "the run failed unexpectedly".to_owned(),
+                ended_at,
+                merged_run_ids: Vec::new(),
+            });
         } else {
             // The run's future was dropped before it finished: it was aborted from outside.
-            self.lifecycle(LifecycleEvent::End { ended_at, aborted: true });
+            self.lifecycle(LifecycleEvent::End { ended_at, aborted: true, merged_run_ids: Vec::new() });
         }
     }
 }
@@ -263,8 +273,12 @@ mod tests {
         let (events, rx) = emitter();
         events.lifecycle(LifecycleEvent::Start { started_at: Utc::now(), merged_run_ids: Vec::new() });
         events.assistant(AssistantEvent::Delta { delta: "hi".into(), text: "hi".into() });
-        events.lifecycle(LifecycleEvent::End { ended_at: Utc::now(), aborted: false });
-        events.lifecycle(LifecycleEvent::Error { error: "late".into(), ended_at: Utc::now() });
+        events.lifecycle(LifecycleEvent::End { ended_at: Utc::now(), aborted: false, merged_run_ids: Vec::new() });
+        events.lifecycle(LifecycleEvent::Error {
+            error: "late".into(),
+            ended_at: Utc::now(),
+            merged_run_ids: Vec::new(),
+        });
         events.assistant(AssistantEvent::Delta { delta: "late".into(), text: "late".into() });
         drop(events);
         let seen = collect(rx);

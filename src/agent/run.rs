@@ -265,20 +265,24 @@ impl AgentRunner {
         };
 
         let ended_at = Utc::now();
+        let unconsumed_steer = request.steer.as_ref().map(SteerInbox::close).unwrap_or_default();
+        let merged_run_ids = request.steer.as_ref().map(SteerInbox::taken_run_ids).unwrap_or_default();
         let (status, terminal, end) = match result {
-            Ok(Ok(())) => (RunStatus::Completed, LifecycleEvent::End { ended_at, aborted: false }, RunEnd::Ok),
+            Ok(Ok(())) => {
+                (RunStatus::Completed, LifecycleEvent::End { ended_at, aborted: false, merged_run_ids }, RunEnd::Ok)
+            }
             Ok(Err(error)) => {
                 span.in_scope(|| tracing::warn!(%error, "the model call failed; the user gets an error reply"));
                 state.payloads.push(Payload { text: error.user_message(), is_error: true });
-                let terminal = LifecycleEvent::Error { error: error.to_string(), ended_at };
+                let terminal = LifecycleEvent::Error { error: error.to_string(), ended_at, merged_run_ids };
                 (RunStatus::Failed { error }, terminal, RunEnd::Error)
             }
             Err(reason) => {
                 span.in_scope(|| tracing::info!(?reason, "run aborted"));
-                (RunStatus::Aborted(reason), LifecycleEvent::End { ended_at, aborted: true }, RunEnd::Aborted)
+                let terminal = LifecycleEvent::End { ended_at, aborted: true, merged_run_ids };
+                (RunStatus::Aborted(reason), terminal, RunEnd::Aborted)
             }
         };
-        let unconsumed_steer = request.steer.as_ref().map(SteerInbox::close).unwrap_or_default();
         let tool_sends = std::mem::take(&mut *state.sends.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
         let outcome = RunOutcome {
             run_id: request.run_id,

@@ -11,7 +11,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 struct Inbox {
     open: bool,
     closed: bool,
-    messages: Vec<String>,
+    /// Waiting messages, each with the gateway client's run id when it has one.
+    messages: Vec<(String, Option<String>)>,
+    /// Client run ids of the messages the run took.
+    taken: Vec<String>,
 }
 
 /// A run's steering inbox. Clones share it: the queue keeps one, the run the other.
@@ -29,11 +32,17 @@ impl SteerInbox {
     /// Offers a message to the run. Refused (the message comes back) when the run is not
     /// streaming yet or has finished.
     pub fn push(&self, message: String) -> Result<(), String> {
+        self.push_for(message, None)
+    }
+
+    /// [`SteerInbox::push`] for a gateway client's message: the run names `client_run_id`
+    /// among those it answered once it takes the message.
+    pub fn push_for(&self, message: String, client_run_id: Option<String>) -> Result<(), String> {
         let mut inbox = self.lock();
         if !inbox.open || inbox.closed {
             return Err(message);
         }
-        inbox.messages.push(message);
+        inbox.messages.push((message, client_run_id));
         Ok(())
     }
 
@@ -53,14 +62,23 @@ impl SteerInbox {
 
     /// Takes the messages waiting now.
     pub(crate) fn drain(&self) -> Vec<String> {
-        std::mem::take(&mut self.lock().messages)
+        let mut inbox = self.lock();
+        let messages = std::mem::take(&mut inbox.messages);
+        let (texts, run_ids): (Vec<String>, Vec<Option<String>>) = messages.into_iter().unzip();
+        inbox.taken.extend(run_ids.into_iter().flatten());
+        texts
     }
 
     /// The run is ending: refuse further messages and return those it never took.
     pub(crate) fn close(&self) -> Vec<String> {
         let mut inbox = self.lock();
         inbox.closed = true;
-        std::mem::take(&mut inbox.messages)
+        std::mem::take(&mut inbox.messages).into_iter().map(|(text, _)| text).collect()
+    }
+
+    /// Client run ids of the messages the run took.
+    pub(crate) fn taken_run_ids(&self) -> Vec<String> {
+        self.lock().taken.clone()
     }
 
     fn lock(&self) -> MutexGuard<'_, Inbox> {

@@ -140,11 +140,13 @@ impl RunRegistry {
                     state.known(alias).started_at = Some(*started_at);
                 }
             }
-            LifecycleEvent::End { ended_at, aborted } => {
+            LifecycleEvent::End { ended_at, aborted, merged_run_ids } => {
                 let status = if *aborted { WaitStatus::Timeout } else { WaitStatus::Ok };
+                state.entry_aliases(&event.run_id, merged_run_ids);
                 state.end(&event.run_id, status, *ended_at, None);
             }
-            LifecycleEvent::Error { error, ended_at } => {
+            LifecycleEvent::Error { error, ended_at, merged_run_ids } => {
+                state.entry_aliases(&event.run_id, merged_run_ids);
                 state.end(&event.run_id, WaitStatus::Error, *ended_at, Some(error.clone()));
             }
         }
@@ -195,6 +197,15 @@ impl State {
             self.run_expiry.push_back((entry.expires_at, run_id.to_owned()));
         }
         entry
+    }
+
+    /// Adds requests the run took while it ran (steering) to those that end with it.
+    fn entry_aliases(&mut self, run_id: &str, merged_run_ids: &[String]) {
+        let started_at = self.known(run_id).started_at;
+        for alias in merged_run_ids {
+            self.known(alias).started_at = started_at;
+        }
+        self.known(run_id).aliases.extend(merged_run_ids.iter().cloned());
     }
 
     fn end(&mut self, run_id: &str, status: WaitStatus, ended_at: DateTime<Utc>, error: Option<String>) {
@@ -271,7 +282,10 @@ mod tests {
             tokio::spawn(async move { registry.wait("r1", Duration::from_secs(30)).await })
         };
         tokio::task::yield_now().await;
-        registry.observe(&lifecycle("r1", LifecycleEvent::End { ended_at: Utc::now(), aborted: false }));
+        registry.observe(&lifecycle(
+            "r1",
+            LifecycleEvent::End { ended_at: Utc::now(), aborted: false, merged_run_ids: Vec::new() },
+        ));
         assert!(matches!(waiter.await.unwrap(), Waited::Ended(Snapshot { status: WaitStatus::Ok, .. })));
 
         tokio::time::advance(Duration::from_secs(9 * 60)).await;
@@ -289,10 +303,14 @@ mod tests {
         registry.answered("b", json!({}), "b");
         let merged = vec!["a".to_owned()];
         registry.observe(&lifecycle("b", LifecycleEvent::Start { started_at: Utc::now(), merged_run_ids: merged }));
-        registry.observe(&lifecycle("b", LifecycleEvent::Error { error: "boom".into(), ended_at: Utc::now() }));
+        registry.observe(&lifecycle(
+            "b",
+            LifecycleEvent::Error { error: "boom".into(), ended_at: Utc::now(), merged_run_ids: Vec::new() },
+        ));
         let Waited::Ended(snapshot) = registry.wait("a", Duration::ZERO).await else { panic!("a ended with b") };
         assert_eq!((snapshot.status, snapshot.error.as_deref()), (WaitStatus::Error, Some("boom")));
-        let aborted = lifecycle("c", LifecycleEvent::End { ended_at: Utc::now(), aborted: true });
+        let aborted =
+            lifecycle("c", LifecycleEvent::End { ended_at: Utc::now(), aborted: true, merged_run_ids: Vec::new() });
         registry.observe(&aborted);
         assert!(matches!(
             registry.wait("c", Duration::ZERO).await,

@@ -209,7 +209,7 @@ impl Scheduler {
         let Some(active) = lane.active.as_mut() else { return Self::enqueue(lane, message, effects) };
         match lane.settings.mode {
             QueueMode::Collect | QueueMode::Followup => Self::enqueue(lane, message, effects),
-            QueueMode::Steer => match active.steer.push(message.prompt.clone()) {
+            QueueMode::Steer => match active.steer.push_for(message.prompt.clone(), client_run_id(&message)) {
                 Ok(()) => {
                     active.steered.push(message);
                     Submitted { admission: Admission::Steered, dropped: Vec::new() }
@@ -219,7 +219,7 @@ impl Scheduler {
             },
             QueueMode::SteerBacklog => {
                 // Steered now; the queued copy keeps the journal entry until its own run.
-                let steered = active.steer.push(message.prompt.clone()).is_ok();
+                let steered = active.steer.push_for(message.prompt.clone(), client_run_id(&message)).is_ok();
                 let mut submitted = Self::enqueue(lane, message, effects);
                 if steered && submitted.admission != Admission::Rejected {
                     submitted.admission = Admission::SteeredAndQueued;
@@ -483,6 +483,11 @@ impl Scheduler {
     fn lanes(&self) -> MutexGuard<'_, HashMap<String, Lane>> {
         self.inner.lanes.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// The run id a gateway client gave the message, if it came from one.
+fn client_run_id(message: &QueuedMessage) -> Option<String> {
+    message.message.request.as_ref().map(|request| request.run_id.clone())
 }
 
 impl Lane {

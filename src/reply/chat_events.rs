@@ -191,7 +191,7 @@ mod tests {
     }
 
     fn end(aborted: bool) -> AgentEvent {
-        event(AgentStream::Lifecycle(LifecycleEvent::End { ended_at: Utc::now(), aborted }))
+        event(AgentStream::Lifecycle(LifecycleEvent::End { ended_at: Utc::now(), aborted, merged_run_ids: Vec::new() }))
     }
 
     fn texts(events: &[ChatEvent]) -> Vec<(ChatState, Option<String>)> {
@@ -263,6 +263,7 @@ mod tests {
         let failed = event(AgentStream::Lifecycle(LifecycleEvent::Error {
             error: "The model provider is unavailable.".into(),
             ended_at: Utc::now(),
+            merged_run_ids: Vec::new(),
         }));
         let events = chat.on_event(&failed);
         assert_eq!(events[0].state, ChatState::Error);
