@@ -13,6 +13,10 @@
 //! the same bot or a webhook is set) are waited out with exponential backoff. They are
 //! logged once when an incident starts and once when polling recovers, not per retry.
 //! The loop ends when the core drops the inbound stream.
+//!
+//! The next `getUpdates` waits for the whole batch's acks, so the core should accept as
+//! soon as a message is recorded, not when its run ends: a held ack pauses this bot's
+//! inbound (that is the backpressure, by design).
 
 use std::time::Duration;
 
