@@ -1,11 +1,50 @@
-//! Ferry's Telegram adapter: a [`Channel`](ferry_channel::Channel) on teloxide.
+//! Ferry's Telegram adapter: a [`Channel`](ferry_channel::Channel) on teloxide's Bot API
+//! client.
 //!
-//! The platform client arrives with the Telegram issue; what is here now are the platform's
-//! limits, which the core plans replies with (and `ferry config check` validates against).
+//! ```no_run
+//! use ferry_channel::Channel;
+//! use ferry_telegram::{TelegramChannel, TelegramConfig};
+//! use futures::StreamExt;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let channel = TelegramChannel::connect(TelegramConfig::new("123456:ABC-token")).await?;
+//! let mut inbound = channel.start().await?;
+//! while let Some(delivery) = inbound.next().await {
+//!     // Record the message durably, then accept: only now does the poll offset move past it.
+//!     delivery.ack.accept();
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Where things are:
+//! - [`config`](TelegramConfig): token, API URL, account, polling or webhook mode;
+//! - `channel`: [`TelegramChannel::connect`] (`getMe`, `setMyCommands`) and the outbound
+//!   calls of the `Channel` trait;
+//! - `polling`: the `getUpdates` loop, which confirms an update only after the core's ack;
+//! - `webhook`: the `/telegram-webhook` route for webhook mode;
+//! - `normalize`: Telegram updates → `InboundMessage` (chats, topics, mentions, replies);
+//! - `error`: Bot API errors → `ChannelError`.
+//!
+//! The platform's limits, which the core plans replies with (and `ferry config check`
+//! validates against), are [`capabilities`].
 
 use std::time::Duration;
 
 use ferry_channel::{ChannelCapabilities, MarkupDialect, Rate, SendBudget};
+
+mod channel;
+mod config;
+mod error;
+mod normalize;
+mod offset;
+mod polling;
+mod webhook;
+
+pub use channel::TelegramChannel;
+pub use config::{DEFAULT_API_URL, DEFAULT_POLL_TIMEOUT, TelegramConfig, TelegramMode};
+pub use error::TelegramError;
+pub use normalize::GENERAL_TOPIC;
+pub use webhook::{SECRET_HEADER, WEBHOOK_PATH};
 
 /// The channel's name in config (`[channels.telegram]`) and in session keys.
 pub const CHANNEL_NAME: &str = "telegram";

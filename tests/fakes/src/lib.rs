@@ -8,6 +8,10 @@
 //! turn per request, rendered in the provider's own streaming format and error shape, so the
 //! same scenario (a tool call split mid-JSON, a 429, a stalled or cut stream) can be run
 //! against each provider client.
+//!
+//! [`FakeTelegram`] is the Bot API: injected updates served through `getUpdates` long polling,
+//! `sendMessage` / `editMessageText` / `deleteMessage` checked against Telegram's limits and
+//! answered with its error texts, and scripted faults (errors, 429s, delays, dropped sockets).
 
 mod anthropic;
 mod model_script;
@@ -15,9 +19,14 @@ mod model_server;
 mod openai;
 mod server;
 mod sse;
+mod telegram;
 
 pub use anthropic::FakeAnthropic;
 pub use model_script::{HttpError, Reply, StopReason, ToolCall, Turn, Usage};
 pub use model_server::RecordedRequest;
 pub use openai::FakeOpenAi;
 pub use server::FakeServer;
+pub use telegram::{
+    BOT_USER_ID, BotCommand, Call, CallOutcome, ChatAction, DEFAULT_BOT_USERNAME, FakeTelegram, RateLimits,
+    SentMessage, TgUser,
+};

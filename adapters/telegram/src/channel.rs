@@ -1,0 +1,336 @@
+//! [`TelegramChannel`]: the `Channel` implementation — start-up, inbound wiring, and the
+//! outbound calls (`sendMessage`, `editMessageText`, `deleteMessage`, `sendChatAction`).
+//!
+//! Each outbound call is exactly one Bot API request. No teloxide `Throttle` or retry
+//! adaptor is used: the core's outbound scheduler owns rate budgets and retries, driven by
+//! the [`ChannelError`] classification in [`crate::error`].
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ferry_channel::{
+    Channel, ChannelCapabilities, ChannelError, InboundDelivery, InboundStream, MessageRef, OutboundMessage,
+    SentMessage, Target, TextFormat,
+};
+use futures::StreamExt;
+use teloxide::payloads::{EditMessageTextSetters, SendChatActionSetters, SendMessageSetters};
+use teloxide::requests::Requester;
+use teloxide::types::{BotCommand, ChatAction, ChatId, MessageId, ParseMode, Recipient, ReplyParameters, ThreadId};
+use teloxide::{Bot, RequestError};
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use crate::config::{TelegramConfig, TelegramMode};
+use crate::error::{TelegramError, channel_error, is_not_modified, redact};
+use crate::normalize::{BotIdentity, GENERAL_TOPIC};
+use crate::polling::Poller;
+use crate::webhook::{self, WebhookState};
+use crate::{CHANNEL_NAME, capabilities};
+
+/// Inbound deliveries buffered between the adapter and the core: one `getUpdates` batch.
+const INBOUND_BUFFER: usize = 100;
+
+/// The HTTP timeout of outbound calls (teloxide's default). The long-poll client gets
+/// the poll timeout plus [`POLL_TIMEOUT_MARGIN`] instead.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(17);
+
+/// How much longer than the long-poll timeout the polling client waits for an answer,
+/// so a poll that returns empty on time is never cut off as a network error.
+const POLL_TIMEOUT_MARGIN: Duration = Duration::from_secs(10);
+
+/// The commands shown in Telegram's command menu (`setMyCommands`), handled by the core
+/// (SPEC §3.6).
+const COMMANDS: [(&str, &str); 5] = [
+    ("new", "Start a new session"),
+    ("reset", "Reset the session"),
+    ("stop", "Stop the current run and clear the queue"),
+    ("status", "Show the session status"),
+    ("queue", "Show or change the queue mode"),
+];
+
+/// A connected Telegram bot account. See the [crate documentation](crate).
+pub struct TelegramChannel {
+    account_id: String,
+    token: String,
+    capabilities: ChannelCapabilities,
+    identity: BotIdentity,
+    /// For outbound calls, with an ordinary request timeout.
+    bot: Bot,
+    /// What the first [`Channel::start`] takes; a second start finds `None`.
+    inbound: Mutex<Option<PendingStart>>,
+    /// The webhook's side of the inbound channel, in webhook mode.
+    webhook: Option<Arc<WebhookState>>,
+}
+
+/// The receiving end of the inbound channel, plus the poller that feeds it in polling mode
+/// (in webhook mode the webhook router feeds it).
+struct PendingStart {
+    rx: mpsc::Receiver<InboundDelivery>,
+    poller: Option<(Poller, mpsc::Sender<InboundDelivery>)>,
+}
+
+impl TelegramChannel {
+    /// Checks the token with `getMe`, registers the command menu, and prepares the inbound
+    /// side; nothing is received until [`Channel::start`].
+    ///
+    /// A refused token is [`TelegramError::Unauthorized`]; an unreachable API is
+    /// [`TelegramError::Unreachable`]. A failing `setMyCommands` is only logged: the menu is
+    /// a convenience, the bot works without it.
+    pub async fn connect(config: TelegramConfig) -> Result<Self, TelegramError> {
+        if config.token.trim().is_empty() {
+            return Err(TelegramError::InvalidConfig { reason: "channels.telegram.bot_token is empty".to_owned() });
+        }
+        if let TelegramMode::Webhook { secret } = &config.mode
+            && secret.is_empty()
+        {
+            return Err(TelegramError::InvalidConfig {
+                reason: "webhook mode needs channels.telegram.webhook_secret".to_owned(),
+            });
+        }
+        let bot = build_bot(&config, REQUEST_TIMEOUT)?;
+        let me = bot.get_me().await.map_err(|error| match error {
+            RequestError::Api(teloxide::ApiError::InvalidToken) => {
+                TelegramError::Unauthorized { reason: "getMe answered Unauthorized".to_owned() }
+            }
+            other => TelegramError::Unreachable {
+                api_url: config.api_url.clone(),
+                reason: redact(&other.to_string(), &config.token),
+            },
+        })?;
+        let identity = BotIdentity::from_me(&me);
+        info!(channel = CHANNEL_NAME, account_id = %config.account_id, bot = %identity.username, "connected to Telegram");
+
+        let commands = COMMANDS.iter().map(|(command, description)| BotCommand::new(*command, *description));
+        if let Err(error) = bot.set_my_commands(commands).await {
+            warn!(
+                channel = CHANNEL_NAME,
+                account_id = %config.account_id,
+                error = %redact(&error.to_string(), &config.token),
+                "setMyCommands failed; the command menu may be missing or stale, commands still work"
+            );
+        }
+
+        let (tx, rx) = mpsc::channel(INBOUND_BUFFER);
+        let (poller, webhook) = match &config.mode {
+            TelegramMode::Polling => {
+                let poller = Poller {
+                    bot: build_bot(&config, config.poll_timeout + POLL_TIMEOUT_MARGIN)?,
+                    token: config.token.clone(),
+                    identity: identity.clone(),
+                    account_id: config.account_id.clone(),
+                    timeout: config.poll_timeout,
+                };
+                (Some((poller, tx)), None)
+            }
+            TelegramMode::Webhook { secret } => {
+                let state = WebhookState {
+                    secret: secret.clone(),
+                    identity: identity.clone(),
+                    account_id: config.account_id.clone(),
+                    tx,
+                };
+                (None, Some(Arc::new(state)))
+            }
+        };
+        Ok(Self {
+            account_id: config.account_id,
+            token: config.token,
+            capabilities: capabilities(),
+            identity,
+            bot,
+            inbound: Mutex::new(Some(PendingStart { rx, poller })),
+            webhook,
+        })
+    }
+
+    /// The bot's username (without `@`), as `getMe` reported it.
+    pub fn bot_username(&self) -> &str {
+        &self.identity.username
+    }
+
+    /// In webhook mode, the routes the gateway mounts on its HTTP server: `POST
+    /// /telegram-webhook` ([`WEBHOOK_PATH`](crate::WEBHOOK_PATH)). `None` in polling mode.
+    ///
+    /// Updates posted before [`Channel::start`] wait (up to the ack timeout) for the core.
+    pub fn webhook_router(&self) -> Option<axum::Router> {
+        self.webhook.clone().map(webhook::router)
+    }
+
+    fn error(&self, error: &RequestError, text: Option<&str>) -> ChannelError {
+        channel_error(error, text.map(|t| t.chars().count()), &self.token)
+    }
+}
+
+#[async_trait]
+impl Channel for TelegramChannel {
+    fn name(&self) -> &str {
+        CHANNEL_NAME
+    }
+
+    fn account_id(&self) -> &str {
+        &self.account_id
+    }
+
+    fn capabilities(&self) -> &ChannelCapabilities {
+        &self.capabilities
+    }
+
+    async fn start(&self) -> Result<InboundStream, ChannelError> {
+        let pending = self
+            .inbound
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take()
+            .ok_or(ChannelError::Rejected { reason: "the Telegram channel was already started".to_owned() })?;
+        if let Some((poller, tx)) = pending.poller {
+            tokio::spawn(poller.run(tx));
+        }
+        let stream =
+            futures::stream::unfold(pending.rx, |mut rx| async move { rx.recv().await.map(|delivery| (delivery, rx)) });
+        Ok(stream.boxed())
+    }
+
+    async fn send(&self, message: OutboundMessage) -> Result<SentMessage, ChannelError> {
+        let mut request = self.bot.send_message(recipient(&message.target)?, &message.text);
+        if message.format == TextFormat::Markup {
+            request = request.parse_mode(ParseMode::Html);
+        }
+        if let Some(thread) = thread(&message.target, ThreadUse::Send)? {
+            request = request.message_thread_id(thread);
+        }
+        if let Some(reply_to) = &message.reply_to_message_id {
+            request = request.reply_parameters(ReplyParameters {
+                allow_sending_without_reply: Some(true),
+                ..ReplyParameters::new(message_id(reply_to)?)
+            });
+        }
+        if !message.attachments.is_empty() {
+            warn!(
+                channel = CHANNEL_NAME,
+                account_id = %self.account_id,
+                chat_id = %message.target.chat.id,
+                count = message.attachments.len(),
+                "outbound attachments are not supported yet; sending the text only"
+            );
+        }
+        let sent = request.await.map_err(|error| self.error(&error, Some(&message.text)))?;
+        Ok(SentMessage { message_id: sent.id.0.to_string() })
+    }
+
+    async fn edit(&self, message: &MessageRef, text: &str, format: TextFormat) -> Result<(), ChannelError> {
+        let mut request =
+            self.bot.edit_message_text(recipient(&message.target)?, message_id(&message.message_id)?, text);
+        if format == TextFormat::Markup {
+            request = request.parse_mode(ParseMode::Html);
+        }
+        match request.await {
+            Ok(_) => Ok(()),
+            Err(error) if is_not_modified(&error) => {
+                debug!(channel = CHANNEL_NAME, account_id = %self.account_id, "edit not modified: already shows this text");
+                Ok(())
+            }
+            Err(error) => Err(self.error(&error, Some(text))),
+        }
+    }
+
+    async fn delete(&self, message: &MessageRef) -> Result<(), ChannelError> {
+        self.bot
+            .delete_message(recipient(&message.target)?, message_id(&message.message_id)?)
+            .await
+            .map(drop)
+            .map_err(|error| self.error(&error, None))
+    }
+
+    async fn typing(&self, target: &Target) -> Result<(), ChannelError> {
+        let mut request = self.bot.send_chat_action(recipient(target)?, ChatAction::Typing);
+        if let Some(thread) = thread(target, ThreadUse::ChatAction)? {
+            request = request.message_thread_id(thread);
+        }
+        request.await.map(drop).map_err(|error| self.error(&error, None))
+    }
+}
+
+fn build_bot(config: &TelegramConfig, timeout: Duration) -> Result<Bot, TelegramError> {
+    // A trailing slash would make teloxide request `…//bot<token>/…`.
+    let api_url = config.api_url.trim_end_matches('/');
+    let url = url::Url::parse(api_url).map_err(|error| TelegramError::InvalidConfig {
+        reason: format!("channels.telegram.api_url {api_url:?} is not a URL: {error}"),
+    })?;
+    let client = teloxide::net::default_reqwest_settings()
+        .timeout(timeout)
+        .build()
+        .map_err(|error| TelegramError::InvalidConfig { reason: format!("cannot build the HTTP client: {error}") })?;
+    Ok(Bot::with_client(config.token.clone(), client).set_api_url(url))
+}
+
+/// The chat of a target: Telegram chat ids are signed integers; `@channelname` also works.
+fn recipient(target: &Target) -> Result<Recipient, ChannelError> {
+    let id = target.chat.id.trim();
+    if let Ok(id) = id.parse::<i64>() {
+        return Ok(Recipient::Id(ChatId(id)));
+    }
+    if id.starts_with('@') && id.len() > 1 {
+        return Ok(Recipient::ChannelUsername(id.to_owned()));
+    }
+    Err(ChannelError::Rejected { reason: format!("{id:?} is not a Telegram chat id") })
+}
+
+fn message_id(id: &str) -> Result<MessageId, ChannelError> {
+    id.trim()
+        .parse::<i32>()
+        .map(MessageId)
+        .map_err(|_| ChannelError::Rejected { reason: format!("{id:?} is not a Telegram message id") })
+}
+
+/// Whether a thread id is for a message or for a chat action: Telegram rejects the General
+/// topic's id on sends but needs it to show "typing…" in General.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ThreadUse {
+    Send,
+    ChatAction,
+}
+
+fn thread(target: &Target, usage: ThreadUse) -> Result<Option<ThreadId>, ChannelError> {
+    match target.thread_id.as_deref() {
+        None => Ok(None),
+        Some(GENERAL_TOPIC) if usage == ThreadUse::Send => Ok(None),
+        Some(id) => message_id(id).map(|id| Some(ThreadId(id))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ferry_channel::{ChatKind, ChatRef};
+
+    use super::*;
+
+    fn target(chat: &str, thread: Option<&str>) -> Target {
+        Target { chat: ChatRef::new(ChatKind::Group, chat), thread_id: thread.map(str::to_owned) }
+    }
+
+    #[test]
+    fn chat_ids_are_signed_integers_or_channel_usernames() {
+        assert_eq!(recipient(&target("-100123", None)).unwrap(), Recipient::Id(ChatId(-100123)));
+        assert_eq!(recipient(&target("@news", None)).unwrap(), Recipient::ChannelUsername("@news".into()));
+        assert!(matches!(recipient(&target("alice", None)), Err(ChannelError::Rejected { .. })));
+    }
+
+    #[test]
+    fn the_general_topic_is_omitted_on_sends_but_kept_for_typing() {
+        let general = target("-100", Some("1"));
+        assert_eq!(thread(&general, ThreadUse::Send).unwrap(), None);
+        assert_eq!(thread(&general, ThreadUse::ChatAction).unwrap(), Some(ThreadId(MessageId(1))));
+        let topic = target("-100", Some("50"));
+        assert_eq!(thread(&topic, ThreadUse::Send).unwrap(), Some(ThreadId(MessageId(50))));
+        assert_eq!(thread(&target("-100", None), ThreadUse::ChatAction).unwrap(), None);
+    }
+
+    #[test]
+    fn a_trailing_slash_on_the_api_url_is_dropped() {
+        let mut config = TelegramConfig::new("1:T");
+        config.api_url = "http://127.0.0.1:9/prefix/".to_owned();
+        let bot = build_bot(&config, REQUEST_TIMEOUT).unwrap();
+        assert_eq!(bot.api_url().as_str(), "http://127.0.0.1:9/prefix");
+    }
+}

@@ -1,0 +1,205 @@
+//! Telegram updates → [`InboundMessage`] (SPEC §3.1, §10).
+//!
+//! Only new messages in private chats, groups and supergroups reach the core. Edits,
+//! channel posts, service messages (joins, pins, topic creation) and every other update
+//! kind are skipped here, with a debug log naming why.
+//!
+//! Telegram-specific meaning is resolved here so the core never sees it:
+//! - a private chat's id is the user's id, so it doubles as the peer id of DM session keys;
+//! - forum topics become `thread_id`; a forum's General topic has no thread id on the wire
+//!   and is reported as `"1"`, the id Telegram gives it (sends omit it again, see
+//!   [`GENERAL_TOPIC`]);
+//! - `@botname`, a text mention of the bot and `/command@botname` count as mentions;
+//!   `/command@botname` is rewritten to `/command` so the core's command parser sees it;
+//! - a reply to the bot counts, but not the implicit "reply" to a topic's creation message
+//!   that Telegram attaches to every message in a forum topic.
+
+use ferry_channel::{Attachment, AttachmentKind, ChatKind, ChatRef, InboundMessage, Sender};
+use teloxide::types::{
+    ChatKind as TgChatKind, Me, Message, MessageEntityKind, MessageEntityRef, MessageKind, PublicChatKind, Update,
+    UpdateKind, User, UserId,
+};
+
+use crate::CHANNEL_NAME;
+
+/// The thread id of a forum's General topic. Telegram rejects it as `message_thread_id` on
+/// sends (they go to General without one) but expects it for `sendChatAction`.
+pub const GENERAL_TOPIC: &str = "1";
+
+/// Who the bot is, from `getMe`: what mentions and replies are matched against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BotIdentity {
+    pub(crate) id: UserId,
+    /// Without the `@`.
+    pub(crate) username: String,
+}
+
+impl BotIdentity {
+    pub(crate) fn from_me(me: &Me) -> Self {
+        Self { id: me.user.id, username: me.user.username.clone().unwrap_or_default() }
+    }
+}
+
+/// Why an update does not reach the core; logged at debug level.
+pub(crate) type Skip = &'static str;
+
+/// Normalizes one update, or says why it is skipped.
+pub(crate) fn normalize(update: &Update, bot: &BotIdentity, account_id: &str) -> Result<InboundMessage, Skip> {
+    match &update.kind {
+        UpdateKind::Message(message) => normalize_message(message, bot, account_id),
+        UpdateKind::EditedMessage(_) => Err("edited message"),
+        UpdateKind::ChannelPost(_) | UpdateKind::EditedChannelPost(_) => Err("channel post"),
+        UpdateKind::Error(_) => Err("update Ferry's Telegram client cannot parse"),
+        _ => Err("update kind Ferry does not handle"),
+    }
+}
+
+fn normalize_message(message: &Message, bot: &BotIdentity, account_id: &str) -> Result<InboundMessage, Skip> {
+    if !matches!(message.kind, MessageKind::Common(_)) {
+        return Err("service message");
+    }
+    let kind = match &message.chat.kind {
+        TgChatKind::Private(_) => ChatKind::Direct,
+        TgChatKind::Public(public) => match public.kind {
+            PublicChatKind::Group | PublicChatKind::Supergroup(_) => ChatKind::Group,
+            PublicChatKind::Channel(_) => return Err("channel message"),
+        },
+    };
+    let from = message.from.as_ref().ok_or("message without a sender")?;
+
+    let (text, entities) = match message.text() {
+        Some(text) => (text, message.parse_entities()),
+        None => (message.caption().unwrap_or_default(), message.parse_caption_entities()),
+    };
+    let entities = entities.unwrap_or_default();
+    let attachments = attachments(message);
+    if text.is_empty() && attachments.is_empty() {
+        return Err("message with neither text nor a supported attachment (sticker, location, …)");
+    }
+
+    let chat = ChatRef::new(kind, message.chat.id.0.to_string());
+    let mut inbound = InboundMessage::new(CHANNEL_NAME, account_id, chat, sender(from), message.id.0.to_string(), text);
+    inbound.thread_id = topic(message);
+    inbound.mentions_bot = entities.iter().any(|entity| mentions(entity, bot));
+    if let Some(command) = strip_own_command_suffix(text, bot) {
+        inbound.text = command;
+    }
+    inbound.reply_to_bot = replies_to_bot(message, bot);
+    inbound.attachments = attachments;
+    Ok(inbound)
+}
+
+fn sender(user: &User) -> Sender {
+    let name = match (user.first_name.trim(), user.last_name.as_deref().map(str::trim)) {
+        ("", None | Some("")) => user.username.clone(),
+        (first, None | Some("")) => Some(first.to_owned()),
+        ("", Some(last)) => Some(last.to_owned()),
+        (first, Some(last)) => Some(format!("{first} {last}")),
+    };
+    Sender { id: user.id.0.to_string(), name, is_bot: user.is_bot }
+}
+
+/// The forum topic a message belongs to: its thread id in a topic, General in a forum's
+/// General topic, none outside forums (reply threads in plain groups are not topics).
+fn topic(message: &Message) -> Option<String> {
+    if message.is_topic_message {
+        return message.thread_id.map(|thread| thread.0.0.to_string());
+    }
+    let is_forum = matches!(
+        &message.chat.kind,
+        TgChatKind::Public(public) if matches!(&public.kind, PublicChatKind::Supergroup(s) if s.is_forum)
+    );
+    is_forum.then(|| GENERAL_TOPIC.to_owned())
+}
+
+fn mentions(entity: &MessageEntityRef<'_>, bot: &BotIdentity) -> bool {
+    match entity.kind() {
+        // Entity offsets are UTF-16; MessageEntityRef::text resolves them.
+        MessageEntityKind::Mention => {
+            entity.text().strip_prefix('@').is_some_and(|name| name.eq_ignore_ascii_case(&bot.username))
+        }
+        MessageEntityKind::TextMention { user } => user.id == bot.id,
+        MessageEntityKind::BotCommand => {
+            command_target(entity.text()).is_some_and(|name| name.eq_ignore_ascii_case(&bot.username))
+        }
+        _ => false,
+    }
+}
+
+/// The bot a `/command@botname` is addressed to.
+fn command_target(command: &str) -> Option<&str> {
+    command.split_once('@').map(|(_, name)| name)
+}
+
+/// `/new@ferry_bot rest` → `/new rest` when the bot is `ferry_bot`; `None` otherwise.
+fn strip_own_command_suffix(text: &str, bot: &BotIdentity) -> Option<String> {
+    let first = text.split_whitespace().next()?;
+    let (command, name) = first.strip_prefix('/')?.split_once('@')?;
+    if command.is_empty() || !name.eq_ignore_ascii_case(&bot.username) {
+        return None;
+    }
+    let rest = &text[text.find(first)? + first.len()..];
+    Some(format!("/{command}{rest}"))
+}
+
+fn replies_to_bot(message: &Message, bot: &BotIdentity) -> bool {
+    let Some(replied) = message.reply_to_message() else { return false };
+    // In a forum topic every message "replies" to the topic's creation message.
+    let topic_root = message.is_topic_message
+        && (replied.forum_topic_created().is_some() || message.thread_id.is_some_and(|t| t.0 == replied.id));
+    !topic_root && replied.from.as_ref().is_some_and(|from| from.id == bot.id)
+}
+
+fn attachments(message: &Message) -> Vec<Attachment> {
+    let mut found = Vec::new();
+    let size = |bytes: u32| (bytes != u32::MAX).then_some(u64::from(bytes));
+    if let Some(largest) = message.photo().and_then(|sizes| sizes.iter().max_by_key(|p| p.width * p.height)) {
+        found.push(Attachment {
+            kind: AttachmentKind::Image,
+            reference: largest.file.id.to_string(),
+            mime_type: Some("image/jpeg".to_owned()),
+            file_name: None,
+            size_bytes: size(largest.file.size),
+        });
+    }
+    if let Some(document) = message.document() {
+        found.push(Attachment {
+            kind: AttachmentKind::Document,
+            reference: document.file.id.to_string(),
+            mime_type: document.mime_type.as_ref().map(ToString::to_string),
+            file_name: document.file_name.clone(),
+            size_bytes: size(document.file.size),
+        });
+    }
+    if let Some(voice) = message.voice() {
+        found.push(Attachment {
+            kind: AttachmentKind::Audio,
+            reference: voice.file.id.to_string(),
+            mime_type: voice.mime_type.as_ref().map(ToString::to_string),
+            file_name: None,
+            size_bytes: size(voice.file.size),
+        });
+    }
+    if let Some(audio) = message.audio() {
+        found.push(Attachment {
+            kind: AttachmentKind::Audio,
+            reference: audio.file.id.to_string(),
+            mime_type: audio.mime_type.as_ref().map(ToString::to_string),
+            file_name: audio.file_name.clone(),
+            size_bytes: size(audio.file.size),
+        });
+    }
+    if let Some(video) = message.video() {
+        found.push(Attachment {
+            kind: AttachmentKind::Video,
+            reference: video.file.id.to_string(),
+            mime_type: video.mime_type.as_ref().map(ToString::to_string),
+            file_name: video.file_name.clone(),
+            size_bytes: size(video.file.size),
+        });
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,214 @@
+use serde_json::{Value, json};
+
+use super::*;
+
+const BOT_ID: u64 = 999;
+
+fn bot() -> BotIdentity {
+    BotIdentity { id: UserId(BOT_ID), username: "ferry_bot".to_owned() }
+}
+
+fn alice() -> Value {
+    json!({"id": 42, "is_bot": false, "first_name": "Alice", "last_name": "Liddell", "username": "alice"})
+}
+
+fn private_chat() -> Value {
+    json!({"id": 42, "type": "private", "first_name": "Alice"})
+}
+
+fn group_chat() -> Value {
+    json!({"id": -100123, "type": "supergroup", "title": "Team"})
+}
+
+fn forum_chat() -> Value {
+    json!({"id": -100777, "type": "supergroup", "title": "Forum", "is_forum": true})
+}
+
+fn message(chat: Value, extra: Value) -> Value {
+    let mut message = json!({"message_id": 7, "date": 1_700_000_000, "chat": chat, "from": alice()});
+    for (key, value) in extra.as_object().unwrap() {
+        message[key] = value.clone();
+    }
+    message
+}
+
+fn update(kind: &str, message: Value) -> Update {
+    let mut update = json!({"update_id": 1});
+    update[kind] = message;
+    parse(&update)
+}
+
+/// As on the wire: teloxide's `Update` parser needs borrowed keys, which `from_value` lacks.
+fn parse(update: &Value) -> Update {
+    serde_json::from_str(&update.to_string()).expect("a valid update")
+}
+
+fn normalized(message: Value) -> InboundMessage {
+    normalize(&update("message", message), &bot(), "default").expect("normalized")
+}
+
+fn skipped(update: Update) -> Skip {
+    normalize(&update, &bot(), "default").expect_err("skipped")
+}
+
+#[test]
+fn a_private_message_is_a_direct_chat_keyed_by_the_user() {
+    let inbound = normalized(message(private_chat(), json!({"text": "hello"})));
+    assert_eq!(inbound.channel, "telegram");
+    assert_eq!(inbound.account_id, "default");
+    assert_eq!(inbound.chat, ChatRef::new(ChatKind::Direct, "42"));
+    assert_eq!(inbound.thread_id, None);
+    assert_eq!(inbound.sender, Sender { id: "42".into(), name: Some("Alice Liddell".into()), is_bot: false });
+    assert_eq!(inbound.message_id, "7");
+    assert_eq!(inbound.text, "hello");
+    assert!(!inbound.mentions_bot && !inbound.reply_to_bot);
+    assert!(inbound.attachments.is_empty() && inbound.request.is_none());
+}
+
+#[test]
+fn groups_and_supergroups_are_group_chats() {
+    let inbound = normalized(message(group_chat(), json!({"text": "hi all"})));
+    assert_eq!(inbound.chat, ChatRef::new(ChatKind::Group, "-100123"));
+    let basic = json!({"id": -555, "type": "group", "title": "Old group"});
+    assert_eq!(normalized(message(basic, json!({"text": "x"}))).chat, ChatRef::new(ChatKind::Group, "-555"));
+}
+
+#[test]
+fn a_sender_without_a_name_falls_back_to_the_username_and_bots_are_flagged() {
+    let from = json!({"id": 5, "is_bot": true, "first_name": "", "username": "other_bot"});
+    let inbound = normalized(message(group_chat(), json!({"text": "beep", "from": from})));
+    assert_eq!(inbound.sender, Sender { id: "5".into(), name: Some("other_bot".into()), is_bot: true });
+}
+
+#[test]
+fn an_at_mention_of_the_bot_counts_case_insensitively_after_non_ascii_text() {
+    // "héllo 👋 " is 9 UTF-16 units before the mention; offsets are in UTF-16.
+    let text = "héllo 👋 @Ferry_Bot what's up";
+    let entities = json!([{"type": "mention", "offset": 9, "length": 10}]);
+    let inbound = normalized(message(group_chat(), json!({"text": text, "entities": entities})));
+    assert!(inbound.mentions_bot);
+}
+
+#[test]
+fn a_mention_of_someone_else_does_not_count() {
+    let entities = json!([{"type": "mention", "offset": 0, "length": 10}]);
+    let inbound = normalized(message(group_chat(), json!({"text": "@other_bot hi", "entities": entities})));
+    assert!(!inbound.mentions_bot);
+}
+
+#[test]
+fn a_text_mention_of_the_bots_id_counts() {
+    let entities = json!([{"type": "text_mention", "offset": 0, "length": 5, "user": {"id": BOT_ID, "is_bot": true, "first_name": "Ferry"}}]);
+    let inbound = normalized(message(group_chat(), json!({"text": "Ferry, help", "entities": entities})));
+    assert!(inbound.mentions_bot);
+}
+
+#[test]
+fn a_command_addressed_to_the_bot_is_a_mention_and_loses_the_suffix() {
+    let entities = json!([{"type": "bot_command", "offset": 0, "length": 16}]);
+    let inbound = normalized(message(group_chat(), json!({"text": "/queue@ferry_bot steer", "entities": entities})));
+    assert!(inbound.mentions_bot);
+    assert_eq!(inbound.text, "/queue steer");
+    // Another bot's command is left alone.
+    let entities = json!([{"type": "bot_command", "offset": 0, "length": 14}]);
+    let inbound = normalized(message(group_chat(), json!({"text": "/new@other_bot", "entities": entities})));
+    assert!(!inbound.mentions_bot);
+    assert_eq!(inbound.text, "/new@other_bot");
+}
+
+#[test]
+fn a_reply_to_the_bot_counts_and_a_reply_to_someone_else_does_not() {
+    let bots_message = json!({"message_id": 3, "date": 1_700_000_000, "chat": group_chat(), "text": "earlier answer",
+        "from": {"id": BOT_ID, "is_bot": true, "first_name": "Ferry", "username": "ferry_bot"}});
+    let inbound = normalized(message(group_chat(), json!({"text": "and?", "reply_to_message": bots_message})));
+    assert!(inbound.reply_to_bot);
+    let users_message =
+        json!({"message_id": 4, "date": 1_700_000_000, "chat": group_chat(), "text": "x", "from": alice()});
+    let inbound = normalized(message(group_chat(), json!({"text": "and?", "reply_to_message": users_message})));
+    assert!(!inbound.reply_to_bot);
+}
+
+#[test]
+fn a_forum_topic_message_carries_its_thread_and_its_implicit_reply_is_not_to_the_bot() {
+    // The bot created the topic; every message in it "replies" to the creation message.
+    let creation = json!({"message_id": 50, "date": 1_700_000_000, "chat": forum_chat(),
+        "from": {"id": BOT_ID, "is_bot": true, "first_name": "Ferry", "username": "ferry_bot"},
+        "message_thread_id": 50, "is_topic_message": true,
+        "forum_topic_created": {"name": "Support", "icon_color": 7322096}});
+    let inbound = normalized(message(
+        forum_chat(),
+        json!({"text": "in a topic", "message_thread_id": 50, "is_topic_message": true, "reply_to_message": creation}),
+    ));
+    assert_eq!(inbound.chat, ChatRef::new(ChatKind::Group, "-100777"));
+    assert_eq!(inbound.thread_id.as_deref(), Some("50"));
+    assert!(!inbound.reply_to_bot);
+}
+
+#[test]
+fn a_forum_general_topic_message_is_thread_one_and_plain_group_reply_threads_are_not_topics() {
+    let inbound = normalized(message(forum_chat(), json!({"text": "in general"})));
+    assert_eq!(inbound.thread_id.as_deref(), Some(GENERAL_TOPIC));
+    let reply_thread = normalized(message(group_chat(), json!({"text": "x", "message_thread_id": 3})));
+    assert_eq!(reply_thread.thread_id, None);
+}
+
+#[test]
+fn a_captioned_photo_keeps_the_caption_as_text_and_the_largest_size_as_attachment() {
+    let photo = json!([
+        {"file_id": "small", "file_unique_id": "s", "width": 90, "height": 90, "file_size": 1000},
+        {"file_id": "large", "file_unique_id": "l", "width": 1280, "height": 1280, "file_size": 90000}
+    ]);
+    let entities = json!([{"type": "mention", "offset": 5, "length": 10}]);
+    let inbound = normalized(message(
+        group_chat(),
+        json!({"photo": photo, "caption": "look @ferry_bot", "caption_entities": entities}),
+    ));
+    assert_eq!(inbound.text, "look @ferry_bot");
+    assert!(inbound.mentions_bot);
+    assert_eq!(inbound.attachments.len(), 1);
+    assert_eq!(inbound.attachments[0].kind, AttachmentKind::Image);
+    assert_eq!(inbound.attachments[0].reference, "large");
+    assert_eq!(inbound.attachments[0].size_bytes, Some(90000));
+}
+
+#[test]
+fn a_document_and_a_voice_note_become_attachments_with_their_metadata() {
+    let document = json!({"file_id": "doc1", "file_unique_id": "d", "file_name": "report.pdf",
+        "mime_type": "application/pdf", "file_size": 1234});
+    let inbound = normalized(message(private_chat(), json!({"document": document})));
+    assert_eq!(inbound.text, "");
+    let attachment = &inbound.attachments[0];
+    assert_eq!(attachment.kind, AttachmentKind::Document);
+    assert_eq!(
+        (attachment.reference.as_str(), attachment.file_name.as_deref(), attachment.mime_type.as_deref()),
+        ("doc1", Some("report.pdf"), Some("application/pdf"))
+    );
+    let voice = json!({"file_id": "v1", "file_unique_id": "v", "duration": 3, "mime_type": "audio/ogg"});
+    let inbound = normalized(message(private_chat(), json!({"voice": voice})));
+    assert_eq!(inbound.attachments[0].kind, AttachmentKind::Audio);
+}
+
+#[test]
+fn edits_channel_posts_service_messages_and_other_updates_are_skipped() {
+    let edited = message(private_chat(), json!({"text": "fixed", "edit_date": 1_700_000_100}));
+    assert_eq!(skipped(update("edited_message", edited)), "edited message");
+
+    let channel = json!({"id": -100999, "type": "channel", "title": "News"});
+    let post = json!({"message_id": 1, "date": 1_700_000_000, "chat": channel, "text": "news"});
+    assert_eq!(skipped(update("channel_post", post)), "channel post");
+
+    let joined = message(group_chat(), json!({"new_chat_members": [alice()]}));
+    assert_eq!(skipped(update("message", joined)), "service message");
+
+    let sticker = message(
+        private_chat(),
+        json!({"sticker": {"file_id": "st", "file_unique_id": "u",
+        "type": "regular", "width": 512, "height": 512, "is_animated": false, "is_video": false}}),
+    );
+    assert!(skipped(update("message", sticker)).starts_with("message with neither text"));
+
+    let callback = parse(
+        &json!({"update_id": 2, "callback_query": {"id": "1", "from": alice(), "chat_instance": "c", "data": "x"}}),
+    );
+    assert_eq!(skipped(callback), "update kind Ferry does not handle");
+}

@@ -1,0 +1,244 @@
+//! The long-poll loop: `getUpdates` → normalize → core → ack → next offset.
+//!
+//! teloxide's own `Polling` listener confirms an update as soon as it has handed it on;
+//! Ferry must confirm only after the core has recorded it (SPEC §11), so the loop is
+//! written here on `Requester::get_updates`. Per batch:
+//!
+//! 1. fetch with the [`OffsetLedger`]'s offset (nothing confirmed yet is lost);
+//! 2. hand every message to the core in update order, each with an [`Ack`];
+//! 3. wait for the acks in order and settle the ledger: the offset moves past the accepted
+//!    prefix; an abandoned update and the ones after it are fetched again.
+//!
+//! Failures of `getUpdates` itself (network, 5xx, 409 Conflict when another instance polls
+//! the same bot or a webhook is set) are waited out with exponential backoff. They are
+//! logged once when an incident starts and once when polling recovers, not per retry.
+//! The loop ends when the core drops the inbound stream.
+//!
+//! The next `getUpdates` waits for the whole batch's acks, so the core should accept as
+//! soon as a message is recorded, not when its run ends: a held ack pauses this bot's
+//! inbound (that is the backpressure, by design).
+
+use std::time::Duration;
+
+use ferry_channel::{Ack, AckOutcome, AckReceiver, InboundDelivery};
+use teloxide::payloads::GetUpdatesSetters;
+use teloxide::requests::{Request, Requester};
+use teloxide::types::{AllowedUpdate, Update, UpdateId};
+use teloxide::{ApiError, Bot, RequestError};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use crate::CHANNEL_NAME;
+use crate::error::redact;
+use crate::normalize::{BotIdentity, normalize};
+use crate::offset::OffsetLedger;
+
+/// The first wait after a failed `getUpdates`; doubled per failure up to [`BACKOFF_MAX`].
+pub(crate) const BACKOFF_MIN: Duration = Duration::from_secs(1);
+/// The longest wait between two `getUpdates` attempts during an outage.
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// The Bot API's maximum batch size.
+const BATCH_LIMIT: u8 = 100;
+
+/// What the loop needs; owned by the spawned task.
+pub(crate) struct Poller {
+    /// A client whose timeout exceeds `timeout` (see `TelegramChannel::connect`).
+    pub(crate) bot: Bot,
+    pub(crate) token: String,
+    pub(crate) identity: BotIdentity,
+    pub(crate) account_id: String,
+    /// The long-poll timeout sent to Telegram.
+    pub(crate) timeout: Duration,
+}
+
+/// One update of a batch on its way through the core.
+enum InFlight {
+    Delivered(UpdateId, AckReceiver),
+    /// Not for the core (an edit, a service message): confirmed with the batch.
+    Skipped(UpdateId),
+}
+
+impl Poller {
+    /// Polls until the core drops the receiving end of `tx`.
+    pub(crate) async fn run(self, tx: mpsc::Sender<InboundDelivery>) {
+        let mut ledger = OffsetLedger::default();
+        let mut backoff = Backoff::default();
+        let mut outage: Option<Outage> = None;
+        loop {
+            let mut request = self
+                .bot
+                .get_updates()
+                .timeout(u32::try_from(self.timeout.as_secs()).unwrap_or(u32::MAX))
+                .limit(BATCH_LIMIT)
+                .allowed_updates([AllowedUpdate::Message]);
+            if let Some(offset) = ledger.offset() {
+                request = request.offset(offset);
+            }
+            let result = tokio::select! {
+                result = request.send() => result,
+                () = tx.closed() => break,
+            };
+            let updates = match result {
+                Ok(updates) => {
+                    if let Some(outage) = outage.take() {
+                        info!(
+                            channel = CHANNEL_NAME,
+                            account_id = %self.account_id,
+                            failed_attempts = outage.attempts,
+                            down_for_ms = outage.since.elapsed().as_millis() as u64,
+                            "Telegram getUpdates recovered; receiving messages again"
+                        );
+                    }
+                    backoff.reset();
+                    updates
+                }
+                Err(error) => {
+                    let delay = backoff.next_delay(&error);
+                    self.report_failure(&error, delay, &mut outage);
+                    tokio::select! {
+                        () = tokio::time::sleep(delay) => continue,
+                        () = tx.closed() => break,
+                    }
+                }
+            };
+
+            let Some(in_flight) = self.deliver(updates, &tx).await else { break };
+            let mut outcomes = Vec::with_capacity(in_flight.len());
+            for update in in_flight {
+                let (id, outcome) = match update {
+                    InFlight::Skipped(id) => (id, AckOutcome::Accepted),
+                    InFlight::Delivered(id, ack) => (id, ack.outcome().await),
+                };
+                outcomes.push((id, outcome));
+                if outcome == AckOutcome::Abandoned {
+                    break;
+                }
+            }
+            if !ledger.settle(outcomes) {
+                if tx.is_closed() {
+                    break;
+                }
+                // The core is alive but let a message go (it will come again with the next
+                // fetch); give it a moment rather than spinning on the same update.
+                debug!(channel = CHANNEL_NAME, account_id = %self.account_id, "update abandoned by the core; fetching it again");
+                tokio::select! {
+                    () = tokio::time::sleep(BACKOFF_MIN) => {}
+                    () = tx.closed() => break,
+                }
+            }
+        }
+        debug!(channel = CHANNEL_NAME, account_id = %self.account_id, "inbound stream dropped; polling stopped");
+    }
+
+    /// Hands a batch to the core in update order. `None` when the core is gone.
+    async fn deliver(&self, updates: Vec<Update>, tx: &mpsc::Sender<InboundDelivery>) -> Option<Vec<InFlight>> {
+        let mut in_flight = Vec::with_capacity(updates.len());
+        for update in updates {
+            match normalize(&update, &self.identity, &self.account_id) {
+                Ok(message) => {
+                    let (ack, receiver) = Ack::pair();
+                    debug!(
+                        channel = CHANNEL_NAME,
+                        account_id = %self.account_id,
+                        chat_id = %message.chat.id,
+                        update_id = update.id.0,
+                        "message received"
+                    );
+                    tx.send(InboundDelivery { message, ack }).await.ok()?;
+                    in_flight.push(InFlight::Delivered(update.id, receiver));
+                }
+                Err(skip) => {
+                    debug!(channel = CHANNEL_NAME, account_id = %self.account_id, update_id = update.id.0, reason = skip, "update skipped");
+                    in_flight.push(InFlight::Skipped(update.id));
+                }
+            }
+        }
+        Some(in_flight)
+    }
+
+    fn report_failure(&self, error: &RequestError, delay: Duration, outage: &mut Option<Outage>) {
+        if let Some(outage) = outage {
+            outage.attempts += 1;
+            debug!(channel = CHANNEL_NAME, account_id = %self.account_id, attempts = outage.attempts, retry_in_ms = delay.as_millis() as u64, "getUpdates still failing");
+            return;
+        }
+        *outage = Some(Outage { since: Instant::now(), attempts: 1 });
+        let hint = match error {
+            RequestError::Api(ApiError::CantGetUpdates) => {
+                "a webhook is set for this bot: delete it, or set channels.telegram.mode = \"webhook\""
+            }
+            RequestError::Api(ApiError::TerminatedByOtherGetUpdates) => "another process is polling this bot token",
+            RequestError::Api(ApiError::Unknown(text)) if text.starts_with("Conflict") => {
+                "another process is polling this bot token"
+            }
+            RequestError::Api(ApiError::InvalidToken) => "the bot token was revoked",
+            _ => "network or Telegram trouble",
+        };
+        let error = redact(&error.to_string(), &self.token);
+        warn!(
+            channel = CHANNEL_NAME,
+            account_id = %self.account_id,
+            %error,
+            hint,
+            "Telegram getUpdates failed; retrying with backoff (up to {}s apart) and logging again when it recovers",
+            BACKOFF_MAX.as_secs()
+        );
+    }
+}
+
+/// An ongoing run of `getUpdates` failures, logged at its start and its end.
+struct Outage {
+    since: Instant,
+    attempts: u32,
+}
+
+/// Exponential backoff between failed `getUpdates` calls, honouring Telegram's
+/// `retry_after` when it sends one.
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    next: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self { next: BACKOFF_MIN }
+    }
+}
+
+impl Backoff {
+    pub(crate) fn next_delay(&mut self, error: &RequestError) -> Duration {
+        let delay = match error {
+            RequestError::RetryAfter(seconds) => seconds.duration().max(self.next),
+            _ => self.next,
+        };
+        self.next = (self.next * 2).min(BACKOFF_MAX);
+        delay
+    }
+
+    pub(crate) fn reset(&mut self) {
+        self.next = BACKOFF_MIN;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_one_second_to_thirty_and_resets_after_success() {
+        let network = RequestError::Api(ApiError::TerminatedByOtherGetUpdates);
+        let mut backoff = Backoff::default();
+        let delays: Vec<u64> = (0..7).map(|_| backoff.next_delay(&network).as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 30, 30]);
+        backoff.reset();
+        assert_eq!(backoff.next_delay(&network), BACKOFF_MIN);
+    }
+
+    #[test]
+    fn backoff_waits_at_least_what_telegram_asked_for() {
+        let mut backoff = Backoff::default();
+        let flood = RequestError::RetryAfter(teloxide::types::Seconds::from_seconds(5));
+        assert_eq!(backoff.next_delay(&flood), Duration::from_secs(5));
+    }
+}
