@@ -66,6 +66,8 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
         agent_id: DEFAULT_AGENT.to_owned(),
     })
     .await?;
+    let routes = wiring::start_channels(&config, &dispatcher).await;
+    let gateway = routes.into_iter().fold(gateway, Gateway::with_routes);
     let restored = dispatcher.restore().await.context("reading the queue journal")?;
     if restored > 0 {
         tracing::info!(restored, "answering messages accepted before the last shutdown");

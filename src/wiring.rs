@@ -5,6 +5,7 @@
 
 use ferry::channel::ChannelCapabilities;
 use ferry::config::{Config, Violation};
+use ferry::dispatch::Dispatcher;
 use ferry::routing::ThreadLabels;
 
 /// A chat adapter compiled into this binary.
@@ -90,4 +91,51 @@ pub fn thread_labels() -> ThreadLabels {
     #[cfg(feature = "telegram")]
     let labels = labels.with(ferry_telegram::CHANNEL_NAME, ferry::routing::ThreadLabel::Topic);
     labels
+}
+
+/// Connects the enabled platform adapters and attaches them to the dispatcher. A channel
+/// that cannot start (a wrong token, an unreachable API) is logged and left out: the
+/// gateway serves the others. Returns the HTTP routes the adapters serve (webhooks).
+pub async fn start_channels(config: &Config, dispatcher: &Dispatcher) -> Vec<axum::Router> {
+    let mut routes = Vec::new();
+    #[cfg(feature = "telegram")]
+    if config.channels.telegram.enabled {
+        match start_telegram(config, dispatcher).await {
+            Ok(route) => routes.extend(route),
+            Err(error) => tracing::error!("the telegram channel did not start: {error:#}"),
+        }
+    }
+    for (name, enabled) in [("discord", config.channels.discord.enabled), ("slack", config.channels.slack.enabled)] {
+        if enabled {
+            tracing::error!(
+                channel = name,
+                "the {name} adapter has no platform client yet (a coming release); the channel is not started"
+            );
+        }
+    }
+    let _ = dispatcher;
+    routes
+}
+
+#[cfg(feature = "telegram")]
+async fn start_telegram(config: &Config, dispatcher: &Dispatcher) -> anyhow::Result<Option<axum::Router>> {
+    use anyhow::Context;
+    use ferry::config::TelegramMode as Mode;
+    use ferry_telegram::{TelegramChannel, TelegramConfig, TelegramMode};
+
+    let settings = &config.channels.telegram;
+    let token = settings.bot_token.as_ref().map(|token| token.expose().to_owned()).unwrap_or_default();
+    let mut telegram = TelegramConfig::new(token);
+    telegram.api_url.clone_from(&settings.api_url);
+    telegram.mode = match settings.mode {
+        Mode::Polling => TelegramMode::Polling,
+        Mode::Webhook => TelegramMode::Webhook {
+            secret: settings.webhook_secret.as_ref().map(|secret| secret.expose().to_owned()).unwrap_or_default(),
+        },
+    };
+    let channel = std::sync::Arc::new(TelegramChannel::connect(telegram).await?);
+    let route = channel.webhook_router();
+    tracing::info!(bot = %channel.bot_username(), mode = ?settings.mode, "telegram connected");
+    dispatcher.attach(channel).await.context("starting the telegram channel")?;
+    Ok(route)
 }

@@ -1,0 +1,162 @@
+//! Telegram end to end: the real `ferry gateway` binary with the Telegram adapter, against
+//! the fake Bot API and the fake OpenAI server.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use ferry_fakes::{FakeOpenAi, FakeTelegram, Reply, Turn};
+
+/// Generous bound for waiting on explicit signals; never a measurement.
+const PATIENCE: Duration = Duration::from_secs(60);
+const TOKEN: &str = "123456:TEST-token";
+
+struct Daemon {
+    child: Child,
+    port: u16,
+    _home: tempfile::TempDir,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `ferry gateway` with `telegram` (a `[channels.telegram]` body) and the model at `openai`.
+async fn daemon(telegram: &FakeTelegram, openai: &FakeOpenAi, extra: &str) -> Daemon {
+    let home = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = format!(
+        "[gateway]\nport = {port}\n\n[channels.telegram]\nenabled = true\nbot_token = \"{TOKEN}\"\napi_url = \"{}\"\n{extra}\n",
+        telegram.url()
+    );
+    std::fs::write(home.path().join("ferry.toml"), config).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .arg("gateway")
+        .env_clear()
+        .env("HOME", home.path())
+        .env("OPENAI_BASE_URL", openai.url())
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("RUST_LOG", "ferry=debug,ferry_telegram=debug")
+        .current_dir(home.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start ferry gateway");
+    let healthz = format!("http://127.0.0.1:{port}/healthz");
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            if let Ok(response) = reqwest::get(&healthz).await
+                && let Ok(body) = response.text().await
+                && body.contains("telegram")
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the gateway did not come up with telegram connected");
+    Daemon { child, port, _home: home }
+}
+
+async fn fakes() -> (FakeTelegram, FakeOpenAi) {
+    let telegram = FakeTelegram::start(TOKEN).await.unwrap().without_rate_limits();
+    (telegram, FakeOpenAi::start().await.unwrap())
+}
+
+/// Waits until `chat` shows `count` bot messages, then a little longer for late extras.
+async fn messages(telegram: &FakeTelegram, chat: i64, count: usize) -> Vec<ferry_fakes::TgSentMessage> {
+    tokio::time::timeout(PATIENCE, async {
+        while telegram.messages_in(chat).len() < count {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("expected {count} messages in {chat}, got {:?}", telegram.messages_in(chat)));
+    telegram.messages_in(chat)
+}
+
+#[tokio::test]
+async fn a_dm_gets_one_streamed_message_edited_into_the_final_reply() {
+    let (telegram, openai) = fakes().await;
+    let pieces = ["The deploy finished ", "at 10:02 and every ", "check passed; ", "nothing else ", "to do today."];
+    openai.push(Turn::Reply(Reply::text(pieces).with_chunk_delay(Duration::from_millis(400))));
+    let _daemon = daemon(&telegram, &openai, "dm_policy = \"open\"\nallow_from = [\"*\"]").await;
+    telegram.private_message(42, "Ada", "status?");
+    let full = pieces.concat();
+    tokio::time::timeout(PATIENCE, async {
+        while telegram.messages_in(42).first().map(|m| m.visible_text.trim().to_owned()) != Some(full.clone()) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the final reply");
+    let shown = telegram.messages_in(42);
+    assert_eq!(shown.len(), 1, "exactly one message: {shown:?}");
+    assert!(shown[0].edits >= 1, "the preview was edited into the final");
+    assert_eq!(telegram.calls_to("sendMessage").len(), 1);
+    let first = &telegram.calls_to("sendMessage")[0];
+    assert!(first.params["text"].as_str().unwrap().chars().count() >= 30, "the preview starts at ≥ 30 chars");
+    assert!(!telegram.chat_actions().is_empty(), "typing was shown");
+}
+
+#[tokio::test]
+async fn an_unknown_dm_gets_a_pairing_code_and_no_run() {
+    let (telegram, openai) = fakes().await;
+    let _daemon = daemon(&telegram, &openai, "").await;
+    telegram.private_message(77, "Stranger", "hello?");
+    let shown = messages(&telegram, 77, 1).await;
+    assert!(shown[0].visible_text.contains("ferry pairing approve telegram"), "{}", shown[0].visible_text);
+    assert!(openai.requests().is_empty(), "no run for an unpaired sender");
+}
+
+#[tokio::test]
+async fn a_long_reply_is_split_with_intact_code_fences() {
+    let (telegram, openai) = fakes().await;
+    let mut reply = String::new();
+    while reply.len() < 3_000 {
+        reply.push_str("Some prose before the code, explaining what it does in detail.\n\n");
+    }
+    reply.push_str("```rust\n");
+    while reply.len() < 6_500 {
+        reply.push_str("let value = compute(42); // a line of code\n");
+    }
+    reply.push_str("```\n\n");
+    while reply.len() < 9_000 {
+        reply.push_str("And a closing paragraph after the code.\n\n");
+    }
+    openai.push(Turn::text([reply.clone()]));
+    let _daemon = daemon(&telegram, &openai, "dm_policy = \"open\"\nallow_from = [\"*\"]\nstreaming = \"off\"").await;
+    telegram.private_message(42, "Ada", "explain");
+    let shown = messages(&telegram, 42, 3).await;
+    assert_eq!(shown.len(), 3, "9,000 characters in 4,000-character messages");
+    for message in &shown {
+        assert!(message.visible_text.chars().count() <= 4000);
+        assert_eq!(message.text.matches("<pre").count(), message.text.matches("</pre>").count(), "{}", message.text);
+    }
+    assert!(shown.iter().all(|m| m.parse_mode.as_deref() == Some("HTML")));
+}
+
+#[tokio::test]
+async fn webhook_mode_refuses_a_wrong_secret_and_runs_nothing() {
+    let (telegram, openai) = fakes().await;
+    let daemon = daemon(&telegram, &openai, "mode = \"webhook\"\nwebhook_secret = \"right\"\ndm_policy = \"open\"\nallow_from = [\"*\"]").await;
+    let update = serde_json::json!({
+        "update_id": 1,
+        "message": {"message_id": 1, "date": 0, "chat": {"id": 42, "type": "private", "first_name": "Ada"},
+                    "from": {"id": 42, "is_bot": false, "first_name": "Ada"}, "text": "hi"}
+    });
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{}/telegram-webhook", daemon.port);
+    let wrong = client.post(&url).header("X-Telegram-Bot-Api-Secret-Token", "wrong").json(&update).send().await;
+    assert_eq!(wrong.unwrap().status(), 401);
+    let missing = client.post(&url).json(&update).send().await.unwrap();
+    assert_eq!(missing.status(), 401);
+    openai.push(Turn::text(["Hello Ada."]));
+    let right = client.post(&url).header("X-Telegram-Bot-Api-Secret-Token", "right").json(&update).send().await;
+    assert_eq!(right.unwrap().status(), 200);
+    assert_eq!(messages(&telegram, 42, 1).await[0].visible_text, "Hello Ada.");
+    assert_eq!(openai.requests().len(), 1, "only the authenticated update ran");
+}
