@@ -279,7 +279,7 @@ async fn get_updates(shared: &Arc<Shared>, params: &Params) -> MethodResult {
     };
     shared.offset_changed();
     // Wake any older waiting poll so it sees it has been superseded.
-    shared.updates_changed.send_modify(|version| *version += 1);
+    shared.notify_updates();
     changed.borrow_and_update();
     loop {
         {

@@ -19,8 +19,8 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Layout: [`state`] holds chats, messages and the update queue; [`methods`] serves the HTTP
-//! API; [`html`] is the parse-mode checker; [`rate_limit`] the flood limits; [`params`] reads
+//! Layout: `state.rs` holds chats, messages and the update queue; `methods.rs` serves the HTTP
+//! API; `html.rs` is the parse-mode checker; `rate_limit.rs` the flood limits; `params.rs` reads
 //! query, form and JSON parameters.
 //!
 //! Not served: file uploads (multipart), inline mode, webhook delivery (`setWebhook` is only
@@ -206,7 +206,7 @@ impl Shared {
         self.offset.send_if_modified(|current| std::mem::replace(current, offset) != offset);
     }
 
-    fn updates_changed(&self) {
+    fn notify_updates(&self) {
         self.updates_changed.send_modify(|version| *version += 1);
     }
 }
@@ -285,7 +285,7 @@ impl FakeTelegram {
 
     fn inject_message(&self, kind: &str, message: Value) -> i64 {
         let id = lock(&self.shared.state).push_update(json!({ kind: message }));
-        self.shared.updates_changed();
+        self.shared.notify_updates();
         self.shared.offset_changed();
         id
     }
@@ -293,7 +293,7 @@ impl FakeTelegram {
     /// Queues an update as given; an `update_id` is assigned unless it has one. Returns the id.
     pub fn inject_update(&self, update: Value) -> i64 {
         let id = lock(&self.shared.state).push_update(update);
-        self.shared.updates_changed();
+        self.shared.notify_updates();
         self.shared.offset_changed();
         id
     }
