@@ -67,7 +67,7 @@ async fn fakes() -> (FakeTelegram, FakeOpenAi) {
 }
 
 /// Waits until `chat` shows `count` bot messages, then a little longer for late extras.
-async fn messages(telegram: &FakeTelegram, chat: i64, count: usize) -> Vec<ferry_fakes::TgSentMessage> {
+async fn messages(telegram: &FakeTelegram, chat: i64, count: usize) -> Vec<ferry_fakes::SentMessage> {
     tokio::time::timeout(PATIENCE, async {
         while telegram.messages_in(chat).len() < count {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -142,7 +142,15 @@ async fn a_long_reply_is_split_with_intact_code_fences() {
 #[tokio::test]
 async fn webhook_mode_refuses_a_wrong_secret_and_runs_nothing() {
     let (telegram, openai) = fakes().await;
-    let daemon = daemon(&telegram, &openai, "mode = \"webhook\"\nwebhook_secret = \"right\"\ndm_policy = \"open\"\nallow_from = [\"*\"]").await;
+    let daemon = daemon(
+        &telegram,
+        &openai,
+        "mode = \"webhook\"\nwebhook_secret = \"right\"\ndm_policy = \"open\"\nallow_from = [\"*\"]",
+    )
+    .await;
+    // The fake knows a chat once a message was written there (the update stays queued:
+    // in webhook mode nobody polls); the same update is then POSTed as Telegram would.
+    telegram.private_message(42, "Ada", "hi");
     let update = serde_json::json!({
         "update_id": 1,
         "message": {"message_id": 1, "date": 0, "chat": {"id": 42, "type": "private", "first_name": "Ada"},
