@@ -168,3 +168,77 @@ async fn webhook_mode_refuses_a_wrong_secret_and_runs_nothing() {
     assert_eq!(messages(&telegram, 42, 1).await[0].visible_text, "Hello Ada.");
     assert_eq!(openai.requests().len(), 1, "only the authenticated update ran");
 }
+
+const OPEN: &str = "dm_policy = \"open\"\nallow_from = [\"*\"]\ngroup_policy = \"open\"\nstreaming = \"off\"";
+
+#[tokio::test]
+async fn in_a_group_only_a_mention_runs_and_it_sees_what_was_said_before() {
+    let (telegram, openai) = fakes().await;
+    openai.push(Turn::text(["Tuesday works for everyone."]));
+    let _daemon = daemon(&telegram, &openai, OPEN).await;
+    telegram.group_message(-100500, (7, "Bea"), "shall we meet tuesday?", false);
+    let second = telegram.group_message(-100500, (8, "Cy"), "tuesday is fine by me", false);
+    // Both are taken (held as context) before the mention arrives.
+    tokio::time::timeout(PATIENCE, telegram.wait_for_offset(second + 1)).await.unwrap();
+    telegram.group_message(-100500, (7, "Bea"), "what do you think?", true);
+    let shown = messages(&telegram, -100500, 1).await;
+    assert_eq!(shown[0].visible_text, "Tuesday works for everyone.");
+    let prompt = openai.requests()[0].body["messages"].as_array().unwrap().last().unwrap()["content"].clone();
+    let prompt = prompt.as_str().unwrap();
+    assert!(prompt.contains("shall we meet tuesday?") && prompt.contains("tuesday is fine by me"), "{prompt}");
+    assert_eq!(openai.requests().len(), 1, "the messages without a mention did not run");
+}
+
+#[tokio::test]
+async fn a_forum_topic_is_answered_in_its_topic() {
+    let (telegram, openai) = fakes().await;
+    openai.push(Turn::text(["Answered in the topic."]));
+    let _daemon = daemon(&telegram, &openai, OPEN).await;
+    telegram.topic_message(-100600, 12, (7, "Bea"), "@ferry_test_bot where am I?");
+    let shown = messages(&telegram, -100600, 1).await;
+    assert_eq!((shown[0].thread_id, shown[0].visible_text.as_str()), (Some(12), "Answered in the topic."));
+}
+
+#[tokio::test]
+async fn stop_aborts_a_long_run_at_once() {
+    let (telegram, openai) = fakes().await;
+    openai.push(Turn::stall(Reply::text(["Thinking", " very hard"]), 1));
+    let _daemon = daemon(&telegram, &openai, OPEN).await;
+    telegram.private_message(42, "Ada", "a long question");
+    tokio::time::timeout(PATIENCE, openai.wait_for_request(0)).await.unwrap();
+    telegram.private_message(42, "Ada", "/stop");
+    let shown = messages(&telegram, 42, 1).await;
+    assert!(shown.iter().any(|m| m.visible_text.contains("Stopped")), "{shown:?}");
+}
+
+#[tokio::test]
+async fn a_burst_to_one_chat_is_answered_exactly_once_within_telegrams_limits() {
+    // The fake enforces Telegram's flood limits (1 message/s per chat after a burst of 3).
+    let telegram = FakeTelegram::start(TOKEN).await.unwrap();
+    let openai = FakeOpenAi::start().await.unwrap();
+    for i in 0..20 {
+        openai.push(Turn::text([format!("answer {i}")]));
+    }
+    // Every message is its own run, so the burst becomes 20 replies to send.
+    let config = format!("{OPEN}\n\n[messages.queue]\nmode = \"followup\"\ndebounce_ms = 0");
+    let _daemon = daemon(&telegram, &openai, &config).await;
+    for i in 0..20 {
+        telegram.private_message(42, "Ada", &format!("question {i}"));
+    }
+    let shown = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let shown = telegram.messages_in(42);
+            if shown.len() >= 20 {
+                return shown;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("20 answers expected, got {:?}", telegram.messages_in(42)));
+    let mut texts: Vec<String> = shown.into_iter().map(|m| m.visible_text).collect();
+    texts.sort();
+    texts.dedup();
+    assert_eq!(texts.len(), 20, "each answer exactly once");
+    assert_eq!(telegram.rate_limited_count(), 0, "the outbound scheduler kept to Telegram's budget");
+}
