@@ -25,7 +25,11 @@ impl Drop for Daemon {
 
 /// `ferry gateway` with `telegram` (a `[channels.telegram]` body) and the model at `openai`.
 async fn daemon(telegram: &FakeTelegram, openai: &FakeOpenAi, extra: &str) -> Daemon {
-    let home = tempfile::tempdir().unwrap();
+    daemon_in(tempfile::tempdir().unwrap(), telegram, openai, extra).await
+}
+
+/// [`daemon`] on the state left in `home` by an earlier one.
+async fn daemon_in(home: tempfile::TempDir, telegram: &FakeTelegram, openai: &FakeOpenAi, extra: &str) -> Daemon {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let config = format!(
         "[gateway]\nport = {port}\n\n[channels.telegram]\nenabled = true\nbot_token = \"{TOKEN}\"\napi_url = \"{}\"\n{extra}\n",
@@ -241,4 +245,27 @@ async fn a_burst_to_one_chat_is_answered_exactly_once_within_telegrams_limits() 
     texts.dedup();
     assert_eq!(texts.len(), 20, "each answer exactly once");
     assert_eq!(telegram.rate_limited_count(), 0, "the outbound scheduler kept to Telegram's budget");
+}
+
+#[tokio::test]
+async fn a_crash_mid_run_neither_loses_the_message_nor_answers_twice() {
+    let (telegram, openai) = fakes().await;
+    openai.push(Turn::stall(Reply::text(["I was about to", " answer"]), 1));
+    openai.push(Turn::text(["Here is your answer."]));
+    let mut first = daemon(&telegram, &openai, OPEN).await;
+    let update = telegram.private_message(42, "Ada", "an important question");
+    tokio::time::timeout(PATIENCE, openai.wait_for_request(0)).await.unwrap();
+    tokio::time::timeout(PATIENCE, telegram.wait_for_offset(update + 1)).await.expect("accepted, so confirmed");
+    first.child.kill().unwrap(); // SIGKILL: no shutdown of any kind
+    first.child.wait().unwrap();
+    let home = std::mem::replace(&mut first._home, tempfile::tempdir().unwrap());
+
+    let _second = daemon_in(home, &telegram, &openai, OPEN).await;
+    let shown = messages(&telegram, 42, 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let shown_later = telegram.messages_in(42);
+    assert_eq!(shown_later.len(), 1, "answered once: {shown_later:?}");
+    assert_eq!(shown[0].visible_text, "Here is your answer.");
+    let prompt = &openai.requests()[1].body["messages"];
+    assert!(prompt.to_string().contains("an important question"), "the journaled message ran again: {prompt}");
 }
