@@ -57,6 +57,13 @@ type Keyed = RateLimiter<String, HashMapStateStore<String>, TokioClock, NoOpMidd
 type Direct = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<Tick>>;
 
 /// The budgets of one bot account.
+/// Budgets a failed [`Budgets::try_acquire`] took anyway (governor cannot give a cell back).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Taken {
+    per_chat: bool,
+    per_group: bool,
+}
+
 pub struct Budgets {
     clock: TokioClock,
     per_chat: Option<Keyed>,
@@ -79,11 +86,18 @@ impl Budgets {
 
     /// Waits until one more call to `chat` fits every budget, and takes it.
     pub async fn acquire(&self, chat: &str, kind: ChatKind) {
+        self.acquire_rest(chat, kind, Taken::default()).await;
+    }
+
+    /// [`Budgets::acquire`] for a call whose failed [`Budgets::try_acquire`] already took
+    /// some of its budgets: those are not taken twice (a per-chat cell spent twice would
+    /// hold the call a whole per-chat period for nothing).
+    pub async fn acquire_rest(&self, chat: &str, kind: ChatKind, taken: Taken) {
         let key = chat.to_owned();
-        if let Some(limiter) = &self.per_chat {
+        if let (Some(limiter), false) = (&self.per_chat, taken.per_chat) {
             self.wait(|| limiter.check_key(&key)).await;
         }
-        if let (Some(limiter), ChatKind::Group | ChatKind::Channel) = (&self.per_group, kind) {
+        if let (Some(limiter), ChatKind::Group | ChatKind::Channel, false) = (&self.per_group, kind, taken.per_group) {
             self.wait(|| limiter.check_key(&key)).await;
         }
         if let Some(limiter) = &self.global {
@@ -92,18 +106,24 @@ impl Budgets {
         self.forget_idle_chats();
     }
 
-    /// Takes room for one call to `chat` if every budget has it now; `false` (and, rarely,
-    /// a per-chat cell spent for nothing) otherwise.
-    pub fn try_acquire(&self, chat: &str, kind: ChatKind) -> bool {
+    /// Takes room for one call to `chat` if every budget has it now. Otherwise says which
+    /// budgets it took before finding one full, for [`Budgets::acquire_rest`].
+    pub fn try_acquire(&self, chat: &str, kind: ChatKind) -> Result<(), Taken> {
         let key = chat.to_owned();
-        let group = matches!(kind, ChatKind::Group | ChatKind::Channel);
-        let room = self.per_chat.as_ref().is_none_or(|limiter| limiter.check_key(&key).is_ok())
-            && (!group || self.per_group.as_ref().is_none_or(|limiter| limiter.check_key(&key).is_ok()))
-            && self.global.as_ref().is_none_or(|limiter| limiter.check().is_ok());
-        if room {
-            self.forget_idle_chats();
+        let mut taken = Taken::default();
+        if let Some(limiter) = &self.per_chat {
+            limiter.check_key(&key).map_err(|_| taken)?;
+            taken.per_chat = true;
         }
-        room
+        if let (Some(limiter), ChatKind::Group | ChatKind::Channel) = (&self.per_group, kind) {
+            limiter.check_key(&key).map_err(|_| taken)?;
+            taken.per_group = true;
+        }
+        if let Some(limiter) = &self.global {
+            limiter.check().map_err(|_| taken)?;
+        }
+        self.forget_idle_chats();
+        Ok(())
     }
 
     async fn wait(&self, mut check: impl FnMut() -> Result<(), NotUntil<Tick>>) {

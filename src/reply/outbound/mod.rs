@@ -27,7 +27,7 @@ use ferry_channel::{
 };
 use tokio::sync::oneshot;
 
-use budget::Budgets;
+use budget::{Budgets, Taken};
 use retry::RetryPolicy;
 
 use crate::metrics::{Op, OutboundMetrics, metrics};
@@ -212,17 +212,20 @@ impl OutboundScheduler {
         if let Some((call, done)) = call {
             // An idle chat with room in its budgets: the call is made right here, without a
             // hand-off to a worker task. Calls that arrive meanwhile queue behind it.
-            if self.inner.budgets.try_acquire(&chat, kind) {
-                // Hands the chat over even if this caller stops waiting mid-call.
-                let _hand_over = HandOver { inner: self.inner.clone(), chat: chat.clone() };
-                return self.inner.perform(&chat, kind, &call).await;
-            }
+            let taken = match self.inner.budgets.try_acquire(&chat, kind) {
+                Ok(()) => {
+                    // Hands the chat over even if this caller stops waiting mid-call.
+                    let _hand_over = HandOver { inner: self.inner.clone(), chat: chat.clone() };
+                    return self.inner.perform(&chat, kind, &call).await;
+                }
+                Err(taken) => taken,
+            };
             // No room yet: a worker waits for it, so finals can overtake while it does.
             if let Some(queue) = self.inner.chats().get_mut(&chat) {
                 queue.push(Queued { call, priority, done });
             }
             let inner = self.inner.clone();
-            tokio::spawn(async move { inner.work(chat).await });
+            tokio::spawn(async move { inner.work(chat, taken).await });
         }
         outcome.await.unwrap_or(Err(ChannelError::Closed))
     }
@@ -284,7 +287,7 @@ impl Inner {
         match chats.get(&chat) {
             Some(queue) if !queue.calls.is_empty() => {
                 drop(chats);
-                tokio::spawn(async move { self.work(chat).await });
+                tokio::spawn(async move { self.work(chat, Taken::default()).await });
             }
             _ => {
                 chats.remove(&chat);
@@ -296,10 +299,10 @@ impl Inner {
     ///
     /// The budget is taken before the next call is chosen: while the chat waits for room,
     /// finals that arrive overtake queued preview edits, and edits keep merging.
-    async fn work(self: Arc<Self>, chat: String) {
+    async fn work(self: Arc<Self>, chat: String, mut taken: Taken) {
         let Some(kind) = self.chats().get(&chat).map(|queue| queue.kind) else { return };
         loop {
-            self.budgets.acquire(&chat, kind).await;
+            self.budgets.acquire_rest(&chat, kind, std::mem::take(&mut taken)).await;
             let queued = {
                 let mut chats = self.chats();
                 let Some(queue) = chats.get_mut(&chat) else { return };

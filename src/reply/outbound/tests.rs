@@ -216,3 +216,17 @@ async fn a_caller_that_stops_waiting_does_not_strand_the_calls_behind_it() {
     assert_eq!(channel.sent_texts(), ["still delivered"]);
     assert_eq!(scheduler.busy_chats(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_send_held_by_the_global_budget_waits_for_it_alone_not_a_per_chat_period() {
+    // 30 sends to 30 new chats use up the global burst; the 31st, to a new chat too, waits
+    // for one global cell (~33 ms), not for the per-chat second its failed fast path spent.
+    let scheduler = OutboundScheduler::new(channel());
+    let start = Instant::now();
+    for chat in 0..30 {
+        scheduler.send(text(&format!("c{chat}"), "hi")).await.expect("sent");
+    }
+    let waited = timed_send(&scheduler, start, text("c30", "hi")).await.unwrap();
+    assert!(waited < Duration::from_millis(100), "waited {waited:?}");
+    assert!(waited >= Duration::from_millis(30), "the global budget still applies: {waited:?}");
+}
