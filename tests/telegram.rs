@@ -103,6 +103,12 @@ async fn a_dm_gets_one_streamed_message_edited_into_the_final_reply() {
     assert_eq!(telegram.calls_to("sendMessage").len(), 1);
     let first = &telegram.calls_to("sendMessage")[0];
     assert!(first.params["text"].as_str().unwrap().chars().count() >= 30, "the preview starts at ≥ 30 chars");
+    let edits: Vec<_> = telegram.calls_to("editMessageText").into_iter().map(|call| call.at).collect();
+    let mut calls = vec![first.at];
+    calls.extend(edits);
+    for pair in calls.windows(2) {
+        assert!(pair[1] - pair[0] >= Duration::from_millis(950), "at most one edit a second: {calls:?}");
+    }
     assert!(!telegram.chat_actions().is_empty(), "typing was shown");
 }
 
@@ -268,4 +274,45 @@ async fn a_crash_mid_run_neither_loses_the_message_nor_answers_twice() {
     assert_eq!(shown[0].visible_text, "Here is your answer.");
     let prompt = &openai.requests()[1].body["messages"];
     assert!(prompt.to_string().contains("an important question"), "the journaled message ran again: {prompt}");
+}
+
+#[tokio::test]
+async fn a_wrong_token_is_a_clear_error_and_the_gateway_serves_on() {
+    let (telegram, openai) = fakes().await;
+    let home = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = format!(
+        "[gateway]\nport = {port}\n\n[channels.telegram]\nenabled = true\nbot_token = \"999:WRONG\"\napi_url = \"{}\"\n",
+        telegram.url()
+    );
+    std::fs::write(home.path().join("ferry.toml"), config).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .arg("gateway")
+        .env_clear()
+        .env("HOME", home.path())
+        .env("OPENAI_BASE_URL", openai.url())
+        .current_dir(home.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let healthz = format!("http://127.0.0.1:{port}/healthz");
+    let health: serde_json::Value = tokio::time::timeout(PATIENCE, async {
+        loop {
+            if let Ok(response) = reqwest::get(&healthz).await {
+                return response.json().await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .unwrap();
+    let channels = health["channels"].as_array().unwrap();
+    assert!(channels.iter().all(|c| c["name"] != "telegram"), "telegram is not running: {health}");
+    assert!(channels.iter().any(|c| c["name"] == "webchat"), "the web chat still is");
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("telegram channel did not start") && stderr.contains("bot_token"), "{stderr}");
+    assert!(!stderr.contains("999:WRONG"), "the token is not logged");
 }
