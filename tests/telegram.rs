@@ -286,7 +286,7 @@ async fn a_wrong_token_is_a_clear_error_and_the_gateway_serves_on() {
         telegram.url()
     );
     std::fs::write(home.path().join("ferry.toml"), config).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+    let child = Command::new(env!("CARGO_BIN_EXE_ferry"))
         .arg("gateway")
         .env_clear()
         .env("HOME", home.path())
