@@ -190,6 +190,7 @@ async fn run() {
             idle_timeout: Duration::from_secs(60),
             max_tool_rounds: 5,
             retry: RetryPolicy::default(),
+            compaction_reserve_tokens: 20_000,
         },
         workspace: workspace.path().to_owned(),
         channels: channels.clone(),

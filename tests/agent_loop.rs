@@ -27,6 +27,7 @@ fn settings() -> RunSettings {
         idle_timeout: Duration::from_secs(30),
         max_tool_rounds: 5,
         retry: RetryPolicy { max_retries: 1, base_delay: Duration::from_millis(50), max_delay: Duration::from_secs(5) },
+        compaction_reserve_tokens: 20_000,
     }
 }
 

@@ -66,6 +66,7 @@ impl World {
                 idle_timeout: Duration::from_secs(30),
                 max_tool_rounds: 5,
                 retry: RetryPolicy::default(),
+                compaction_reserve_tokens: 20_000,
             },
             workspace: workspace.path().to_owned(),
             channels: channels.clone(),

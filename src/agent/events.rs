@@ -40,6 +40,7 @@ pub enum AgentStream {
     Lifecycle(LifecycleEvent),
     Assistant(AssistantEvent),
     Tool(ToolEvent),
+    Compaction(CompactionEvent),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -111,6 +112,19 @@ pub enum ToolEvent {
         #[serde(rename = "isError")]
         is_error: bool,
         result: String,
+    },
+}
+
+/// The run is shortening its context (SPEC §6.9): the older transcript is being summarized.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
+pub enum CompactionEvent {
+    Start,
+    /// `will_retry`: the model call that overflowed is sent again with the compacted context.
+    /// Nothing of the failed call was shown, so listeners keep what they have.
+    End {
+        #[serde(rename = "willRetry")]
+        will_retry: bool,
     },
 }
 
@@ -213,6 +227,10 @@ impl RunEvents {
 
     pub fn tool(&self, event: ToolEvent) {
         self.emit(AgentStream::Tool(event));
+    }
+
+    pub fn compaction(&self, event: CompactionEvent) {
+        self.emit(AgentStream::Compaction(event));
     }
 
     /// Whether the run's terminal event went out.
@@ -338,6 +356,20 @@ mod tests {
         assert_eq!(json["data"]["phase"], "result");
         assert_eq!(json["data"]["toolCallId"], "c1");
         assert_eq!(json["data"]["isError"], false);
+    }
+
+    #[test]
+    fn compaction_events_serialize_with_the_wire_names() {
+        let (events, rx) = emitter();
+        events.compaction(CompactionEvent::Start);
+        events.compaction(CompactionEvent::End { will_retry: true });
+        let seen = collect(rx);
+        let json: Vec<_> = seen.iter().map(|e| serde_json::to_value(e).unwrap()).collect();
+        assert_eq!(
+            (json[0]["stream"].as_str(), json[0]["data"]["phase"].as_str()),
+            (Some("compaction"), Some("start"))
+        );
+        assert_eq!(json[1]["data"], serde_json::json!({ "phase": "end", "willRetry": true }));
     }
 
     #[test]

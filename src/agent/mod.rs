@@ -6,9 +6,11 @@
 //! - [`providers`]: the model clients (OpenAI-compatible, Anthropic, echo).
 //! - [`tools`]: typed tools and their registry.
 //! - [`events`]: the event stream and its delivery guarantees.
+//! - [`compaction`]: what the loop asks of whoever can shorten a session's context.
 //! - [`prompt`] and [`skills`]: what goes into the system prompt.
 
 mod change_cache;
+pub mod compaction;
 pub mod conversation;
 pub mod events;
 pub mod prompt;
@@ -20,7 +22,7 @@ pub mod tools;
 mod turn;
 
 pub use conversation::{ChatMessage, ToolCall, Usage};
-pub use events::{AgentEvent, AgentStream, AssistantEvent, EventBus, LifecycleEvent, ToolEvent};
+pub use events::{AgentEvent, AgentStream, AssistantEvent, CompactionEvent, EventBus, LifecycleEvent, ToolEvent};
 pub use run::{
     AbortReason, AgentRunner, Payload, RunHandle, RunOutcome, RunRequest, RunSettings, RunStatus, RunnerParts,
 };

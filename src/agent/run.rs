@@ -6,6 +6,9 @@
 //! stream that goes silent; a transient failure is retried only while nothing was shown.
 //! Whatever happens, the run's events end with exactly one terminal lifecycle event and
 //! the caller gets a [`RunOutcome`] with the reply payloads, usage and new transcript.
+//! When the context outgrows the model, [`compact`] shortens it between calls.
+
+mod compact;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -18,6 +21,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::compaction::Compactor;
 use super::conversation::{ChatMessage, ToolCall, Usage};
 use super::events::{AgentEvent, EventBus, LifecycleEvent, RunEvents, ToolEvent, truncate_for_event};
 use super::prompt::{BootstrapCache, system_prompt};
@@ -42,6 +46,8 @@ pub struct RunSettings {
     /// Model ↔ tool rounds before the model must answer without tools.
     pub max_tool_rounds: u32,
     pub retry: RetryPolicy,
+    /// Tokens kept free below the model's context window (`agents.defaults.compaction`).
+    pub compaction_reserve_tokens: u32,
 }
 
 impl RunSettings {
@@ -51,6 +57,7 @@ impl RunSettings {
             idle_timeout: Duration::from_secs(defaults.model_idle_timeout_seconds),
             max_tool_rounds: defaults.max_tool_rounds,
             retry: RetryPolicy::default(),
+            compaction_reserve_tokens: defaults.compaction.reserve_tokens,
         }
     }
 }
@@ -191,6 +198,8 @@ struct RunState {
     usage: Usage,
     failures: Vec<ToolFailure>,
     sends: Arc<Mutex<Vec<ToolSend>>>,
+    /// Token accounting and overflow retries, for compaction.
+    context: compact::ContextState,
 }
 
 impl AgentRunner {
@@ -203,6 +212,10 @@ impl AgentRunner {
 
     pub fn model(&self) -> &ResolvedModel {
         &self.inner.parts.model
+    }
+
+    pub fn settings(&self) -> &RunSettings {
+        &self.inner.parts.settings
     }
 
     pub fn bus(&self) -> &EventBus {
@@ -228,8 +241,24 @@ impl AgentRunner {
     /// `agent.wait`) can then read its transcript.
     pub async fn run_then<P, F>(
         &self,
+        request: RunRequest,
+        consumer: Option<mpsc::UnboundedSender<AgentEvent>>,
+        persist: P,
+    ) -> RunOutcome
+    where
+        P: FnOnce(Vec<ChatMessage>, Usage) -> F,
+        F: Future<Output = ()>,
+    {
+        self.run_with(request, consumer, None, persist).await
+    }
+
+    /// [`AgentRunner::run_then`] in a session whose context `compactor` can shorten when it
+    /// outgrows the model (SPEC §6.9). Without one, a context overflow fails the run.
+    pub async fn run_with<P, F>(
+        &self,
         mut request: RunRequest,
         consumer: Option<mpsc::UnboundedSender<AgentEvent>>,
+        compactor: Option<&dyn Compactor>,
         persist: P,
     ) -> RunOutcome
     where
@@ -254,6 +283,7 @@ impl AgentRunner {
             usage: Usage::default(),
             failures: Vec::new(),
             sends: Arc::new(Mutex::new(Vec::new())),
+            context: compact::ContextState::default(),
         };
         let timeout = request.timeout.unwrap_or(parts.settings.timeout);
         let cancel = request.cancel.clone();
@@ -261,7 +291,7 @@ impl AgentRunner {
             biased;
             _ = cancel.cancelled() => Err(AbortReason::Cancelled),
             _ = tokio::time::sleep(timeout) => Err(AbortReason::Timeout),
-            result = self.turns(&mut state, &mut request, &events).instrument(span.clone()) => Ok(result),
+            result = self.turns(&mut state, &mut request, &events, compactor).instrument(span.clone()) => Ok(result),
         };
 
         let ended_at = Utc::now();
@@ -308,6 +338,7 @@ impl AgentRunner {
         state: &mut RunState,
         request: &mut RunRequest,
         events: &RunEvents,
+        compactor: Option<&dyn Compactor>,
     ) -> Result<(), ProviderError> {
         let parts = &self.inner.parts;
         let skills = self.inner.skills.snapshot();
@@ -324,7 +355,7 @@ impl AgentRunner {
                 tools: if tools_allowed { tool_specs.clone() } else { Vec::new() },
                 max_output_tokens: None,
             };
-            let turn = self.call_model(&model_request, events, request.steer.as_ref()).await?;
+            let turn = self.call_compacting(model_request, state, events, request.steer.as_ref(), compactor).await?;
             state.usage.add(turn.usage);
             state
                 .messages
@@ -393,6 +424,10 @@ impl AgentRunner {
                     tracing::warn!(%error, attempt = attempt + 1, delay_ms = delay.as_millis() as u64, "model call failed; retrying");
                     tokio::time::sleep(delay).await;
                     attempt += 1;
+                }
+                // Sent again after a compaction, it would show its output twice.
+                Err(ProviderError::ContextOverflow { message }) if turn.has_shown_output() => {
+                    return Err(ProviderError::Stream { message: format!("context overflow after output: {message}") });
                 }
                 Err(error) => return Err(error),
             }

@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 struct Inbox {
     open: bool,
     closed: bool,
+    /// The run is compacting its context: it cannot take a message now (SPEC §5).
+    paused: bool,
     /// Waiting messages, each with the gateway client's run id when it has one.
     messages: Vec<(String, Option<String>)>,
     /// Client run ids of the messages the run took.
@@ -39,7 +41,7 @@ impl SteerInbox {
     /// among those it answered once it takes the message.
     pub fn push_for(&self, message: String, client_run_id: Option<String>) -> Result<(), String> {
         let mut inbox = self.lock();
-        if !inbox.open || inbox.closed {
+        if !inbox.open || inbox.closed || inbox.paused {
             return Err(message);
         }
         inbox.messages.push((message, client_run_id));
@@ -49,7 +51,12 @@ impl SteerInbox {
     /// Whether a push would be accepted now.
     pub fn is_accepting(&self) -> bool {
         let inbox = self.lock();
-        inbox.open && !inbox.closed
+        inbox.open && !inbox.closed && !inbox.paused
+    }
+
+    /// Refuses messages while the run compacts its context, or accepts them again.
+    pub(crate) fn set_paused(&self, paused: bool) {
+        self.lock().paused = paused;
     }
 
     /// The run is streaming: steering is possible from now on.
@@ -103,5 +110,15 @@ mod tests {
         assert_eq!(inbox.push("after".into()), Err("after".into()));
         inbox.open();
         assert!(!inbox.is_accepting(), "a closed inbox never reopens");
+    }
+
+    #[test]
+    fn messages_are_refused_while_the_run_compacts() {
+        let inbox = SteerInbox::new();
+        inbox.open();
+        inbox.set_paused(true);
+        assert_eq!(inbox.push("during".into()), Err("during".into()));
+        inbox.set_paused(false);
+        inbox.push("after".into()).unwrap();
     }
 }

@@ -19,6 +19,9 @@ pub enum ControlCommand {
     Status,
     /// `/verbose [on|off]`
     Verbose(VerboseCommand),
+    /// `/compact [instructions]`: summarize the older conversation now; the words after
+    /// the command guide the summary.
+    Compact(Option<String>),
 }
 
 /// What `/verbose` asks for: whether replies list the tools the agent used.
@@ -83,6 +86,7 @@ pub fn parse_command(text: &str) -> Option<ControlCommand> {
         "status" => Some(ControlCommand::Status),
         "queue" => Some(ControlCommand::Queue(parse_queue(args))),
         "verbose" => Some(ControlCommand::Verbose(parse_verbose(args))),
+        "compact" => Some(ControlCommand::Compact((!args.is_empty()).then(|| args.join(" ")))),
         _ => None,
     }
 }
@@ -196,6 +200,15 @@ mod tests {
         for bad in ["/queue sideways", "/queue collect cap:0", "/queue steer drop:all", "/queue steer debounce:soon"] {
             assert!(matches!(parse_command(bad), Some(ControlCommand::Queue(QueueCommand::Invalid(_)))), "{bad}");
         }
+    }
+
+    #[test]
+    fn compact_takes_optional_instructions() {
+        assert_eq!(parse_command("/compact"), Some(ControlCommand::Compact(None)));
+        assert_eq!(
+            parse_command("@bot /compact keep  the dates"),
+            Some(ControlCommand::Compact(Some("keep the dates".into())))
+        );
     }
 
     #[test]

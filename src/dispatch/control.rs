@@ -4,9 +4,11 @@ use chrono::Utc;
 use ferry_channel::InboundMessage;
 
 use super::Dispatcher;
+use crate::agent::compaction::{CompactRequest, CompactionError, Compactor, ContextBudget};
 use crate::control::{ControlCommand, QueueCommand, VerboseCommand};
 use crate::queue::QueueSettings;
 use crate::session::SessionOverrides;
+use crate::session::compaction::SessionCompactor;
 
 impl Dispatcher {
     pub(super) async fn control(&self, command: ControlCommand, session_key: &str, message: &InboundMessage) {
@@ -33,6 +35,7 @@ impl Dispatcher {
             ControlCommand::Queue(queue) => self.queue_command(queue, session_key, message).await,
             ControlCommand::Status => self.status(session_key, message).await,
             ControlCommand::Verbose(verbose) => self.verbose_command(verbose, session_key).await,
+            ControlCommand::Compact(instructions) => self.compact_command(session_key, instructions.as_deref()).await,
         };
         self.reply(message, &reply).await;
     }
@@ -61,6 +64,60 @@ impl Dispatcher {
             return "⚠️ I could not change the queue settings just now. Please try again.".to_owned();
         }
         format!("Queue for this conversation: {}", describe(&self.settings_for(session_key, &message.channel).await))
+    }
+
+    /// `/compact`: summarizes the session's older transcript now, as a run would when its
+    /// context outgrows the model. Not while a run owns the session: it would fence it out.
+    async fn compact_command(&self, session_key: &str, instructions: Option<&str>) -> String {
+        if self.inner.scheduler.status(session_key).running {
+            return "⏳ I am still replying. Send /compact again when I am done.".to_owned();
+        }
+        let store = self.inner.store.as_ref();
+        let session = match store.get(session_key).await {
+            Ok(Some(session)) => session,
+            Ok(None) => return "Nothing to compact yet.".to_owned(),
+            Err(error) => {
+                tracing::error!(session_key, %error, "cannot load the session to compact it");
+                return "⚠️ I could not compact the conversation: the session could not be read.".to_owned();
+            }
+        };
+        // Owning the session like a run does fences the compaction: a run that starts
+        // meanwhile takes over, and this compaction then writes nothing.
+        let run_id = format!("compact-{}", uuid::Uuid::new_v4());
+        let history = match store.begin_run(session_key, &session.session_id, &run_id).await {
+            Ok(()) => store.history(&session.session_id).await,
+            Err(error) => Err(error),
+        };
+        let result = match history {
+            Ok(history) => {
+                let runner = &self.inner.runner;
+                let budget = ContextBudget::for_model(runner.model(), runner.settings().compaction_reserve_tokens);
+                let request = CompactRequest {
+                    model: runner.model(),
+                    budget,
+                    messages: &history,
+                    compactable: history.len(),
+                    instructions,
+                };
+                SessionCompactor::new(store, session_key, &run_id).compact(request).await
+            }
+            Err(error) => Err(CompactionError::Store(error.to_string())),
+        };
+        let usage = result.as_ref().map(|compacted| compacted.usage).unwrap_or_default();
+        if let Err(error) = store.finish_run(session_key, &run_id, usage).await {
+            tracing::warn!(session_key, %error, "cannot record the compaction's usage");
+        }
+        match result {
+            Ok(compacted) => {
+                tracing::info!(session_key, summarized = compacted.summarized, "compacted the session on request");
+                format!("🧹 Compacted: {} messages summarized.", compacted.summarized)
+            }
+            Err(CompactionError::NothingToCompact) => "Nothing to compact yet: the conversation is short.".to_owned(),
+            Err(error) => {
+                tracing::warn!(session_key, %error, "compacting the session on request failed; its transcript is unchanged");
+                format!("⚠️ I could not compact the conversation: {error}. It is unchanged.")
+            }
+        }
     }
 
     async fn verbose_command(&self, command: VerboseCommand, session_key: &str) -> String {

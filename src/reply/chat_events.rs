@@ -111,7 +111,10 @@ impl ChatEvents {
             AgentStream::Tool(ToolEvent::Result { tool_call_id, is_error: false, .. }) => {
                 self.answered_by_tool |= self.local_sends.contains(tool_call_id);
             }
-            AgentStream::Tool(_) | AgentStream::Lifecycle(LifecycleEvent::Start { .. }) => {}
+            // A compaction retries only a call that showed nothing: the text so far stands.
+            AgentStream::Tool(_)
+            | AgentStream::Compaction(_)
+            | AgentStream::Lifecycle(LifecycleEvent::Start { .. }) => {}
             AgentStream::Lifecycle(LifecycleEvent::End { aborted, .. }) => {
                 self.ended = true;
                 if *aborted {

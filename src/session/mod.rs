@@ -5,8 +5,10 @@
 //!   the SQLite one);
 //! - [`sqlite`]: the default store, in the state directory's database;
 //! - [`reset`]: the daily / idle reset rules;
+//! - [`compaction`]: when and how a context is summarized to fit the model;
 //! - [`run_in_session`]: an agent run that continues a session's transcript.
 
+pub mod compaction;
 pub mod reset;
 mod run;
 pub mod sqlite;
@@ -15,4 +17,6 @@ pub mod store;
 pub use reset::ResetReason;
 pub use run::run_in_session;
 pub use sqlite::SqliteSessionStore;
-pub use store::{OpenedRun, Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptSaved};
+pub use store::{
+    CompactionEntry, OpenedRun, Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptSaved,
+};

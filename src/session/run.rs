@@ -4,6 +4,7 @@
 use chrono::Utc;
 use tokio::sync::mpsc;
 
+use super::compaction::SessionCompactor;
 use super::store::{OpenedRun, SessionStore, StoreError, TranscriptSaved};
 use crate::agent::{AgentEvent, AgentRunner, ChatMessage, RunOutcome, RunRequest, Usage};
 use crate::config::ResetConfig;
@@ -56,6 +57,8 @@ pub async fn run_in_session(
             }
         }
     };
-    let outcome = runner.run_then(request, events, persist).await;
+    // The run owns the session, so it may compact its context too.
+    let compactor = SessionCompactor::new(store, key.clone(), run_id.clone());
+    let outcome = runner.run_with(request, events, Some(&compactor), persist).await;
     Ok(outcome)
 }

@@ -4,8 +4,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Local, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::compaction::summary_message;
 use super::reset::{ResetReason, staleness};
-use super::store::{OpenedRun, Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptSaved};
+use super::store::{
+    CompactionEntry, OpenedRun, Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptSaved,
+};
 use crate::agent::tools::{SessionCatalog, SessionSummary};
 use crate::agent::{ChatMessage, Usage};
 use crate::config::ResetConfig;
@@ -123,23 +126,100 @@ fn begin_on(connection: &Connection, key: String, session_id: &str, run_id: Stri
     Ok(())
 }
 
-/// A session id's transcript entries as stored (JSON), oldest first.
-fn transcript_rows(connection: &Connection, session_id: &str) -> rusqlite::Result<Vec<String>> {
+/// The role of a compaction entry's row (migration 0003 foresaw it: `role` is free text).
+const COMPACTION_ROLE: &str = "compaction";
+
+/// A compaction row's content.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredCompaction {
+    summary: String,
+    /// The first entry the summary does not cover; `None`: it covers every earlier entry.
+    first_kept_entry_id: Option<i64>,
+    tokens_before: u64,
+}
+
+/// One transcript row: id, role, JSON content.
+type Row = (i64, String, String);
+
+/// A session id's transcript entries as stored, oldest first.
+fn transcript_rows(connection: &Connection, session_id: &str) -> rusqlite::Result<Vec<Row>> {
     // Sorted here, not with ORDER BY id: with it, SQLite re-prepares the statement after
     // every write to the table (sqlite3_stmt_status REPREPARE climbs by one per write),
     // which cost ~4% of the inbound benchmark. The index yields id order anyway.
-    let mut rows: Vec<(i64, String)> = connection
-        .prepare_cached("SELECT id, content FROM transcript_entries WHERE session_id = ?")?
-        .query_map([session_id], |row| Ok((row.get(0)?, row.get(1)?)))?
+    let mut rows: Vec<Row> = connection
+        .prepare_cached("SELECT id, role, content FROM transcript_entries WHERE session_id = ?")?
+        .query_map([session_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
         .collect::<rusqlite::Result<_>>()?;
-    rows.sort_unstable_by_key(|(id, _)| *id);
-    Ok(rows.into_iter().map(|(_, content)| content).collect())
+    rows.sort_unstable_by_key(|(id, _, _)| *id);
+    Ok(rows)
 }
 
-fn decode_transcript(rows: Vec<String>) -> Result<Vec<ChatMessage>, StoreError> {
-    rows.iter()
-        .map(|content| serde_json::from_str(content).map_err(|e| StoreError::Corrupt(format!("transcript entry: {e}"))))
-        .collect()
+/// The context a transcript gives the model, each entry with its row id: after the latest
+/// compaction, its summary (no row of its own: `None`) then the entries it did not cover.
+fn context_entries(rows: Vec<Row>) -> Result<Vec<(Option<i64>, ChatMessage)>, StoreError> {
+    let latest = rows.iter().rposition(|(_, role, _)| role == COMPACTION_ROLE);
+    let mut context = Vec::new();
+    let mut first_kept = i64::MIN;
+    if let Some(index) = latest {
+        let (id, _, content) = &rows[index];
+        let compaction: StoredCompaction =
+            serde_json::from_str(content).map_err(|e| StoreError::Corrupt(format!("compaction entry: {e}")))?;
+        first_kept = compaction.first_kept_entry_id.unwrap_or(id + 1);
+        context.push((None, summary_message(&compaction.summary)));
+    }
+    for (id, role, content) in rows {
+        if id < first_kept || role == COMPACTION_ROLE {
+            continue;
+        }
+        let entry =
+            serde_json::from_str(&content).map_err(|e| StoreError::Corrupt(format!("transcript entry: {e}")))?;
+        context.push((Some(id), entry));
+    }
+    Ok(context)
+}
+
+fn decode_transcript(rows: Vec<Row>) -> Result<Vec<ChatMessage>, StoreError> {
+    Ok(context_entries(rows)?.into_iter().map(|(_, entry)| entry).collect())
+}
+
+/// Records a compaction of `key`'s context if `run_id` owns the session (see
+/// [`SessionStore::compact`]).
+fn compact_on(
+    connection: &Connection,
+    key: String,
+    run_id: String,
+    context_len: usize,
+    entry: &CompactionEntry,
+) -> Result<(), StoreError> {
+    let session_id: Option<String> = connection
+        .prepare_cached("SELECT session_id FROM sessions WHERE key = ? AND active_run_id = ?")?
+        .query_row([&key, &run_id], |row| row.get(0))
+        .optional()?;
+    let Some(session_id) = session_id else { return Err(StoreError::Superseded { key, run_id }) };
+    let rows = transcript_rows(connection, &session_id)?;
+    let parent = rows.last().map(|(id, _, _)| *id);
+    let context = context_entries(rows)?;
+    if context.len() != context_len || entry.keep_from == 0 || entry.keep_from > context_len {
+        return Err(StoreError::Corrupt(format!(
+            "a compaction keeping entries from {} of {context_len} does not fit the stored context of {}",
+            entry.keep_from,
+            context.len()
+        )));
+    }
+    let first_kept_entry_id = context.get(entry.keep_from).and_then(|(id, _)| *id);
+    let stored =
+        StoredCompaction { summary: entry.summary.clone(), first_kept_entry_id, tokens_before: entry.tokens_before };
+    let content = serde_json::to_string(&stored).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    connection
+        .prepare_cached(
+            "INSERT INTO transcript_entries (session_id, parent_id, run_id, role, content, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )?
+        .execute(params![session_id, parent, run_id, COMPACTION_ROLE, content, millis(Utc::now())])?;
+    connection
+        .prepare_cached("UPDATE sessions SET compaction_count = compaction_count + 1 WHERE key = ?")?
+        .execute([&key])?;
+    Ok(())
 }
 
 /// Transcript entries as (role, JSON), encoded before any write so the write lock is held
@@ -336,6 +416,17 @@ impl SessionStore for SqliteSessionStore {
         .await
     }
 
+    async fn compact(
+        &self,
+        key: &str,
+        run_id: &str,
+        context_len: usize,
+        entry: &CompactionEntry,
+    ) -> Result<(), StoreError> {
+        let (key, run_id, entry) = (key.to_owned(), run_id.to_owned(), entry.clone());
+        self.write(move |connection| compact_on(connection, key, run_id, context_len, &entry)).await
+    }
+
     async fn set_overrides(&self, key: &str, overrides: &SessionOverrides) -> Result<(), StoreError> {
         let json = serde_json::to_string(overrides).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let key = key.to_owned();
@@ -475,6 +566,37 @@ mod tests {
         assert_eq!(store.close_run("k", "run-2", &entries, usage).await.unwrap(), TranscriptSaved::Superseded);
         assert!(store.history(&reset.session.session_id).await.unwrap().is_empty());
         assert_eq!(store.get("k").await.unwrap().unwrap().usage, usage);
+    }
+
+    #[tokio::test]
+    async fn a_compaction_entry_replaces_the_entries_it_summarized_in_the_context() {
+        let (store, _dir) = store().await;
+        let opened = store.open_run("k", Utc::now(), &DAILY, "run-1").await.unwrap();
+        let answer = |text: &str| ChatMessage::Assistant { text: text.into(), tool_calls: vec![] };
+        let entries = [ChatMessage::user("q1"), answer("a1"), ChatMessage::user("q2"), answer("a2")];
+        store.append("k", "run-1", &entries).await.unwrap();
+        let entry = CompactionEntry { summary: "they asked twice".into(), keep_from: 2, tokens_before: 40 };
+        // The cut is checked against the stored context.
+        assert!(matches!(store.compact("k", "run-1", 3, &entry).await, Err(StoreError::Corrupt(_))));
+        store.compact("k", "run-1", 4, &entry).await.unwrap();
+        let session_id = opened.resolved.session.session_id;
+        let context = store.history(&session_id).await.unwrap();
+        assert_eq!(context, [summary_message("they asked twice"), entries[2].clone(), entries[3].clone()]);
+
+        // Later entries follow; a second compaction folds the first summary in.
+        store.append("k", "run-1", &[ChatMessage::user("q3")]).await.unwrap();
+        let again = CompactionEntry { summary: "all of it".into(), keep_from: 3, tokens_before: 30 };
+        store.compact("k", "run-1", 4, &again).await.unwrap();
+        assert_eq!(store.history(&session_id).await.unwrap(), [summary_message("all of it"), ChatMessage::user("q3")]);
+        // Summarizing everything keeps only what comes after.
+        let everything = CompactionEntry { summary: "done".into(), keep_from: 2, tokens_before: 10 };
+        store.compact("k", "run-1", 2, &everything).await.unwrap();
+        store.append("k", "run-1", &[ChatMessage::user("q4")]).await.unwrap();
+        assert_eq!(store.history(&session_id).await.unwrap(), [summary_message("done"), ChatMessage::user("q4")]);
+        assert_eq!(store.get("k").await.unwrap().unwrap().compaction_count, 3);
+        // A run that lost the session cannot compact it.
+        store.begin_run("k", &session_id, "run-2").await.unwrap();
+        assert!(matches!(store.compact("k", "run-1", 2, &everything).await, Err(StoreError::Superseded { .. })));
     }
 
     #[tokio::test]

@@ -55,6 +55,20 @@ pub struct OpenedRun {
     pub history: Result<Vec<ChatMessage>, StoreError>,
 }
 
+/// A compaction entry (SPEC §4, §6.9): the summary of a session's older transcript, which
+/// stands in for it in every later context.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactionEntry {
+    /// The summary text as the model wrote it.
+    pub summary: String,
+    /// Entries of the context before this index are replaced by the summary (an index into
+    /// the context [`SessionStore::history`] returns; the store records the entry id).
+    #[serde(skip)]
+    pub keep_from: usize,
+    /// The estimated prompt tokens before compacting.
+    pub tokens_before: u64,
+}
+
 /// Whether a run's transcript was kept when it ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TranscriptSaved {
@@ -94,7 +108,8 @@ pub trait SessionStore: Send + Sync {
     /// Makes `run_id` the session's only writer. Fails if `session_id` is no longer current.
     async fn begin_run(&self, key: &str, session_id: &str, run_id: &str) -> Result<(), StoreError>;
 
-    /// The transcript of a session id, oldest first.
+    /// The context of a session id, oldest first: its transcript, where the latest compaction
+    /// entry stands in (as one summary message) for the entries it summarized.
     async fn history(&self, session_id: &str) -> Result<Vec<ChatMessage>, StoreError>;
 
     /// Appends a run's entries, if the run still owns the session.
@@ -137,6 +152,17 @@ pub trait SessionStore: Send + Sync {
         self.finish_run(key, run_id, usage).await?;
         Ok(saved)
     }
+
+    /// Records a compaction of the session's context, if `run_id` still owns the session;
+    /// `context_len` is the length of the context the cut was chosen in, checked against
+    /// the store's. Counts it in the session's `compaction_count`.
+    async fn compact(
+        &self,
+        key: &str,
+        run_id: &str,
+        context_len: usize,
+        entry: &CompactionEntry,
+    ) -> Result<(), StoreError>;
 
     async fn set_overrides(&self, key: &str, overrides: &SessionOverrides) -> Result<(), StoreError>;
 

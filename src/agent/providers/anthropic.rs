@@ -42,6 +42,11 @@ impl ModelProvider for AnthropicProvider {
         &self.name
     }
 
+    /// Current Claude models take 200k tokens.
+    fn default_context_window(&self) -> u32 {
+        200_000
+    }
+
     async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ProviderError> {
         let mut builder =
             self.client.post(&self.endpoint).header("anthropic-version", API_VERSION).json(&request_body(request));

@@ -31,6 +31,11 @@ pub use sse::{SseEvent, StreamDecoder, decode_stream, sse_events};
 
 use super::conversation::{ChatMessage, Usage};
 
+/// The context window assumed for an OpenAI-compatible model of unknown size: what current
+/// OpenAI models offer (128k tokens). A smaller local model needs `context_window` set, or it
+/// is compacted only when it answers with a context-overflow error.
+pub const DEFAULT_CONTEXT_WINDOW: u32 = 128_000;
+
 /// What the model is asked.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelRequest {
@@ -101,6 +106,12 @@ pub type ModelStream = BoxStream<'static, Result<ModelEvent, ProviderError>>;
 pub trait ModelProvider: Send + Sync {
     /// The provider's name from the config, for logs and errors.
     fn name(&self) -> &str;
+
+    /// The context window assumed when the config does not give one
+    /// (`models.providers.<name>.context_window`). Compaction keeps prompts below it.
+    fn default_context_window(&self) -> u32 {
+        DEFAULT_CONTEXT_WINDOW
+    }
 
     /// Sends the request and returns the reply as it streams. Fails before streaming when
     /// the request is refused (HTTP status, connection).

@@ -36,6 +36,11 @@ impl std::fmt::Debug for ResolvedModel {
 }
 
 impl ResolvedModel {
+    /// The context window in tokens: the configured one, else the provider's assumption.
+    pub fn effective_context_window(&self) -> u32 {
+        self.context_window.unwrap_or_else(|| self.provider.default_context_window())
+    }
+
     /// `provider/model`, for logs and `/status`.
     pub fn label(&self) -> String {
         format!("{}/{}", self.provider.name(), self.model)

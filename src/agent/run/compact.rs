@@ -1,0 +1,123 @@
+//! Compaction inside the loop (SPEC §6.9): every model call goes through
+//! [`AgentRunner::call_compacting`], which shortens the context first when it would cross the
+//! budget, and compacts and sends the call again when the provider still answers with a
+//! context overflow (at most [`MAX_OVERFLOW_COMPACTIONS`] times per run).
+//!
+//! A retried call is one that failed before it showed anything (an overflow after output is
+//! not retried, see `call_model`), so listeners — the reply pipeline's preview, chunker and
+//! tool lines — never see anything twice and keep what they have on `end {willRetry}`.
+
+use super::super::compaction::{
+    CompactRequest, CompactionError, Compactor, ContextBudget, MAX_OVERFLOW_COMPACTIONS, ReportedContext,
+};
+use super::super::events::{CompactionEvent, RunEvents};
+use super::super::providers::{ModelRequest, ProviderError};
+use super::super::steer::SteerInbox;
+use super::super::turn::AssistantTurn;
+use super::{AgentRunner, RunState};
+
+/// A run's context accounting.
+#[derive(Debug, Default)]
+pub(super) struct ContextState {
+    /// The provider's count after the last call, while the context still starts the same.
+    reported: Option<ReportedContext>,
+    /// Compactions done after overflow errors.
+    overflows: u32,
+}
+
+impl AgentRunner {
+    /// One model call on `request`, whose messages are the run's context, compacting it when
+    /// needed. Returns the turn; `state.messages` may have been replaced by a shorter context.
+    pub(super) async fn call_compacting(
+        &self,
+        mut request: ModelRequest,
+        state: &mut RunState,
+        events: &RunEvents,
+        steer: Option<&SteerInbox>,
+        compactor: Option<&dyn Compactor>,
+    ) -> Result<AssistantTurn, ProviderError> {
+        let Some(compactor) = compactor else { return self.call_model(&request, events, steer).await };
+        let budget =
+            ContextBudget::for_model(&self.inner.parts.model, self.inner.parts.settings.compaction_reserve_tokens);
+        if compactor.needs_compaction(budget, &request.system, &state.messages, state.context.reported) {
+            match self.compact(state, events, steer, compactor, budget, false).await {
+                Ok(()) => request.messages.clone_from(&state.messages),
+                // The call may still fit: the provider says so if not.
+                Err(error) => {
+                    tracing::warn!(%error, "cannot compact the context before the model call; sending it as is")
+                }
+            }
+        }
+        loop {
+            match self.call_model(&request, events, steer).await {
+                Err(ProviderError::ContextOverflow { message }) => {
+                    if state.context.overflows >= MAX_OVERFLOW_COMPACTIONS {
+                        return Err(ProviderError::ContextOverflow {
+                            message: format!("still too long after {MAX_OVERFLOW_COMPACTIONS} compactions: {message}"),
+                        });
+                    }
+                    state.context.overflows += 1;
+                    tracing::info!(
+                        attempt = state.context.overflows,
+                        "the context overflowed the model; compacting and retrying"
+                    );
+                    if let Err(error) = self.compact(state, events, steer, compactor, budget, true).await {
+                        tracing::warn!(%error, "cannot compact the context after an overflow; the run fails");
+                        return Err(ProviderError::ContextOverflow { message });
+                    }
+                    request.messages.clone_from(&state.messages);
+                }
+                Ok(turn) => {
+                    // The reply joins the context right after this.
+                    let tokens = turn.usage.input_tokens + turn.usage.output_tokens;
+                    state.context.reported =
+                        (tokens > 0).then_some(ReportedContext { tokens, messages: state.messages.len() + 1 });
+                    return Ok(turn);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Compacts `state.messages`, with `compaction` events around it and steering refused
+    /// meanwhile. On error the context is unchanged.
+    async fn compact(
+        &self,
+        state: &mut RunState,
+        events: &RunEvents,
+        steer: Option<&SteerInbox>,
+        compactor: &dyn Compactor,
+        budget: ContextBudget,
+        will_retry: bool,
+    ) -> Result<(), CompactionError> {
+        events.compaction(CompactionEvent::Start);
+        if let Some(inbox) = steer {
+            inbox.set_paused(true);
+        }
+        let result = compactor
+            .compact(CompactRequest {
+                model: &self.inner.parts.model,
+                budget,
+                messages: &state.messages,
+                compactable: state.first_new,
+                instructions: None,
+            })
+            .await;
+        if let Some(inbox) = steer {
+            inbox.set_paused(false);
+        }
+        let outcome = result.map(|compacted| {
+            tracing::info!(
+                summarized = compacted.summarized,
+                tokens_before = compacted.tokens_before,
+                "compacted the session's context"
+            );
+            state.usage.add(compacted.usage);
+            state.messages.splice(..compacted.keep_from, [compacted.summary]);
+            state.first_new = state.first_new + 1 - compacted.keep_from;
+            state.context.reported = None;
+        });
+        events.compaction(CompactionEvent::End { will_retry: will_retry && outcome.is_ok() });
+        outcome
+    }
+}
