@@ -82,10 +82,12 @@ impl Dispatcher {
             }
         };
         // Owning the session like a run does fences the compaction: a run that starts
-        // meanwhile takes over, and this compaction then writes nothing.
+        // meanwhile takes over, and this compaction then writes nothing. It never takes the
+        // session from a run that owns it already (one that started since the check above).
         let run_id = format!("compact-{}", uuid::Uuid::new_v4());
-        let history = match store.begin_run(session_key, &session.session_id, &run_id).await {
-            Ok(()) => store.history(&session.session_id).await,
+        let history = match store.begin_run_if_idle(session_key, &session.session_id, &run_id).await {
+            Ok(true) => store.history(&session.session_id).await,
+            Ok(false) => return "⏳ I am still replying. Send /compact again when I am done.".to_owned(),
             Err(error) => Err(error),
         };
         let result = match history {

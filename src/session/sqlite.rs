@@ -380,6 +380,19 @@ impl SessionStore for SqliteSessionStore {
         self.write(move |connection| begin_on(connection, key, &session_id, run_id)).await
     }
 
+    async fn begin_run_if_idle(&self, key: &str, session_id: &str, run_id: &str) -> Result<bool, StoreError> {
+        let (key, session_id, run_id) = (key.to_owned(), session_id.to_owned(), run_id.to_owned());
+        self.write(move |connection| {
+            let updated = connection
+                .prepare_cached(
+                    "UPDATE sessions SET active_run_id = ? WHERE key = ? AND session_id = ? AND active_run_id IS NULL",
+                )?
+                .execute(params![run_id, key, session_id])?;
+            Ok(updated == 1)
+        })
+        .await
+    }
+
     async fn history(&self, session_id: &str) -> Result<Vec<ChatMessage>, StoreError> {
         decode_transcript(self.database.read(|connection| transcript_rows(connection, session_id))?)
     }
@@ -619,6 +632,17 @@ mod tests {
         ));
         assert!(store.begin_run("k", &session.session_id, "late").await.is_err(), "the old session id is gone");
         assert!(store.history(&reset.session.session_id).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn work_that_must_not_take_a_session_from_a_run_waits_for_it_to_finish() {
+        let (store, _dir) = store().await;
+        let session = store.resolve("k", Utc::now(), &DAILY).await.unwrap().session;
+        store.begin_run("k", &session.session_id, "run-1").await.unwrap();
+        assert!(!store.begin_run_if_idle("k", &session.session_id, "compact-1").await.unwrap(), "a run owns it");
+        store.append("k", "run-1", &[ChatMessage::user("still mine")]).await.unwrap();
+        store.finish_run("k", "run-1", Usage::default()).await.unwrap();
+        assert!(store.begin_run_if_idle("k", &session.session_id, "compact-1").await.unwrap(), "free now");
     }
 
     #[tokio::test]

@@ -108,6 +108,12 @@ pub trait SessionStore: Send + Sync {
     /// Makes `run_id` the session's only writer. Fails if `session_id` is no longer current.
     async fn begin_run(&self, key: &str, session_id: &str, run_id: &str) -> Result<(), StoreError>;
 
+    /// [`SessionStore::begin_run`] only if no run owns the session now; `false` (and nothing
+    /// changed) if one does. For work that must not take a session from a run (`/compact`).
+    async fn begin_run_if_idle(&self, key: &str, session_id: &str, run_id: &str) -> Result<bool, StoreError> {
+        self.begin_run(key, session_id, run_id).await.map(|()| true)
+    }
+
     /// The context of a session id, oldest first: its transcript, where the latest compaction
     /// entry stands in (as one summary message) for the entries it summarized.
     async fn history(&self, session_id: &str) -> Result<Vec<ChatMessage>, StoreError>;
