@@ -40,6 +40,7 @@ fn runner(provider: Arc<dyn ModelProvider>, settings: RunSettings) -> (AgentRunn
         workspace: workspace.path().to_owned(),
         channels: ChannelRegistry::new(),
         sessions: Arc::new(RecentSessions::default()),
+        hooks: Default::default(),
     });
     (runner, workspace)
 }

@@ -70,6 +70,7 @@ impl World {
             workspace: workspace.path().to_owned(),
             channels: channels.clone(),
             sessions: Arc::new(RecentSessions::default()),
+            hooks: Default::default(),
         });
         let dispatcher = Dispatcher::new(DispatcherParts {
             config: Arc::new(config),
