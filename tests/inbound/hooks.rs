@@ -10,7 +10,7 @@ use ferry::agent::ChatMessage;
 use ferry::config::InternalHookConfig;
 use ferry::hooks::{
     AgentStartChange, BeforeAgentStart, BeforeToolCall, HookResult, MessageSending, Plugin, SendingDecision,
-    ToolCallDecision, ToolResultPersist,
+    SessionEvent, ToolCallDecision, ToolResultPersist,
 };
 
 use super::{World, open_dms};
@@ -191,4 +191,43 @@ async fn the_example_save_session_hook_writes_the_conversation_to_the_workspace(
     let file = std::fs::read_dir(&sessions).unwrap().next().unwrap().unwrap().path();
     let saved = std::fs::read_to_string(file).unwrap();
     assert!(saved.contains("**user**: capital of France?") && saved.contains("**assistant**: Paris."), "{saved}");
+}
+
+/// Reports the sessions it sees start and end.
+struct Sessions(tokio::sync::mpsc::UnboundedSender<String>);
+
+#[async_trait]
+impl Plugin for Sessions {
+    fn name(&self) -> &str {
+        "sessions"
+    }
+
+    async fn session_start(&self, event: &SessionEvent) -> HookResult<()> {
+        let _ = self.0.send(format!("start {:?}", event.reason));
+        Ok(())
+    }
+
+    async fn session_end(&self, event: &SessionEvent) -> HookResult<()> {
+        let _ = self.0.send(format!("end {:?}", event.reason));
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn sessions_start_on_the_first_message_and_end_and_start_again_on_reset() {
+    let (seen, mut observed) = tokio::sync::mpsc::unbounded_channel();
+    let world = World::hooked(open_dms(), |hooks| hooks.register(0, Sessions(seen))).await;
+    world.fake.push(Turn::text(["hi"]));
+    world.send(world.dm("42", "hello"));
+    world.replies(1).await;
+    world.send(world.dm("42", "/reset"));
+    world.replies(2).await;
+    let mut lines = Vec::new();
+    while lines.len() < 3 {
+        lines.push(tokio::time::timeout(super::PATIENCE, observed.recv()).await.unwrap().unwrap());
+    }
+    // The end and the new start of a reset are observed side by side: either order.
+    assert_eq!(lines[0], "start New");
+    lines[1..].sort();
+    assert_eq!(lines[1..], ["end Reset", "start Reset"]);
 }
