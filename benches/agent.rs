@@ -147,6 +147,7 @@ fn runner(use_tool: bool, workspace: &std::path::Path) -> AgentRunner {
         workspace: workspace.to_owned(),
         channels: ChannelRegistry::new(),
         sessions: Arc::new(RecentSessions::default()),
+        hooks: Default::default(),
     })
 }
 

@@ -64,6 +64,7 @@ async fn load() {
         workspace: workspace.path().to_owned(),
         channels: channels.clone(),
         sessions: Arc::new(RecentSessions::default()),
+        hooks: Default::default(),
     });
     let dispatcher = Dispatcher::new(DispatcherParts {
         config: config.clone(),

@@ -195,6 +195,7 @@ async fn run() {
         workspace: workspace.path().to_owned(),
         channels: channels.clone(),
         sessions: Arc::new(RecentSessions::default()),
+        hooks: Default::default(),
     });
     let dispatcher = Dispatcher::new(DispatcherParts {
         config: Arc::new(config),

@@ -192,6 +192,7 @@ async fn embedded(config: &Config, args: AgentArgs, env: &Environment) -> anyhow
         workspace,
         channels: ChannelRegistry::new(),
         sessions: store.clone(),
+        hooks: ferry::hooks::Hooks::from_config(&config.hooks).build(),
     });
     let mut request = RunRequest::new(session_key, args.message);
     request.timeout = args.timeout.map(Duration::from_secs);

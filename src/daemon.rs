@@ -13,6 +13,7 @@ use ferry::channels::ChannelRegistry;
 use ferry::config::Environment;
 use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::gateway::{Gateway, GatewayParts};
+use ferry::hooks::{GatewayEvent, Hooks};
 use ferry::routing::SystemClock;
 use ferry::session::SqliteSessionStore;
 use ferry::state;
@@ -45,7 +46,10 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
         workspace,
         channels: channels.clone(),
         sessions: Arc::new(SqliteSessionStore::new(database.clone())),
+        // Plugins compiled into this binary would be registered here.
+        hooks: Hooks::from_config(&config.hooks).build(),
     });
+    let hooks = runner.hooks().clone();
     let dispatcher = Dispatcher::new(DispatcherParts {
         config: config.clone(),
         database: database.clone(),
@@ -76,6 +80,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
         tracing::info!("web chat: http://{address}/");
     }
     tracing::info!("gateway listening: ws://{address}/ws, health at http://{address}/healthz");
+    hooks.gateway_start(GatewayEvent { address: address.to_string() });
 
     gateway.serve(listener, shutdown_signal()).await?;
     tracing::info!(running = dispatcher.scheduler().running(), "shutting down: no new connections");
@@ -83,6 +88,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     if aborted > 0 {
         tracing::warn!(aborted, "aborted runs that did not finish in time; their messages are answered on restart");
     }
+    hooks.gateway_stop(GatewayEvent { address: address.to_string() }).await;
     database.close().await;
     tracing::info!("gateway stopped");
     Ok(())

@@ -19,6 +19,7 @@ pub mod config;
 pub mod control;
 pub mod dispatch;
 pub mod gateway;
+pub mod hooks;
 pub mod logging;
 pub mod metrics;
 pub mod queue;

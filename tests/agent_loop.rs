@@ -17,6 +17,7 @@ use ferry::agent::{
 };
 use ferry::channels::ChannelRegistry;
 use ferry::config::Secret;
+use ferry::hooks::{AfterToolCall, AgentEnd, AgentStartChange, BeforeAgentStart, HookResult, Hooks, Plugin};
 use ferry_fakes::{FakeAnthropic, FakeOpenAi, HttpError, Reply, ToolCall, Turn};
 use futures::StreamExt;
 
@@ -32,6 +33,14 @@ fn settings() -> RunSettings {
 }
 
 fn runner(provider: Arc<dyn ModelProvider>, settings: RunSettings) -> (AgentRunner, tempfile::TempDir) {
+    hooked_runner(provider, settings, Hooks::default())
+}
+
+fn hooked_runner(
+    provider: Arc<dyn ModelProvider>,
+    settings: RunSettings,
+    hooks: Hooks,
+) -> (AgentRunner, tempfile::TempDir) {
     let workspace = tempfile::tempdir().expect("workspace");
     let runner = AgentRunner::new(RunnerParts {
         model: ResolvedModel { provider, model: "test-model".into(), context_window: None, is_fallback_echo: false },
@@ -41,6 +50,7 @@ fn runner(provider: Arc<dyn ModelProvider>, settings: RunSettings) -> (AgentRunn
         workspace: workspace.path().to_owned(),
         channels: ChannelRegistry::new(),
         sessions: Arc::new(RecentSessions::default()),
+        hooks,
     });
     (runner, workspace)
 }
@@ -537,4 +547,50 @@ async fn the_system_prompt_carries_bootstrap_files_and_extra_instructions() {
     let system = fake.requests()[0].body["system"].as_str().unwrap().to_owned();
     assert!(system.contains("### SOUL.md\nYou are Ferry's test agent."), "{system}");
     assert!(system.contains("Answer in haiku."), "{system}");
+}
+
+/// Adds context to the prompt and reports the tool calls and run ends it observes.
+struct Observer {
+    seen: tokio::sync::mpsc::UnboundedSender<String>,
+}
+
+#[async_trait::async_trait]
+impl Plugin for Observer {
+    fn name(&self) -> &str {
+        "observer"
+    }
+
+    async fn before_agent_start(&self, event: &BeforeAgentStart) -> HookResult<Option<AgentStartChange>> {
+        Ok(Some(AgentStartChange { system_prompt: None, context: Some(format!("Run {} is watched.", event.run_id)) }))
+    }
+
+    async fn after_tool_call(&self, event: &AfterToolCall) -> HookResult<()> {
+        let _ = self.seen.send(format!("tool {} error={}", event.tool_name, event.is_error));
+        Ok(())
+    }
+
+    async fn agent_end(&self, event: &AgentEnd) -> HookResult<()> {
+        let _ = self.seen.send(format!("end {} with {} messages", event.status, event.messages.len()));
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn plugins_add_context_to_the_prompt_and_observe_tool_calls_and_the_end_of_the_run() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::tool_calls([ToolCall::new("call_time", "current_time", "{}")])).push(Turn::text(["noon"]));
+    let (seen, mut observed) = tokio::sync::mpsc::unbounded_channel();
+    let hooks = Hooks::builder().register(0, Observer { seen }).build();
+    let (runner, _workspace) = hooked_runner(openai(&fake), settings(), hooks);
+    let mut request = RunRequest::new("agent:main:main", "time?");
+    request.run_id = "run-7".into();
+    let (outcome, _) = run(&runner, request).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let system = fake.requests()[0].body["messages"][0]["content"].as_str().unwrap().to_owned();
+    assert!(system.ends_with("\n\nRun run-7 is watched."), "{system}");
+    let mut lines = Vec::new();
+    while lines.len() < 2 {
+        lines.push(tokio::time::timeout(Duration::from_secs(20), observed.recv()).await.unwrap().unwrap());
+    }
+    assert_eq!(lines, ["tool current_time error=false", "end completed with 4 messages"]);
 }

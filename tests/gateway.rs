@@ -61,6 +61,7 @@ async fn gateway(config: Config) -> Gw {
         workspace: workspace.path().to_owned(),
         channels: channels.clone(),
         sessions: Arc::new(RecentSessions::default()),
+        hooks: Default::default(),
     });
     let config = Arc::new(config);
     let dispatcher = Dispatcher::new(DispatcherParts {

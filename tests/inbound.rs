@@ -14,10 +14,14 @@ use ferry::channel::{AckOutcome, AckReceiver, ChannelError, ChatKind, ChatRef, I
 use ferry::channels::ChannelRegistry;
 use ferry::config::{Config, DmPolicy, QueueMode};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
+use ferry::hooks::{Hooks, HooksBuilder};
 use ferry::queue::QueueJournal;
 use ferry::routing::{DEFAULT_AGENT_ID, PairingStore, SystemClock, ThreadLabel, ThreadLabels};
 use ferry::state::Database;
 use ferry_fakes::{FakeOpenAi, Reply, ToolCall, Turn};
+
+#[path = "inbound/hooks.rs"]
+mod hooks;
 
 /// Generous bound for waiting on explicit signals; never a measurement.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -48,6 +52,24 @@ impl World {
     }
 
     async fn with(config: Config, fake: FakeOpenAi, state: tempfile::TempDir, database: Database) -> Self {
+        Self::with_hooks(config, fake, state, database, |hooks| hooks).await
+    }
+
+    /// A world whose hooks are `[hooks]` from `config` plus the plugins `plugins` registers.
+    async fn hooked(config: Config, plugins: impl FnOnce(HooksBuilder) -> HooksBuilder) -> Self {
+        let fake = FakeOpenAi::start().await.unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let database = Database::open(state.path()).await.unwrap();
+        Self::with_hooks(config, fake, state, database, plugins).await
+    }
+
+    async fn with_hooks(
+        config: Config,
+        fake: FakeOpenAi,
+        state: tempfile::TempDir,
+        database: Database,
+        plugins: impl FnOnce(HooksBuilder) -> HooksBuilder,
+    ) -> Self {
         // Logs show in a failing test's output.
         let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("ferry=info").try_init();
         let workspace = tempfile::tempdir().unwrap();
@@ -71,6 +93,7 @@ impl World {
             workspace: workspace.path().to_owned(),
             channels: channels.clone(),
             sessions: Arc::new(RecentSessions::default()),
+            hooks: plugins(Hooks::from_config(&config.hooks)).build(),
         });
         let dispatcher = Dispatcher::new(DispatcherParts {
             config: Arc::new(config),
@@ -85,6 +108,10 @@ impl World {
         let channel = Arc::new(MemoryChannel::new("telegram", "default"));
         dispatcher.attach(channel.clone()).await.unwrap();
         Self { fake, channel, dispatcher, database, _state: state, _workspace: workspace }
+    }
+
+    fn workspace(&self) -> &std::path::Path {
+        self._workspace.path()
     }
 
     fn dm(&self, from: &str, text: &str) -> InboundMessage {

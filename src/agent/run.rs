@@ -32,6 +32,7 @@ use super::tools::{Origin, SessionCatalog, ToolContext, ToolRegistry, ToolSend, 
 use super::turn::{AssistantTurn, TurnAccumulator};
 use crate::channels::ChannelRegistry;
 use crate::config::AgentDefaults;
+use crate::hooks::{AgentEnd, Hooks};
 use crate::metrics::{ModelCall, ModelMetrics, RunEnd, metrics};
 
 /// What a tool call gets when a queued user message arrived before it started (steering).
@@ -72,6 +73,9 @@ pub struct RunnerParts {
     pub workspace: PathBuf,
     pub channels: ChannelRegistry,
     pub sessions: Arc<dyn SessionCatalog>,
+    /// Plugin and internal hooks (SPEC §9); `Hooks::default()` for none. The dispatcher
+    /// built on this runner uses the same ones.
+    pub hooks: Hooks,
 }
 
 /// Runs agent turns. Cheap to clone; clones share the model client, tools and caches.
@@ -222,6 +226,15 @@ impl AgentRunner {
         &self.inner.parts.bus
     }
 
+    pub fn hooks(&self) -> &Hooks {
+        &self.inner.parts.hooks
+    }
+
+    /// The agent workspace (bootstrap files, skills; hooks may keep files there).
+    pub fn workspace(&self) -> &std::path::Path {
+        &self.inner.parts.workspace
+    }
+
     /// Starts a run on its own task; its events arrive on the handle as they happen.
     pub fn start(&self, request: RunRequest) -> RunHandle {
         let (sender, events) = mpsc::unbounded_channel();
@@ -314,6 +327,8 @@ impl AgentRunner {
             }
         };
         let tool_sends = std::mem::take(&mut *state.sends.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        parts.hooks.tool_result_persist(&request.session_key, &mut state.messages[state.first_new..]);
+        let agent_end = parts.hooks.has_plugins().then(|| agent_end(&request, &state, &status, started_at, ended_at));
         let outcome = RunOutcome {
             run_id: request.run_id,
             status,
@@ -329,6 +344,9 @@ impl AgentRunner {
         persist(outcome.transcript.clone(), outcome.usage).await;
         events.lifecycle(terminal);
         run_metrics.finish(end);
+        if let Some(event) = agent_end {
+            parts.hooks.agent_end(event);
+        }
         outcome
     }
 
@@ -342,8 +360,11 @@ impl AgentRunner {
     ) -> Result<(), ProviderError> {
         let parts = &self.inner.parts;
         let skills = self.inner.skills.snapshot();
-        let files = self.inner.bootstrap.files();
-        let system = system_prompt(&skills, &files, request.extra_system_prompt.as_deref());
+        let files =
+            parts.hooks.bootstrap_files(&self.inner.bootstrap, &parts.workspace, &request.run_id, &request.session_key);
+        let system = system_prompt(&skills, &files.await, request.extra_system_prompt.as_deref());
+        let system =
+            parts.hooks.before_agent_start(&request.run_id, &request.session_key, &request.message, system).await;
         let tool_specs = parts.tools.specs(&skills);
         let mut rounds = 0;
         loop {
@@ -492,7 +513,10 @@ impl AgentRunner {
             skills: skills.clone(),
             sends: state.sends.clone(),
         };
-        let outcome = parts.tools.execute(call, context).await;
+        let started = std::time::Instant::now();
+        let checked = parts.hooks.before_tool_call(&request.run_id, &request.session_key, call).await;
+        let outcome = parts.tools.execute_checked(call, checked, context).await;
+        parts.hooks.after_tool_call(&request.run_id, &request.session_key, call, &outcome, started.elapsed());
         events.tool(ToolEvent::Result {
             name: call.name.clone(),
             tool_call_id: call.id.clone(),
@@ -518,4 +542,29 @@ fn tool_result(call: &ToolCall, content: String, is_error: bool) -> ChatMessage 
 /// Every steering message waiting right now.
 fn drain(steer: &mut Option<SteerInbox>) -> Vec<String> {
     steer.as_ref().map(SteerInbox::drain).unwrap_or_default()
+}
+
+/// The `agent_end` event of a run that ended with `status`.
+fn agent_end(
+    request: &RunRequest,
+    state: &RunState,
+    status: &RunStatus,
+    started_at: DateTime<Utc>,
+    ended_at: DateTime<Utc>,
+) -> AgentEnd {
+    let (status, error) = match status {
+        RunStatus::Completed => ("completed", None),
+        RunStatus::Failed { error } => ("failed", Some(error.to_string())),
+        RunStatus::Aborted(_) => ("aborted", None),
+    };
+    AgentEnd {
+        run_id: request.run_id.clone(),
+        session_key: request.session_key.clone(),
+        messages: state.messages.clone(),
+        status,
+        error,
+        usage: state.usage,
+        started_at,
+        ended_at,
+    }
 }

@@ -28,7 +28,7 @@ pub use load::{
 };
 pub use schema::*;
 pub use secret::{REDACTED, Secret};
-pub use validate::{CHANNEL_NAMES, IMPLICIT_PROVIDERS, compile_mention_pattern};
+pub use validate::{CHANNEL_NAMES, IMPLICIT_PROVIDERS, INTERNAL_HOOK_EVENTS, compile_mention_pattern};
 
 /// The effective configuration as TOML, with every secret shown as `***`.
 pub fn render_redacted(config: &Config) -> Result<String, toml::ser::Error> {

@@ -24,6 +24,7 @@ pub struct Config {
     pub messages: MessagesConfig,
     pub session: SessionConfig,
     pub channels: ChannelsConfig,
+    pub hooks: HooksConfig,
 }
 
 /// The daemon's WebSocket RPC and HTTP listener.
@@ -308,6 +309,33 @@ pub enum ResetMode {
     Idle,
     /// Only on `/new` or `/reset`.
     Manual,
+}
+
+/// Hooks (SPEC §9): how long a hook may take, and the operator's executables run on events.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HooksConfig {
+    /// A plugin hook or internal hook executable that takes longer is logged and skipped
+    /// (a `before_tool_call` plugin hook then blocks its tool).
+    pub timeout_ms: u64,
+    /// Executables run on events, by event name (`agent:bootstrap`, `command:new`,
+    /// `command:reset`, `command:stop`, `message:received`, `message:sent`).
+    pub internal: BTreeMap<String, InternalHookConfig>,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        Self { timeout_ms: 15_000, internal: BTreeMap::new() }
+    }
+}
+
+/// One operator executable: it reads the event as JSON on stdin and may answer JSON on stdout.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct InternalHookConfig {
+    pub path: PathBuf,
+    #[serde(default)]
+    pub args: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]

@@ -7,8 +7,8 @@ use super::Secret;
 use super::error::{Violation, one_line};
 use super::human_delay::HumanDelay;
 use super::schema::{
-    AgentDefaults, Config, DmPolicy, GatewayConfig, ModelsConfig, QueueConfig, ResetMode, SessionConfig, SlackMode,
-    TelegramMode,
+    AgentDefaults, Config, DmPolicy, GatewayConfig, HooksConfig, ModelsConfig, QueueConfig, ResetMode, SessionConfig,
+    SlackMode, TelegramMode,
 };
 
 /// Channel names the core knows; `messages.queue.by_channel` keys must be one of these.
@@ -25,7 +25,34 @@ pub fn validate(config: &Config) -> Result<(), Violation> {
     agent_defaults(&config.agents.defaults, &config.models)?;
     queue(&config.messages.queue)?;
     session(&config.session)?;
+    hooks(&config.hooks)?;
     channels(config)
+}
+
+/// Events an internal hook may be attached to (SPEC §9).
+pub const INTERNAL_HOOK_EVENTS: [&str; 6] =
+    ["agent:bootstrap", "command:new", "command:reset", "command:stop", "message:received", "message:sent"];
+
+fn hooks(hooks: &HooksConfig) -> Result<(), Violation> {
+    if hooks.timeout_ms == 0 {
+        return Err(Violation::new("hooks.timeout_ms", "must be greater than 0"));
+    }
+    for (event, hook) in &hooks.internal {
+        let key = format!("hooks.internal.\"{event}\"");
+        if !INTERNAL_HOOK_EVENTS.contains(&event.as_str()) {
+            return Err(Violation::new(
+                key,
+                format!("unknown event (expected one of {})", INTERNAL_HOOK_EVENTS.join(", ")),
+            ));
+        }
+        if !hook.path.is_file() {
+            return Err(Violation::new(
+                format!("{key}.path"),
+                format!("{} does not exist or is not a file", hook.path.display()),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn gateway(gateway: &GatewayConfig) -> Result<(), Violation> {

@@ -13,6 +13,7 @@ use crate::session::compaction::SessionCompactor;
 impl Dispatcher {
     pub(super) async fn control(&self, command: ControlCommand, session_key: &str, message: &InboundMessage) {
         tracing::info!(session_key, ?command, "chat command");
+        let hook = self.command_hook(&command, session_key, message).await;
         let reply = match command {
             ControlCommand::Stop => {
                 let stopped = self.inner.scheduler.stop(session_key).await;
@@ -22,10 +23,13 @@ impl Dispatcher {
                     (_, cleared) => format!("⏹️ Stopped, and cleared {cleared} waiting message(s)."),
                 }
             }
-            ControlCommand::New | ControlCommand::Reset => {
+            ref command @ (ControlCommand::New | ControlCommand::Reset) => {
                 self.inner.scheduler.stop(session_key).await;
                 match self.inner.store.reset(session_key, Utc::now()).await {
-                    Ok(_) => "🆕 Started a new conversation.".to_owned(),
+                    Ok(resolved) => {
+                        self.session_reset(command, session_key, &resolved);
+                        "🆕 Started a new conversation.".to_owned()
+                    }
                     Err(error) => {
                         tracing::error!(session_key, %error, "cannot reset the session");
                         "⚠️ I could not start a new conversation just now. Please try again.".to_owned()
@@ -38,6 +42,7 @@ impl Dispatcher {
             ControlCommand::Compact(instructions) => self.compact_command(session_key, instructions.as_deref()).await,
         };
         self.reply(message, &reply).await;
+        self.run_command_hook(hook, message);
     }
 
     async fn queue_command(&self, command: QueueCommand, session_key: &str, message: &InboundMessage) -> String {

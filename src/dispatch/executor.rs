@@ -96,7 +96,8 @@ impl RunExecutor for AgentExecutor {
         }
         let mut style = self.style(&channel);
         style.verbose = self.overrides.get(self.store.as_ref(), key).await.verbose.unwrap_or(false);
-        let mut turn = ReplyTurn::new(scheduler.clone(), origin, &run_id, answering, style);
+        let mut turn = ReplyTurn::new(scheduler.clone(), origin, &run_id, answering, style)
+            .with_hooks(self.runner.hooks().clone());
         // On until the reply is sent (dropped at the end of this function).
         let _typing = Typing::start(channel.clone(), target.clone());
         let slot = job.global.enter(key);

@@ -11,6 +11,7 @@
 
 mod control;
 mod executor;
+mod hooks;
 mod overrides;
 
 use std::collections::HashMap;
@@ -258,6 +259,7 @@ impl Dispatcher {
             }
             RouteDecision::Run { session_key, .. } => {
                 ack.accept();
+                self.received(&message, session_key.as_str());
                 match (command, admitted.flatten()) {
                     (Some(command), _) => {
                         metrics().inbound(&message.channel, InboundOutcome::Command);
@@ -305,14 +307,16 @@ impl Dispatcher {
             return;
         };
         let scheduler = self.inner.schedulers.for_channel(&channel);
-        let mut notice = OutboundMessage::reply_to(message, text);
-        notice.idempotency_key = Some(notice_key(message, text));
+        let Some(text) = self.sending(message, text).await else { return };
+        let mut notice = OutboundMessage::reply_to(message, &text);
+        notice.idempotency_key = Some(notice_key(message, &text));
         // Quoting the message says which one a notice is about.
         if channel.capabilities().supports_reply_to {
             notice.reply_to_message_id = Some(message.message_id.clone());
         }
-        if let Err(error) = scheduler.send(notice).await {
-            tracing::warn!(%error, "sending a notice failed");
+        match scheduler.send(notice).await {
+            Ok(sent) => self.sent(message, &sent.message_id, &text),
+            Err(error) => tracing::warn!(%error, "sending a notice failed"),
         }
     }
 

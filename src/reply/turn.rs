@@ -21,6 +21,7 @@ use super::tool_summary::ToolSummaries;
 use crate::agent::tools::Origin;
 use crate::agent::{AgentEvent, AgentStream, AssistantEvent, RunOutcome, RunStatus, ToolEvent};
 use crate::config::{HumanDelay, ReplyToMode};
+use crate::hooks::{Hooks, MessageSending, MessageSent};
 
 /// How a turn's reply is to be shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +74,8 @@ pub struct ReplyTurn {
     /// Verbose mode: the run's tool calls, and the summary lines not streamed as blocks.
     tools: Option<ToolSummaries>,
     tool_lines: Vec<String>,
+    /// `message_sending` / `message_sent` for the final messages ([`ReplyTurn::with_hooks`]).
+    hooks: Hooks,
 }
 
 impl ReplyTurn {
@@ -118,7 +121,16 @@ impl ReplyTurn {
             last_block_end: 0,
             tools,
             tool_lines: Vec::new(),
+            hooks: Hooks::default(),
         }
+    }
+
+    /// Final messages go through `hooks`' `message_sending` (rewrite or cancel) and
+    /// `message_sent`. Streamed previews and blocks show text before it is final and are
+    /// not hooked; a cancelled reply's preview is deleted.
+    pub fn with_hooks(mut self, hooks: Hooks) -> Self {
+        self.hooks = hooks;
+        self
     }
 
     /// Follows the run's events until the run drops its sender, keeping the preview up to
@@ -223,7 +235,7 @@ impl ReplyTurn {
             self.style.prefix.as_deref(),
             &self.tool_lines,
         );
-        let messages = self.messages(&shaped);
+        let messages = self.hooked(self.messages(&shaped)).await;
         if let Some(preview) = self.preview.take()
             && preview.finish(&messages).await != Finished::NoPreview
         {
@@ -235,9 +247,44 @@ impl ReplyTurn {
     }
 
     async fn send(&self, message: OutboundMessage) {
-        if let Err(error) = self.scheduler.send_or_plain(message, self.style.markup).await {
-            tracing::error!(channel = %self.origin.channel, chat_id = %self.origin.target.chat.id, %error, "sending a reply failed");
+        let text = self.hooks.has_plugins().then(|| message.text.clone());
+        match self.scheduler.send_or_plain(message, self.style.markup).await {
+            Ok(sent) => {
+                if let Some(text) = text {
+                    self.hooks.message_sent(MessageSent {
+                        channel: self.origin.channel.clone(),
+                        account_id: self.origin.account_id.clone(),
+                        chat_id: self.origin.target.chat.id.clone(),
+                        message_id: sent.message_id,
+                        text,
+                    });
+                }
+            }
+            Err(error) => {
+                tracing::error!(channel = %self.origin.channel, chat_id = %self.origin.target.chat.id, %error, "sending a reply failed")
+            }
         }
+    }
+
+    /// The final messages as the `message_sending` hooks leave them: rewritten, or left out.
+    async fn hooked(&self, messages: Vec<OutboundMessage>) -> Vec<OutboundMessage> {
+        if !self.hooks.has_plugins() {
+            return messages;
+        }
+        let mut kept = Vec::with_capacity(messages.len());
+        for mut message in messages {
+            let event = MessageSending {
+                channel: self.origin.channel.clone(),
+                account_id: self.origin.account_id.clone(),
+                chat_id: self.origin.target.chat.id.clone(),
+                text: message.text.clone(),
+            };
+            if let Some(text) = self.hooks.message_sending(event).await {
+                message.text = text;
+                kept.push(message);
+            }
+        }
+        kept
     }
 
     /// The platform messages of a shaped reply, each with its idempotency key (run id +

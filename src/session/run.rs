@@ -33,6 +33,7 @@ pub async fn run_in_session(
     if let Some(reason) = resolved.started {
         tracing::info!(session_key = %key, reason = reason.as_str(), session_id = %resolved.session.session_id, "session started");
     }
+    runner.hooks().session_changed(&key, &resolved, None);
     request.history = history.unwrap_or_else(|error| {
         tracing::error!(session_key = %key, %error, "cannot read the transcript; answering without history");
         Vec::new()

@@ -33,6 +33,9 @@ use super::skills::SkillsSnapshot;
 use crate::channels::ChannelRegistry;
 use ferry_channel::Target;
 
+/// How the result of a tool call a hook blocked begins.
+pub const BLOCKED: &str = "blocked by a hook";
+
 /// Where the run's triggering message came from: the `message` tool's default target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
@@ -171,6 +174,29 @@ impl ToolRegistry {
             .filter(|(name, _)| **name != SkillRead::NAME || !skills.is_empty())
             .map(|(_, spec)| spec.clone())
             .collect()
+    }
+
+    /// Runs one call as the `before_tool_call` hooks decided ([`crate::hooks`]): as the model
+    /// made it (`Ok(None)`), with rewritten arguments, or not at all (`Err(reason)`: the
+    /// model gets an error result saying the call was blocked).
+    pub async fn execute_checked(
+        &self,
+        call: &ToolCall,
+        checked: Result<Option<Value>, String>,
+        context: ToolContext,
+    ) -> ToolOutcome {
+        match checked {
+            Ok(None) => self.execute(call, context).await,
+            Ok(Some(arguments)) => {
+                let call = ToolCall { arguments: arguments.to_string(), ..call.clone() };
+                self.execute(&call, context).await
+            }
+            Err(reason) => ToolOutcome {
+                content: format!("{BLOCKED}: {reason}. The tool did not run; do not retry it."),
+                is_error: true,
+                mutates: false,
+            },
+        }
     }
 
     /// Runs one call. Every failure becomes an error outcome; a panicking tool is caught.
