@@ -20,6 +20,7 @@ use ferry::channel::{ChatKind, ChatRef};
 use ferry::channels::ChannelRegistry;
 use ferry::config::{Config, DmPolicy};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
+use ferry::hooks::{AfterCompaction, BeforeCompaction, HookResult, Hooks, Plugin};
 use ferry::routing::{DEFAULT_AGENT_ID, SystemClock, ThreadLabels};
 use ferry::session::Session;
 use ferry::state::Database;
@@ -32,8 +33,30 @@ const PATIENCE: Duration = Duration::from_secs(20);
 /// What the summarizer is told begins with this (session::compaction's prompt).
 const SUMMARIZER: &str = "You compact conversations";
 
+/// Records the compaction hooks it sees.
+#[derive(Clone, Default)]
+struct CompactionWatcher(Arc<std::sync::Mutex<Vec<String>>>);
+
+#[async_trait]
+impl Plugin for CompactionWatcher {
+    fn name(&self) -> &str {
+        "compaction-watcher"
+    }
+
+    async fn before_compaction(&self, event: &BeforeCompaction) -> HookResult<()> {
+        self.0.lock().unwrap().push(format!("before: {} entries", event.message_count));
+        Ok(())
+    }
+
+    async fn after_compaction(&self, event: &AfterCompaction) -> HookResult<()> {
+        self.0.lock().unwrap().push(format!("after: {} summarized, retry {}", event.compacted, event.will_retry));
+        Ok(())
+    }
+}
+
 struct World {
     fake: FakeOpenAi,
+    hooks_seen: CompactionWatcher,
     channel: Arc<MemoryChannel>,
     dispatcher: Dispatcher,
     _state: tempfile::TempDir,
@@ -51,6 +74,7 @@ impl World {
         let database = Database::open(state.path()).await.unwrap();
         let workspace = tempfile::tempdir().unwrap();
         let channels = ChannelRegistry::new();
+        let hooks_seen = CompactionWatcher::default();
         let runner = AgentRunner::new(RunnerParts {
             model: ResolvedModel {
                 provider: Arc::new(OpenAiProvider::new("fake", &fake.url(), None)),
@@ -70,6 +94,7 @@ impl World {
             workspace: workspace.path().to_owned(),
             channels: channels.clone(),
             sessions: Arc::new(RecentSessions::default()),
+            hooks: Hooks::builder().register(0, hooks_seen.clone()).build(),
         });
         let dispatcher = Dispatcher::new(DispatcherParts {
             config: Arc::new(config),
@@ -83,7 +108,7 @@ impl World {
         .unwrap();
         let channel = Arc::new(MemoryChannel::new("telegram", "default"));
         dispatcher.attach(channel.clone()).await.unwrap();
-        Self { fake, channel, dispatcher, _state: state, _workspace: workspace }
+        Self { fake, hooks_seen, channel, dispatcher, _state: state, _workspace: workspace }
     }
 
     /// Sends `text` as a DM and waits for the chat to show `replies` messages in all.
@@ -164,6 +189,20 @@ async fn a_context_overflow_compacts_the_session_and_the_retry_answers_once() {
     assert!(!retry.contains("first question"), "summarized entries are not sent again: {retry}");
 
     assert_eq!(world.session().await.compaction_count, 1);
+    let seen = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let seen = world.hooks_seen.0.lock().unwrap().clone();
+            if seen.len() == 2 {
+                return seen;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    assert_eq!(
+        seen.await.unwrap(),
+        ["before: 5 entries", "after: 4 summarized, retry true"],
+        "plugins hear of the compaction"
+    );
     let context = world.context().await;
     let ChatMessage::User { text } = &context[0] else { panic!("{context:?}") };
     assert!(text.contains("They asked two questions."), "the compaction entry stands in: {context:?}");

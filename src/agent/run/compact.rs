@@ -15,6 +15,8 @@ use super::super::providers::{ModelRequest, ProviderError};
 use super::super::steer::SteerInbox;
 use super::super::turn::AssistantTurn;
 use super::{AgentRunner, RunState};
+use crate::agent::ChatMessage;
+use crate::hooks::{AfterCompaction, BeforeCompaction};
 
 /// A run's context accounting.
 #[derive(Debug, Default)]
@@ -91,6 +93,14 @@ impl AgentRunner {
         will_retry: bool,
     ) -> Result<(), CompactionError> {
         events.compaction(CompactionEvent::Start);
+        let hooks = &self.inner.parts.hooks;
+        hooks.before_compaction(BeforeCompaction {
+            run_id: events.run_id().to_owned(),
+            session_key: events.session_key().to_owned(),
+            message_count: state.messages.len(),
+            compacting: state.first_new,
+            tokens_before: state.context.reported.map(|reported| reported.tokens),
+        });
         if let Some(inbox) = steer {
             inbox.set_paused(true);
         }
@@ -113,6 +123,18 @@ impl AgentRunner {
                 "compacted the session's context"
             );
             state.usage.add(compacted.usage);
+            let summary = match &compacted.summary {
+                ChatMessage::User { text } => text.clone(),
+                _ => String::new(),
+            };
+            hooks.after_compaction(AfterCompaction {
+                run_id: events.run_id().to_owned(),
+                session_key: events.session_key().to_owned(),
+                compacted: compacted.summarized,
+                summary,
+                tokens_after: None,
+                will_retry,
+            });
             state.messages.splice(..compacted.keep_from, [compacted.summary]);
             state.first_new = state.first_new + 1 - compacted.keep_from;
             state.context.reported = None;
