@@ -41,13 +41,13 @@ pub struct PreviewStream {
 /// What [`PreviewStream::finish`] did with the final texts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Finished {
-    /// The preview now shows the reply; nothing else needs sending.
-    EditedInPlace,
+    /// The preview (this message) now shows the reply; nothing else needs sending.
+    EditedInPlace { message_id: String },
     /// There was no preview; the caller sends the finals as usual.
     NoPreview,
     /// The finals were sent as new messages (and the preview removed), or there were none
-    /// and the preview was removed.
-    SentFresh,
+    /// and the preview was removed. `sent`: the index of each final delivered, and its id.
+    SentFresh { sent: Vec<(usize, String)> },
 }
 
 impl PreviewStream {
@@ -123,25 +123,28 @@ impl PreviewStream {
             && last.attachments.is_empty()
             && last.text.chars().count() <= self.text_limit
         {
+            let message_id = message.message_id.clone();
             match self.scheduler.edit(message.clone(), last.text.clone(), last.format, Priority::Final).await {
-                Ok(_) => return Finished::EditedInPlace,
+                Ok(_) => return Finished::EditedInPlace { message_id },
                 Err(error @ (ChannelError::Transient { .. } | ChannelError::RateLimited { .. })) => {
                     // It may have landed: a fresh send could show the reply twice.
                     tracing::warn!(%error, "the final edit of a preview may not have landed; keeping the preview");
-                    return Finished::EditedInPlace;
+                    return Finished::EditedInPlace { message_id };
                 }
                 Err(error) => tracing::info!(%error, "the platform refused the final edit; sending the reply fresh"),
             }
         }
-        for final_message in finals {
-            if let Err(error) = self.scheduler.send_or_plain(final_message.clone(), self.markup).await {
-                tracing::error!(%error, "sending a final reply failed");
+        let mut sent = Vec::with_capacity(finals.len());
+        for (index, final_message) in finals.iter().enumerate() {
+            match self.scheduler.send_or_plain(final_message.clone(), self.markup).await {
+                Ok(delivered) => sent.push((index, delivered.message_id)),
+                Err(error) => tracing::error!(%error, "sending a final reply failed"),
             }
         }
         if let Err(error) = self.scheduler.delete(message).await {
             tracing::debug!(%error, "deleting a superseded preview failed");
         }
-        Finished::SentFresh
+        Finished::SentFresh { sent }
     }
 
     fn ready_to_start(&self) -> bool {

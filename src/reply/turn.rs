@@ -236,10 +236,22 @@ impl ReplyTurn {
             &self.tool_lines,
         );
         let messages = self.hooked(self.messages(&shaped)).await;
-        if let Some(preview) = self.preview.take()
-            && preview.finish(&messages).await != Finished::NoPreview
-        {
-            return;
+        if let Some(preview) = self.preview.take() {
+            match preview.finish(&messages).await {
+                Finished::NoPreview => {}
+                Finished::EditedInPlace { message_id } => {
+                    if let Some(message) = messages.last() {
+                        self.announce_sent(&message.text, message_id);
+                    }
+                    return;
+                }
+                Finished::SentFresh { sent } => {
+                    for (index, message_id) in sent {
+                        self.announce_sent(&messages[index].text, message_id);
+                    }
+                    return;
+                }
+            }
         }
         for message in messages {
             self.send(message).await;
@@ -251,19 +263,27 @@ impl ReplyTurn {
         match self.scheduler.send_or_plain(message, self.style.markup).await {
             Ok(sent) => {
                 if let Some(text) = text {
-                    self.hooks.message_sent(MessageSent {
-                        channel: self.origin.channel.clone(),
-                        account_id: self.origin.account_id.clone(),
-                        chat_id: self.origin.target.chat.id.clone(),
-                        message_id: sent.message_id,
-                        text,
-                    });
+                    self.announce_sent(&text, sent.message_id);
                 }
             }
             Err(error) => {
                 tracing::error!(channel = %self.origin.channel, chat_id = %self.origin.target.chat.id, %error, "sending a reply failed")
             }
         }
+    }
+
+    /// `message_sent` for a final message now in the chat (sent, or a preview edited into it).
+    fn announce_sent(&self, text: &str, message_id: String) {
+        if !self.hooks.has_plugins() {
+            return;
+        }
+        self.hooks.message_sent(MessageSent {
+            channel: self.origin.channel.clone(),
+            account_id: self.origin.account_id.clone(),
+            chat_id: self.origin.target.chat.id.clone(),
+            message_id,
+            text: text.to_owned(),
+        });
     }
 
     /// The final messages as the `message_sending` hooks leave them: rewritten, or left out.

@@ -231,3 +231,31 @@ async fn sessions_start_on_the_first_message_and_end_and_start_again_on_reset() 
     lines[1..].sort();
     assert_eq!(lines[1..], ["end Reset", "start Reset"]);
 }
+
+/// Reports what `message_sent` saw.
+struct Sent(tokio::sync::mpsc::UnboundedSender<String>);
+
+#[async_trait]
+impl Plugin for Sent {
+    fn name(&self) -> &str {
+        "sent"
+    }
+
+    async fn message_sent(&self, event: &ferry::hooks::MessageSent) -> HookResult<()> {
+        let _ = self.0.send(format!("{}: {}", event.message_id, event.text));
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn message_sent_is_heard_for_a_reply_that_a_preview_became() {
+    let (seen, mut observed) = tokio::sync::mpsc::unbounded_channel();
+    let world = World::hooked(open_dms(), |hooks| hooks.register(0, Sent(seen))).await;
+    let pieces = ["The deploy finished ", "at 10:02 and every ", "check passed."];
+    world.fake.push(ferry_fakes::Reply::text(pieces).with_chunk_delay(Duration::from_millis(40)));
+    world.send(world.dm("42", "status?"));
+    let heard = tokio::time::timeout(super::PATIENCE, observed.recv()).await.unwrap().unwrap();
+    let shown = world.channel.visible_messages();
+    assert_eq!(shown.len(), 1, "the preview became the reply: {shown:?}");
+    assert!(heard.ends_with(&pieces.concat()), "{heard}");
+}
