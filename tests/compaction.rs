@@ -3,17 +3,16 @@
 //! `context_window - reserve_tokens`, and on `/compact`; through the in-memory channel, the
 //! dispatcher, the SQLite session store and the fake OpenAI server.
 
+#[path = "common/runner.rs"]
+mod runner;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use ferry::agent::compaction::{CompactRequest, Compacted, CompactionError, Compactor, ContextBudget, ReportedContext};
-use ferry::agent::providers::openai::OpenAiProvider;
-use ferry::agent::providers::{ProviderError, ResolvedModel, RetryPolicy};
-use ferry::agent::tools::{RecentSessions, ToolRegistry};
+use ferry::agent::providers::{ProviderError, ResolvedModel};
 use ferry::agent::{
-    AgentRunner, AgentStream, ChatMessage, CompactionEvent, EventBus, RunRequest, RunSettings, RunStatus, RunnerParts,
-    Usage,
+    AgentRunner, AgentStream, ChatMessage, CompactionEvent, RunRequest, RunSettings, RunStatus, RunnerParts, Usage,
 };
 use ferry::channel::memory::MemoryChannel;
 use ferry::channel::{ChatKind, ChatRef};
@@ -25,6 +24,7 @@ use ferry::routing::{DEFAULT_AGENT_ID, SystemClock, ThreadLabels};
 use ferry::session::Session;
 use ferry::state::Database;
 use ferry_fakes::{FakeOpenAi, ToolCall, Turn};
+use runner::fake_model_runner;
 use serde_json::Value;
 
 /// Generous bound for waiting on explicit signals; never a measurement.
@@ -75,26 +75,12 @@ impl World {
         let workspace = tempfile::tempdir().unwrap();
         let channels = ChannelRegistry::new();
         let hooks_seen = CompactionWatcher::default();
+        let parts = fake_model_runner(&fake.url(), workspace.path(), &channels);
         let runner = AgentRunner::new(RunnerParts {
-            model: ResolvedModel {
-                provider: Arc::new(OpenAiProvider::new("fake", &fake.url(), None)),
-                model: "test".into(),
-                context_window,
-                is_fallback_echo: false,
-            },
-            tools: ToolRegistry::with_builtins(),
-            bus: EventBus::new(),
-            settings: RunSettings {
-                timeout: Duration::from_secs(60),
-                idle_timeout: Duration::from_secs(30),
-                max_tool_rounds: 5,
-                retry: RetryPolicy::default(),
-                compaction_reserve_tokens: reserve_tokens,
-            },
-            workspace: workspace.path().to_owned(),
-            channels: channels.clone(),
-            sessions: Arc::new(RecentSessions::default()),
+            model: ResolvedModel { context_window, ..parts.model.clone() },
+            settings: RunSettings { compaction_reserve_tokens: reserve_tokens, ..parts.settings },
             hooks: Hooks::builder().register(0, hooks_seen.clone()).build(),
+            ..parts
         });
         let dispatcher = Dispatcher::new(DispatcherParts {
             config: Arc::new(config),

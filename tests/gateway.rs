@@ -2,13 +2,12 @@
 //! served on a local port, with the dispatcher and agent runs against the fake OpenAI
 //! server.
 
+#[path = "common/runner.rs"]
+mod runner;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry::agent::providers::openai::OpenAiProvider;
-use ferry::agent::providers::{ResolvedModel, RetryPolicy};
-use ferry::agent::tools::{RecentSessions, ToolRegistry};
-use ferry::agent::{AgentRunner, EventBus, RunSettings, RunnerParts};
+use ferry::agent::{AgentRunner, EventBus, RunnerParts};
 use ferry::channels::ChannelRegistry;
 use ferry::config::{Config, Secret};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
@@ -17,6 +16,7 @@ use ferry::routing::{DEFAULT_AGENT_ID, SystemClock, ThreadLabels};
 use ferry::state::Database;
 use ferry_fakes::{FakeOpenAi, Reply, Turn};
 use futures::{SinkExt, StreamExt};
+use runner::fake_model_runner;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -43,25 +43,8 @@ async fn gateway(config: Config) -> Gw {
     let channels = ChannelRegistry::new();
     let bus = EventBus::new();
     let runner = AgentRunner::new(RunnerParts {
-        model: ResolvedModel {
-            provider: Arc::new(OpenAiProvider::new("fake", &fake.url(), None)),
-            model: "test".into(),
-            context_window: None,
-            is_fallback_echo: false,
-        },
-        tools: ToolRegistry::with_builtins(),
         bus: bus.clone(),
-        settings: RunSettings {
-            timeout: Duration::from_secs(60),
-            idle_timeout: Duration::from_secs(30),
-            max_tool_rounds: 5,
-            retry: RetryPolicy::default(),
-            compaction_reserve_tokens: 20_000,
-        },
-        workspace: workspace.path().to_owned(),
-        channels: channels.clone(),
-        sessions: Arc::new(RecentSessions::default()),
-        hooks: Default::default(),
+        ..fake_model_runner(&fake.url(), workspace.path(), &channels)
     });
     let config = Arc::new(config);
     let dispatcher = Dispatcher::new(DispatcherParts {

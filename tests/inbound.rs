@@ -2,13 +2,12 @@
 //! dispatcher (routing, commands, queue, sessions) and real agent runs against the fake
 //! OpenAI server.
 
+#[path = "common/runner.rs"]
+mod runner;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry::agent::providers::openai::OpenAiProvider;
-use ferry::agent::providers::{ResolvedModel, RetryPolicy};
-use ferry::agent::tools::{RecentSessions, ToolRegistry};
-use ferry::agent::{AgentRunner, EventBus, RunSettings, RunnerParts};
+use ferry::agent::{AgentRunner, RunnerParts};
 use ferry::channel::memory::{MemoryChannel, Operation, OperationKind};
 use ferry::channel::{AckOutcome, AckReceiver, ChannelError, ChatKind, ChatRef, InboundMessage};
 use ferry::channels::ChannelRegistry;
@@ -19,6 +18,7 @@ use ferry::queue::QueueJournal;
 use ferry::routing::{DEFAULT_AGENT_ID, PairingStore, SystemClock, ThreadLabel, ThreadLabels};
 use ferry::state::Database;
 use ferry_fakes::{FakeOpenAi, Reply, ToolCall, Turn};
+use runner::fake_model_runner;
 
 #[path = "inbound/hooks.rs"]
 mod hooks;
@@ -75,25 +75,8 @@ impl World {
         let workspace = tempfile::tempdir().unwrap();
         let channels = ChannelRegistry::new();
         let runner = AgentRunner::new(RunnerParts {
-            model: ResolvedModel {
-                provider: Arc::new(OpenAiProvider::new("fake", &fake.url(), None)),
-                model: "test".into(),
-                context_window: None,
-                is_fallback_echo: false,
-            },
-            tools: ToolRegistry::with_builtins(),
-            bus: EventBus::new(),
-            settings: RunSettings {
-                timeout: Duration::from_secs(60),
-                idle_timeout: Duration::from_secs(30),
-                max_tool_rounds: 5,
-                retry: RetryPolicy::default(),
-                compaction_reserve_tokens: 20_000,
-            },
-            workspace: workspace.path().to_owned(),
-            channels: channels.clone(),
-            sessions: Arc::new(RecentSessions::default()),
             hooks: plugins(Hooks::from_config(&config.hooks)).build(),
+            ..fake_model_runner(&fake.url(), workspace.path(), &channels)
         });
         let dispatcher = Dispatcher::new(DispatcherParts {
             config: Arc::new(config),

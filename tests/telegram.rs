@@ -30,24 +30,7 @@ async fn daemon(telegram: &FakeTelegram, openai: &FakeOpenAi, extra: &str) -> Da
 
 /// [`daemon`] on the state left in `home` by an earlier one.
 async fn daemon_in(home: tempfile::TempDir, telegram: &FakeTelegram, openai: &FakeOpenAi, extra: &str) -> Daemon {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let config = format!(
-        "[gateway]\nport = {port}\n\n[channels.telegram]\nenabled = true\nbot_token = \"{TOKEN}\"\napi_url = \"{}\"\n{extra}\n",
-        telegram.url()
-    );
-    std::fs::write(home.path().join("ferry.toml"), config).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .arg("gateway")
-        .env_clear()
-        .env("HOME", home.path())
-        .env("OPENAI_BASE_URL", openai.url())
-        .env("OPENAI_API_KEY", "sk-test")
-        .env("RUST_LOG", "ferry=debug,ferry_telegram=debug")
-        .current_dir(home.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start ferry gateway");
+    let (child, port) = spawn_gateway(home.path(), TOKEN, telegram, openai, extra, Stdio::inherit());
     let healthz = format!("http://127.0.0.1:{port}/healthz");
     tokio::time::timeout(PATIENCE, async {
         loop {
@@ -63,6 +46,37 @@ async fn daemon_in(home: tempfile::TempDir, telegram: &FakeTelegram, openai: &Fa
     .await
     .expect("the gateway did not come up with telegram connected");
     Daemon { child, port, _home: home }
+}
+
+/// Starts `ferry gateway` in `home` with Telegram (`token`, the fake's URL, `extra` in its
+/// section) and the model at `openai`; returns the process and the gateway's port.
+fn spawn_gateway(
+    home: &std::path::Path,
+    token: &str,
+    telegram: &FakeTelegram,
+    openai: &FakeOpenAi,
+    extra: &str,
+    stderr: Stdio,
+) -> (Child, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = format!(
+        "[gateway]\nport = {port}\n\n[channels.telegram]\nenabled = true\nbot_token = \"{token}\"\napi_url = \"{}\"\n{extra}\n",
+        telegram.url()
+    );
+    std::fs::write(home.join("ferry.toml"), config).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .arg("gateway")
+        .env_clear()
+        .env("HOME", home)
+        .env("OPENAI_BASE_URL", openai.url())
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("RUST_LOG", "ferry=debug,ferry_telegram=debug")
+        .current_dir(home)
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("start ferry gateway");
+    (child, port)
 }
 
 async fn fakes() -> (FakeTelegram, FakeOpenAi) {
@@ -280,22 +294,7 @@ async fn a_crash_mid_run_neither_loses_the_message_nor_answers_twice() {
 async fn a_wrong_token_is_a_clear_error_and_the_gateway_serves_on() {
     let (telegram, openai) = fakes().await;
     let home = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let config = format!(
-        "[gateway]\nport = {port}\n\n[channels.telegram]\nenabled = true\nbot_token = \"999:WRONG\"\napi_url = \"{}\"\n",
-        telegram.url()
-    );
-    std::fs::write(home.path().join("ferry.toml"), config).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .arg("gateway")
-        .env_clear()
-        .env("HOME", home.path())
-        .env("OPENAI_BASE_URL", openai.url())
-        .current_dir(home.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (child, port) = spawn_gateway(home.path(), "999:WRONG", &telegram, &openai, "", Stdio::piped());
     let healthz = format!("http://127.0.0.1:{port}/healthz");
     let health: serde_json::Value = tokio::time::timeout(PATIENCE, async {
         loop {
