@@ -1,16 +1,59 @@
 //! Ferry's Slack adapter: a [`Channel`](ferry_channel::Channel) on slack-morphism.
 //!
-//! The platform client arrives with the Slack issue; what is here now are the platform's
-//! limits, which the core plans replies with (and `ferry config check` validates against).
+//! ```no_run
+//! use ferry_channel::Channel;
+//! use ferry_slack::{SlackChannel, SlackConfig};
+//! use futures::StreamExt;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let channel = SlackChannel::connect(SlackConfig::socket("xoxb-…", "xapp-…")).await?;
+//! let mut inbound = channel.start().await?;
+//! while let Some(delivery) = inbound.next().await {
+//!     // Record the message durably, then accept: only now is the envelope acknowledged.
+//!     delivery.ack.accept();
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Where things are:
+//! - [`config`](SlackConfig): tokens, API URL, account, Socket Mode or HTTP, reply threading;
+//! - `client`: the Web API client on a connector that is https-only off loopback;
+//! - `channel`: [`SlackChannel::connect`] (`auth.test`) and the outbound calls of the
+//!   `Channel` trait;
+//! - `inbound`: one event's way to the core, its ack, and redelivery dedupe by `event_id`;
+//! - `socket`: Socket Mode, acknowledging an envelope only after the core's ack;
+//! - `events`: the `/slack/events` route for the Events API (signature, replay window,
+//!   `url_verification`);
+//! - `normalize`: Slack events → `InboundMessage` (DMs, group DMs, channels, threads);
+//! - `error`: Web API errors → `ChannelError`.
+//!
+//! The platform's limits, which the core plans replies with (and `ferry config check`
+//! validates against), are [`capabilities`].
 
 use std::time::Duration;
 
 use ferry_channel::{ChannelCapabilities, MarkupDialect, Rate, SendBudget};
 
+mod channel;
+mod client;
+mod config;
+mod error;
+mod events;
+mod inbound;
+mod normalize;
+mod socket;
+
+pub use channel::SlackChannel;
+pub use config::{DEFAULT_API_URL, ReplyToMode, SlackConfig, SlackMode};
+pub use error::SlackError;
+pub use events::{EVENTS_PATH, MAX_REQUEST_AGE};
+pub use inbound::ACK_TIMEOUT;
+
 /// The channel's name in config (`[channels.slack]`) and in session keys.
 pub const CHANNEL_NAME: &str = "slack";
 
-/// Slack's limits and features, from its API documentation.
+/// Slack's limits and features, from its API documentation. A connected channel reports
+/// `supports_reply_to` per its [`ReplyToMode`]; this is the `off` default.
 pub fn capabilities() -> ChannelCapabilities {
     ChannelCapabilities {
         // chat.postMessage truncates text beyond 40,000 characters (4,000 is advised).
@@ -21,6 +64,7 @@ pub fn capabilities() -> ChannelCapabilities {
         supports_delete: true,
         // Bot tokens have no typing indicator in the Web API.
         supports_typing: false,
+        // Top-level messages get top-level replies, and `[[reply_to_current]]` is ignored.
         supports_reply_to: false,
         // chat.update is Tier 3 (~50/min); one edit a second stays inside it.
         min_edit_interval: Duration::from_millis(1000),
