@@ -12,12 +12,18 @@
 //! [`FakeTelegram`] is the Bot API: injected updates served through `getUpdates` long polling,
 //! `sendMessage` / `editMessageText` / `deleteMessage` checked against Telegram's limits and
 //! answered with its error texts, and scripted faults (errors, 429s, delays, dropped sockets).
+//!
+//! [`FakeSlack`] is the Web API (`auth.test`, `chat.postMessage`/`update`/`delete`, …) with
+//! Slack's `{ok:false, error}` refusals and 429 + `Retry-After`, a Socket Mode WebSocket whose
+//! `events_api` envelopes must be acknowledged (redelivered after a reconnect otherwise), and
+//! [`SlackEventsClient`], which POSTs signed Events API requests (or badly signed, or stale).
 
 mod anthropic;
 mod model_script;
 mod model_server;
 mod openai;
 mod server;
+mod slack;
 mod sse;
 mod telegram;
 
@@ -26,6 +32,10 @@ pub use model_script::{HttpError, Reply, StopReason, ToolCall, Turn, Usage};
 pub use model_server::RecordedRequest;
 pub use openai::FakeOpenAi;
 pub use server::FakeServer;
+pub use slack::{
+    APP_ID as SLACK_APP_ID, BOT_ID as SLACK_BOT_ID, BOT_USER_ID as SLACK_BOT_USER_ID, Call as SlackCall,
+    EventsResponse, FakeSlack, PostedMessage, SlackEvent, SlackEventsClient, TEAM_ID as SLACK_TEAM_ID,
+};
 pub use telegram::{
     BOT_USER_ID, BotCommand, Call, CallOutcome, ChatAction, DEFAULT_BOT_USERNAME, FakeTelegram, RateLimits,
     SentMessage, TgUser,

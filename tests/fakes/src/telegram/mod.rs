@@ -28,7 +28,7 @@
 
 mod html;
 mod methods;
-mod params;
+pub(crate) mod params;
 mod rate_limit;
 mod state;
 

@@ -1,0 +1,128 @@
+//! What the fake Slack remembers: recorded calls, the bot's messages, scripted faults, and the
+//! Socket Mode envelopes with their ack state.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::{Call, PostedMessage};
+
+/// A scripted answer for the next call of a method.
+#[derive(Clone, Debug)]
+pub(crate) enum Fault {
+    /// HTTP 200 with `{"ok": false, "error": code}`.
+    Error(String),
+    /// HTTP 429 with `Retry-After: secs` and `{"ok": false, "error": "ratelimited"}`.
+    RateLimited(u64),
+    /// A bare HTTP status (e.g. 500) with `{"ok": false, "error": "internal_error"}`.
+    Status(u16),
+}
+
+/// One `events_api` envelope and what became of it.
+#[derive(Clone, Debug)]
+pub(crate) struct Envelope {
+    pub(crate) envelope_id: String,
+    pub(crate) event_id: String,
+    pub(crate) payload: Value,
+    /// How often it was written to a socket.
+    pub(crate) deliveries: u32,
+    /// The connection it was last written to; redelivered once that connection is gone.
+    pub(crate) on_connection: Option<u64>,
+    pub(crate) acked: bool,
+}
+
+/// A per-channel token bucket for `chat.postMessage`, when rate limits are enforced.
+#[derive(Clone, Debug)]
+pub(crate) struct Bucket {
+    pub(crate) tokens: f64,
+    pub(crate) at: Instant,
+}
+
+#[derive(Default)]
+pub(crate) struct State {
+    pub(crate) calls: Vec<Call>,
+    /// Every message the bot posted that still exists, in posting order.
+    pub(crate) messages: Vec<PostedMessage>,
+    /// Microseconds added to the current second for unique, increasing `ts` values.
+    pub(crate) ts_counter: u64,
+    pub(crate) events_made: u64,
+    pub(crate) faults: HashMap<String, VecDeque<Fault>>,
+    pub(crate) rate_limited: usize,
+    pub(crate) enforce_rate_limits: bool,
+    pub(crate) buckets: HashMap<String, Bucket>,
+    pub(crate) envelopes: Vec<Envelope>,
+    /// Connections that got `hello` and have not closed.
+    pub(crate) active_connections: HashSet<u64>,
+    /// Connections that ever got `hello`.
+    pub(crate) connections_opened: u64,
+    pub(crate) next_connection: u64,
+    /// Acks to throw away as if lost on the wire.
+    pub(crate) acks_to_lose: usize,
+    pub(crate) lost_acks: usize,
+    /// `G…` conversations that are group DMs rather than private channels.
+    pub(crate) mpims: HashSet<String>,
+}
+
+impl State {
+    /// A fresh Slack timestamp: `<unix seconds>.<6 digits>`, strictly increasing.
+    pub(crate) fn next_ts(&mut self) -> String {
+        self.ts_counter += 1;
+        let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        format!("{secs}.{:06}", self.ts_counter % 1_000_000)
+    }
+
+    pub(crate) fn next_event_id(&mut self) -> String {
+        self.events_made += 1;
+        format!("Ev{:08}", self.events_made)
+    }
+
+    pub(crate) fn take_fault(&mut self, method: &str) -> Option<Fault> {
+        let queue = self.faults.get_mut(method)?;
+        let fault = queue.pop_front();
+        if queue.is_empty() {
+            self.faults.remove(method);
+        }
+        fault
+    }
+
+    /// Envelopes to write to `connection`: unacked, and never written or written to a
+    /// connection that is gone.
+    pub(crate) fn due_for(&mut self, connection: u64) -> Vec<Value> {
+        let active = self.active_connections.clone();
+        let mut due = Vec::new();
+        for envelope in self.envelopes.iter_mut().filter(|e| !e.acked) {
+            let gone = envelope.on_connection.is_none_or(|on| on != connection && !active.contains(&on));
+            if gone {
+                let frame = serde_json::json!({
+                    "envelope_id": envelope.envelope_id,
+                    "type": "events_api",
+                    "accepts_response_payload": false,
+                    "retry_attempt": envelope.deliveries,
+                    "retry_reason": if envelope.deliveries > 0 { "timeout" } else { "" },
+                    "payload": envelope.payload,
+                });
+                envelope.deliveries += 1;
+                envelope.on_connection = Some(connection);
+                due.push(frame);
+            }
+        }
+        due
+    }
+
+    /// Takes a `chat.postMessage` token for `channel`: a burst of 3, then one a second.
+    pub(crate) fn take_token(&mut self, channel: &str, now: Instant) -> Result<(), u64> {
+        const BURST: f64 = 3.0;
+        let bucket = self.buckets.entry(channel.to_owned()).or_insert(Bucket { tokens: BURST, at: now });
+        let refill = now.saturating_duration_since(bucket.at).as_secs_f64();
+        bucket.tokens = (bucket.tokens + refill).min(BURST);
+        bucket.at = now;
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(1)
+        }
+    }
+}
