@@ -96,7 +96,7 @@ pub fn thread_labels() -> ThreadLabels {
 /// Connects the enabled platform adapters and attaches them to the dispatcher. A channel
 /// that cannot start (a wrong token, an unreachable API) is logged and left out: the
 /// gateway serves the others. Returns the HTTP routes the adapters serve (webhooks).
-#[cfg_attr(not(feature = "telegram"), allow(unused_variables, unused_mut))]
+#[cfg_attr(not(any(feature = "telegram", feature = "slack")), allow(unused_variables, unused_mut))]
 pub async fn start_channels(config: &Config, dispatcher: &Dispatcher) -> Vec<axum::Router> {
     let mut routes = Vec::new();
     #[cfg(feature = "telegram")]
@@ -106,7 +106,14 @@ pub async fn start_channels(config: &Config, dispatcher: &Dispatcher) -> Vec<axu
             Err(error) => tracing::error!("the telegram channel did not start: {error:#}"),
         }
     }
-    for (name, enabled) in [("discord", config.channels.discord.enabled), ("slack", config.channels.slack.enabled)] {
+    #[cfg(feature = "slack")]
+    if config.channels.slack.enabled {
+        match start_slack(config, dispatcher).await {
+            Ok(route) => routes.extend(route),
+            Err(error) => tracing::error!("the slack channel did not start: {error:#}"),
+        }
+    }
+    for (name, enabled) in [("discord", config.channels.discord.enabled)] {
         if enabled {
             tracing::error!(
                 channel = name,
@@ -137,5 +144,33 @@ async fn start_telegram(config: &Config, dispatcher: &Dispatcher) -> anyhow::Res
     let route = channel.webhook_router();
     tracing::info!(bot = %channel.bot_username(), mode = ?settings.mode, "telegram connected");
     dispatcher.attach(channel).await.context("starting the telegram channel")?;
+    Ok(route)
+}
+
+#[cfg(feature = "slack")]
+async fn start_slack(config: &Config, dispatcher: &Dispatcher) -> anyhow::Result<Option<axum::Router>> {
+    use anyhow::Context;
+    use ferry::config::{ReplyToMode as CoreReplyToMode, SlackMode as Mode};
+    use ferry_slack::{ReplyToMode, SlackChannel, SlackConfig};
+
+    let settings = &config.channels.slack;
+    let secret = |value: &Option<ferry::config::Secret>| {
+        value.as_ref().map(|secret| secret.expose().to_owned()).unwrap_or_default()
+    };
+    let bot_token = secret(&settings.bot_token);
+    let mut slack = match settings.mode {
+        Mode::Socket => SlackConfig::socket(bot_token, secret(&settings.app_token)),
+        Mode::Http => SlackConfig::http(bot_token, secret(&settings.signing_secret)),
+    };
+    slack.api_url.clone_from(&settings.api_url);
+    slack.reply_to_mode = match config.messages.reply_to_mode {
+        CoreReplyToMode::Off => ReplyToMode::Off,
+        CoreReplyToMode::First => ReplyToMode::First,
+        CoreReplyToMode::All => ReplyToMode::All,
+    };
+    let channel = std::sync::Arc::new(SlackChannel::connect(slack).await?);
+    let route = channel.events_router();
+    tracing::info!(team = %channel.team(), bot_user = %channel.bot_user_id(), mode = ?settings.mode, "slack connected");
+    dispatcher.attach(channel).await.context("starting the slack channel")?;
     Ok(route)
 }

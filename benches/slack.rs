@@ -1,0 +1,128 @@
+//! Slack end to end (issue 10): the real `ferry gateway` binary with the Slack adapter in
+//! Socket Mode against the fake Slack, the offline echo provider as an instant model.
+//!
+//! 1. Latency: 100 DMs one at a time, 50 ms apart, each from a user of its own, each waiting
+//!    for its answer — envelope queued on the fake's socket → `chat.postMessage` received,
+//!    p50/p99. Paced under Slack's ~1 message/s per channel, so no budget holds a reply:
+//!    this is what Ferry adds (Socket Mode frame, normalize, journal + ack, route, run, send).
+//! 2. Throughput: 1,000 DMs across 100 conversations queued at once; events/s until the last
+//!    envelope is acknowledged (each only after it was durably accepted, one socket, in order),
+//!    and until every conversation got its answers.
+//!
+//! Also reports the gateway's peak RSS.
+//!
+//! Each DM is its own session (`dm_scope = "per-peer"`). Run with `cargo bench --bench slack`
+//! (`FERRY_BENCH_LOG=info` shows the gateway's log); results go in BENCHMARKS.md.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use ferry_fakes::FakeSlack;
+use tokio::time::Instant;
+
+const USERS: u32 = 100;
+const PER_USER: u32 = 10;
+const LATENCY_SAMPLES: u32 = 100;
+/// Between latency samples.
+const SAMPLE_GAP: Duration = Duration::from_millis(50);
+
+fn main() {
+    if !std::env::args().any(|arg| arg == "--bench") {
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    runtime.block_on(run());
+}
+
+async fn run() {
+    let slack = FakeSlack::start().await.expect("fake slack");
+    let home = tempfile::tempdir().expect("home");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("port").port();
+    let config = format!(
+        "[gateway]\nport = {port}\n\n[session]\ndm_scope = \"per-peer\"\n\n[channels.slack]\nenabled = true\n\
+         bot_token = \"{}\"\napp_token = \"{}\"\napi_url = \"{}\"\ndm_policy = \"open\"\nallow_from = [\"*\"]\n\
+         streaming = \"off\"\n",
+        FakeSlack::BOT_TOKEN,
+        FakeSlack::APP_TOKEN,
+        slack.api_url()
+    );
+    std::fs::write(home.path().join("ferry.toml"), config).expect("config");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .arg("gateway")
+        .env_clear()
+        .env("HOME", home.path())
+        .env("RUST_LOG", std::env::var("FERRY_BENCH_LOG").unwrap_or_else(|_| "warn".to_owned()))
+        .current_dir(home.path())
+        .stdout(Stdio::null())
+        .stderr(if std::env::var_os("FERRY_BENCH_LOG").is_some() { Stdio::inherit() } else { Stdio::null() })
+        .spawn()
+        .expect("start ferry gateway");
+    // Up once the socket is open.
+    tokio::time::timeout(Duration::from_secs(60), slack.wait_for_connections(1)).await.expect("Socket Mode");
+
+    let mut latencies: Vec<Duration> = Vec::new();
+    for sample in 0..LATENCY_SAMPLES {
+        let user = format!("ULAT{sample}");
+        let channel = format!("D{user}");
+        let queued_at = Instant::now();
+        slack.dm(&user, "how long does this take?");
+        let answered = loop {
+            if let Some(call) =
+                slack.calls_to("chat.postMessage").iter().find(|c| c.params["channel"].as_str() == Some(&channel))
+            {
+                break call.at;
+            }
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        };
+        latencies.push(answered.saturating_duration_since(queued_at));
+        tokio::time::sleep(SAMPLE_GAP).await;
+    }
+    latencies.sort();
+    let percentile = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+    println!(
+        "one DM at a time, envelope → chat.postMessage ({} samples): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        latencies.len(),
+        percentile(0.5).as_secs_f64() * 1e3,
+        percentile(0.99).as_secs_f64() * 1e3,
+        latencies.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
+    );
+
+    let started = Instant::now();
+    let mut last = None;
+    for round in 0..PER_USER {
+        for user in 0..USERS {
+            last = Some(slack.dm(&format!("UBURST{user}"), &format!("message {round} from {user}")));
+        }
+    }
+    let last = last.expect("events");
+    tokio::time::timeout(Duration::from_secs(120), slack.wait_for_ack(&last.event_id)).await.expect("all acked");
+    let accepted = started.elapsed();
+    tokio::time::timeout(Duration::from_secs(300), async {
+        while (0..USERS).any(|user| slack.messages_in(&format!("DUBURST{user}")).len() < 2) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("every conversation answered");
+    let answered = started.elapsed();
+    println!(
+        "burst: {} DMs over {USERS} conversations acked in {:.0} ms = {:.0} events/s; every conversation answered \
+         (first message alone, the other nine collected into one follow-up) after {:.2} s",
+        USERS * PER_USER,
+        accepted.as_secs_f64() * 1e3,
+        f64::from(USERS * PER_USER) / accepted.as_secs_f64(),
+        answered.as_secs_f64(),
+    );
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+    let field = |name: &str| {
+        status.lines().find(|line| line.starts_with(name)).map(|line| line[name.len()..].trim().to_owned())
+    };
+    println!(
+        "gateway memory: peak RSS (VmHWM) {}, now (VmRSS) {}",
+        field("VmHWM:").unwrap_or_default(),
+        field("VmRSS:").unwrap_or_default()
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

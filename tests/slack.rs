@@ -1,0 +1,353 @@
+//! Slack end to end: the real `ferry gateway` binary with the Slack adapter, against the fake
+//! Slack (Socket Mode, or the Events API through the gateway's `/slack/events`) and the fake
+//! OpenAI server.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use ferry_fakes::{FakeOpenAi, FakeSlack, PostedMessage, Reply, SLACK_BOT_USER_ID, SlackEventsClient, Turn};
+
+/// Generous bound for waiting on explicit signals; never a measurement.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Opens DMs and channels and streams no preview, for tests that do not study either.
+const OPEN: &str = "dm_policy = \"open\"\nallow_from = [\"*\"]\ngroup_policy = \"open\"\nstreaming = \"off\"";
+const HTTP: &str = "mode = \"http\"\nsigning_secret = \"ferry-signing-secret\"";
+
+struct Daemon {
+    child: Child,
+    port: u16,
+    home: tempfile::TempDir,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Daemon {
+    fn events_client(&self) -> SlackEventsClient {
+        SlackEventsClient::new(format!("http://127.0.0.1:{}/slack/events", self.port), FakeSlack::SIGNING_SECRET)
+    }
+}
+
+async fn fakes() -> (FakeSlack, FakeOpenAi) {
+    (FakeSlack::start().await.unwrap(), FakeOpenAi::start().await.unwrap())
+}
+
+/// `ferry gateway` with Slack (`extra` in its section, `top` before it) and the model at
+/// `openai`, once `/healthz` lists slack and, in Socket Mode, the socket is open.
+async fn daemon(slack: &FakeSlack, openai: &FakeOpenAi, extra: &str) -> Daemon {
+    daemon_in(tempfile::tempdir().unwrap(), slack, openai, "", extra).await
+}
+
+async fn daemon_in(home: tempfile::TempDir, slack: &FakeSlack, openai: &FakeOpenAi, top: &str, extra: &str) -> Daemon {
+    let connections_before = slack.connections().0;
+    let (child, port) = spawn_gateway(home.path(), FakeSlack::BOT_TOKEN, slack, openai, top, extra, Stdio::inherit());
+    let healthz = format!("http://127.0.0.1:{port}/healthz");
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            if let Ok(response) = reqwest::get(&healthz).await
+                && let Ok(body) = response.text().await
+                && body.contains("slack")
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the gateway did not come up with slack connected");
+    if !extra.contains("mode = \"http\"") {
+        tokio::time::timeout(PATIENCE, slack.wait_for_connections(connections_before + 1))
+            .await
+            .expect("the Socket Mode connection");
+    }
+    Daemon { child, port, home }
+}
+
+fn spawn_gateway(
+    home: &std::path::Path,
+    bot_token: &str,
+    slack: &FakeSlack,
+    openai: &FakeOpenAi,
+    top: &str,
+    extra: &str,
+    stderr: Stdio,
+) -> (Child, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = format!(
+        "[gateway]\nport = {port}\n{top}\n\n[channels.slack]\nenabled = true\nbot_token = \"{bot_token}\"\n\
+         app_token = \"{}\"\napi_url = \"{}\"\n{extra}\n",
+        FakeSlack::APP_TOKEN,
+        slack.api_url()
+    );
+    std::fs::write(home.join("ferry.toml"), config).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .arg("gateway")
+        .env_clear()
+        .env("HOME", home)
+        .env("OPENAI_BASE_URL", openai.url())
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("RUST_LOG", "ferry=debug,ferry_slack=debug")
+        .current_dir(home)
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("start ferry gateway");
+    (child, port)
+}
+
+/// Waits until `channel` shows `count` bot messages.
+async fn messages(slack: &FakeSlack, channel: &str, count: usize) -> Vec<PostedMessage> {
+    tokio::time::timeout(PATIENCE, slack.wait_for_messages(channel, count))
+        .await
+        .unwrap_or_else(|_| panic!("expected {count} messages in {channel}, got {:?}", slack.messages_in(channel)))
+}
+
+fn mention(text: &str) -> String {
+    format!("<@{SLACK_BOT_USER_ID}> {text}")
+}
+
+#[tokio::test]
+async fn a_message_in_a_thread_is_answered_in_that_thread() {
+    let (slack, openai) = fakes().await;
+    openai.push(Turn::text(["Answered in the thread."]));
+    let _daemon = daemon(&slack, &openai, OPEN).await;
+    slack.thread_reply("C0TEAM", "1700000000.000100", "U1", &mention("where am I?"));
+    let shown = messages(&slack, "C0TEAM", 1).await;
+    assert_eq!(shown[0].text, "Answered in the thread.");
+    assert_eq!(shown[0].thread_ts.as_deref(), Some("1700000000.000100"));
+}
+
+#[tokio::test]
+async fn a_top_level_message_gets_a_top_level_reply_with_reply_to_mode_off() {
+    let (slack, openai) = fakes().await;
+    // The model asks to thread; Slack ignores the tag and never invents a thread_ts.
+    // It writes markdown; Slack gets mrkdwn from the core's formatter.
+    openai.push(Turn::text(["[[reply_to_current]] A **top-level** answer, see [the docs](https://example.com)."]));
+    let home = tempfile::tempdir().unwrap();
+    let _daemon = daemon_in(home, &slack, &openai, "[messages]\nreply_to_mode = \"off\"", OPEN).await;
+    slack.channel_message("C0TEAM", "U1", &mention("hello"));
+    let shown = messages(&slack, "C0TEAM", 1).await;
+    assert_eq!(shown[0].thread_ts, None, "{shown:?}");
+    assert!(shown[0].text.contains("A *top-level* answer") && !shown[0].text.contains("reply_to_current"), "{shown:?}");
+    assert!(shown[0].text.contains("<https://example.com|the docs>"), "mrkdwn link: {}", shown[0].text);
+}
+
+#[tokio::test]
+async fn a_dm_is_answered_once_even_when_it_also_arrives_as_an_app_mention() {
+    let (slack, openai) = fakes().await;
+    openai.push(Turn::text(["Hello Ada."]));
+    openai.push(Turn::text(["Hello team."]));
+    let _daemon = daemon(&slack, &openai, OPEN).await;
+    let dm = slack.dm("U1", "hi");
+    assert_eq!(messages(&slack, "DU1", 1).await[0].text, "Hello Ada.");
+    // A channel mention comes as `message` and `app_mention` for the same ts: one run.
+    let (message, app_mention) = slack.mention("C0TEAM", "U1", "hi all");
+    assert_eq!(messages(&slack, "C0TEAM", 1).await[0].text, "Hello team.");
+    for event in [&dm.event_id, &message.event_id, &app_mention.event_id] {
+        tokio::time::timeout(PATIENCE, slack.wait_for_ack(event)).await.expect("acknowledged");
+    }
+    // Everything is acked and answered: nothing more is coming.
+    assert_eq!(openai.requests().len(), 2, "one run per message");
+    assert_eq!((slack.messages_in("DU1").len(), slack.messages_in("C0TEAM").len()), (1, 1));
+}
+
+#[tokio::test]
+async fn no_reply_is_silent() {
+    let (slack, openai) = fakes().await;
+    openai.push(Turn::text(["NO_REPLY"]));
+    openai.push(Turn::text(["This one is answered."]));
+    let _daemon = daemon(&slack, &openai, OPEN).await;
+    slack.dm("U1", "just saying");
+    tokio::time::timeout(PATIENCE, openai.wait_for_request(0)).await.unwrap();
+    slack.dm("U1", "a question");
+    let shown = messages(&slack, "DU1", 1).await;
+    assert_eq!(shown.len(), 1, "the silent reply sent nothing: {shown:?}");
+    assert_eq!(shown[0].text, "This one is answered.");
+    assert!(slack.calls_to("chat.postMessage").iter().all(|c| !c.params.to_string().contains("NO_REPLY")));
+}
+
+#[tokio::test]
+async fn a_long_reply_is_split_into_4000_character_messages_in_the_thread() {
+    let (slack, openai) = fakes().await;
+    let mut reply = String::new();
+    while reply.len() < 9_000 {
+        reply.push_str("A paragraph of the long answer, explaining one more detail of it.\n\n");
+    }
+    openai.push(Turn::text([reply.clone()]));
+    let _daemon = daemon(&slack, &openai, OPEN).await;
+    slack.thread_reply("C0TEAM", "1700000000.000200", "U1", &mention("explain at length"));
+    let shown = messages(&slack, "C0TEAM", 3).await;
+    assert_eq!(shown.len(), 3, "9,000 characters in 4,000-character messages");
+    for message in &shown {
+        assert!(message.text.chars().count() <= 4000);
+        assert_eq!(message.thread_ts.as_deref(), Some("1700000000.000200"));
+    }
+}
+
+#[tokio::test]
+async fn in_a_channel_only_a_mention_runs_and_it_sees_what_was_said_before() {
+    let (slack, openai) = fakes().await;
+    openai.push(Turn::text(["Tuesday works."]));
+    let _daemon = daemon(&slack, &openai, OPEN).await;
+    let first = slack.channel_message("C0TEAM", "U1", "shall we meet tuesday?");
+    let second = slack.channel_message("C0TEAM", "U2", "tuesday is fine by me");
+    for event in [&first, &second] {
+        tokio::time::timeout(PATIENCE, slack.wait_for_ack(&event.event_id)).await.expect("taken as context");
+    }
+    slack.channel_message("C0TEAM", "U1", &mention("what do you think?"));
+    assert_eq!(messages(&slack, "C0TEAM", 1).await[0].text, "Tuesday works.");
+    let prompt = openai.requests()[0].body["messages"].to_string();
+    assert!(prompt.contains("shall we meet tuesday?") && prompt.contains("tuesday is fine by me"), "{prompt}");
+    assert_eq!(openai.requests().len(), 1, "the messages without a mention did not run");
+}
+
+#[tokio::test]
+async fn a_preview_is_streamed_with_at_most_one_update_a_second() {
+    let (slack, openai) = fakes().await;
+    let pieces = ["The deploy finished ", "at 10:02 and every ", "check passed; ", "nothing else ", "to do today."];
+    openai.push(Turn::Reply(Reply::text(pieces).with_chunk_delay(Duration::from_millis(400))));
+    let _daemon = daemon(&slack, &openai, "dm_policy = \"open\"\nallow_from = [\"*\"]").await;
+    slack.dm("U1", "status?");
+    let full = pieces.concat();
+    tokio::time::timeout(
+        PATIENCE,
+        slack.wait_until(|s| s.messages_in("DU1").first().map(|m| m.text.trim()) == Some(full.as_str())),
+    )
+    .await
+    .expect("the final reply");
+    let shown = slack.messages_in("DU1");
+    assert_eq!(shown.len(), 1, "one message, edited into the final: {shown:?}");
+    assert!(shown[0].edits >= 1);
+    let mut calls: Vec<_> = slack.calls_to("chat.postMessage").into_iter().map(|c| c.at).collect();
+    calls.extend(slack.calls_to("chat.update").into_iter().map(|c| c.at));
+    for pair in calls.windows(2) {
+        assert!(pair[1] - pair[0] >= Duration::from_millis(950), "at most one update a second: {calls:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_429_storm_delays_replies_but_loses_none() {
+    let (slack, openai) = fakes().await;
+    for i in 0..4 {
+        openai.push(Turn::text([format!("answer {i}")]));
+    }
+    // Two 429s in a row (Retry-After: 1 s), then Slack recovers.
+    slack.rate_limit_next("chat.postMessage", 2, 1);
+    let config = format!("{OPEN}\n\n[messages.queue]\nmode = \"followup\"\ndebounce_ms = 0");
+    let _daemon = daemon(&slack, &openai, &config).await;
+    for i in 0..4 {
+        slack.dm("U1", &format!("question {i}"));
+    }
+    let shown = messages(&slack, "DU1", 4).await;
+    let mut texts: Vec<String> = shown.into_iter().map(|m| m.text).collect();
+    texts.sort();
+    texts.dedup();
+    assert_eq!(texts, ["answer 0", "answer 1", "answer 2", "answer 3"], "each answer exactly once");
+    assert_eq!(slack.rate_limited_count(), 2);
+    let posts = slack.calls_to("chat.postMessage");
+    let limited: Vec<_> = posts.iter().filter(|c| c.status == Some(429)).collect();
+    let after = posts.iter().find(|c| c.status == Some(200)).unwrap();
+    assert!(after.at - limited[1].at >= Duration::from_millis(950), "Retry-After was honoured");
+}
+
+#[tokio::test]
+async fn an_envelope_whose_ack_was_lost_is_redelivered_after_a_reconnect_and_runs_once() {
+    let (slack, openai) = fakes().await;
+    openai.push(Turn::text(["Answered once."]));
+    let _daemon = daemon(&slack, &openai, OPEN).await;
+    slack.lose_next_acks(1);
+    let event = slack.dm("U1", "hello");
+    messages(&slack, "DU1", 1).await;
+    slack.disconnect("refresh_requested");
+    tokio::time::timeout(PATIENCE, slack.wait_for_ack(&event.event_id)).await.expect("acked after the reconnect");
+    assert_eq!(slack.deliveries(&event.event_id), 2, "Slack delivered it twice");
+    // A later message is answered, so the redelivery had its chance to run and did not.
+    openai.push(Turn::text(["Second answer."]));
+    slack.dm("U1", "and now?");
+    let shown = messages(&slack, "DU1", 2).await;
+    assert_eq!(shown.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(), ["Answered once.", "Second answer."]);
+    assert_eq!(openai.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn events_api_answers_url_verification_refuses_forgeries_and_runs_a_retried_event_once() {
+    let (slack, openai) = fakes().await;
+    openai.push(Turn::text(["Hello over HTTP."]));
+    let daemon = daemon(&slack, &openai, &format!("{OPEN}\n{HTTP}")).await;
+    let client = daemon.events_client();
+    let verification = client.url_verification("challenge-42").await;
+    assert_eq!(verification.status, 200);
+    assert!(verification.body.contains("challenge-42"), "{}", verification.body);
+
+    let event = slack.event(FakeSlack::message_body("DU1", "im", "U1", "hi over http", None));
+    assert_eq!(client.deliver_badly_signed(&event.payload).await.status, 401);
+    assert_eq!(client.deliver_stale(&event.payload, 6 * 60).await.status, 401);
+    assert!(openai.requests().is_empty(), "no run for a refused request");
+
+    assert_eq!(client.deliver(&event.payload).await.status, 200);
+    assert_eq!(client.redeliver(&event.payload, 1).await.status, 200);
+    assert_eq!(client.redeliver(&event.payload, 2).await.status, 200);
+    assert_eq!(messages(&slack, "DU1", 1).await[0].text, "Hello over HTTP.");
+    openai.push(Turn::text(["Second."]));
+    let next = slack.event(FakeSlack::message_body("DU1", "im", "U1", "next", None));
+    assert_eq!(client.deliver(&next.payload).await.status, 200);
+    let shown = messages(&slack, "DU1", 2).await;
+    assert_eq!(shown[1].text, "Second.");
+    assert_eq!(openai.requests().len(), 2, "the retries did not run");
+}
+
+#[tokio::test]
+async fn a_crash_mid_run_neither_loses_the_message_nor_answers_twice() {
+    let (slack, openai) = fakes().await;
+    openai.push(Turn::stall(Reply::text(["I was about to", " answer"]), 1));
+    openai.push(Turn::text(["Here is your answer."]));
+    let mut first = daemon(&slack, &openai, OPEN).await;
+    let event = slack.dm("U1", "an important question");
+    tokio::time::timeout(PATIENCE, openai.wait_for_request(0)).await.unwrap();
+    tokio::time::timeout(PATIENCE, slack.wait_for_ack(&event.event_id)).await.expect("accepted, so acked");
+    first.child.kill().unwrap(); // SIGKILL: no shutdown of any kind
+    first.child.wait().unwrap();
+    let home = std::mem::replace(&mut first.home, tempfile::tempdir().unwrap());
+
+    let _second = daemon_in(home, &slack, &openai, "", OPEN).await;
+    let shown = messages(&slack, "DU1", 1).await;
+    assert_eq!(shown[0].text, "Here is your answer.");
+    // A later message is answered after it, so a duplicate would have shown up by then.
+    openai.push(Turn::text(["Later."]));
+    slack.dm("U1", "later");
+    let shown = messages(&slack, "DU1", 2).await;
+    assert_eq!(shown.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(), ["Here is your answer.", "Later."]);
+    let prompt = &openai.requests()[1].body["messages"];
+    assert!(prompt.to_string().contains("an important question"), "the journaled message ran again: {prompt}");
+}
+
+#[tokio::test]
+async fn a_wrong_token_is_a_clear_error_and_the_gateway_serves_on() {
+    let (slack, openai) = fakes().await;
+    let home = tempfile::tempdir().unwrap();
+    let (child, port) = spawn_gateway(home.path(), "xoxb-WRONG", &slack, &openai, "", "", Stdio::piped());
+    let healthz = format!("http://127.0.0.1:{port}/healthz");
+    let health: serde_json::Value = tokio::time::timeout(PATIENCE, async {
+        loop {
+            if let Ok(response) = reqwest::get(&healthz).await {
+                return response.json().await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .unwrap();
+    let channels = health["channels"].as_array().unwrap();
+    assert!(channels.iter().all(|c| c["name"] != "slack"), "slack is not running: {health}");
+    assert!(channels.iter().any(|c| c["name"] == "webchat"), "the web chat still is");
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("slack channel did not start") && stderr.contains("bot_token"), "{stderr}");
+    assert!(!stderr.contains("xoxb-WRONG"), "the token is not logged");
+}
