@@ -31,7 +31,7 @@ use crate::control::parse_command;
 use crate::metrics::{InboundOutcome, metrics};
 use crate::queue::{Admission, QueueJournal, QueueSettings, QueuedMessage, Scheduler};
 use crate::reply::outbound::Schedulers;
-use crate::routing::{Clock, RouteDecision, Routed, Router, RoutingError, SessionKey, ThreadLabels};
+use crate::routing::{Admitted, Clock, RouteDecision, Routed, Router, RoutingError, SessionKey, ThreadLabels};
 use crate::session::{SessionStore, SqliteSessionStore};
 use crate::state::Database;
 use executor::AgentExecutor;
@@ -96,7 +96,7 @@ impl Dispatcher {
         let router = Router::new(&parts.config, &parts.database, &parts.agent_id, parts.clock)?
             .with_thread_labels(parts.thread_labels);
         let store: Arc<dyn SessionStore> = Arc::new(SqliteSessionStore::new(parts.database.clone()));
-        let journal = QueueJournal::new(parts.database.clone());
+        let journal = QueueJournal::new(&parts.database);
         let schedulers = Schedulers::default();
         let overrides = Arc::new(OverridesCache::default());
         let executor = AgentExecutor {
@@ -212,11 +212,11 @@ impl Dispatcher {
     async fn handle_in_span(&self, delivery: InboundDelivery) {
         let InboundDelivery { message, ack } = delivery;
         let command = parse_command(&message.text);
-        // A message that runs is journaled in the same write that records it as seen.
-        let entry = match command {
+        // A message that runs is journaled in the same record that marks it as seen.
+        let encoded = match command {
             Some(_) => None,
-            None => match QueueJournal::entry(&message) {
-                Ok(entry) => Some(entry),
+            None => match QueueJournal::encode(&message) {
+                Ok(encoded) => Some(encoded),
                 Err(error) => {
                     tracing::error!(%error, "cannot encode a message for the queue journal; leaving it unacknowledged");
                     metrics().inbound(&message.channel, InboundOutcome::Error);
@@ -225,13 +225,7 @@ impl Dispatcher {
                 }
             },
         };
-        let routed = self
-            .inner
-            .router
-            .route_and_admit(&message, move |connection, session_key, prompt| {
-                entry.map(|entry| entry.insert(connection, session_key, prompt)).transpose()
-            })
-            .await;
+        let routed = self.inner.router.route_and_admit(&message, encoded).await;
         let Routed { decision, admitted } = match routed {
             Ok(routed) => routed,
             Err(error) => {
@@ -257,15 +251,18 @@ impl Dispatcher {
                 ack.accept();
                 self.reply(&message, &reply).await;
             }
-            RouteDecision::Run { session_key, .. } => {
+            RouteDecision::Run { session_key, prompt, .. } => {
                 ack.accept();
                 self.received(&message, session_key.as_str());
-                match (command, admitted.flatten()) {
+                match (command, admitted) {
                     (Some(command), _) => {
                         metrics().inbound(&message.channel, InboundOutcome::Command);
                         self.control(command, session_key.as_str(), &message).await
                     }
-                    (None, Some(queued)) => self.submit(queued).await,
+                    (None, Some(Admitted { id, enqueued_at })) => {
+                        let session_key = session_key.as_str().to_owned();
+                        self.submit(QueuedMessage { id, session_key, message, prompt, enqueued_at }).await
+                    }
                     (None, None) => tracing::error!("a message to run was admitted without a journal entry"),
                 }
             }

@@ -7,9 +7,9 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use ferry_channel::InboundMessage;
-use rusqlite::{Connection, params};
 
 use crate::state::Database;
+use crate::state::inbound_log::{InboundLog, LogError, LoggedMessage};
 
 /// An accepted message waiting for (or in) its run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +33,7 @@ impl QueuedMessage {
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
     #[error("queue journal: {0}")]
-    Database(#[from] rusqlite::Error),
+    Log(#[from] LogError),
     #[error("queue journal: cannot encode a message: {0}")]
     Encode(#[from] serde_json::Error),
 }
@@ -51,86 +51,52 @@ impl AnsweredLog for QueueJournal {
     }
 }
 
-/// An accepted message, encoded and waiting to be written.
-pub struct JournalEntry {
-    message: InboundMessage,
-    encoded: String,
-    enqueued_at: DateTime<Utc>,
-}
-
-impl JournalEntry {
-    /// Writes the entry on `connection` (inside the caller's transaction) and returns the
-    /// queued message with its journal id.
-    pub fn insert(self, connection: &Connection, session_key: &str, prompt: &str) -> rusqlite::Result<QueuedMessage> {
-        let id = connection
-            .prepare_cached(
-                "INSERT INTO queued_messages (session_key, message, prompt, enqueued_at) VALUES (?, ?, ?, ?)",
-            )?
-            .insert(params![session_key, self.encoded, prompt, self.enqueued_at.timestamp_millis()])?;
-        Ok(QueuedMessage {
-            id,
-            session_key: session_key.to_owned(),
-            message: self.message,
-            prompt: prompt.to_owned(),
-            enqueued_at: self.enqueued_at,
-        })
-    }
-}
-
+/// The journal's records live in the state directory's inbound log, in the same record
+/// that marks a message as seen (see `routing::dedupe`); this is the queue's view of them.
 #[derive(Clone)]
 pub struct QueueJournal {
-    database: Database,
+    log: InboundLog,
 }
 
 impl QueueJournal {
-    pub fn new(database: Database) -> Self {
-        Self { database }
+    pub fn new(database: &Database) -> Self {
+        Self { log: database.inbound_log().clone() }
     }
 
-    /// Prepares `message` for the journal (encoding it here, outside any transaction); the
-    /// returned entry is written by [`JournalEntry::insert`] inside the write that accepts it.
-    pub fn entry(message: &InboundMessage) -> Result<JournalEntry, JournalError> {
-        Ok(JournalEntry { encoded: serde_json::to_string(message)?, message: message.clone(), enqueued_at: Utc::now() })
+    /// Encodes `message` for the journal, here, outside the write that accepts it.
+    pub fn encode(message: &InboundMessage) -> Result<String, JournalError> {
+        Ok(serde_json::to_string(message)?)
     }
 
     /// Forgets answered (or deliberately dropped) messages.
     pub async fn remove(&self, ids: &[i64]) -> Result<(), JournalError> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        let ids = ids.to_vec();
-        self.database
-            .write(move |connection| -> rusqlite::Result<()> {
-                let mut delete = connection.prepare_cached("DELETE FROM queued_messages WHERE id = ?")?;
-                for id in ids {
-                    delete.execute([id])?;
-                }
-                Ok(())
-            })
-            .await?;
-        Ok(())
+        Ok(self.log.answered(ids).await?)
     }
 
-    /// Everything still unanswered, oldest first. Rows that no longer decode are logged and
-    /// skipped (and left in place for an operator to inspect).
+    /// How many accepted messages wait for their answer.
+    pub fn len(&self) -> usize {
+        self.log.pending_count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Everything still unanswered, oldest first. Records that no longer decode are logged
+    /// and skipped (and left in the log for an operator to inspect).
     pub async fn pending(&self) -> Result<Vec<QueuedMessage>, JournalError> {
-        let rows: Vec<(i64, String, String, String, i64)> = self.database.read(|connection| {
-            connection
-                .prepare("SELECT id, session_key, message, prompt, enqueued_at FROM queued_messages ORDER BY id")?
-                .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)))?
-                .collect()
-        })?;
-        let mut pending = Vec::with_capacity(rows.len());
-        for (id, session_key, encoded, prompt, enqueued_at) in rows {
-            match serde_json::from_str::<InboundMessage>(&encoded) {
+        let logged = self.log.pending()?;
+        let mut pending = Vec::with_capacity(logged.len());
+        for LoggedMessage { seq, entry } in logged {
+            match serde_json::from_str::<InboundMessage>(&entry.message) {
                 Ok(message) => pending.push(QueuedMessage {
-                    id,
-                    session_key,
+                    id: seq,
+                    session_key: entry.session_key,
                     message,
-                    prompt,
-                    enqueued_at: DateTime::from_timestamp_millis(enqueued_at).unwrap_or_default(),
+                    prompt: entry.prompt,
+                    enqueued_at: DateTime::from_timestamp_millis(entry.enqueued_at).unwrap_or_default(),
                 }),
-                Err(error) => tracing::error!(id, %error, "a queued message does not decode; skipping it"),
+                Err(error) => tracing::error!(id = seq, %error, "a queued message does not decode; skipping it"),
             }
         }
         Ok(pending)

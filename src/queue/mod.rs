@@ -14,6 +14,6 @@ pub mod prompt;
 pub mod scheduler;
 pub mod settings;
 
-pub use journal::{AnsweredLog, JournalEntry, JournalError, QueueJournal, QueuedMessage};
+pub use journal::{AnsweredLog, JournalError, QueueJournal, QueuedMessage};
 pub use scheduler::{Admission, LaneStatus, RunExecutor, RunJob, RunReport, Scheduler, Stopped, Submitted};
 pub use settings::QueueSettings;

@@ -41,12 +41,11 @@ pub mod session_key;
 use std::sync::Arc;
 
 use ferry_channel::{ChatKind, InboundMessage};
-use rusqlite::Connection;
 use tracing::Instrument;
 
 pub use access::{Access, AccessRules, ChannelAccess, DenyReason};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use dedupe::{DedupeError, DedupeStore};
+pub use dedupe::{Admitted, DedupeError, DedupeStore};
 pub use mention::{Gate, InvalidMentionPattern, MentionGate};
 pub use pairing::{ApprovedSender, PairingError, PairingRequest, PairingStore, PendingPairing};
 pub use session_key::{InvalidSessionKey, SessionKey, ThreadLabel, ThreadLabels, session_key};
@@ -106,12 +105,12 @@ pub enum RoutingError {
     Admission(DedupeError),
 }
 
-/// A routing decision and, for a message that runs, what admitting it returned.
+/// A routing decision and, for a message that runs and was journaled, its admission.
 #[derive(Debug)]
-pub struct Routed<T> {
+pub struct Routed {
     pub decision: RouteDecision,
-    /// `Some` exactly when `decision` is [`RouteDecision::Run`].
-    pub admitted: Option<T>,
+    /// `Some` exactly when `decision` is [`RouteDecision::Run`] and a journal entry was given.
+    pub admitted: Option<Admitted>,
 }
 
 /// Decides, for one agent, whether each inbound message runs and in which session.
@@ -164,21 +163,21 @@ impl Router {
     /// Decides about one message: dedupe, bots, access (with pairing), then mention gating.
     /// The message is recorded as seen, so a redelivery is a [`RouteDecision::Duplicate`].
     pub async fn route(&self, message: &InboundMessage) -> Result<RouteDecision, RoutingError> {
-        Ok(self.route_and_admit(message, |_, _, _| Ok(())).await?.decision)
+        Ok(self.route_and_admit(message, None).await?.decision)
     }
 
-    /// Like [`Router::route`]; for a message that will run, `admit` (given the session key
-    /// and prompt) is written in the same transaction that records the message as seen.
-    /// The dispatcher journals the message there: a crash can then never leave a message
+    /// Like [`Router::route`]; a message that will run is journaled with `encoded` (the
+    /// message as JSON) in the same record that marks it as seen. The dispatcher journals
+    /// every message that runs but a command: a crash can then never leave a message
     /// marked as seen (so its redelivery would be dropped) but not queued.
     ///
     /// On error nothing was recorded and the platform should redeliver. Deciding has
     /// in-memory effects that a redelivery repeats: a held group message is held again.
-    pub async fn route_and_admit<T: Send + 'static>(
+    pub async fn route_and_admit(
         &self,
         message: &InboundMessage,
-        admit: impl FnOnce(&Connection, &str, &str) -> rusqlite::Result<T> + Send + 'static,
-    ) -> Result<Routed<T>, RoutingError> {
+        encoded: Option<String>,
+    ) -> Result<Routed, RoutingError> {
         let span = tracing::debug_span!(
             "route",
             channel = %message.channel,
@@ -188,13 +187,12 @@ impl Router {
         async {
             let duplicate = Routed { decision: RouteDecision::Duplicate, admitted: None };
             let decision = self.decide(message).await?;
-            let admitted = match &decision {
-                RouteDecision::Duplicate => return Ok(duplicate),
-                RouteDecision::Run { session_key, prompt, .. } => {
-                    let (key, prompt) = (session_key.as_str().to_owned(), prompt.clone());
+            let admitted = match (&decision, encoded) {
+                (RouteDecision::Duplicate, _) => return Ok(duplicate),
+                (RouteDecision::Run { session_key, prompt, .. }, Some(encoded)) => {
                     let admitted = self
                         .dedupe
-                        .record_then(message, move |connection| admit(connection, &key, &prompt))
+                        .admit(message, session_key.as_str(), prompt, encoded)
                         .await
                         .map_err(RoutingError::Admission)?;
                     match admitted {
@@ -273,7 +271,7 @@ impl Router {
     /// redelivery must not repeat (a pairing reply, a group's held history). Elsewhere the
     /// write that records the message finds out, and the lookup is saved.
     async fn redelivered(&self, message: &InboundMessage) -> Result<bool, RoutingError> {
-        let seen = self.dedupe.seen(message).await?;
+        let seen = self.dedupe.seen(message);
         if seen {
             tracing::debug!("dropping a redelivered message");
         }

@@ -10,6 +10,8 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use super::STATE_DIR_VAR;
 use super::group_commit::{self, CommitStats, CommitTarget, WriteQueue};
+use super::inbound_log::{INBOUND_LOG_FILE_NAME, InboundLog, LogError};
+use super::legacy;
 use super::migrations::{self, MigrateError};
 
 /// The database file's name inside the state directory.
@@ -43,9 +45,12 @@ pub enum StateError {
     Migrate { path: PathBuf, source: MigrateError },
     #[error("state database {} failed a query: {source}", path.display())]
     Query { path: PathBuf, source: rusqlite::Error },
+    #[error("cannot open the inbound log: {0}")]
+    InboundLog(#[from] LogError),
 }
 
-/// A handle on `ferry.db`. Cheap to clone; all clones share one connection.
+/// A handle on the state directory: `ferry.db` and the inbound log beside it. Cheap to
+/// clone; all clones share one connection and one log.
 ///
 /// SQLite is called in place, on the calling task's thread, under a mutex: a statement
 /// takes microseconds, whereas handing each one to a database worker thread (as sqlx does)
@@ -65,6 +70,7 @@ struct Inner {
     next_reader: AtomicUsize,
     path: PathBuf,
     writes: WriteQueue,
+    inbound: InboundLog,
 }
 
 impl std::fmt::Debug for Inner {
@@ -98,6 +104,11 @@ impl Database {
             source => StateError::Migrate { path: path.clone(), source },
         })?;
         record_open(&mut connection).map_err(|source| StateError::Query { path: path.clone(), source })?;
+        let inbound = InboundLog::open(&state_dir.join(INBOUND_LOG_FILE_NAME))?;
+        legacy::carry_over(&mut connection, &inbound).await.map_err(|source| match source {
+            legacy::CarryOverError::Database(source) => StateError::Query { path: path.clone(), source },
+            legacy::CarryOverError::Log(error) => StateError::InboundLog(error),
+        })?;
         let readers = (0..READERS)
             .map(|_| open_reader(&path).map(Mutex::new))
             .collect::<rusqlite::Result<Vec<_>>>()
@@ -108,6 +119,7 @@ impl Database {
             next_reader: AtomicUsize::new(0),
             path: path.clone(),
             writes: WriteQueue::default(),
+            inbound,
         });
         spawn_checkpointer(&path, Arc::downgrade(&inner)).map_err(|source| StateError::Open { path, source })?;
         Ok(Self { inner })
@@ -115,6 +127,11 @@ impl Database {
 
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// The state directory's inbound log: dedupe and the journal of unanswered messages.
+    pub fn inbound_log(&self) -> &InboundLog {
+        &self.inner.inbound
     }
 
     /// Runs `f` on the connection, in place, and returns what it returns. For the stores

@@ -13,6 +13,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (2, "routing: pairing and inbound dedupe", include_str!("../../migrations/0002_routing.sql")),
     (3, "sessions and queued messages", include_str!("../../migrations/0003_sessions.sql")),
     (4, "leaner hot path: sessions keyed by key", include_str!("../../migrations/0004_leaner_hot_path.sql")),
+    (5, "dedupe and queued messages move to the inbound log", include_str!("../../migrations/0005_inbound_log.sql")),
 ];
 
 /// Why the schema could not be brought up to date.

@@ -2,10 +2,13 @@
 //!
 //! State lives in one directory (SPEC §2): `FERRY_STATE_DIR` if set, else the config's
 //! `state_dir`, else `$XDG_DATA_HOME/ferry` (`~/.local/share/ferry`). Sessions,
-//! transcripts, dedupe records and queued messages all go in its `ferry.db`.
+//! transcripts and pairing go in its `ferry.db`; which inbound messages were seen and which
+//! still wait for their answer go in its append-only `inbound.log` ([`inbound_log`]).
 
 mod database;
 mod group_commit;
+pub mod inbound_log;
+mod legacy;
 mod migrations;
 
 use std::path::PathBuf;
