@@ -25,6 +25,7 @@ use slack_morphism::api::SlackApiConversationsInfoRequest;
 use slack_morphism::events::SlackPushEventCallback;
 use slack_morphism::{SlackApiToken, SlackChannelId};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::CHANNEL_NAME;
@@ -97,6 +98,8 @@ impl Inbound {
 
     /// Takes one event to the core and reports whether Slack may be told it arrived.
     pub(crate) async fn receive(&self, callback: &SlackPushEventCallback) -> Received {
+        // One budget for the whole way, lookup included: Slack's 3 s count from its send.
+        let deadline = Instant::now() + ACK_TIMEOUT;
         let event_id = callback.event_id.0.as_str();
         if lock(&self.recent).contains(event_id) {
             debug!(channel = CHANNEL_NAME, account_id = %self.account_id, event_id, "event redelivered; already accepted");
@@ -112,7 +115,7 @@ impl Inbound {
         };
         let mut message = normalized.message;
         if normalized.kind_unknown {
-            message.chat.kind = self.kind_of(&message.chat.id).await;
+            message.chat.kind = self.kind_of(&message.chat.id, deadline).await;
         }
         debug!(
             channel = CHANNEL_NAME,
@@ -123,7 +126,7 @@ impl Inbound {
             "message received"
         );
         let (ack, receiver) = Ack::pair();
-        let decided = tokio::time::timeout(ACK_TIMEOUT, async {
+        let decided = tokio::time::timeout_at(deadline, async {
             self.tx.send(InboundDelivery { message, ack }).await.ok()?;
             Some(receiver.outcome().await)
         })
@@ -139,13 +142,14 @@ impl Inbound {
 
     /// A private channel or a group DM, by `conversations.info`; a channel if Slack does not
     /// say in time (the safer reading: group policy and mention gating apply).
-    async fn kind_of(&self, channel: &str) -> ChatKind {
+    async fn kind_of(&self, channel: &str, deadline: Instant) -> ChatKind {
         if let Some(kind) = lock(&self.kinds).get(channel) {
             return *kind;
         }
         let request = SlackApiConversationsInfoRequest::new(SlackChannelId(channel.to_owned()));
         let session = self.client.open_session(&self.token);
-        match tokio::time::timeout(LOOKUP_TIMEOUT, session.conversations_info(&request)).await {
+        let lookup_deadline = deadline.min(Instant::now() + LOOKUP_TIMEOUT);
+        match tokio::time::timeout_at(lookup_deadline, session.conversations_info(&request)).await {
             Ok(Ok(info)) => {
                 let flags = &info.channel.flags;
                 let kind = if flags.is_im == Some(true) {

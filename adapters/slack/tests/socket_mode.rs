@@ -140,3 +140,21 @@ async fn a_wrong_bot_token_or_app_token_fails_connect_clearly() {
     let error = SlackChannel::connect(config).await.err().expect("refused");
     assert!(error.to_string().contains("app_token"), "{error}");
 }
+
+#[tokio::test]
+async fn an_app_mention_in_a_g_conversation_is_looked_up_once_and_a_group_dm_is_a_group() {
+    let slack = FakeSlack::start().await.unwrap();
+    let (_channel, mut inbound) = started(&slack).await;
+    slack.mark_mpim("G5");
+    for text in ["first", "second"] {
+        let body = serde_json::json!({"type": "app_mention", "channel": "G5", "user": "U1", "text": format!("<@{SLACK_BOT_USER_ID}> {text}")});
+        let event = slack.event(body);
+        slack.deliver(&event);
+        let delivery = next(&mut inbound).await;
+        assert_eq!((delivery.message.chat.kind, delivery.message.mentions_bot), (ChatKind::Group, true));
+        delivery.ack.accept();
+    }
+    slack.deliver(&slack.event(FakeSlack::message_body("G6", "group", "U1", "private channel", None)));
+    assert_eq!(next(&mut inbound).await.message.chat.kind, ChatKind::Channel);
+    assert_eq!(slack.calls_to("conversations.info").len(), 1, "cached after the first lookup");
+}
