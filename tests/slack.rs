@@ -366,3 +366,31 @@ async fn a_wrong_token_is_a_clear_error_and_the_gateway_serves_on() {
     assert!(stderr.contains("slack channel did not start") && stderr.contains("bot_token"), "{stderr}");
     assert!(!stderr.contains("xoxb-WRONG"), "the token is not logged");
 }
+
+#[tokio::test]
+async fn edits_deletions_joins_and_bot_messages_are_not_runs() {
+    let (slack, openai) = fakes().await;
+    openai.push(Turn::text(["Only this one."]));
+    let _daemon = daemon(&slack, &openai, OPEN).await;
+    let mut not_runs = Vec::new();
+    let mut edit = FakeSlack::message_body("DU1", "im", "U1", "", None);
+    edit["subtype"] = "message_changed".into();
+    edit["message"] = serde_json::json!({"text": "edited text", "user": "U1", "ts": "1700000000.000001"});
+    not_runs.push(edit);
+    not_runs.push(serde_json::json!({"type": "message", "subtype": "message_deleted", "channel": "DU1",
+        "channel_type": "im", "hidden": true, "deleted_ts": "1700000000.000001"}));
+    let mut join = FakeSlack::message_body("C0TEAM", "channel", "U1", &mention("has joined the channel"), None);
+    join["subtype"] = "channel_join".into();
+    not_runs.push(join);
+    not_runs.push(serde_json::json!({"type": "message", "subtype": "bot_message", "channel": "DU1",
+        "channel_type": "im", "bot_id": "B0OTHER", "username": "otherbot", "text": "beep"}));
+    for body in not_runs {
+        let event = slack.event(body);
+        slack.deliver(&event);
+        tokio::time::timeout(PATIENCE, slack.wait_for_ack(&event.event_id)).await.expect("acknowledged");
+    }
+    slack.dm("U1", "a real question");
+    assert_eq!(messages(&slack, "DU1", 1).await[0].text, "Only this one.");
+    assert_eq!(openai.requests().len(), 1, "nothing else ran");
+    assert!(slack.messages_in("C0TEAM").is_empty());
+}
