@@ -78,12 +78,15 @@ async fn run() {
         latencies.push(answered.saturating_duration_since(queued_at));
         tokio::time::sleep(SAMPLE_GAP).await;
     }
+    let slowest = latencies.iter().enumerate().max_by_key(|(_, latency)| **latency).map_or(0, |(index, _)| index);
     latencies.sort();
     let percentile = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
     println!(
-        "one DM at a time, envelope → chat.postMessage ({} samples): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        "one DM at a time, envelope → chat.postMessage ({} samples): p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, \
+         max {:.2} ms (sample #{slowest})",
         latencies.len(),
         percentile(0.5).as_secs_f64() * 1e3,
+        percentile(0.9).as_secs_f64() * 1e3,
         percentile(0.99).as_secs_f64() * 1e3,
         latencies.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
     );

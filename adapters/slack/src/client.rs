@@ -6,6 +6,7 @@
 //! connector is built here: `https_or_http()` only when `api_url`'s host is a loopback
 //! address, `https_only()` otherwise.
 
+use hyper_util::client::legacy::connect::HttpConnector;
 use slack_morphism::SlackClient;
 use slack_morphism::hyper_tokio::{SlackClientHyperConnector, SlackClientHyperHttpsConnector};
 use url::{Host, Url};
@@ -37,7 +38,12 @@ pub(crate) fn build(api_url: &str) -> Result<Client, SlackError> {
         SlackError::InvalidConfig { reason: format!("cannot load the system's TLS root certificates: {error}") }
     })?;
     let builder = if loopback { builder.https_or_http() } else { builder.https_only() };
-    let connector = builder.enable_all_versions().build();
+    // Small JSON requests on kept-alive connections: without TCP_NODELAY, Nagle's algorithm
+    // meets the server's delayed ACK and a send can sit ~40 ms in the kernel.
+    let mut tcp = HttpConnector::new();
+    tcp.set_nodelay(true);
+    tcp.enforce_http(false);
+    let connector = builder.enable_all_versions().wrap_connector(tcp);
     Ok(SlackClient::new(SlackClientHyperConnector::with_connector(connector).with_slack_api_url(api_url)))
 }
 
