@@ -356,6 +356,16 @@ impl FakeSlack {
         self.state().envelopes.iter().any(|e| e.event_id == event_id && e.acked)
     }
 
+    /// Envelopes not acknowledged yet.
+    pub fn unacked(&self) -> usize {
+        self.state().envelopes.iter().filter(|e| !e.acked).count()
+    }
+
+    /// Waits until every envelope queued so far is acknowledged (taken by the app).
+    pub async fn wait_for_all_acked(&self) {
+        self.wait_until(|slack| slack.unacked() == 0).await;
+    }
+
     /// How often envelopes of this event were written to a socket.
     pub fn deliveries(&self, event_id: &str) -> u32 {
         self.state().envelopes.iter().filter(|e| e.event_id == event_id).map(|e| e.deliveries).sum()

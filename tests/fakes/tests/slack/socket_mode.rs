@@ -55,8 +55,10 @@ async fn events_arrive_in_envelopes_that_slack_morphism_parses() {
     let SlackEventCallbackBody::Message(message) = callback.event else { panic!("a message event") };
     assert_eq!(message.origin.thread_ts.unwrap().0, "1700000000.000001");
     assert_eq!(message.origin.ts.0, event.ts);
+    assert_eq!(slack.unacked(), 1);
     ack(&mut socket, &envelope).await;
     soon(slack.wait_for_ack(&event.event_id)).await;
+    soon(slack.wait_for_all_acked()).await;
 }
 
 #[tokio::test]
