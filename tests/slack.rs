@@ -334,7 +334,14 @@ async fn a_crash_mid_run_neither_loses_the_message_nor_answers_twice() {
     openai.push(Turn::text(["Later."]));
     slack.dm("U1", "later");
     let shown = messages(&slack, "DU1", 2).await;
-    assert_eq!(shown[1].text, "Later.");
+    let asked: Vec<String> = openai
+        .requests()
+        .iter()
+        .map(|r| {
+            r.body["messages"].as_array().and_then(|m| m.last()).map(|m| m["content"].to_string()).unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(shown[1].text, "Later.", "the model was asked: {asked:#?}");
     assert_eq!((slack.messages_in("DU1").len(), slack.messages_in("DU2").len()), (2, 1));
     let prompts: Vec<String> = openai.requests().iter().map(|r| r.body["messages"].to_string()).collect();
     assert_eq!(prompts.len(), 4, "the stalled run, its rerun, the message sent while down, the later one");
@@ -393,4 +400,33 @@ async fn edits_deletions_joins_and_bot_messages_are_not_runs() {
     assert_eq!(messages(&slack, "DU1", 1).await[0].text, "Only this one.");
     assert_eq!(openai.requests().len(), 1, "nothing else ran");
     assert!(slack.messages_in("C0TEAM").is_empty());
+}
+
+#[tokio::test]
+async fn each_thread_is_its_own_session() {
+    let (slack, openai) = fakes().await;
+    openai.push(Turn::text(["Alpha answered."]));
+    openai.push(Turn::text(["Beta answered."]));
+    openai.push(Turn::text(["Alpha again."]));
+    let _daemon = daemon(&slack, &openai, OPEN).await;
+    slack.thread_reply("C0TEAM", "1700000000.000301", "U1", &mention("alpha question"));
+    messages(&slack, "C0TEAM", 1).await;
+    slack.thread_reply("C0TEAM", "1700000000.000302", "U2", &mention("beta question"));
+    messages(&slack, "C0TEAM", 2).await;
+    slack.thread_reply("C0TEAM", "1700000000.000301", "U1", &mention("alpha follow-up"));
+    let shown = messages(&slack, "C0TEAM", 3).await;
+    let threads: Vec<_> = shown.iter().map(|m| (m.thread_ts.as_deref().unwrap_or_default(), m.text.as_str())).collect();
+    assert_eq!(
+        threads,
+        [
+            ("1700000000.000301", "Alpha answered."),
+            ("1700000000.000302", "Beta answered."),
+            ("1700000000.000301", "Alpha again.")
+        ]
+    );
+    let requests = openai.requests();
+    let beta = requests[1].body["messages"].to_string();
+    assert!(beta.contains("beta question") && !beta.contains("alpha question"), "thread B starts fresh: {beta}");
+    let alpha = requests[2].body["messages"].to_string();
+    assert!(alpha.contains("alpha question") && !alpha.contains("beta question"), "thread A continues: {alpha}");
 }
