@@ -158,3 +158,17 @@ async fn an_app_mention_in_a_g_conversation_is_looked_up_once_and_a_group_dm_is_
     assert_eq!(next(&mut inbound).await.message.chat.kind, ChatKind::Channel);
     assert_eq!(slack.calls_to("conversations.info").len(), 1, "cached after the first lookup");
 }
+
+#[tokio::test]
+async fn a_socket_dropped_without_a_close_frame_is_reopened_and_nothing_is_lost() {
+    let slack = FakeSlack::start().await.unwrap();
+    let (_channel, mut inbound) = started(&slack).await;
+    soon(slack.wait_for_connections(1)).await;
+    slack.drop_sockets();
+    let event = slack.dm("U1", "after the outage");
+    let delivery = next(&mut inbound).await;
+    assert_eq!(delivery.message.text, "after the outage");
+    delivery.ack.accept();
+    soon(slack.wait_for_ack(&event.event_id)).await;
+    assert!(slack.connections().0 >= 2, "a new socket was opened");
+}
