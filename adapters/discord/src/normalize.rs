@@ -83,7 +83,7 @@ fn sender(message: &Message) -> Sender {
     Sender { id: author.id.to_string(), name: Some(name), is_bot: author.bot }
 }
 
-/// `content` without the bot's `<@id>` / `<@!id>` mentions (whitespace tidied), and whether
+/// `content` without the bot's `<@id>` / `<@!id>` mentions (and the space after each), and whether
 /// there was one. A message that is nothing but the mention keeps its text empty.
 fn strip_bot_mentions(content: &str, bot: UserId) -> (String, bool) {
     let plain = format!("<@{bot}>");
@@ -91,11 +91,12 @@ fn strip_bot_mentions(content: &str, bot: UserId) -> (String, bool) {
     if !content.contains(&plain) && !content.contains(&nickname) {
         return (content.to_owned(), false);
     }
-    let stripped = content.replace(&nickname, " ").replace(&plain, " ");
-    // Collapse the gaps the mentions leave, line by line, so code blocks keep their lines.
-    let lines: Vec<String> =
-        stripped.lines().map(|line| line.split(' ').filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ")).collect();
-    (lines.join("\n").trim().to_owned(), true)
+    // The space after a mention goes with it; everything else (code indentation) stays.
+    let mut stripped = content.to_owned();
+    for token in [&nickname, &plain] {
+        stripped = stripped.replace(&format!("{token} "), "").replace(token.as_str(), "");
+    }
+    (stripped.trim().to_owned(), true)
 }
 
 fn replies_to_bot(message: &Message, bot: &BotIdentity) -> bool {
