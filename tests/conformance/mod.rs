@@ -285,38 +285,38 @@ macro_rules! conformance_suite {
         mod $name {
             #[tokio::test]
             async fn a_dm_is_answered_exactly_once() {
-                crate::conformance::a_dm_is_answered_exactly_once::<$platform>().await;
+                $crate::conformance::a_dm_is_answered_exactly_once::<$platform>().await;
             }
 
             #[tokio::test]
             async fn no_reply_stays_silent() {
-                crate::conformance::no_reply_stays_silent::<$platform>().await;
+                $crate::conformance::no_reply_stays_silent::<$platform>().await;
             }
 
             #[tokio::test]
             async fn a_long_reply_is_split_within_limits_with_intact_fences() {
-                crate::conformance::a_long_reply_is_split_within_limits_with_intact_fences::<$platform>().await;
+                $crate::conformance::a_long_reply_is_split_within_limits_with_intact_fences::<$platform>().await;
             }
 
             #[tokio::test]
             async fn in_a_group_only_a_mention_runs_with_the_earlier_messages_as_context() {
-                crate::conformance::in_a_group_only_a_mention_runs_with_the_earlier_messages_as_context::<$platform>()
+                $crate::conformance::in_a_group_only_a_mention_runs_with_the_earlier_messages_as_context::<$platform>()
                     .await;
             }
 
             #[tokio::test]
             async fn messages_during_a_run_are_collected_into_one_follow_up() {
-                crate::conformance::messages_during_a_run_are_collected_into_one_follow_up::<$platform>().await;
+                $crate::conformance::messages_during_a_run_are_collected_into_one_follow_up::<$platform>().await;
             }
 
             #[tokio::test]
             async fn a_crash_mid_run_neither_loses_the_message_nor_answers_twice() {
-                crate::conformance::a_crash_mid_run_neither_loses_the_message_nor_answers_twice::<$platform>().await;
+                $crate::conformance::a_crash_mid_run_neither_loses_the_message_nor_answers_twice::<$platform>().await;
             }
 
             #[tokio::test]
             async fn a_rate_limit_storm_delays_but_loses_nothing() {
-                crate::conformance::a_rate_limit_storm_delays_but_loses_nothing::<$platform>().await;
+                $crate::conformance::a_rate_limit_storm_delays_but_loses_nothing::<$platform>().await;
             }
         }
     };

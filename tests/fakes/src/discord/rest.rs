@@ -135,37 +135,45 @@ async fn channel(AxumState(shared): Shared_, Path(channel): Path<String>, header
 }
 
 /// The checks every message call shares; `Err` is the answer to give instead.
-fn check_message_call(shared: &Shared, headers: &HeaderMap, channel: Option<u64>) -> Result<u64, Response> {
+/// An answer other than success, boxed (a `Response` is large for a `Result`'s error).
+type Refused = Box<Response>;
+
+/// The channel a stored message is in.
+fn channel_of(message: &Value) -> Option<u64> {
+    message["channel_id"].as_str()?.parse().ok()
+}
+
+fn check_message_call(shared: &Shared, headers: &HeaderMap, channel: Option<u64>) -> Result<u64, Refused> {
     if !shared.authorized(headers) {
-        return Err(error(401, 0, "401: Unauthorized"));
+        return Err(Box::new(error(401, 0, "401: Unauthorized")));
     }
     let mut state = lock(&shared.state);
     let Some(channel) = channel.filter(|id| state.channels.contains_key(id)) else {
-        return Err(error(404, 10003, "Unknown Channel"));
+        return Err(Box::new(error(404, 10003, "Unknown Channel")));
     };
     if let Some(fault) = state.faults.get_mut(&channel).and_then(|faults| faults.pop_front()) {
-        return Err(match fault {
+        return Err(Box::new(match fault {
             Fault::RateLimited(retry_after) => rate_limited(retry_after),
             Fault::Status(status) if status >= 500 => error(status, 0, "500: Internal Server Error"),
             Fault::Status(status) => error(status, 50001, "Missing Access"),
-        });
+        }));
     }
     let now = Instant::now();
     if let Some(until) = state.storms.get(&channel).copied() {
         if until > now {
-            return Err(rate_limited(until.duration_since(now).as_secs_f64()));
+            return Err(Box::new(rate_limited(until.duration_since(now).as_secs_f64())));
         }
         state.storms.remove(&channel);
     }
-    state.admit(channel, now).map_err(|wait| rate_limited(wait.as_secs_f64().max(0.001)))?;
+    state.admit(channel, now).map_err(|wait| Box::new(rate_limited(wait.as_secs_f64().max(0.001))))?;
     Ok(channel)
 }
 
 /// The content's problem, as Discord reports it, if any.
-fn check_content(content: Option<&str>) -> Result<(), Response> {
+fn check_content(content: Option<&str>) -> Result<(), Refused> {
     let content = content.unwrap_or_default();
     if content.trim().is_empty() {
-        return Err(error(400, 50006, "Cannot send an empty message"));
+        return Err(Box::new(error(400, 50006, "Cannot send an empty message")));
     }
     if content.chars().count() > TEXT_LIMIT {
         let body = json!({
@@ -175,7 +183,7 @@ fn check_content(content: Option<&str>) -> Result<(), Response> {
                 { "code": "BASE_TYPE_MAX_LENGTH", "message": format!("Must be {TEXT_LIMIT} or fewer in length.") }
             ] } }
         });
-        return Err((StatusCode::BAD_REQUEST, axum::Json(body)).into_response());
+        return Err(Box::new((StatusCode::BAD_REQUEST, axum::Json(body)).into_response()));
     }
     Ok(())
 }
@@ -207,9 +215,9 @@ async fn create_message(
         let json = state.message_json(id, channel, &bot, content, reply_to);
         let sent = SentMessage { channel_id: channel, message_id: id, content: content.to_owned(), reply_to, edits: 0 };
         state.messages.insert(id, super::state::StoredMessage { json: json.clone(), sent: Some(sent) });
-        Ok::<_, Response>(axum::Json(json).into_response())
+        Ok::<_, Refused>(axum::Json(json).into_response())
     })();
-    shared.answer(index, answer.unwrap_or_else(|response| response))
+    shared.answer(index, answer.unwrap_or_else(|response| *response))
 }
 
 async fn edit_message(
@@ -228,11 +236,11 @@ async fn edit_message(
         check_content(content)?;
         let mut state = lock(&shared.state);
         let stored = message.parse::<u64>().ok().and_then(|id| state.messages.get_mut(&id));
-        let Some(stored) = stored.filter(|stored| stored.json["channel_id"] == channel.to_string()) else {
-            return Err(error(404, 10008, "Unknown Message"));
+        let Some(stored) = stored.filter(|stored| channel_of(&stored.json) == Some(channel)) else {
+            return Err(Box::new(error(404, 10008, "Unknown Message")));
         };
         let Some(sent) = stored.sent.as_mut() else {
-            return Err(error(403, 50005, "Cannot edit a message authored by another user"));
+            return Err(Box::new(error(403, 50005, "Cannot edit a message authored by another user")));
         };
         let content = content.unwrap_or_default();
         if sent.content != content {
@@ -243,7 +251,7 @@ async fn edit_message(
         stored.json["edited_timestamp"] = super::state::timestamp().into();
         Ok(axum::Json(stored.json.clone()).into_response())
     })();
-    shared.answer(index, answer.unwrap_or_else(|response| response))
+    shared.answer(index, answer.unwrap_or_else(|response| *response))
 }
 
 async fn delete_message(
@@ -258,12 +266,12 @@ async fn delete_message(
         let channel = check_message_call(&shared, &headers, channel_id)?;
         let mut state = lock(&shared.state);
         let id = message.parse::<u64>().ok();
-        let found = id.filter(|id| state.messages.get(id).is_some_and(|m| m.json["channel_id"] == channel.to_string()));
-        let Some(id) = found else { return Err(error(404, 10008, "Unknown Message")) };
+        let found = id.filter(|id| state.messages.get(id).is_some_and(|m| channel_of(&m.json) == Some(channel)));
+        let Some(id) = found else { return Err(Box::new(error(404, 10008, "Unknown Message"))) };
         state.messages.remove(&id);
         Ok(StatusCode::NO_CONTENT.into_response())
     })();
-    shared.answer(index, answer.unwrap_or_else(|response| response))
+    shared.answer(index, answer.unwrap_or_else(|response| *response))
 }
 
 async fn typing(AxumState(shared): Shared_, Path(channel): Path<String>, headers: HeaderMap) -> Response {

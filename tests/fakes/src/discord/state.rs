@@ -127,10 +127,8 @@ impl State {
         reply_to: Option<u64>,
     ) -> Value {
         let guild_id = self.channels.get(&channel_id).and_then(|channel| channel.guild_id);
-        let mentions: Vec<Value> = mentioned_ids(content)
-            .into_iter()
-            .filter_map(|id| (id == self.bot.id).then(|| self.bot.to_json()))
-            .collect();
+        let mentions: Vec<Value> =
+            mentioned_ids(content).into_iter().filter(|id| *id == self.bot.id).map(|_| self.bot.to_json()).collect();
         let mut message = json!({
             "id": id.to_string(),
             "channel_id": channel_id.to_string(),
