@@ -99,7 +99,8 @@ pub fn thread_labels() -> ThreadLabels {
 /// Connects the enabled platform adapters and attaches them to the dispatcher. A channel
 /// that cannot start (a wrong token, an unreachable API) is logged and left out: the
 /// gateway serves the others. Returns the HTTP routes the adapters serve (webhooks).
-#[cfg_attr(not(any(feature = "telegram", feature = "discord")), allow(unused_variables, unused_mut))]
+#[cfg_attr(not(any(feature = "telegram", feature = "discord")), allow(unused_variables))]
+#[cfg_attr(not(feature = "telegram"), allow(unused_mut))]
 pub async fn start_channels(config: &Config, dispatcher: &Dispatcher) -> Vec<axum::Router> {
     let mut routes = Vec::new();
     #[cfg(feature = "telegram")]
