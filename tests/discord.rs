@@ -200,3 +200,37 @@ async fn a_wrong_token_is_a_clear_error_and_the_gateway_serves_on() {
     assert!(stderr.contains("discord channel did not start") && stderr.contains("bot_token"), "{stderr}");
     assert!(!stderr.contains("WRONG.token"), "the token is not logged");
 }
+
+#[tokio::test]
+async fn with_previews_on_one_message_is_edited_at_most_every_1_2_seconds_into_the_final() {
+    let (discord, openai) = fakes().await;
+    let pieces = ["The deploy finished ", "at 10:02 and every ", "check passed; ", "nothing else ", "to do today."];
+    openai.push(Turn::Reply(Reply::text(pieces).with_chunk_delay(Duration::from_millis(500))));
+    let _daemon = daemon(&discord, &openai, &format!("streaming = \"partial\"\n{ACCESS}")).await;
+    let (dm, _) = discord.dm(&user(), "status?");
+    let full = pieces.concat();
+    let shown = wait_for(&discord, dm, |shown| shown.first().is_some_and(|m| m.content.trim() == full)).await;
+    assert_eq!(shown.len(), 1, "one message, edited in place: {shown:?}");
+    assert!(shown[0].edits >= 1, "the preview was edited into the final");
+    let calls: Vec<_> = discord
+        .calls()
+        .into_iter()
+        .filter(|call| call.channel_id == Some(dm) && (call.is_create_message() || call.is_edit_message()))
+        .map(|call| call.at)
+        .collect();
+    for pair in calls.windows(2) {
+        assert!(pair[1] - pair[0] >= Duration::from_millis(1150), "at most one edit every 1.2 s: {calls:?}");
+    }
+    assert!(discord.typing().contains(&dm), "typing was shown");
+}
+
+#[tokio::test]
+async fn reply_to_current_threads_the_answer_to_the_triggering_message() {
+    let (discord, openai) = fakes().await;
+    openai.push(Turn::text(["[[reply_to_current]] Yes, that one."]));
+    let _daemon = daemon(&discord, &openai, ACCESS).await;
+    let question = discord.guild_message(GUILD, 10, &user(), "is this the right channel?", Mention::Plain);
+    let shown = wait_for(&discord, 10, |shown| !shown.is_empty()).await;
+    assert_eq!(shown[0].content.trim(), "Yes, that one.");
+    assert_eq!(shown[0].reply_to, Some(question), "sent with a message_reference to the question");
+}
