@@ -234,3 +234,18 @@ async fn reply_to_current_threads_the_answer_to_the_triggering_message() {
     assert_eq!(shown[0].content.trim(), "Yes, that one.");
     assert_eq!(shown[0].reply_to, Some(question), "sent with a message_reference to the question");
 }
+
+#[tokio::test]
+async fn a_guild_listed_without_channels_admits_every_channel_of_that_guild_only() {
+    let (discord, openai) = fakes().await;
+    openai.push(Turn::text(["Any channel of guild 2."]));
+    let access = "[channels.discord.guilds.\"2\"]\nrequire_mention = false\n\n[channels.discord.guilds.\"1\"]\nchannels = [\"30\"]";
+    let _daemon = daemon(&discord, &openai, access).await;
+    discord.guild_message(3, 40, &user(), "another guild", Mention::Plain);
+    discord.guild_message(2, 50, &user(), "no mention needed here", Mention::None);
+    let shown = wait_for(&discord, 50, |shown| !shown.is_empty()).await;
+    assert_eq!(shown[0].content, "Any channel of guild 2.");
+    sentinel(&discord, &openai).await;
+    assert!(discord.messages_in(40).is_empty());
+    assert_eq!(openai.requests().len(), 2, "the unlisted guild did not run");
+}

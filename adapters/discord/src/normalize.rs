@@ -4,7 +4,8 @@
 //! - a DM is a `direct` chat whose id is the DM channel's id (sends go there); the peer of DM
 //!   session keys is the author's user id;
 //! - a guild text channel is a `channel` chat with the channel's id, which is what the
-//!   `guilds.<id>.channels` allowlist lists;
+//!   `guilds.<id>.channels` allowlist lists, and the guild's id as `space_id` (a guild
+//!   allowlisted without a channel list admits all its channels);
 //! - a thread is its own channel on Discord; here it is the parent channel's chat with the
 //!   thread's id as `thread_id`, so it gets a `:thread:<id>` session and the parent's access
 //!   settings, and replies are posted into the thread;
@@ -69,6 +70,9 @@ pub(crate) fn normalize(
     let mut inbound =
         InboundMessage::new(CHANNEL_NAME, account_id, chat, sender(message), message.id.to_string(), text);
     inbound.thread_id = thread_id;
+    if matches!(place, Place::Guild { .. }) {
+        inbound.space_id = message.guild_id.map(|guild| guild.to_string());
+    }
     inbound.mentions_bot = mentioned || message.mentions.iter().any(|user| user.id == bot.id);
     inbound.reply_to_bot = replies_to_bot(message, bot);
     inbound.attachments = attachments;

@@ -88,3 +88,11 @@ fn attachments_are_kept_by_url_and_kind() {
     assert_eq!(normalized.attachments[0].kind, AttachmentKind::Image);
     assert_eq!(normalized.attachments[0].reference, "https://cdn/cat.png");
 }
+
+#[test]
+fn guild_messages_carry_their_guild_as_the_space_and_dms_none() {
+    let in_guild = normalize(&message("x", json!({"guild_id": "77"})), &guild(), &bot(), "d", false).unwrap();
+    assert_eq!(in_guild.space_id.as_deref(), Some("77"));
+    let direct = normalize(&message("x", json!({})), &Place::Direct, &bot(), "d", false).unwrap();
+    assert_eq!((direct.chat.kind, direct.space_id), (ChatKind::Direct, None));
+}
