@@ -4,6 +4,8 @@
 //! The handler does nothing but put the message on an unbounded queue and return, so the
 //! shard runner (which also sends heartbeats) is never held up — not by the core, not by a
 //! REST lookup, and never by a run (SPEC §10: "the gateway handler never blocks on a run").
+//! The queue is unbounded on purpose: if the core falls behind, messages wait in memory
+//! rather than stalling the connection until Discord drops it.
 //!
 //! The [`Forwarder`] task works that queue in order:
 //! 1. serenity runs each handler call in its own task, so two messages that arrive together
