@@ -249,3 +249,17 @@ async fn a_guild_listed_without_channels_admits_every_channel_of_that_guild_only
     assert!(discord.messages_in(40).is_empty());
     assert_eq!(openai.requests().len(), 2, "the unlisted guild did not run");
 }
+
+#[tokio::test]
+async fn an_unknown_dm_gets_a_pairing_code_and_other_bots_are_ignored() {
+    let (discord, openai) = fakes().await;
+    let access = "[channels.discord.guilds.\"1\"]\nchannels = [\"30\"]";
+    let _daemon = daemon(&discord, &openai, access).await;
+    discord.guild_message(GUILD, 30, &DiscordUser::bot(99, "otherbot"), "beep boop", Mention::Plain);
+    let (dm, _) = discord.dm(&DiscordUser::new(5150, "stranger"), "hello?");
+    let shown = wait_for(&discord, dm, |shown| !shown.is_empty()).await;
+    assert!(shown[0].content.contains("ferry pairing approve discord"), "{}", shown[0].content);
+    sentinel(&discord, &openai).await;
+    assert_eq!(discord.messages_in(30).len(), 1, "only the sentinel's answer, nothing for the bot");
+    assert_eq!(openai.requests().len(), 1, "no run for the stranger or the bot");
+}
