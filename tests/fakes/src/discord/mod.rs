@@ -63,8 +63,11 @@ pub enum Mention {
 /// A Discord user as the fake puts it in `author` fields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DiscordUser {
+    /// The user's snowflake id: what `<@id>` mentions and the adapter's sender ids carry.
     pub id: u64,
+    /// `username` (and `global_name`) in the `User` object.
     pub username: String,
+    /// A bot account: the core ignores its messages unless `allow_bots`.
     pub bot: bool,
 }
 
@@ -126,7 +129,9 @@ impl Call {
 pub struct SentMessage {
     /// The channel (or thread) it was posted in.
     pub channel_id: u64,
+    /// Its snowflake id, as the create-message answer gave it.
     pub message_id: u64,
+    /// The text as it reads now (Discord markdown, shown as is).
     pub content: String,
     /// The message it replies to (`message_reference`), if that message existed.
     pub reply_to: Option<u64>,
