@@ -14,7 +14,15 @@ pub struct Discord {
 }
 
 fn shown(messages: Vec<ferry_fakes::DiscordSentMessage>) -> Vec<Shown> {
-    messages.into_iter().map(|m| Shown { visible: m.content.clone(), raw: m.content }).collect()
+    messages
+        .into_iter()
+        .map(|m| Shown {
+            visible: m.content.clone(),
+            raw: m.content,
+            reply_to: m.reply_to.map(|id| id.to_string()),
+            edits: m.edits,
+        })
+        .collect()
 }
 
 impl Platform for Discord {
@@ -34,8 +42,8 @@ impl Platform for Discord {
         self.fake.wait_for_session().await;
     }
 
-    async fn dm(&self, user: u64, text: &str) {
-        self.fake.dm(&DiscordUser::new(user, "ada"), text);
+    async fn dm(&self, user: u64, text: &str) -> String {
+        self.fake.dm(&DiscordUser::new(user, "ada"), text).1.to_string()
     }
 
     async fn group(&self, group: u64, user: u64, text: &str, mention: bool) {

@@ -21,12 +21,14 @@
 //!   (`dm_policy`, `group_policy`, …) to the same table;
 //! - [`Platform::connected`]: wait until the adapter is receiving (a gateway session, a
 //!   socket) after `/healthz` lists the channel;
-//! - input: [`Platform::dm`] (a direct message from user `user`), [`Platform::group`] (a
+//! - input: [`Platform::dm`] (a direct message from user `user`; returns its message id),
+//!   [`Platform::group`] (a
 //!   message in group/channel `group`, with or without a native mention of the bot), and
 //!   [`Platform::taken`] (wait until the adapter has taken everything injected so far, where
 //!   the platform can tell; a no-op where delivery order already guarantees it);
 //! - output: [`Platform::dm_messages`] / [`Platform::group_messages`] — the bot's messages
-//!   that still exist in that chat, in order, raw and as a user sees them;
+//!   that still exist in that chat, in order ([`Shown`]: raw and as a user sees them, the
+//!   message each replies to, how often it was edited);
 //! - faults: [`Platform::rate_limit_storm`] (the next sends to user's DM are answered 429 with
 //!   a `retry_after`, at most twice in a row: the core tries a send three times) and
 //!   [`Platform::rate_limited_count`].
@@ -52,6 +54,10 @@ pub struct Shown {
     pub raw: String,
     /// What a user sees.
     pub visible: String,
+    /// The message it replies to (the platform's id), if it is threaded to one.
+    pub reply_to: Option<String>,
+    /// How many edits changed it after it was sent.
+    pub edits: u32,
 }
 
 /// A chat platform's fake, as the suite drives it. See the [module docs](self).
@@ -66,7 +72,8 @@ pub trait Platform: Sized + Send + Sync + 'static {
     /// Lines for `[channels.NAME]` that connect the adapter to this fake.
     fn channel_config(&self) -> String;
     fn connected(&self) -> impl Future<Output = ()> + Send;
-    fn dm(&self, user: u64, text: &str) -> impl Future<Output = ()> + Send;
+    /// Returns the platform's id of the injected message.
+    fn dm(&self, user: u64, text: &str) -> impl Future<Output = String> + Send;
     fn group(&self, group: u64, user: u64, text: &str, mention: bool) -> impl Future<Output = ()> + Send;
     fn taken(&self) -> impl Future<Output = ()> + Send;
     fn dm_messages(&self, user: u64) -> Vec<Shown>;
@@ -88,22 +95,31 @@ pub struct Harness<P: Platform> {
     pub platform: P,
     pub openai: FakeOpenAi,
     pub daemon: Option<Daemon>,
+    /// Access and reply keys in the channel's table ([`OPEN`] unless a scenario says).
+    channel_keys: String,
     /// Tables after the channel's (`[messages.queue]` …).
     tables: String,
 }
 
 impl<P: Platform> Harness<P> {
-    /// Starts both fakes and the gateway with `tables` appended to the config.
+    /// Starts both fakes and the gateway with [`OPEN`] access and `tables` appended to the
+    /// config.
     pub async fn start(tables: &str) -> Self {
+        Self::start_with(OPEN, tables).await
+    }
+
+    /// [`Harness::start`] with `channel_keys` in the channel's table instead of [`OPEN`].
+    pub async fn start_with(channel_keys: &str, tables: &str) -> Self {
         let platform = P::start().await;
         let openai = FakeOpenAi::start().await.expect("fake OpenAI");
-        let mut harness = Self { platform, openai, daemon: None, tables: tables.to_owned() };
+        let mut harness =
+            Self { platform, openai, daemon: None, channel_keys: channel_keys.to_owned(), tables: tables.to_owned() };
         harness.launch(tempfile::tempdir().expect("home")).await;
         harness
     }
 
     fn config(&self) -> String {
-        format!("[channels.{}]\n{}\n{OPEN}\n\n{}", P::NAME, self.platform.channel_config(), self.tables)
+        format!("[channels.{}]\n{}\n{}\n\n{}", P::NAME, self.platform.channel_config(), self.channel_keys, self.tables)
     }
 
     async fn launch(&mut self, home: tempfile::TempDir) {
@@ -278,6 +294,29 @@ pub async fn a_rate_limit_storm_delays_but_loses_nothing<P: Platform>() {
     assert_eq!(shown.len(), 4, "{}: nothing sent twice: {shown:?}", P::NAME);
 }
 
+/// `[[reply_to_current]]` in the model's text threads the answer to the question.
+pub async fn reply_to_current_threads_the_answer_to_the_question<P: Platform>() {
+    let h = Harness::<P>::start("").await;
+    h.openai.push(Turn::text(["[[reply_to_current]] Yes, exactly that."]));
+    let question = h.platform.dm(USER, "is this the one?").await;
+    let shown = h.until(|p| p.dm_messages(USER), |shown| !shown.is_empty()).await;
+    assert_eq!(visible(&shown), ["Yes, exactly that."], "{}: the tag is not shown", P::NAME);
+    assert_eq!(shown[0].reply_to.as_deref(), Some(question.as_str()), "{}: threaded to the question", P::NAME);
+}
+
+/// With preview streaming on, one message grows by edits into the final reply.
+pub async fn a_preview_is_edited_in_place_into_the_final_reply<P: Platform>() {
+    let keys = "dm_policy = \"open\"\nallow_from = [\"*\"]\nstreaming = \"partial\"";
+    let h = Harness::<P>::start_with(keys, "").await;
+    let pieces = ["The deploy finished ", "at 10:02 and every ", "check passed; ", "nothing else ", "to do today."];
+    h.openai.push(Turn::Reply(Reply::text(pieces).with_chunk_delay(Duration::from_millis(500))));
+    h.platform.dm(USER, "status?").await;
+    let full = pieces.concat();
+    let shown = h.until(|p| p.dm_messages(USER), |shown| shown.iter().any(|m| m.visible.trim() == full)).await;
+    assert_eq!(shown.len(), 1, "{}: one message, edited in place: {shown:?}", P::NAME);
+    assert!(shown[0].edits >= 1, "{}: the preview was edited into the final", P::NAME);
+}
+
 /// Instantiates every scenario for one platform, in a module named `$name`.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -312,6 +351,16 @@ macro_rules! conformance_suite {
             #[tokio::test]
             async fn a_crash_mid_run_neither_loses_the_message_nor_answers_twice() {
                 $crate::conformance::a_crash_mid_run_neither_loses_the_message_nor_answers_twice::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn reply_to_current_threads_the_answer_to_the_question() {
+                $crate::conformance::reply_to_current_threads_the_answer_to_the_question::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn a_preview_is_edited_in_place_into_the_final_reply() {
+                $crate::conformance::a_preview_is_edited_in_place_into_the_final_reply::<$platform>().await;
             }
 
             #[tokio::test]

@@ -17,7 +17,15 @@ fn group_id(group: u64) -> i64 {
 }
 
 fn shown(messages: Vec<ferry_fakes::SentMessage>) -> Vec<Shown> {
-    messages.into_iter().map(|m| Shown { raw: m.text, visible: m.visible_text }).collect()
+    messages
+        .into_iter()
+        .map(|m| Shown {
+            raw: m.text,
+            visible: m.visible_text,
+            reply_to: m.reply_to.map(|id| id.to_string()),
+            edits: m.edits,
+        })
+        .collect()
 }
 
 impl Platform for Telegram {
@@ -39,8 +47,11 @@ impl Platform for Telegram {
         self.fake.wait_for_arrivals("getUpdates", 1).await;
     }
 
-    async fn dm(&self, user: u64, text: &str) {
+    async fn dm(&self, user: u64, text: &str) -> String {
+        // Message ids count up per chat from 1.
+        let id = self.fake.next_message_id(user as i64).unwrap_or(1);
         self.fake.private_message(user as i64, "Ada", text);
+        id.to_string()
     }
 
     async fn group(&self, group: u64, user: u64, text: &str, mention: bool) {
