@@ -188,3 +188,17 @@ async fn heartbeats_go_on_while_the_core_takes_no_deliveries() {
     let seen = discord.heartbeat_count();
     tokio::time::timeout(PATIENCE, discord.wait_for_heartbeats(seen + 3)).await.expect("heartbeats still ACKed");
 }
+
+#[tokio::test]
+async fn gateway_url_overrides_the_url_that_rest_hands_out() {
+    let rest = FakeDiscord::start(TOKEN).await.unwrap();
+    let gateway = FakeDiscord::start(TOKEN).await.unwrap();
+    let mut config = config(&rest);
+    config.gateway_url = Some(gateway.gateway_url());
+    let channel = DiscordChannel::connect(config).await.expect("connect");
+    let mut inbound = channel.start().await.expect("start");
+    tokio::time::timeout(PATIENCE, gateway.wait_for_session()).await.expect("the session is on the override");
+    assert_eq!(rest.identify_count(), 0);
+    gateway.dm(&ada(), "via the other gateway");
+    assert_eq!(next(&mut inbound).await.message.text, "via the other gateway");
+}
