@@ -12,8 +12,14 @@
 //! [`FakeTelegram`] is the Bot API: injected updates served through `getUpdates` long polling,
 //! `sendMessage` / `editMessageText` / `deleteMessage` checked against Telegram's limits and
 //! answered with its error texts, and scripted faults (errors, 429s, delays, dropped sockets).
+//!
+//! [`FakeDiscord`] is Discord's REST API and gateway WebSocket: injected `MESSAGE_CREATE`
+//! dispatches with sequence numbers, forced disconnects and resumes that replay missed events,
+//! create / edit / delete message checked against the 2000-character limit and per-channel
+//! 429s with `retry_after`.
 
 mod anthropic;
+mod discord;
 mod model_script;
 mod model_server;
 mod openai;
@@ -22,6 +28,10 @@ mod sse;
 mod telegram;
 
 pub use anthropic::FakeAnthropic;
+pub use discord::{
+    Call as DiscordCall, DISCORD_BOT_ID, DiscordUser, FakeDiscord, Mention, SentMessage as DiscordSentMessage,
+    TEXT_LIMIT as DISCORD_TEXT_LIMIT,
+};
 pub use model_script::{HttpError, Reply, StopReason, ToolCall, Turn, Usage};
 pub use model_server::RecordedRequest;
 pub use openai::FakeOpenAi;
