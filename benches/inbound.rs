@@ -30,6 +30,10 @@ use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::routing::{DEFAULT_AGENT_ID, SystemClock, ThreadLabels};
 use ferry::state::Database;
 
+/// The binary's allocator, so the bench measures what `ferry gateway` runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const SESSIONS: usize = 10_000;
 const MESSAGES_PER_SESSION: usize = 10;
 const LATENCY_SAMPLES: usize = 10_000;

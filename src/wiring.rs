@@ -85,18 +85,22 @@ pub fn enabled_channels(config: &Config) -> Vec<&'static str> {
     .collect()
 }
 
-/// How each adapter's thread ids read in session keys: Telegram's are forum topics.
+/// How each adapter's thread ids read in session keys: Telegram's are forum topics,
+/// Discord's are threads (`:thread:<id>`, also the default; named here so it is on record).
 pub fn thread_labels() -> ThreadLabels {
     let labels = ThreadLabels::new();
     #[cfg(feature = "telegram")]
     let labels = labels.with(ferry_telegram::CHANNEL_NAME, ferry::routing::ThreadLabel::Topic);
+    #[cfg(feature = "discord")]
+    let labels = labels.with(ferry_discord::CHANNEL_NAME, ferry::routing::ThreadLabel::Thread);
     labels
 }
 
 /// Connects the enabled platform adapters and attaches them to the dispatcher. A channel
 /// that cannot start (a wrong token, an unreachable API) is logged and left out: the
 /// gateway serves the others. Returns the HTTP routes the adapters serve (webhooks).
-#[cfg_attr(not(any(feature = "telegram", feature = "slack")), allow(unused_variables, unused_mut))]
+#[cfg_attr(not(any(feature = "telegram", feature = "discord", feature = "slack")), allow(unused_variables))]
+#[cfg_attr(not(any(feature = "telegram", feature = "slack")), allow(unused_mut))]
 pub async fn start_channels(config: &Config, dispatcher: &Dispatcher) -> Vec<axum::Router> {
     let mut routes = Vec::new();
     #[cfg(feature = "telegram")]
@@ -106,19 +110,17 @@ pub async fn start_channels(config: &Config, dispatcher: &Dispatcher) -> Vec<axu
             Err(error) => tracing::error!("the telegram channel did not start: {error:#}"),
         }
     }
+    #[cfg(feature = "discord")]
+    if config.channels.discord.enabled
+        && let Err(error) = start_discord(config, dispatcher).await
+    {
+        tracing::error!("the discord channel did not start: {error:#}");
+    }
     #[cfg(feature = "slack")]
     if config.channels.slack.enabled {
         match start_slack(config, dispatcher).await {
             Ok(route) => routes.extend(route),
             Err(error) => tracing::error!("the slack channel did not start: {error:#}"),
-        }
-    }
-    for (name, enabled) in [("discord", config.channels.discord.enabled)] {
-        if enabled {
-            tracing::error!(
-                channel = name,
-                "the {name} adapter has no platform client yet (a coming release); the channel is not started"
-            );
         }
     }
     routes
@@ -145,6 +147,22 @@ async fn start_telegram(config: &Config, dispatcher: &Dispatcher) -> anyhow::Res
     tracing::info!(bot = %channel.bot_username(), mode = ?settings.mode, "telegram connected");
     dispatcher.attach(channel).await.context("starting the telegram channel")?;
     Ok(route)
+}
+
+#[cfg(feature = "discord")]
+async fn start_discord(config: &Config, dispatcher: &Dispatcher) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use ferry_discord::{DiscordChannel, DiscordConfig};
+
+    let settings = &config.channels.discord;
+    let token = settings.bot_token.as_ref().map(|token| token.expose().to_owned()).unwrap_or_default();
+    let mut discord = DiscordConfig::new(token);
+    discord.api_url.clone_from(&settings.api_url);
+    discord.gateway_url.clone_from(&settings.gateway_url);
+    let channel = std::sync::Arc::new(DiscordChannel::connect(discord).await?);
+    tracing::info!(bot = %channel.bot_name(), bot_id = channel.bot_id(), "discord connected");
+    dispatcher.attach(channel).await.context("starting the discord channel")?;
+    Ok(())
 }
 
 #[cfg(feature = "slack")]

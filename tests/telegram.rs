@@ -1,82 +1,29 @@
 //! Telegram end to end: the real `ferry gateway` binary with the Telegram adapter, against
-//! the fake Bot API and the fake OpenAI server.
+//! the fake Bot API and the fake OpenAI server. The checks every adapter must pass live in the
+//! conformance suite (`tests/conformance/`); these are the Telegram-specific ones.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use ferry_fakes::{FakeOpenAi, FakeTelegram, Reply, Turn};
 
-/// Generous bound for waiting on explicit signals; never a measurement.
-const PATIENCE: Duration = Duration::from_secs(60);
+#[path = "common/daemon.rs"]
+mod daemon;
+
+use daemon::{Daemon, PATIENCE, daemon_in, spawn_gateway};
+
 const TOKEN: &str = "123456:TEST-token";
 
-struct Daemon {
-    child: Child,
-    port: u16,
-    _home: tempfile::TempDir,
+/// The `[channels.telegram]` table for `telegram` with `extra` keys in it.
+fn config(token: &str, telegram: &FakeTelegram, extra: &str) -> String {
+    format!("[channels.telegram]\nenabled = true\nbot_token = \"{token}\"\napi_url = \"{}\"\n{extra}\n", telegram.url())
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `ferry gateway` with `telegram` (a `[channels.telegram]` body) and the model at `openai`.
+/// `ferry gateway` with `telegram` (`extra` in its `[channels.telegram]` table) and the model
+/// at `openai`.
 async fn daemon(telegram: &FakeTelegram, openai: &FakeOpenAi, extra: &str) -> Daemon {
-    daemon_in(tempfile::tempdir().unwrap(), telegram, openai, extra).await
-}
-
-/// [`daemon`] on the state left in `home` by an earlier one.
-async fn daemon_in(home: tempfile::TempDir, telegram: &FakeTelegram, openai: &FakeOpenAi, extra: &str) -> Daemon {
-    let (child, port) = spawn_gateway(home.path(), TOKEN, telegram, openai, extra, Stdio::inherit());
-    let healthz = format!("http://127.0.0.1:{port}/healthz");
-    tokio::time::timeout(PATIENCE, async {
-        loop {
-            if let Ok(response) = reqwest::get(&healthz).await
-                && let Ok(body) = response.text().await
-                && body.contains("telegram")
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await
-    .expect("the gateway did not come up with telegram connected");
-    Daemon { child, port, _home: home }
-}
-
-/// Starts `ferry gateway` in `home` with Telegram (`token`, the fake's URL, `extra` in its
-/// section) and the model at `openai`; returns the process and the gateway's port.
-fn spawn_gateway(
-    home: &std::path::Path,
-    token: &str,
-    telegram: &FakeTelegram,
-    openai: &FakeOpenAi,
-    extra: &str,
-    stderr: Stdio,
-) -> (Child, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let config = format!(
-        "[gateway]\nport = {port}\n\n[channels.telegram]\nenabled = true\nbot_token = \"{token}\"\napi_url = \"{}\"\n{extra}\n",
-        telegram.url()
-    );
-    std::fs::write(home.join("ferry.toml"), config).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .arg("gateway")
-        .env_clear()
-        .env("HOME", home)
-        .env("OPENAI_BASE_URL", openai.url())
-        .env("OPENAI_API_KEY", "sk-test")
-        .env("RUST_LOG", "ferry=debug,ferry_telegram=debug")
-        .current_dir(home)
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .expect("start ferry gateway");
-    (child, port)
+    let home = tempfile::tempdir().unwrap();
+    daemon_in(home, &config(TOKEN, telegram, extra), openai, "telegram").await
 }
 
 async fn fakes() -> (FakeTelegram, FakeOpenAi) {
@@ -137,33 +84,6 @@ async fn an_unknown_dm_gets_a_pairing_code_and_no_run() {
 }
 
 #[tokio::test]
-async fn a_long_reply_is_split_with_intact_code_fences() {
-    let (telegram, openai) = fakes().await;
-    let mut reply = String::new();
-    while reply.len() < 3_000 {
-        reply.push_str("Some prose before the code, explaining what it does in detail.\n\n");
-    }
-    reply.push_str("```rust\n");
-    while reply.len() < 6_500 {
-        reply.push_str("let value = compute(42); // a line of code\n");
-    }
-    reply.push_str("```\n\n");
-    while reply.len() < 9_000 {
-        reply.push_str("And a closing paragraph after the code.\n\n");
-    }
-    openai.push(Turn::text([reply.clone()]));
-    let _daemon = daemon(&telegram, &openai, "dm_policy = \"open\"\nallow_from = [\"*\"]\nstreaming = \"off\"").await;
-    telegram.private_message(42, "Ada", "explain");
-    let shown = messages(&telegram, 42, 3).await;
-    assert_eq!(shown.len(), 3, "9,000 characters in 4,000-character messages");
-    for message in &shown {
-        assert!(message.visible_text.chars().count() <= 4000);
-        assert_eq!(message.text.matches("<pre").count(), message.text.matches("</pre>").count(), "{}", message.text);
-    }
-    assert!(shown.iter().all(|m| m.parse_mode.as_deref() == Some("HTML")));
-}
-
-#[tokio::test]
 async fn webhook_mode_refuses_a_wrong_secret_and_runs_nothing() {
     let (telegram, openai) = fakes().await;
     let daemon = daemon(
@@ -194,24 +114,6 @@ async fn webhook_mode_refuses_a_wrong_secret_and_runs_nothing() {
 }
 
 const OPEN: &str = "dm_policy = \"open\"\nallow_from = [\"*\"]\ngroup_policy = \"open\"\nstreaming = \"off\"";
-
-#[tokio::test]
-async fn in_a_group_only_a_mention_runs_and_it_sees_what_was_said_before() {
-    let (telegram, openai) = fakes().await;
-    openai.push(Turn::text(["Tuesday works for everyone."]));
-    let _daemon = daemon(&telegram, &openai, OPEN).await;
-    telegram.group_message(-100500, (7, "Bea"), "shall we meet tuesday?", false);
-    let second = telegram.group_message(-100500, (8, "Cy"), "tuesday is fine by me", false);
-    // Both are taken (held as context) before the mention arrives.
-    tokio::time::timeout(PATIENCE, telegram.wait_for_offset(second + 1)).await.unwrap();
-    telegram.group_message(-100500, (7, "Bea"), "what do you think?", true);
-    let shown = messages(&telegram, -100500, 1).await;
-    assert_eq!(shown[0].visible_text, "Tuesday works for everyone.");
-    let prompt = openai.requests()[0].body["messages"].as_array().unwrap().last().unwrap()["content"].clone();
-    let prompt = prompt.as_str().unwrap();
-    assert!(prompt.contains("shall we meet tuesday?") && prompt.contains("tuesday is fine by me"), "{prompt}");
-    assert_eq!(openai.requests().len(), 1, "the messages without a mention did not run");
-}
 
 #[tokio::test]
 async fn a_forum_topic_is_answered_in_its_topic() {
@@ -268,44 +170,11 @@ async fn a_burst_to_one_chat_is_answered_exactly_once_within_telegrams_limits() 
 }
 
 #[tokio::test]
-async fn a_crash_mid_run_neither_loses_the_message_nor_answers_twice() {
-    let (telegram, openai) = fakes().await;
-    openai.push(Turn::stall(Reply::text(["I was about to", " answer"]), 1));
-    openai.push(Turn::text(["Here is your answer."]));
-    let mut first = daemon(&telegram, &openai, OPEN).await;
-    let update = telegram.private_message(42, "Ada", "an important question");
-    tokio::time::timeout(PATIENCE, openai.wait_for_request(0)).await.unwrap();
-    tokio::time::timeout(PATIENCE, telegram.wait_for_offset(update + 1)).await.expect("accepted, so confirmed");
-    first.child.kill().unwrap(); // SIGKILL: no shutdown of any kind
-    first.child.wait().unwrap();
-    let home = std::mem::replace(&mut first._home, tempfile::tempdir().unwrap());
-
-    let _second = daemon_in(home, &telegram, &openai, OPEN).await;
-    let shown = messages(&telegram, 42, 1).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let shown_later = telegram.messages_in(42);
-    assert_eq!(shown_later.len(), 1, "answered once: {shown_later:?}");
-    assert_eq!(shown[0].visible_text, "Here is your answer.");
-    let prompt = &openai.requests()[1].body["messages"];
-    assert!(prompt.to_string().contains("an important question"), "the journaled message ran again: {prompt}");
-}
-
-#[tokio::test]
 async fn a_wrong_token_is_a_clear_error_and_the_gateway_serves_on() {
     let (telegram, openai) = fakes().await;
     let home = tempfile::tempdir().unwrap();
-    let (child, port) = spawn_gateway(home.path(), "999:WRONG", &telegram, &openai, "", Stdio::piped());
-    let healthz = format!("http://127.0.0.1:{port}/healthz");
-    let health: serde_json::Value = tokio::time::timeout(PATIENCE, async {
-        loop {
-            if let Ok(response) = reqwest::get(&healthz).await {
-                return response.json().await.unwrap();
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await
-    .unwrap();
+    let (child, port) = spawn_gateway(home.path(), &config("999:WRONG", &telegram, ""), &openai, Stdio::piped());
+    let health = daemon::health(port).await;
     let channels = health["channels"].as_array().unwrap();
     assert!(channels.iter().all(|c| c["name"] != "telegram"), "telegram is not running: {health}");
     assert!(channels.iter().any(|c| c["name"] == "webchat"), "the web chat still is");

@@ -103,7 +103,7 @@ impl ChannelAccess {
         }
         match message.chat.kind {
             ChatKind::Direct => self.decide_direct(&message.sender.id),
-            ChatKind::Group | ChatKind::Channel => self.decide_group(&message.chat.id),
+            ChatKind::Group | ChatKind::Channel => self.decide_group(&message.chat.id, message.space_id.as_deref()),
         }
     }
 
@@ -124,8 +124,10 @@ impl ChannelAccess {
         }
     }
 
-    fn decide_group(&self, chat_id: &str) -> Access {
-        let listed = self.groups.get(chat_id);
+    /// A chat is listed by its own id, or by its workspace's id (a Discord guild listed
+    /// without a channel list admits all its channels).
+    fn decide_group(&self, chat_id: &str, space_id: Option<&str>) -> Access {
+        let listed = self.groups.get(chat_id).or_else(|| space_id.and_then(|space| self.groups.get(space)));
         let require_mention = listed.copied().flatten().unwrap_or(self.require_mention);
         match (self.group_policy, listed) {
             (GroupPolicy::Disabled, _) => Access::Denied(DenyReason::GroupsDisabled),
@@ -192,15 +194,16 @@ fn group_table(groups: &std::collections::BTreeMap<String, GroupConfig>) -> Hash
     groups.iter().map(|(id, group)| (id.clone(), group.require_mention)).collect()
 }
 
-/// Discord allowlists guilds, but a message names only its channel (the adapter puts the
-/// channel id in `chat.id`; there is no guild field). So a chat is allowed if its id is a
-/// guild id, or is listed in some guild's `channels`, with that guild's `require_mention`.
-/// A guild with an empty `channels` list ("every channel") can therefore only be matched by
-/// channel ids listed elsewhere — list the channels explicitly.
+/// Discord allowlists guilds: the adapter puts the channel id in `chat.id` (a thread's
+/// parent channel for a thread) and the guild id in `space_id`. A guild with a `channels`
+/// list admits those channels; a guild without one admits every channel of the guild
+/// (matched by `space_id`). Either way with the guild's `require_mention`.
 fn discord_access(discord: &DiscordConfig) -> ChannelAccess {
     let mut groups = HashMap::new();
     for (guild_id, guild) in &discord.guilds {
-        groups.entry(guild_id.clone()).or_insert(guild.require_mention);
+        if guild.channels.is_empty() {
+            groups.entry(guild_id.clone()).or_insert(guild.require_mention);
+        }
         for channel_id in &guild.channels {
             groups.entry(channel_id.clone()).or_insert(guild.require_mention);
         }
@@ -296,17 +299,26 @@ mod tests {
     }
 
     #[test]
-    fn discord_channels_are_allowed_by_guild_id_or_by_a_guild_channel_list() {
+    fn discord_channels_are_allowed_by_a_guild_channel_list_or_a_whole_guild() {
         let rules = rules(|c| {
             c.channels.discord.guilds.insert(
                 "G1".into(),
                 GuildConfig { channels: vec!["C1".into(), "C2".into()], require_mention: Some(false) },
             );
+            c.channels.discord.guilds.insert("G2".into(), GuildConfig { channels: vec![], require_mention: None });
         });
-        let channel = |id| message("discord", ChatKind::Channel, id, "u");
-        assert_eq!(rules.decide(&channel("C2")), Access::Allowed { require_mention: false });
-        assert_eq!(rules.decide(&channel("G1")), Access::Allowed { require_mention: false });
-        assert_eq!(rules.decide(&channel("C9")), Access::Denied(DenyReason::GroupNotAllowed));
+        let channel = |id, guild: &str| InboundMessage {
+            space_id: Some(guild.to_owned()),
+            ..message("discord", ChatKind::Channel, id, "u")
+        };
+        assert_eq!(rules.decide(&channel("C2", "G1")), Access::Allowed { require_mention: false });
+        assert_eq!(
+            rules.decide(&channel("C9", "G1")),
+            Access::Denied(DenyReason::GroupNotAllowed),
+            "a guild with a channel list admits only those"
+        );
+        assert_eq!(rules.decide(&channel("C7", "G2")), Access::Allowed { require_mention: true }, "every channel");
+        assert_eq!(rules.decide(&channel("C8", "G3")), Access::Denied(DenyReason::GroupNotAllowed));
     }
 
     #[test]

@@ -85,15 +85,17 @@ fn role_of(message: &ChatMessage) -> &'static str {
     }
 }
 
-/// The session for `key` as a message arrives at `now`, rotated if stale under `policy`.
+/// The session for `key` as a message arrives at `now`, rotated if stale under `policy`;
+/// with `run_id`, that run also becomes the session's only writer (see [`begin_on`]).
 fn resolve_on(
     connection: &Connection,
     key: &str,
     now: DateTime<Utc>,
     policy: &ResetConfig,
+    run_id: Option<&str>,
 ) -> Result<Resolved, StoreError> {
     let existing = fetch_session(connection, key)?;
-    Ok(match existing {
+    let resolved = match existing {
         None => Resolved {
             session: SqliteSessionStore::rotate(connection, key, now, None)?,
             started: Some(ResetReason::New),
@@ -106,13 +108,25 @@ fn resolve_on(
                 ended_session_id: Some(session.session_id),
             },
             None => {
-                connection
-                    .prepare_cached("UPDATE sessions SET updated_at = ? WHERE key = ?")?
-                    .execute(params![millis(now), key])?;
-                Resolved { session: Session { updated_at: now, ..session }, started: None, ended_session_id: None }
+                // The common case, one statement: the row was just read in this transaction,
+                // so its session id needs no second check.
+                match run_id {
+                    Some(run_id) => connection
+                        .prepare_cached("UPDATE sessions SET updated_at = ?, active_run_id = ? WHERE key = ?")?
+                        .execute(params![millis(now), run_id, key])?,
+                    None => connection
+                        .prepare_cached("UPDATE sessions SET updated_at = ? WHERE key = ?")?
+                        .execute(params![millis(now), key])?,
+                };
+                let session = Session { updated_at: now, ..session };
+                return Ok(Resolved { session, started: None, ended_session_id: None });
             }
         },
-    })
+    };
+    if let Some(run_id) = run_id {
+        begin_on(connection, key.to_owned(), &resolved.session.session_id, run_id.to_owned())?;
+    }
+    Ok(resolved)
 }
 
 /// Makes `run_id` the only writer of `key`, if `session_id` is still its session.
@@ -333,7 +347,7 @@ impl SqliteSessionStore {
 impl SessionStore for SqliteSessionStore {
     async fn resolve(&self, key: &str, now: DateTime<Utc>, policy: &ResetConfig) -> Result<Resolved, StoreError> {
         let (key, policy) = (key.to_owned(), policy.clone());
-        self.write(move |connection| resolve_on(connection, &key, now, &policy)).await
+        self.write(move |connection| resolve_on(connection, &key, now, &policy, None)).await
     }
 
     async fn open_run(
@@ -346,8 +360,7 @@ impl SessionStore for SqliteSessionStore {
         let (key, policy, run_id) = (key.to_owned(), policy.clone(), run_id.to_owned());
         let (resolved, rows) = self
             .write(move |connection| {
-                let resolved = resolve_on(connection, &key, now, &policy)?;
-                begin_on(connection, key, &resolved.session.session_id, run_id)?;
+                let resolved = resolve_on(connection, &key, now, &policy, Some(&run_id))?;
                 // Read here rather than on a reader: the writer's page cache holds these pages,
                 // while a reader's is dropped at every commit and would re-read them all.
                 let rows = transcript_rows(connection, &resolved.session.session_id)?;

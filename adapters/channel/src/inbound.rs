@@ -91,6 +91,10 @@ pub struct InboundMessage {
     /// Which bot account of that channel received it (one process can run several).
     pub account_id: String,
     pub chat: ChatRef,
+    /// The workspace the chat belongs to, where the platform has one: a Discord guild id (a
+    /// Slack team id). Group allowlists may admit every chat of a workspace by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space_id: Option<String>,
     /// Slack `thread_ts`, a Discord thread id or a Telegram forum topic id.
     pub thread_id: Option<String>,
     pub sender: Sender,
@@ -157,6 +161,7 @@ impl InboundMessage {
             channel: channel.into(),
             account_id: account_id.into(),
             chat,
+            space_id: None,
             thread_id: None,
             sender,
             message_id: message_id.into(),

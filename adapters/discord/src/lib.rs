@@ -1,11 +1,51 @@
 //! Ferry's Discord adapter: a [`Channel`](ferry_channel::Channel) on serenity.
 //!
-//! The platform client arrives with the Discord issue; what is here now are the platform's
-//! limits, which the core plans replies with (and `ferry config check` validates against).
+//! ```no_run
+//! use ferry_channel::Channel;
+//! use ferry_discord::{DiscordChannel, DiscordConfig};
+//! use futures::StreamExt;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let channel = DiscordChannel::connect(DiscordConfig::new("MTIz.bot-token")).await?;
+//! let mut inbound = channel.start().await?;
+//! while let Some(delivery) = inbound.next().await {
+//!     // Record the message durably, then accept.
+//!     delivery.ack.accept();
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Where things are:
+//! - [`config`](DiscordConfig): token, API and gateway URLs, account;
+//! - `channel`: [`DiscordChannel::connect`] (`GET /users/@me`, the serenity gateway client)
+//!   and the outbound calls of the `Channel` trait;
+//! - `gateway`: serenity's event handler, which only enqueues, and the forwarder that orders,
+//!   dedupes, resolves channels (threads, DMs) and hands messages to the core;
+//! - `normalize`: Discord messages → `InboundMessage` (DMs, channels, threads, mentions);
+//! - `rest`: one REST request per call, built by serenity, answered in full (status,
+//!   rate-limit headers, JSON body);
+//! - `error`: REST failures → `ChannelError` (429 → `RateLimited { retry_after }`).
+//!
+//! The bot needs the Message Content privileged intent (developer portal → Bot); the gateway
+//! [`intents`] are guild messages, direct messages and message content.
+//!
+//! The platform's limits, which the core plans replies with (and `ferry config check`
+//! validates against), are [`capabilities`].
 
 use std::time::Duration;
 
 use ferry_channel::{ChannelCapabilities, MarkupDialect, Rate, SendBudget};
+
+mod channel;
+mod config;
+mod error;
+mod gateway;
+mod normalize;
+mod rest;
+
+pub use channel::{DiscordChannel, intents};
+pub use config::{DEFAULT_API_URL, DiscordConfig};
+pub use error::DiscordError;
 
 /// The channel's name in config (`[channels.discord]`) and in session keys.
 pub const CHANNEL_NAME: &str = "discord";

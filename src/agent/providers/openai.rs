@@ -355,7 +355,7 @@ mod tests {
             tools: vec![ToolSpec {
                 name: "current_time".into(),
                 description: "d".into(),
-                parameters: json!({"type":"object"}),
+                parameters: std::sync::Arc::new(json!({"type":"object"})),
             }],
             max_output_tokens: None,
         };

@@ -161,7 +161,7 @@ impl ToolRegistry {
         let spec = ToolSpec {
             name: tool.name().to_owned(),
             description: tool.description().to_owned(),
-            parameters: tool.parameters(),
+            parameters: Arc::new(tool.parameters()),
         };
         self.specs.insert(tool.name(), spec);
         self.tools.insert(tool.name(), Arc::new(tool));

@@ -42,6 +42,8 @@ pub struct LogFile {
     /// The latest dedupe cutoff callers asked with (unix ms): sightings at or before it are
     /// forgotten.
     pub cutoff: i64,
+    /// The batch write buffer, kept between batches.
+    pub buffer: Vec<u8>,
 }
 
 /// What replay found.
@@ -104,6 +106,7 @@ pub fn open(path: &Path, fingerprints: &Fingerprinter) -> Result<Replayed, LogEr
             broken: false,
             dirty: false,
             cutoff: i64::MIN,
+            buffer: Vec::new(),
         },
         index,
     })

@@ -47,6 +47,10 @@ pub const INBOUND_LOG_FILE_NAME: &str = "inbound.log";
 /// Appends written with one `write` at most; the rest go in the next.
 const MAX_BATCH: usize = 1024;
 
+/// The write buffer is kept for the next batch up to this size (a batch of large messages
+/// does not pin its memory).
+const MAX_KEPT_BUFFER: usize = 1 << 20;
+
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
     #[error("inbound log {}: {action} failed: {source}", path.display())]
@@ -310,7 +314,10 @@ enum Verdict {
 impl Shared {
     fn commit(&self, batch: Vec<Request>) {
         let mut log = lock(&self.writer);
-        let mut buffer = Vec::with_capacity(batch.len() * 256);
+        // Reused from batch to batch: a fresh buffer of a few hundred KiB per write is a
+        // large allocation and free each time.
+        let mut buffer = std::mem::take(&mut log.buffer);
+        buffer.clear();
         let mut fresh: Vec<(Fingerprint, i64)> = Vec::new();
         let mut fresh_set: HashSet<Fingerprint, BuildHasherDefault<PassThrough>> = HashSet::default();
         let mut accepted = Vec::new();
@@ -387,6 +394,9 @@ impl Shared {
                 stats.writes += 1;
                 stats.bytes += buffer.len() as u64;
             }
+        }
+        if buffer.capacity() <= MAX_KEPT_BUFFER {
+            log.buffer = buffer;
         }
         drop(log);
         for (reply, verdict) in verdicts {

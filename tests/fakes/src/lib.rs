@@ -13,12 +13,18 @@
 //! `sendMessage` / `editMessageText` / `deleteMessage` checked against Telegram's limits and
 //! answered with its error texts, and scripted faults (errors, 429s, delays, dropped sockets).
 //!
+//! [`FakeDiscord`] is Discord's REST API and gateway WebSocket: injected `MESSAGE_CREATE`
+//! dispatches with sequence numbers, forced disconnects and resumes that replay missed events,
+//! create / edit / delete message checked against the 2000-character limit and per-channel
+//! 429s with `retry_after`.
+//!
 //! [`FakeSlack`] is the Web API (`auth.test`, `chat.postMessage`/`update`/`delete`, …) with
 //! Slack's `{ok:false, error}` refusals and 429 + `Retry-After`, a Socket Mode WebSocket whose
 //! `events_api` envelopes must be acknowledged (redelivered after a reconnect otherwise), and
 //! [`SlackEventsClient`], which POSTs signed Events API requests (or badly signed, or stale).
 
 mod anthropic;
+mod discord;
 mod model_script;
 mod model_server;
 mod openai;
@@ -28,6 +34,10 @@ mod sse;
 mod telegram;
 
 pub use anthropic::FakeAnthropic;
+pub use discord::{
+    Call as DiscordCall, DISCORD_BOT_ID, DiscordUser, FakeDiscord, Mention, SentMessage as DiscordSentMessage,
+    TEXT_LIMIT as DISCORD_TEXT_LIMIT,
+};
 pub use model_script::{HttpError, Reply, StopReason, ToolCall, Turn, Usage};
 pub use model_server::RecordedRequest;
 pub use openai::FakeOpenAi;

@@ -1,0 +1,290 @@
+//! [`DiscordChannel`]: the `Channel` implementation — start-up (token check, gateway
+//! client), inbound wiring, and the outbound calls (create, edit and delete message, trigger
+//! typing).
+//!
+//! Each outbound call is exactly one REST request (see `rest.rs`); the core's outbound
+//! scheduler owns rate budgets and retries, driven by the [`ChannelError`] classification in
+//! [`crate::error`].
+
+use std::num::NonZeroU64;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use ferry_channel::{
+    Channel, ChannelCapabilities, ChannelError, InboundDelivery, InboundStream, MessageRef, OutboundMessage,
+    SentMessage, Target, TextFormat,
+};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use serenity::Client;
+use serenity::all::GatewayIntents;
+use serenity::http::HttpBuilder;
+use serenity::model::id::{ChannelId, MessageId, UserId};
+use tokio::sync::mpsc;
+use tracing::{error, info, warn};
+
+use crate::config::DiscordConfig;
+use crate::error::{DiscordError, channel_error};
+use crate::gateway::{Forwarder, Handler};
+use crate::normalize::BotIdentity;
+use crate::rest::{CallError, Rest};
+use crate::{CHANNEL_NAME, capabilities};
+
+/// Inbound deliveries buffered between the adapter and the core.
+const INBOUND_BUFFER: usize = 100;
+
+/// Discord's JSON error code for a message that does not exist (any more).
+const UNKNOWN_MESSAGE: i64 = 10008;
+
+/// What the bot needs from the gateway: guild and DM messages, with their content. Message
+/// Content is a privileged intent: it must be switched on in the developer portal.
+pub fn intents() -> GatewayIntents {
+    GatewayIntents::GUILD_MESSAGES | GatewayIntents::DIRECT_MESSAGES | GatewayIntents::MESSAGE_CONTENT
+}
+
+/// A connected Discord bot account. See the [crate documentation](crate).
+pub struct DiscordChannel {
+    account_id: String,
+    capabilities: ChannelCapabilities,
+    identity: BotIdentity,
+    rest: Rest,
+    /// What the first [`Channel::start`] takes; a second start finds `None`.
+    pending: Mutex<Option<PendingStart>>,
+}
+
+/// The gateway client and the forwarder, built by `connect`, started by `start`.
+struct PendingStart {
+    client: Client,
+    forwarder: Forwarder,
+    messages: mpsc::UnboundedReceiver<serenity::all::Message>,
+}
+
+impl DiscordChannel {
+    /// Checks the token with `GET /users/@me` and prepares the gateway client; nothing is
+    /// received until [`Channel::start`].
+    ///
+    /// A refused token is [`DiscordError::Unauthorized`]; an unreachable API is
+    /// [`DiscordError::Unreachable`].
+    pub async fn connect(config: DiscordConfig) -> Result<Self, DiscordError> {
+        let token = config.token.trim().to_owned();
+        if token.is_empty() {
+            return Err(DiscordError::InvalidConfig {
+                reason: "channels.discord.bot_token (or DISCORD_BOT_TOKEN) is empty".to_owned(),
+            });
+        }
+        let proxy = config.proxy();
+        if let Some(proxy) = &proxy {
+            url::Url::parse(proxy).map_err(|error| DiscordError::InvalidConfig {
+                reason: format!("channels.discord.api_url {proxy:?} is not a URL: {error}"),
+            })?;
+        }
+        let rest = Rest::new(&token, proxy.clone()).map_err(|reason| DiscordError::InvalidConfig { reason })?;
+        let me = rest.current_user().await.map_err(|error| match error {
+            CallError::Status(failure) if failure.status == 401 => {
+                DiscordError::Unauthorized { reason: format!("GET /users/@me answered {}", failure.message()) }
+            }
+            other => DiscordError::Unreachable { api_url: config.api_url.clone(), reason: other.to_string() },
+        })?;
+        let identity = identity(&me).ok_or_else(|| DiscordError::Unreachable {
+            api_url: config.api_url.clone(),
+            reason: format!("GET /users/@me answered without a user id: {me}"),
+        })?;
+        info!(channel = CHANNEL_NAME, account_id = %config.account_id, bot = %identity.name, bot_id = %identity.id, "connected to Discord");
+
+        let mut http = HttpBuilder::new(&token).ratelimiter_disabled(true);
+        if let Some(proxy) = proxy {
+            http = http.proxy(proxy);
+        }
+        let (tx, messages) = mpsc::unbounded_channel();
+        let handler = Handler { tx, account_id: config.account_id.clone() };
+        let client = serenity::client::ClientBuilder::new_with_http(http.build(), intents())
+            .event_handler(handler)
+            .await
+            .map_err(|e| DiscordError::Unreachable {
+                api_url: config.api_url.clone(),
+                reason: format!("building the gateway client: {e}"),
+            })?;
+        if let Some(gateway_url) = &config.gateway_url {
+            *client.ws_url.lock().await = gateway_url.trim_end_matches('/').to_owned();
+        }
+        let forwarder = Forwarder::new(rest.clone(), identity.clone(), config.account_id.clone(), config.group_dms);
+        Ok(Self {
+            account_id: config.account_id,
+            capabilities: capabilities(),
+            identity,
+            rest,
+            pending: Mutex::new(Some(PendingStart { client, forwarder, messages })),
+        })
+    }
+
+    /// The bot's user name, as `GET /users/@me` reported it.
+    pub fn bot_name(&self) -> &str {
+        &self.identity.name
+    }
+
+    /// The bot's user id: what `<@id>` mentions of it contain.
+    pub fn bot_id(&self) -> u64 {
+        self.identity.id.get()
+    }
+
+    fn error(&self, error: CallError, text: Option<&str>) -> ChannelError {
+        match error {
+            CallError::Status(failure) => channel_error(&failure, text.map(|t| t.chars().count())),
+            CallError::Network(reason) => ChannelError::Transient { reason },
+        }
+    }
+}
+
+#[async_trait]
+impl Channel for DiscordChannel {
+    fn name(&self) -> &str {
+        CHANNEL_NAME
+    }
+
+    fn account_id(&self) -> &str {
+        &self.account_id
+    }
+
+    fn capabilities(&self) -> &ChannelCapabilities {
+        &self.capabilities
+    }
+
+    async fn start(&self) -> Result<InboundStream, ChannelError> {
+        let PendingStart { mut client, forwarder, messages } = self
+            .pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take()
+            .ok_or(ChannelError::Rejected { reason: "the Discord channel was already started".to_owned() })?;
+        let (tx, rx) = mpsc::channel::<InboundDelivery>(INBOUND_BUFFER);
+        tokio::spawn(forwarder.run(messages, tx));
+        let account_id = self.account_id.clone();
+        tokio::spawn(async move {
+            // Serenity reconnects and resumes by itself; it returns only when the shard gives
+            // up for good (the token was revoked, the intents are not enabled).
+            match client.start().await {
+                Ok(()) => info!(channel = CHANNEL_NAME, %account_id, "the Discord gateway client stopped"),
+                Err(e) => error!(
+                    channel = CHANNEL_NAME,
+                    %account_id,
+                    error = %e,
+                    "the Discord gateway client stopped; no more messages are received (check the token and that the Message Content intent is enabled)"
+                ),
+            }
+        });
+        let stream =
+            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|delivery| (delivery, rx)) });
+        Ok(stream.boxed())
+    }
+
+    async fn send(&self, message: OutboundMessage) -> Result<SentMessage, ChannelError> {
+        // Discord has no "plain" mode: plain text (notices, pairing codes) goes as is.
+        let mut body = json!({
+            "content": message.text,
+            // Users named in the text may be pinged; @everyone, @here and roles never.
+            "allowed_mentions": {"parse": ["users"], "replied_user": true},
+        });
+        if let Some(reply_to) = &message.reply_to_message_id {
+            body["message_reference"] =
+                json!({"message_id": snowflake(reply_to, "message")?.to_string(), "fail_if_not_exists": false});
+        }
+        if !message.attachments.is_empty() {
+            warn!(
+                channel = CHANNEL_NAME,
+                account_id = %self.account_id,
+                chat_id = %message.target.chat.id,
+                count = message.attachments.len(),
+                "outbound attachments are not supported yet; sending the text only"
+            );
+        }
+        let sent = self
+            .rest
+            .create_message(channel_of(&message.target)?, &body)
+            .await
+            .map_err(|error| self.error(error, Some(&message.text)))?;
+        let id = sent.get("id").and_then(Value::as_str).ok_or_else(|| ChannelError::Transient {
+            reason: "Discord accepted the message but its answer has no id".to_owned(),
+        })?;
+        Ok(SentMessage { message_id: id.to_owned() })
+    }
+
+    async fn edit(&self, message: &MessageRef, text: &str, _format: TextFormat) -> Result<(), ChannelError> {
+        let id = MessageId::new(snowflake(&message.message_id, "message")?);
+        // Discord answers 200 to an edit to the same text: "not modified" is success already.
+        self.rest
+            .edit_message(channel_of(&message.target)?, id, &json!({"content": text}))
+            .await
+            .map(drop)
+            .map_err(|error| self.error(error, Some(text)))
+    }
+
+    async fn delete(&self, message: &MessageRef) -> Result<(), ChannelError> {
+        let id = MessageId::new(snowflake(&message.message_id, "message")?);
+        match self.rest.delete_message(channel_of(&message.target)?, id).await {
+            Ok(()) => Ok(()),
+            // Already gone: what a delete wants.
+            Err(CallError::Status(failure))
+                if failure.body.get("code").and_then(Value::as_i64) == Some(UNKNOWN_MESSAGE) =>
+            {
+                Ok(())
+            }
+            Err(error) => Err(self.error(error, None)),
+        }
+    }
+
+    async fn typing(&self, target: &Target) -> Result<(), ChannelError> {
+        self.rest.typing(channel_of(target)?).await.map_err(|error| self.error(error, None))
+    }
+}
+
+/// The Discord channel a target means: the thread if there is one (threads are channels),
+/// else the chat.
+fn channel_of(target: &Target) -> Result<ChannelId, ChannelError> {
+    let id = target.thread_id.as_deref().unwrap_or(&target.chat.id);
+    snowflake(id, "channel").map(ChannelId::new)
+}
+
+/// A Discord id (a non-zero integer), or a refusal naming what it should have been.
+fn snowflake(id: &str, what: &str) -> Result<u64, ChannelError> {
+    id.trim()
+        .parse::<NonZeroU64>()
+        .map(NonZeroU64::get)
+        .map_err(|_| ChannelError::Rejected { reason: format!("{id:?} is not a Discord {what} id") })
+}
+
+fn identity(me: &Value) -> Option<BotIdentity> {
+    let id = me.get("id").and_then(Value::as_str)?.parse::<NonZeroU64>().ok()?;
+    let name = me
+        .get("global_name")
+        .and_then(Value::as_str)
+        .or_else(|| me.get("username").and_then(Value::as_str))
+        .unwrap_or_default()
+        .to_owned();
+    Some(BotIdentity { id: UserId::from(id), name })
+}
+
+#[cfg(test)]
+mod tests {
+    use ferry_channel::{ChatKind, ChatRef};
+
+    use super::*;
+
+    fn target(chat: &str, thread: Option<&str>) -> Target {
+        Target { chat: ChatRef::new(ChatKind::Channel, chat), thread_id: thread.map(str::to_owned) }
+    }
+
+    #[test]
+    fn a_thread_target_posts_into_the_thread_channel() {
+        assert_eq!(channel_of(&target("100", None)).unwrap(), ChannelId::new(100));
+        assert_eq!(channel_of(&target("100", Some("200"))).unwrap(), ChannelId::new(200));
+        assert!(matches!(channel_of(&target("general", None)), Err(ChannelError::Rejected { .. })));
+        assert!(matches!(channel_of(&target("0", None)), Err(ChannelError::Rejected { .. })));
+    }
+
+    #[test]
+    fn the_bot_identity_prefers_the_display_name() {
+        let me = json!({"id": "42", "username": "ferry", "global_name": "Ferry", "bot": true});
+        assert_eq!(identity(&me), Some(BotIdentity { id: UserId::new(42), name: "Ferry".into() }));
+        assert_eq!(identity(&json!({"username": "x"})), None);
+    }
+}

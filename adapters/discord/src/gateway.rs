@@ -1,0 +1,239 @@
+//! The gateway side: serenity's event handler and the task that turns its messages into
+//! deliveries for the core.
+//!
+//! The handler does nothing but put the message on an unbounded queue and return, so the
+//! shard runner (which also sends heartbeats) is never held up — not by the core, not by a
+//! REST lookup, and never by a run (SPEC §10: "the gateway handler never blocks on a run").
+//! The queue is unbounded on purpose: if the core falls behind, messages wait in memory
+//! rather than stalling the connection until Discord drops it.
+//!
+//! The [`Forwarder`] task works that queue in order:
+//! 1. serenity runs each handler call in its own task, so two messages that arrive together
+//!    can reach the queue swapped; the forwarder takes what is queued together and orders it
+//!    by message id (Discord ids are snowflakes, increasing with creation time);
+//! 2. messages already forwarded are dropped (a resumed session that replays events);
+//! 3. the message's channel is resolved once per channel over REST (DM or group DM; guild
+//!    channel or thread, and a thread's parent) and cached;
+//! 4. the normalized message goes to the core with an [`Ack`]. Discord has no delivery
+//!    confirmation to hold back, so an abandoned ack is only logged; the core's persisted
+//!    dedupe (by channel, account, chat, thread and message id) is what keeps a replayed
+//!    message from running twice across restarts.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::num::NonZeroU64;
+use std::time::Duration;
+
+use ferry_channel::{Ack, AckOutcome, InboundDelivery};
+use serde_json::Value;
+use serenity::all::{Context, EventHandler, Message, Ready, ResumedEvent};
+use serenity::model::id::ChannelId;
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use crate::CHANNEL_NAME;
+use crate::normalize::{BotIdentity, Place, normalize};
+use crate::rest::{CallError, Rest};
+
+/// Message ids remembered for dropping replays. A resume replays at most the events the
+/// gateway buffered for the session, far fewer than this.
+const REMEMBERED_MESSAGES: usize = 4096;
+
+/// Attempts at resolving a channel before it is taken to be a plain channel (or a DM).
+const LOOKUP_ATTEMPTS: u32 = 3;
+
+/// Discord channel types (API docs, "Channel Types").
+const DM: u64 = 1;
+const GROUP_DM: u64 = 3;
+const THREAD_TYPES: [u64; 3] = [10, 11, 12];
+
+/// Serenity's event handler: hands messages over and returns at once.
+pub(crate) struct Handler {
+    pub(crate) tx: mpsc::UnboundedSender<Message>,
+    pub(crate) account_id: String,
+}
+
+#[serenity::async_trait]
+impl EventHandler for Handler {
+    async fn message(&self, _ctx: Context, message: Message) {
+        // Never awaits: the forwarder does the rest on its own task.
+        if self.tx.send(message).is_err() {
+            debug!(channel = CHANNEL_NAME, account_id = %self.account_id, "message after the channel stopped; dropped");
+        }
+    }
+
+    async fn ready(&self, _ctx: Context, ready: Ready) {
+        info!(channel = CHANNEL_NAME, account_id = %self.account_id, guilds = ready.guilds.len(), "Discord gateway session ready");
+    }
+
+    async fn resume(&self, _ctx: Context, _resumed: ResumedEvent) {
+        info!(channel = CHANNEL_NAME, account_id = %self.account_id, "Discord gateway session resumed");
+    }
+}
+
+/// Turns the handler's messages into deliveries for the core. See the module docs.
+pub(crate) struct Forwarder {
+    pub(crate) rest: Rest,
+    pub(crate) bot: BotIdentity,
+    pub(crate) account_id: String,
+    pub(crate) group_dms: bool,
+    places: HashMap<ChannelId, Place>,
+    seen: HashSet<u64>,
+    seen_order: VecDeque<u64>,
+}
+
+impl Forwarder {
+    pub(crate) fn new(rest: Rest, bot: BotIdentity, account_id: String, group_dms: bool) -> Self {
+        Self {
+            rest,
+            bot,
+            account_id,
+            group_dms,
+            places: HashMap::new(),
+            seen: HashSet::new(),
+            seen_order: VecDeque::new(),
+        }
+    }
+
+    /// Runs until the handler's queue or the core's side closes.
+    pub(crate) async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Message>, core: mpsc::Sender<InboundDelivery>) {
+        while let Some(first) = rx.recv().await {
+            // Let handler tasks spawned in the same instant enqueue too, then order them.
+            tokio::task::yield_now().await;
+            let mut batch = vec![first];
+            while let Ok(next) = rx.try_recv() {
+                batch.push(next);
+            }
+            batch.sort_by_key(|message| message.id.get());
+            for message in batch {
+                if !self.forward(message, &core).await {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Forwards one message; `false` once the core's side is gone.
+    async fn forward(&mut self, message: Message, core: &mpsc::Sender<InboundDelivery>) -> bool {
+        let id = message.id.get();
+        if self.seen.contains(&id) {
+            debug!(channel = CHANNEL_NAME, message_id = id, "message seen before (a replay after resume); skipped");
+            return true;
+        }
+        let place = self.place(&message).await;
+        let inbound = match normalize(&message, &place, &self.bot, &self.account_id, self.group_dms) {
+            Ok(inbound) => inbound,
+            Err(reason) => {
+                debug!(channel = CHANNEL_NAME, message_id = id, chat_id = %message.channel_id, reason, "message skipped");
+                self.remember(id);
+                return true;
+            }
+        };
+        let (ack, receiver) = Ack::pair();
+        if core.send(InboundDelivery { message: inbound, ack }).await.is_err() {
+            return false;
+        }
+        self.remember(id);
+        let account_id = self.account_id.clone();
+        tokio::spawn(async move {
+            if receiver.outcome().await == AckOutcome::Abandoned {
+                warn!(
+                    channel = CHANNEL_NAME,
+                    %account_id,
+                    message_id = id,
+                    "the core let go of a Discord message without recording it; Discord does not redeliver, so it is lost"
+                );
+            }
+        });
+        true
+    }
+
+    fn remember(&mut self, id: u64) {
+        if self.seen.insert(id) {
+            self.seen_order.push_back(id);
+        }
+        while self.seen_order.len() > REMEMBERED_MESSAGES {
+            if let Some(oldest) = self.seen_order.pop_front() {
+                self.seen.remove(&oldest);
+            }
+        }
+    }
+
+    /// Where the message was written: from the cache, else `GET /channels/{id}`.
+    async fn place(&mut self, message: &Message) -> Place {
+        if let Some(place) = self.places.get(&message.channel_id) {
+            return place.clone();
+        }
+        let in_guild = message.guild_id.is_some();
+        let fallback = || match in_guild {
+            true => Place::Guild { channel: message.channel_id.to_string(), thread: None },
+            false => Place::Direct,
+        };
+        for attempt in 1..=LOOKUP_ATTEMPTS {
+            match self.rest.channel(message.channel_id).await {
+                Ok(channel) => {
+                    let place = place_of(&channel, message.channel_id).unwrap_or_else(fallback);
+                    self.places.insert(message.channel_id, place.clone());
+                    return place;
+                }
+                Err(error) => {
+                    warn!(
+                        channel = CHANNEL_NAME,
+                        chat_id = %message.channel_id,
+                        attempt,
+                        %error,
+                        "looking up a Discord channel failed; retrying, then treating it as a plain channel"
+                    );
+                    if matches!(error, CallError::Status(ref failure) if failure.status < 500 && failure.status != 429)
+                    {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(250 * u64::from(attempt))).await;
+                }
+            }
+        }
+        // Not cached: a later message in this channel tries the lookup again.
+        fallback()
+    }
+}
+
+/// A channel object's meaning for routing, or `None` if it is not one Ferry understands.
+fn place_of(channel: &Value, id: ChannelId) -> Option<Place> {
+    let kind = channel.get("type").and_then(Value::as_u64)?;
+    if kind == DM {
+        return Some(Place::Direct);
+    }
+    if kind == GROUP_DM {
+        return Some(Place::GroupDm);
+    }
+    let parent = channel.get("parent_id").and_then(Value::as_str).filter(|p| p.parse::<NonZeroU64>().is_ok());
+    match parent {
+        Some(parent) if THREAD_TYPES.contains(&kind) => {
+            Some(Place::Guild { channel: parent.to_owned(), thread: Some(id.to_string()) })
+        }
+        _ => Some(Place::Guild { channel: id.to_string(), thread: None }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn channels_resolve_to_dms_guild_channels_and_threads_under_their_parent() {
+        let id = ChannelId::new(900);
+        assert_eq!(place_of(&json!({"id": "900", "type": 1}), id), Some(Place::Direct));
+        assert_eq!(place_of(&json!({"id": "900", "type": 3}), id), Some(Place::GroupDm));
+        assert_eq!(
+            place_of(&json!({"id": "900", "type": 0, "guild_id": "1", "parent_id": "55"}), id),
+            Some(Place::Guild { channel: "900".into(), thread: None }),
+            "a category parent does not make a text channel a thread"
+        );
+        assert_eq!(
+            place_of(&json!({"id": "900", "type": 11, "guild_id": "1", "parent_id": "800"}), id),
+            Some(Place::Guild { channel: "800".into(), thread: Some("900".into()) })
+        );
+        assert_eq!(place_of(&json!({"id": "900"}), id), None);
+    }
+}

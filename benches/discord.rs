@@ -1,0 +1,134 @@
+//! Discord end to end (issue 9): the real `ferry gateway` binary with the Discord adapter on
+//! the fake Discord's gateway and REST API, the offline echo provider as an instant model.
+//!
+//! 1. Latency: after one warm-up message (reported alone: it pays one-time start-up costs),
+//!    100 messages one at a time, 50 ms apart, each in a DM channel of its own, each waiting
+//!    for its answer — `MESSAGE_CREATE` queued on the fake → create-message call received,
+//!    p50/p99. Paced under the send budgets (50/s per bot, 5 per 5 s per
+//!    channel), so none holds a reply: this is what Ferry adds.
+//! 2. Throughput: 1,000 messages across 100 DM channels dispatched at once; until every
+//!    channel got its answers. The send budgets pace the replies, by design.
+//!
+//! Also reports the gateway's peak RSS.
+//!
+//! Each user is their own session (`dm_scope = "per-peer"`). Run with
+//! `cargo bench --bench discord` (`FERRY_BENCH_LOG=info` shows the gateway's log); results go
+//! in BENCHMARKS.md.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use ferry_fakes::{DiscordUser, FakeDiscord};
+use tokio::time::Instant;
+
+const TOKEN: &str = "bench.discord.token";
+const USERS: u64 = 100;
+const PER_USER: u64 = 10;
+const LATENCY_SAMPLES: u64 = 100;
+/// Between latency samples: 20/s, under the 50 requests/s bot budget.
+const SAMPLE_GAP: Duration = Duration::from_millis(50);
+
+fn main() {
+    if !std::env::args().any(|arg| arg == "--bench") {
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    runtime.block_on(run());
+}
+
+/// When the bot's first create-message call to `channel` arrived, if it has.
+fn first_send(discord: &FakeDiscord, channel: u64) -> Option<Instant> {
+    discord.calls().into_iter().find(|call| call.is_create_message() && call.channel_id == Some(channel)).map(|c| c.at)
+}
+
+/// One DM from a new user (so a new DM channel): dispatched → the answer's create-message
+/// call received.
+async fn latency(discord: &FakeDiscord, user: u64) -> Duration {
+    let injected_at = Instant::now();
+    let (channel, _) = discord.dm(&DiscordUser::new(user, "bench"), "how long does this take?");
+    let answered = loop {
+        if let Some(at) = first_send(discord, channel) {
+            break at;
+        }
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    };
+    answered.saturating_duration_since(injected_at)
+}
+
+async fn run() {
+    let discord = FakeDiscord::start(TOKEN).await.expect("fake discord").without_rate_limits();
+    let home = tempfile::tempdir().expect("home");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("port").port();
+    let config = format!(
+        "[gateway]\nport = {port}\n\n[session]\ndm_scope = \"per-peer\"\n\n[channels.discord]\nenabled = true\nbot_token = \"{TOKEN}\"\napi_url = \"{}\"\n\
+         dm_policy = \"open\"\nallow_from = [\"*\"]\nstreaming = \"off\"\n",
+        discord.url()
+    );
+    std::fs::write(home.path().join("ferry.toml"), config).expect("config");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .arg("gateway")
+        .env_clear()
+        .env("HOME", home.path())
+        .env("RUST_LOG", std::env::var("FERRY_BENCH_LOG").unwrap_or_else(|_| "warn".to_owned()))
+        .current_dir(home.path())
+        .stdout(Stdio::null())
+        .stderr(if std::env::var_os("FERRY_BENCH_LOG").is_some() { Stdio::inherit() } else { Stdio::null() })
+        .spawn()
+        .expect("start ferry gateway");
+    // Up once the gateway session is live.
+    tokio::time::timeout(Duration::from_secs(60), discord.wait_for_session()).await.expect("gateway session");
+
+    // The first message after start-up pays one-time costs (first session, first REST
+    // connection); reported on its own, not mixed into the percentiles.
+    let cold = latency(&discord, 19_990).await;
+    tokio::time::sleep(SAMPLE_GAP).await;
+    let mut latencies: Vec<Duration> = Vec::new();
+    for sample in 0..LATENCY_SAMPLES {
+        latencies.push(latency(&discord, 20_000 + sample * 10).await);
+        tokio::time::sleep(SAMPLE_GAP).await;
+    }
+    latencies.sort();
+    let percentile = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+    println!("first message after start-up: {:.2} ms", cold.as_secs_f64() * 1e3);
+    println!(
+        "one message at a time, MESSAGE_CREATE → create message ({} samples): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        latencies.len(),
+        percentile(0.5).as_secs_f64() * 1e3,
+        percentile(0.99).as_secs_f64() * 1e3,
+        latencies.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
+    );
+
+    let started = Instant::now();
+    let users: Vec<DiscordUser> = (1..=USERS).map(|i| DiscordUser::new(10_000 + i * 10, "bench")).collect();
+    for round in 0..PER_USER {
+        for user in &users {
+            discord.dm(user, &format!("message {round} from {}", user.id));
+        }
+    }
+    tokio::time::timeout(Duration::from_secs(300), async {
+        while users.iter().any(|user| discord.messages_in(discord.dm_channel(user.id)).len() < 2) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("every channel answered");
+    let answered = started.elapsed();
+    println!(
+        "burst: {} messages over {USERS} DM channels; every channel answered (first message alone, the other nine \
+         collected into one follow-up) after {:.2} s, paced by the send budgets",
+        USERS * PER_USER,
+        answered.as_secs_f64(),
+    );
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+    let field = |name: &str| {
+        status.lines().find(|line| line.starts_with(name)).map(|line| line[name.len()..].trim().to_owned())
+    };
+    println!(
+        "gateway memory: peak RSS (VmHWM) {}, now (VmRSS) {}",
+        field("VmHWM:").unwrap_or_default(),
+        field("VmRSS:").unwrap_or_default()
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

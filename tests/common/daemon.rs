@@ -1,0 +1,96 @@
+//! The real `ferry gateway` binary as a child process, for the end-to-end tests: written a
+//! config, started in its own home directory, waited on until `/healthz` lists a channel,
+//! killed (SIGKILL, no shutdown of any kind) when dropped or on request.
+
+// Each test crate that includes this file uses a different part of it.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use ferry_fakes::FakeOpenAi;
+
+/// Generous bound for waiting on explicit signals; never a measurement.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A running `ferry gateway`.
+pub struct Daemon {
+    pub child: Child,
+    pub port: u16,
+    pub home: Option<tempfile::TempDir>,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Daemon {
+    /// Kills the process at once (SIGKILL) and hands back its home, for a restart on the
+    /// same state.
+    pub fn crash(mut self) -> tempfile::TempDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.home.take().expect("the home is still owned")
+    }
+}
+
+/// Writes `config` (the gateway's port is put in front) to `home/ferry.toml` and starts
+/// `ferry gateway` there with the model at `openai`; returns the process and its port.
+pub fn spawn_gateway(home: &Path, config: &str, openai: &FakeOpenAi, stderr: Stdio) -> (Child, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    std::fs::write(home.join("ferry.toml"), format!("[gateway]\nport = {port}\n\n{config}\n")).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .arg("gateway")
+        .env_clear()
+        .env("HOME", home)
+        .env("OPENAI_BASE_URL", openai.url())
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("RUST_LOG", "ferry=debug,ferry_telegram=debug,ferry_discord=debug,ferry_slack=debug")
+        .current_dir(home)
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("start ferry gateway");
+    (child, port)
+}
+
+/// The gateway's `/healthz` JSON once it answers.
+pub async fn health(port: u16) -> serde_json::Value {
+    let url = format!("http://127.0.0.1:{port}/healthz");
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            if let Ok(response) = reqwest::get(&url).await
+                && let Ok(body) = response.json().await
+            {
+                return body;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the gateway did not answer /healthz")
+}
+
+/// Starts `ferry gateway` in `home` and waits until `/healthz` lists `channel` as connected.
+pub async fn daemon_in(home: tempfile::TempDir, config: &str, openai: &FakeOpenAi, channel: &str) -> Daemon {
+    let (child, port) = spawn_gateway(home.path(), config, openai, Stdio::inherit());
+    let url = format!("http://127.0.0.1:{port}/healthz");
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            if let Ok(response) = reqwest::get(&url).await
+                && let Ok(body) = response.json::<serde_json::Value>().await
+                && body["channels"].as_array().is_some_and(|c| c.iter().any(|c| c["name"] == channel))
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the gateway did not come up with {channel} connected"));
+    Daemon { child, port, home: Some(home) }
+}

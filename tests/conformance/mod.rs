@@ -1,0 +1,379 @@
+//! The conformance suite: the channel-independent behaviour every chat adapter must show,
+//! end to end — the real `ferry gateway` binary, the adapter, and the platform's fake.
+//!
+//! A platform joins the suite by implementing [`Platform`] over its fake and adding one line
+//! to `tests/conformance.rs`:
+//!
+//! ```ignore
+//! conformance_suite!(slack, crate::conformance::slack::Slack);
+//! ```
+//!
+//! which instantiates every scenario below as a `#[tokio::test]` in a module named after the
+//! platform (`cargo nextest run --test conformance slack::`).
+//!
+//! What an implementation provides, all in terms of the platform's fake:
+//! - [`Platform::NAME`] (the `[channels.NAME]` table and the `/healthz` name), the limits a
+//!   reply must be cut to ([`Platform::MAX_CHARS`], [`Platform::MAX_LINES`]) and how to tell
+//!   a cut-up code block from an intact one in the raw text it sent
+//!   ([`Platform::fences_balanced`]);
+//! - [`Platform::start`]: start the fake; [`Platform::channel_config`]: the keys that point
+//!   the adapter at it (enabled, token, URL overrides) — the suite adds the access keys
+//!   (`dm_policy`, `group_policy`, …) to the same table;
+//! - [`Platform::connected`]: wait until the adapter is receiving (a gateway session, a
+//!   socket) after `/healthz` lists the channel;
+//! - input: [`Platform::dm`] (a direct message from user `user`; returns its message id),
+//!   [`Platform::group`] (a
+//!   message in group/channel `group`, with or without a native mention of the bot), and
+//!   [`Platform::taken`] (wait until the adapter has taken everything injected so far, where
+//!   the platform can tell; a no-op where delivery order already guarantees it);
+//! - output: [`Platform::dm_messages`] / [`Platform::group_messages`] — the bot's messages
+//!   that still exist in that chat, in order ([`Shown`]: raw and as a user sees them, the
+//!   message each replies to, how often it was edited);
+//! - faults: [`Platform::rate_limit_storm`] (the next sends to user's DM are answered 429 with
+//!   a `retry_after`, at most twice in a row: the core tries a send three times) and
+//!   [`Platform::rate_limited_count`].
+//!
+//! Users and groups are small numbers; each platform maps them to ids of its own kind.
+//! Scenarios never sleep to let things settle: "nothing else was sent" is proven by a later
+//! message's answer arriving behind it (sends to one chat are FIFO).
+
+pub mod discord;
+pub mod slack;
+pub mod telegram;
+
+use std::future::Future;
+use std::time::Duration;
+
+use ferry_fakes::{FakeOpenAi, Reply, Turn};
+
+use crate::daemon::{Daemon, PATIENCE, daemon_in};
+
+/// A bot message in a chat, as sent and as seen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shown {
+    /// The text as the bot sent it, markup included.
+    pub raw: String,
+    /// What a user sees.
+    pub visible: String,
+    /// The message it replies to (the platform's id), if it is threaded to one.
+    pub reply_to: Option<String>,
+    /// How many edits changed it after it was sent.
+    pub edits: u32,
+}
+
+/// A chat platform's fake, as the suite drives it. See the [module docs](self).
+pub trait Platform: Sized + Send + Sync + 'static {
+    const NAME: &'static str;
+    /// The most characters one message may have on this platform (after Ferry's chunking).
+    const MAX_CHARS: usize;
+    /// The most lines one message may have, if the platform limits them.
+    const MAX_LINES: Option<usize>;
+    /// Whether `[[reply_to_current]]` threads the answer to the question (SPEC §7: on
+    /// Telegram and Discord; Slack ignores the tag and keeps a top-level reply top-level).
+    const HONOURS_REPLY_TAG: bool = true;
+
+    fn start() -> impl Future<Output = Self> + Send;
+    /// Lines for `[channels.NAME]` that connect the adapter to this fake.
+    fn channel_config(&self) -> String;
+    fn connected(&self) -> impl Future<Output = ()> + Send;
+    /// Returns the platform's id of the injected message.
+    fn dm(&self, user: u64, text: &str) -> impl Future<Output = String> + Send;
+    fn group(&self, group: u64, user: u64, text: &str, mention: bool) -> impl Future<Output = ()> + Send;
+    fn taken(&self) -> impl Future<Output = ()> + Send;
+    fn dm_messages(&self, user: u64) -> Vec<Shown>;
+    fn group_messages(&self, group: u64) -> Vec<Shown>;
+    fn rate_limit_storm(&self, user: u64);
+    fn rate_limited_count(&self) -> usize;
+    /// No code block in `raw` is left open (or closed without opening).
+    fn fences_balanced(raw: &str) -> bool;
+}
+
+/// Open DMs and groups, no preview streaming: the setting every scenario starts from.
+const OPEN: &str = "dm_policy = \"open\"\nallow_from = [\"*\"]\ngroup_policy = \"open\"\nstreaming = \"off\"";
+
+const USER: u64 = 42;
+const GROUP: u64 = 500;
+
+/// A platform fake, the model fake and a gateway connected to both.
+pub struct Harness<P: Platform> {
+    pub platform: P,
+    pub openai: FakeOpenAi,
+    pub daemon: Option<Daemon>,
+    /// Access and reply keys in the channel's table ([`OPEN`] unless a scenario says).
+    channel_keys: String,
+    /// Tables after the channel's (`[messages.queue]` …).
+    tables: String,
+}
+
+impl<P: Platform> Harness<P> {
+    /// Starts both fakes and the gateway with [`OPEN`] access and `tables` appended to the
+    /// config.
+    pub async fn start(tables: &str) -> Self {
+        Self::start_with(OPEN, tables).await
+    }
+
+    /// [`Harness::start`] with `channel_keys` in the channel's table instead of [`OPEN`].
+    pub async fn start_with(channel_keys: &str, tables: &str) -> Self {
+        let platform = P::start().await;
+        let openai = FakeOpenAi::start().await.expect("fake OpenAI");
+        let mut harness =
+            Self { platform, openai, daemon: None, channel_keys: channel_keys.to_owned(), tables: tables.to_owned() };
+        harness.launch(tempfile::tempdir().expect("home")).await;
+        harness
+    }
+
+    fn config(&self) -> String {
+        format!("[channels.{}]\n{}\n{}\n\n{}", P::NAME, self.platform.channel_config(), self.channel_keys, self.tables)
+    }
+
+    async fn launch(&mut self, home: tempfile::TempDir) {
+        self.daemon = Some(daemon_in(home, &self.config(), &self.openai, P::NAME).await);
+        tokio::time::timeout(PATIENCE, self.platform.connected()).await.expect("the adapter is receiving");
+    }
+
+    /// Kills the gateway (SIGKILL) and starts a new one on the same state.
+    pub async fn crash_and_restart(&mut self) {
+        let home = self.daemon.take().expect("a running gateway").crash();
+        self.launch(home).await;
+    }
+
+    /// Waits until `read` returns something `done` accepts, and returns it.
+    pub async fn until<T: std::fmt::Debug>(&self, read: impl Fn(&P) -> T, done: impl Fn(&T) -> bool) -> T {
+        let waited = tokio::time::timeout(PATIENCE, async {
+            loop {
+                let value = read(&self.platform);
+                if done(&value) {
+                    return value;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        waited.unwrap_or_else(|_| panic!("{}: condition not met in time; last: {:?}", P::NAME, read(&self.platform)))
+    }
+
+    /// Sends a sentinel DM and waits for its answer `pong`: everything the bot was going to
+    /// send the user before it has been sent. Returns the DM's messages.
+    pub async fn after_sentinel(&self, user: u64) -> Vec<Shown> {
+        self.openai.push(Turn::text(["pong"]));
+        self.platform.dm(user, "ping").await;
+        self.until(|p| p.dm_messages(user), |shown| shown.iter().any(|m| m.visible.trim() == "pong")).await
+    }
+
+    /// The text of the last user message the model was sent in request `index`.
+    pub fn prompt(&self, index: usize) -> String {
+        let body = &self.openai.requests()[index].body;
+        let last = body["messages"].as_array().and_then(|m| m.last()).map(|m| m["content"].clone());
+        last.map(|content| content.as_str().map(str::to_owned).unwrap_or_else(|| content.to_string()))
+            .unwrap_or_default()
+    }
+}
+
+fn visible(shown: &[Shown]) -> Vec<String> {
+    shown.iter().map(|m| m.visible.trim().to_owned()).collect()
+}
+
+/// A DM is answered with exactly one message, and nothing else follows it.
+pub async fn a_dm_is_answered_exactly_once<P: Platform>() {
+    let h = Harness::<P>::start("").await;
+    h.openai.push(Turn::text(["Hello there."]));
+    h.platform.dm(USER, "hi").await;
+    h.until(|p| p.dm_messages(USER), |shown| !shown.is_empty()).await;
+    let shown = h.after_sentinel(USER).await;
+    assert_eq!(visible(&shown), ["Hello there.", "pong"], "{}", P::NAME);
+    assert_eq!(h.openai.requests().len(), 2);
+}
+
+/// A reply that is only the silent token sends nothing at all.
+pub async fn no_reply_stays_silent<P: Platform>() {
+    let h = Harness::<P>::start("").await;
+    h.openai.push(Turn::text(["NO_", "REPLY"]));
+    h.platform.dm(USER, "just so you know").await;
+    tokio::time::timeout(PATIENCE, h.openai.wait_for_request(0)).await.expect("the run started");
+    let shown = h.after_sentinel(USER).await;
+    assert_eq!(visible(&shown), ["pong"], "{}: the silent reply sent nothing", P::NAME);
+}
+
+/// A reply over the platform's limits arrives cut into messages within them, with every
+/// code block intact (closed at a cut, reopened after it), and nothing lost.
+pub async fn a_long_reply_is_split_within_limits_with_intact_fences<P: Platform>() {
+    let h = Harness::<P>::start("").await;
+    let target = P::MAX_CHARS * 2 + P::MAX_CHARS / 5;
+    let mut reply = String::new();
+    while reply.len() < target / 3 {
+        reply.push_str("Some prose before the code, explaining what it does in detail.\n\n");
+    }
+    reply.push_str("```rust\n");
+    let mut code_lines = 0;
+    while reply.len() < target * 3 / 4 {
+        reply.push_str("let value = compute(42); // a line of code\n");
+        code_lines += 1;
+    }
+    reply.push_str("```\n\n");
+    while reply.len() < target {
+        reply.push_str("And a closing paragraph after the code.\n\n");
+    }
+    reply.push_str("THE END");
+    h.openai.push(Turn::text([reply]));
+    h.platform.dm(USER, "explain").await;
+    let shown = h.until(|p| p.dm_messages(USER), |shown| shown.iter().any(|m| m.visible.contains("THE END"))).await;
+    assert!(shown.len() >= 3, "{}: {} messages", P::NAME, shown.len());
+    for message in &shown {
+        assert!(message.visible.chars().count() <= P::MAX_CHARS, "{}: {} chars", P::NAME, message.visible.len());
+        if let Some(max_lines) = P::MAX_LINES {
+            assert!(message.raw.lines().count() <= max_lines, "{}: {} lines", P::NAME, message.raw.lines().count());
+        }
+        assert!(P::fences_balanced(&message.raw), "{}: a code block was broken: {}", P::NAME, message.raw);
+    }
+    let all: String = shown.iter().map(|m| m.visible.as_str()).collect();
+    assert_eq!(all.matches("let value = compute(42); // a line of code").count(), code_lines, "no code line lost");
+}
+
+/// In a group only a message that mentions the bot runs, and it sees what was said before.
+pub async fn in_a_group_only_a_mention_runs_with_the_earlier_messages_as_context<P: Platform>() {
+    let h = Harness::<P>::start("").await;
+    h.openai.push(Turn::text(["Tuesday works for everyone."]));
+    h.platform.group(GROUP, 7, "shall we meet tuesday?", false).await;
+    h.platform.group(GROUP, 8, "tuesday is fine by me", false).await;
+    h.platform.taken().await;
+    h.platform.group(GROUP, 7, "what do you think?", true).await;
+    let shown = h.until(|p| p.group_messages(GROUP), |shown| !shown.is_empty()).await;
+    assert_eq!(visible(&shown), ["Tuesday works for everyone."], "{}", P::NAME);
+    let prompt = h.prompt(0);
+    assert!(prompt.contains("shall we meet tuesday?") && prompt.contains("tuesday is fine by me"), "{prompt}");
+    assert!(prompt.contains("what do you think?"), "{prompt}");
+    assert_eq!(h.openai.requests().len(), 1, "{}: the messages without a mention did not run", P::NAME);
+}
+
+/// Messages that arrive while a run is busy are answered together by one follow-up run
+/// (queue mode `collect`, the default).
+pub async fn messages_during_a_run_are_collected_into_one_follow_up<P: Platform>() {
+    let h = Harness::<P>::start("").await;
+    let slow = Reply::text(["Working ", "on the ", "first one."]).with_chunk_delay(Duration::from_millis(700));
+    h.openai.push(Turn::Reply(slow));
+    h.openai.push(Turn::text(["Both noted."]));
+    h.platform.dm(USER, "first question").await;
+    tokio::time::timeout(PATIENCE, h.openai.wait_for_request(0)).await.expect("the first run started");
+    h.platform.dm(USER, "second thing").await;
+    h.platform.dm(USER, "third thing").await;
+    let shown = h.until(|p| p.dm_messages(USER), |shown| shown.iter().any(|m| m.visible.contains("Both noted."))).await;
+    assert_eq!(visible(&shown), ["Working on the first one.", "Both noted."], "{}", P::NAME);
+    assert_eq!(h.openai.requests().len(), 2, "{}: one follow-up run for both", P::NAME);
+    let prompt = h.prompt(1);
+    assert!(prompt.contains("second thing") && prompt.contains("third thing"), "{prompt}");
+}
+
+/// A crash mid-run neither loses the message nor answers it twice after the restart.
+pub async fn a_crash_mid_run_neither_loses_the_message_nor_answers_twice<P: Platform>() {
+    let mut h = Harness::<P>::start("").await;
+    h.openai.push(Turn::stall(Reply::text(["I was about to", " answer"]), 1));
+    h.openai.push(Turn::text(["Here is your answer."]));
+    h.platform.dm(USER, "an important question").await;
+    tokio::time::timeout(PATIENCE, h.openai.wait_for_request(0)).await.expect("the run started");
+    h.platform.taken().await;
+    h.crash_and_restart().await;
+    h.until(|p| p.dm_messages(USER), |shown| !shown.is_empty()).await;
+    let shown = h.after_sentinel(USER).await;
+    assert_eq!(visible(&shown), ["Here is your answer.", "pong"], "{}: answered once", P::NAME);
+    assert!(h.prompt(1).contains("an important question"), "the recorded message ran again: {}", h.prompt(1));
+}
+
+/// While the platform answers 429, replies wait out `retry_after` and every one arrives,
+/// exactly once.
+pub async fn a_rate_limit_storm_delays_but_loses_nothing<P: Platform>() {
+    let h = Harness::<P>::start("[messages.queue]\nmode = \"followup\"\ndebounce_ms = 0").await;
+    for i in 0..3 {
+        h.openai.push(Turn::text([format!("answer {i}")]));
+    }
+    h.platform.rate_limit_storm(USER);
+    for i in 0..3 {
+        h.platform.dm(USER, &format!("question {i}")).await;
+    }
+    let shown = h.until(|p| p.dm_messages(USER), |shown| shown.len() >= 3).await;
+    let mut texts = visible(&shown);
+    texts.sort();
+    assert_eq!(texts, ["answer 0", "answer 1", "answer 2"], "{}: each exactly once", P::NAME);
+    assert!(h.platform.rate_limited_count() >= 1, "{}: the storm was hit", P::NAME);
+    let shown = h.after_sentinel(USER).await;
+    assert_eq!(shown.len(), 4, "{}: nothing sent twice: {shown:?}", P::NAME);
+}
+
+/// `[[reply_to_current]]` in the model's text threads the answer to the question, where
+/// the platform honours the tag ([`Platform::HONOURS_REPLY_TAG`]); elsewhere the tag is
+/// dropped and the answer stays where the question was. Either way the tag is never shown.
+pub async fn reply_to_current_threads_the_answer_to_the_question<P: Platform>() {
+    let h = Harness::<P>::start("").await;
+    h.openai.push(Turn::text(["[[reply_to_current]] Yes, exactly that."]));
+    let question = h.platform.dm(USER, "is this the one?").await;
+    let shown = h.until(|p| p.dm_messages(USER), |shown| !shown.is_empty()).await;
+    assert_eq!(visible(&shown), ["Yes, exactly that."], "{}: the tag is not shown", P::NAME);
+    let expected = P::HONOURS_REPLY_TAG.then_some(question.as_str());
+    assert_eq!(shown[0].reply_to.as_deref(), expected, "{}: threaded to the question only if honoured", P::NAME);
+}
+
+/// With preview streaming on, one message grows by edits into the final reply.
+pub async fn a_preview_is_edited_in_place_into_the_final_reply<P: Platform>() {
+    let keys = "dm_policy = \"open\"\nallow_from = [\"*\"]\nstreaming = \"partial\"";
+    let h = Harness::<P>::start_with(keys, "").await;
+    let pieces = ["The deploy finished ", "at 10:02 and every ", "check passed; ", "nothing else ", "to do today."];
+    h.openai.push(Turn::Reply(Reply::text(pieces).with_chunk_delay(Duration::from_millis(500))));
+    h.platform.dm(USER, "status?").await;
+    let full = pieces.concat();
+    let shown = h.until(|p| p.dm_messages(USER), |shown| shown.iter().any(|m| m.visible.trim() == full)).await;
+    assert_eq!(shown.len(), 1, "{}: one message, edited in place: {shown:?}", P::NAME);
+    assert!(shown[0].edits >= 1, "{}: the preview was edited into the final", P::NAME);
+}
+
+/// Instantiates every scenario for one platform, in a module named `$name`.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($name:ident, $platform:ty) => {
+        mod $name {
+            #[tokio::test]
+            async fn a_dm_is_answered_exactly_once() {
+                $crate::conformance::a_dm_is_answered_exactly_once::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn no_reply_stays_silent() {
+                $crate::conformance::no_reply_stays_silent::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn a_long_reply_is_split_within_limits_with_intact_fences() {
+                $crate::conformance::a_long_reply_is_split_within_limits_with_intact_fences::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn in_a_group_only_a_mention_runs_with_the_earlier_messages_as_context() {
+                $crate::conformance::in_a_group_only_a_mention_runs_with_the_earlier_messages_as_context::<$platform>()
+                    .await;
+            }
+
+            #[tokio::test]
+            async fn messages_during_a_run_are_collected_into_one_follow_up() {
+                $crate::conformance::messages_during_a_run_are_collected_into_one_follow_up::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn a_crash_mid_run_neither_loses_the_message_nor_answers_twice() {
+                $crate::conformance::a_crash_mid_run_neither_loses_the_message_nor_answers_twice::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn reply_to_current_threads_the_answer_to_the_question() {
+                $crate::conformance::reply_to_current_threads_the_answer_to_the_question::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn a_preview_is_edited_in_place_into_the_final_reply() {
+                $crate::conformance::a_preview_is_edited_in_place_into_the_final_reply::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn a_rate_limit_storm_delays_but_loses_nothing() {
+                $crate::conformance::a_rate_limit_storm_delays_but_loses_nothing::<$platform>().await;
+            }
+        }
+    };
+}

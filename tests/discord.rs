@@ -1,0 +1,265 @@
+//! Discord end to end: the real `ferry gateway` binary with the Discord adapter, against the
+//! fake Discord (REST + gateway) and the fake OpenAI server. The checks every adapter must
+//! pass live in the conformance suite (`tests/conformance/`); these are the Discord-specific
+//! ones: threads, the nickname mention form, the 17-line limit, gateway resumes, per-channel
+//! 429s and a gateway that stays responsive during a long run.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use ferry_fakes::{DiscordSentMessage, DiscordUser, FakeDiscord, FakeOpenAi, Mention, Reply, Turn};
+
+#[path = "common/daemon.rs"]
+mod daemon;
+
+use daemon::{Daemon, PATIENCE, daemon_in, spawn_gateway};
+
+const TOKEN: &str = "fake.discord.token";
+const GUILD: u64 = 1;
+/// Open DMs, and guild 1's channels 10 and 30 allowlisted (mention required by default).
+const ACCESS: &str =
+    "dm_policy = \"open\"\nallow_from = [\"*\"]\n\n[channels.discord.guilds.\"1\"]\nchannels = [\"10\", \"30\"]";
+
+fn config(token: &str, discord: &FakeDiscord, access: &str) -> String {
+    format!("[channels.discord]\nenabled = true\nbot_token = \"{token}\"\napi_url = \"{}\"\n{access}\n", discord.url())
+}
+
+async fn fakes() -> (FakeDiscord, FakeOpenAi) {
+    (FakeDiscord::start(TOKEN).await.unwrap(), FakeOpenAi::start().await.unwrap())
+}
+
+async fn daemon(discord: &FakeDiscord, openai: &FakeOpenAi, access: &str) -> Daemon {
+    let daemon = daemon_in(tempfile::tempdir().unwrap(), &config(TOKEN, discord, access), openai, "discord").await;
+    tokio::time::timeout(PATIENCE, discord.wait_for_session()).await.expect("the gateway session is live");
+    daemon
+}
+
+async fn wait_for(
+    discord: &FakeDiscord,
+    channel: u64,
+    done: impl Fn(&[DiscordSentMessage]) -> bool,
+) -> Vec<DiscordSentMessage> {
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            let shown = discord.messages_in(channel);
+            if done(&shown) {
+                return shown;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("channel {channel} shows {:?}", discord.messages_in(channel)))
+}
+
+fn user() -> DiscordUser {
+    DiscordUser::new(4242, "ada")
+}
+
+/// A mentioned message in channel 30 answered `pong`: what came before it in the pipeline
+/// has been handled.
+async fn sentinel(discord: &FakeDiscord, openai: &FakeOpenAi) {
+    openai.push(Turn::text(["pong"]));
+    discord.guild_message(GUILD, 30, &user(), "ping", Mention::Plain);
+    wait_for(discord, 30, |shown| shown.iter().any(|m| m.content == "pong")).await;
+}
+
+#[tokio::test]
+async fn a_thread_message_is_answered_in_the_thread_and_unlisted_channels_are_ignored() {
+    let (discord, openai) = fakes().await;
+    openai.push(Turn::text(["Answered in the thread."]));
+    let daemon = daemon(&discord, &openai, ACCESS).await;
+    discord.guild_message(GUILD, 20, &user(), "not an allowlisted channel", Mention::Plain);
+    discord.thread_message(GUILD, 10, 11, &user(), "where am I?", Mention::Plain);
+    let shown = wait_for(&discord, 11, |shown| !shown.is_empty()).await;
+    assert_eq!(shown[0].content, "Answered in the thread.");
+    sentinel(&discord, &openai).await;
+    assert!(discord.messages_in(10).is_empty() && discord.messages_in(20).is_empty());
+    assert_eq!(openai.requests().len(), 2, "the unlisted channel did not run");
+    let home = daemon.home.as_ref().expect("home").path();
+    let listed = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["sessions", "list"])
+        .env_clear()
+        .env("HOME", home)
+        .current_dir(home)
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.contains("agent:main:discord:channel:10:thread:11"), "a thread session: {listed}");
+    assert!(listed.contains("agent:main:discord:channel:30"), "{listed}");
+}
+
+#[tokio::test]
+async fn nickname_mentions_count_and_unmentioned_messages_wait_as_context() {
+    let (discord, openai) = fakes().await;
+    openai.push(Turn::text(["Heard you."]));
+    let _daemon = daemon(&discord, &openai, ACCESS).await;
+    discord.guild_message(GUILD, 10, &user(), "talking among ourselves", Mention::None);
+    discord.guild_message(GUILD, 10, &user(), "what do you say?", Mention::Nickname);
+    let shown = wait_for(&discord, 10, |shown| !shown.is_empty()).await;
+    assert_eq!(shown[0].content, "Heard you.");
+    let prompt = openai.requests()[0].body["messages"].to_string();
+    assert!(prompt.contains("talking among ourselves") && prompt.contains("what do you say?"), "{prompt}");
+    assert!(!prompt.contains(&format!("<@!{}>", discord.bot_id())), "the mention markup is not shown to the model");
+    assert_eq!(openai.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_3000_character_reply_of_40_lines_arrives_within_2000_characters_and_17_lines_per_message() {
+    let (discord, openai) = fakes().await;
+    let lines: Vec<String> = (0..40).map(|i| format!("{i:02} {}", "word ".repeat(14).trim_end())).collect();
+    let reply = lines.join("\n");
+    assert!((2_900..3_200).contains(&reply.chars().count()), "{}", reply.chars().count());
+    openai.push(Turn::text([reply]));
+    let _daemon = daemon(&discord, &openai, ACCESS).await;
+    let (dm, _) = discord.dm(&user(), "forty lines please");
+    let shown = wait_for(&discord, dm, |shown| shown.iter().any(|m| m.content.contains("39 word"))).await;
+    assert!(shown.len() >= 3, "40 lines need at least 3 messages of 17: {}", shown.len());
+    for message in &shown {
+        assert!(message.content.chars().count() <= 2000);
+        assert!(message.content.lines().count() <= 17, "{} lines", message.content.lines().count());
+    }
+    let all: Vec<&str> = shown.iter().flat_map(|m| m.content.lines()).filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(all, lines.iter().map(String::as_str).collect::<Vec<_>>(), "every line once, in order");
+}
+
+#[tokio::test]
+async fn a_gateway_disconnect_mid_run_resumes_and_the_reply_arrives_exactly_once() {
+    let (discord, openai) = fakes().await;
+    let slow = Reply::text(["Still ", "here ", "after the resume."]).with_chunk_delay(Duration::from_millis(600));
+    openai.push(Turn::Reply(slow));
+    let _daemon = daemon(&discord, &openai, ACCESS).await;
+    let (dm, _) = discord.dm(&user(), "a question before the network blips");
+    tokio::time::timeout(PATIENCE, openai.wait_for_request(0)).await.expect("the run started");
+    // Discord replays the whole session on resume, the answered message included.
+    discord.replay_all_on_next_resume();
+    discord.disconnect();
+    tokio::time::timeout(PATIENCE, discord.wait_for_resumes(1)).await.expect("serenity resumed");
+    let shown = wait_for(&discord, dm, |shown| !shown.is_empty()).await;
+    assert_eq!(shown[0].content, "Still here after the resume.");
+    sentinel(&discord, &openai).await;
+    assert_eq!(discord.messages_in(dm).len(), 1, "answered once");
+    assert_eq!(openai.requests().len(), 2, "the replayed message did not run again");
+    assert_eq!(discord.identify_count(), 1, "resumed, not re-identified");
+}
+
+#[tokio::test]
+async fn a_429_storm_on_one_channel_delays_it_but_loses_nothing_and_other_channels_go_on() {
+    let (discord, openai) = fakes().await;
+    let access = "dm_policy = \"open\"\nallow_from = [\"*\"]\n\n[channels.discord.guilds.\"1\"]\nchannels = [\"10\", \"30\"]\nrequire_mention = false\n\n[messages.queue]\nmode = \"followup\"\ndebounce_ms = 0";
+    let _daemon = daemon(&discord, &openai, access).await;
+    discord.add_guild_channel(GUILD, 10);
+    discord.rate_limit_storm(10, Duration::from_millis(2000));
+    for i in 0..3 {
+        openai.push(Turn::text([format!("stormy {i}")]));
+        discord.guild_message(GUILD, 10, &user(), &format!("question {i}"), Mention::None);
+        tokio::time::timeout(PATIENCE, openai.wait_for_request(i)).await.expect("each question runs");
+    }
+    openai.push(Turn::text(["calm"]));
+    discord.guild_message(GUILD, 30, &user(), "and here?", Mention::None);
+    let calm = wait_for(&discord, 30, |shown| !shown.is_empty()).await;
+    assert_eq!(calm[0].content, "calm");
+    let stormy = wait_for(&discord, 10, |shown| shown.len() >= 3).await;
+    let mut texts: Vec<_> = stormy.iter().map(|m| m.content.clone()).collect();
+    texts.sort();
+    assert_eq!(texts, ["stormy 0", "stormy 1", "stormy 2"], "each exactly once");
+    assert!(discord.rate_limited_count() >= 1, "the storm was hit");
+}
+
+#[tokio::test]
+async fn the_gateway_stays_responsive_while_a_long_run_proceeds() {
+    let (discord, openai) = fakes().await;
+    // The first run stalls after one delta and does not finish during the test.
+    openai.push(Turn::stall(Reply::text(["Thinking", " for a long time"]), 1));
+    openai.push(Turn::text(["Meanwhile, hello."]));
+    let _daemon = daemon(&discord, &openai, ACCESS).await;
+    let (long_dm, _) = discord.dm(&user(), "a question that takes long");
+    tokio::time::timeout(PATIENCE, openai.wait_for_request(0)).await.expect("the long run started");
+    let heartbeats = discord.heartbeat_count();
+    // Another session (DMs share the main session by default): a guild channel.
+    discord.guild_message(GUILD, 30, &DiscordUser::new(777, "bea"), "quick one", Mention::Plain);
+    let shown = wait_for(&discord, 30, |shown| !shown.is_empty()).await;
+    assert_eq!(shown[0].content, "Meanwhile, hello.");
+    tokio::time::timeout(PATIENCE, discord.wait_for_heartbeats(heartbeats + 2)).await.expect("heartbeats go on");
+    assert!(discord.messages_in(long_dm).is_empty(), "the long run is still going");
+    assert_eq!(discord.identify_count(), 1, "the session was never lost");
+}
+
+#[tokio::test]
+async fn a_wrong_token_is_a_clear_error_and_the_gateway_serves_on() {
+    let (discord, openai) = fakes().await;
+    let home = tempfile::tempdir().unwrap();
+    let (child, port) = spawn_gateway(home.path(), &config("WRONG.token", &discord, ""), &openai, Stdio::piped());
+    let health = daemon::health(port).await;
+    let channels = health["channels"].as_array().unwrap();
+    assert!(channels.iter().all(|c| c["name"] != "discord"), "discord is not running: {health}");
+    assert!(channels.iter().any(|c| c["name"] == "webchat"), "the web chat still is");
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("discord channel did not start") && stderr.contains("bot_token"), "{stderr}");
+    assert!(!stderr.contains("WRONG.token"), "the token is not logged");
+}
+
+#[tokio::test]
+async fn with_previews_on_one_message_is_edited_at_most_every_1_2_seconds_into_the_final() {
+    let (discord, openai) = fakes().await;
+    let pieces = ["The deploy finished ", "at 10:02 and every ", "check passed; ", "nothing else ", "to do today."];
+    openai.push(Turn::Reply(Reply::text(pieces).with_chunk_delay(Duration::from_millis(500))));
+    let _daemon = daemon(&discord, &openai, &format!("streaming = \"partial\"\n{ACCESS}")).await;
+    let (dm, _) = discord.dm(&user(), "status?");
+    let full = pieces.concat();
+    let shown = wait_for(&discord, dm, |shown| shown.first().is_some_and(|m| m.content.trim() == full)).await;
+    assert_eq!(shown.len(), 1, "one message, edited in place: {shown:?}");
+    assert!(shown[0].edits >= 1, "the preview was edited into the final");
+    let calls: Vec<_> = discord
+        .calls()
+        .into_iter()
+        .filter(|call| call.channel_id == Some(dm) && (call.is_create_message() || call.is_edit_message()))
+        .map(|call| call.at)
+        .collect();
+    for pair in calls.windows(2) {
+        assert!(pair[1] - pair[0] >= Duration::from_millis(1150), "at most one edit every 1.2 s: {calls:?}");
+    }
+    assert!(discord.typing().contains(&dm), "typing was shown");
+}
+
+#[tokio::test]
+async fn reply_to_current_threads_the_answer_to_the_triggering_message() {
+    let (discord, openai) = fakes().await;
+    openai.push(Turn::text(["[[reply_to_current]] Yes, that one."]));
+    let _daemon = daemon(&discord, &openai, ACCESS).await;
+    let question = discord.guild_message(GUILD, 10, &user(), "is this the right channel?", Mention::Plain);
+    let shown = wait_for(&discord, 10, |shown| !shown.is_empty()).await;
+    assert_eq!(shown[0].content.trim(), "Yes, that one.");
+    assert_eq!(shown[0].reply_to, Some(question), "sent with a message_reference to the question");
+}
+
+#[tokio::test]
+async fn a_guild_listed_without_channels_admits_every_channel_of_that_guild_only() {
+    let (discord, openai) = fakes().await;
+    openai.push(Turn::text(["Any channel of guild 2."]));
+    let access = "[channels.discord.guilds.\"2\"]\nrequire_mention = false\n\n[channels.discord.guilds.\"1\"]\nchannels = [\"30\"]";
+    let _daemon = daemon(&discord, &openai, access).await;
+    discord.guild_message(3, 40, &user(), "another guild", Mention::Plain);
+    discord.guild_message(2, 50, &user(), "no mention needed here", Mention::None);
+    let shown = wait_for(&discord, 50, |shown| !shown.is_empty()).await;
+    assert_eq!(shown[0].content, "Any channel of guild 2.");
+    sentinel(&discord, &openai).await;
+    assert!(discord.messages_in(40).is_empty());
+    assert_eq!(openai.requests().len(), 2, "the unlisted guild did not run");
+}
+
+#[tokio::test]
+async fn an_unknown_dm_gets_a_pairing_code_and_other_bots_are_ignored() {
+    let (discord, openai) = fakes().await;
+    let access = "[channels.discord.guilds.\"1\"]\nchannels = [\"30\"]";
+    let _daemon = daemon(&discord, &openai, access).await;
+    discord.guild_message(GUILD, 30, &DiscordUser::bot(99, "otherbot"), "beep boop", Mention::Plain);
+    let (dm, _) = discord.dm(&DiscordUser::new(5150, "stranger"), "hello?");
+    let shown = wait_for(&discord, dm, |shown| !shown.is_empty()).await;
+    assert!(shown[0].content.contains("ferry pairing approve discord"), "{}", shown[0].content);
+    sentinel(&discord, &openai).await;
+    assert_eq!(discord.messages_in(30).len(), 1, "only the sentinel's answer, nothing for the bot");
+    assert_eq!(openai.requests().len(), 1, "no run for the stranger or the bot");
+}

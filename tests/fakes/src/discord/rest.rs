@@ -1,0 +1,293 @@
+//! The fake's REST API under `/api/v10`, the paths serenity's routes produce.
+//!
+//! Every call is recorded before any check (so refused calls show up too), then checked the
+//! way Discord checks it: the `Authorization: Bot <token>` header (401), the channel (404
+//! Unknown Channel), scripted faults and rate limits (429 with `retry_after` and the
+//! `X-RateLimit-*` headers), and the content (400 code 50006 empty, 50035 over 2000 chars).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State as AxumState};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, patch, post};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::state::Fault;
+use super::{Call, SentMessage, Shared, TEXT_LIMIT, lock};
+
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/api/v10/gateway", get(gateway))
+        .route("/api/v10/gateway/bot", get(gateway_bot))
+        .route("/api/v10/users/@me", get(current_user))
+        .route("/api/v10/channels/{channel}", get(channel))
+        .route("/api/v10/channels/{channel}/messages", post(create_message))
+        .route("/api/v10/channels/{channel}/messages/{message}", patch(edit_message).delete(delete_message))
+        .route("/api/v10/channels/{channel}/typing", post(typing))
+        .route("/gateway", get(super::gateway::upgrade))
+        .with_state(shared)
+}
+
+type Shared_ = AxumState<Arc<Shared>>;
+
+/// A Discord JSON error answer.
+fn error(status: u16, code: i64, message: &str) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, axum::Json(json!({ "code": code, "message": message }))).into_response()
+}
+
+fn rate_limited(retry_after: f64) -> Response {
+    let body = json!({ "message": "You are being rate limited.", "retry_after": retry_after, "global": false });
+    let mut response = (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
+    let headers = response.headers_mut();
+    let mut set = |name: &'static str, value: String| {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    };
+    set("retry-after", format!("{}", retry_after.ceil() as u64));
+    set("x-ratelimit-limit", "5".to_owned());
+    set("x-ratelimit-remaining", "0".to_owned());
+    set("x-ratelimit-reset-after", format!("{retry_after:.3}"));
+    set("x-ratelimit-bucket", "fake-channel-messages".to_owned());
+    set("x-ratelimit-scope", "user".to_owned());
+    response
+}
+
+impl Shared {
+    /// Records the call; returns its index.
+    fn record(&self, method: &Method, path: String, channel_id: Option<u64>, body: Value) -> usize {
+        let index = {
+            let mut state = lock(&self.state);
+            state.calls.push(Call {
+                method: method.to_string(),
+                path,
+                channel_id,
+                body,
+                at: Instant::now(),
+                status: None,
+            });
+            state.calls.len() - 1
+        };
+        self.notify();
+        index
+    }
+
+    fn answer(&self, index: usize, response: Response) -> Response {
+        {
+            let mut state = lock(&self.state);
+            if response.status() == StatusCode::TOO_MANY_REQUESTS {
+                state.rate_limited += 1;
+            }
+            if let Some(call) = state.calls.get_mut(index) {
+                call.status = Some(response.status().as_u16());
+            }
+        }
+        self.notify();
+        response
+    }
+
+    fn authorized(&self, headers: &HeaderMap) -> bool {
+        let expected = format!("Bot {}", self.token);
+        headers.get("authorization").and_then(|value| value.to_str().ok()) == Some(expected.as_str())
+    }
+}
+
+async fn gateway(AxumState(shared): Shared_) -> Response {
+    axum::Json(json!({ "url": shared.gateway_url() })).into_response()
+}
+
+async fn gateway_bot(AxumState(shared): Shared_, headers: HeaderMap) -> Response {
+    if !shared.authorized(&headers) {
+        return error(401, 0, "401: Unauthorized");
+    }
+    let limit = json!({ "total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1 });
+    axum::Json(json!({ "url": shared.gateway_url(), "shards": 1, "session_start_limit": limit })).into_response()
+}
+
+async fn current_user(AxumState(shared): Shared_, headers: HeaderMap) -> Response {
+    let index = shared.record(&Method::GET, "/api/v10/users/@me".to_owned(), None, Value::Null);
+    let response = if shared.authorized(&headers) {
+        axum::Json(lock(&shared.state).bot.to_json()).into_response()
+    } else {
+        error(401, 0, "401: Unauthorized")
+    };
+    shared.answer(index, response)
+}
+
+async fn channel(AxumState(shared): Shared_, Path(channel): Path<String>, headers: HeaderMap) -> Response {
+    let id = channel.parse::<u64>().ok();
+    let index = shared.record(&Method::GET, format!("/api/v10/channels/{channel}"), id, Value::Null);
+    let response = if !shared.authorized(&headers) {
+        error(401, 0, "401: Unauthorized")
+    } else {
+        let state = lock(&shared.state);
+        match id.and_then(|id| Some((id, state.channels.get(&id)?))) {
+            Some((id, info)) => axum::Json(info.to_json(id)).into_response(),
+            None => error(404, 10003, "Unknown Channel"),
+        }
+    };
+    shared.answer(index, response)
+}
+
+/// The checks every message call shares; `Err` is the answer to give instead.
+/// An answer other than success, boxed (a `Response` is large for a `Result`'s error).
+type Refused = Box<Response>;
+
+/// The channel a stored message is in.
+fn channel_of(message: &Value) -> Option<u64> {
+    message["channel_id"].as_str()?.parse().ok()
+}
+
+fn check_message_call(shared: &Shared, headers: &HeaderMap, channel: Option<u64>) -> Result<u64, Refused> {
+    if !shared.authorized(headers) {
+        return Err(Box::new(error(401, 0, "401: Unauthorized")));
+    }
+    let mut state = lock(&shared.state);
+    let Some(channel) = channel.filter(|id| state.channels.contains_key(id)) else {
+        return Err(Box::new(error(404, 10003, "Unknown Channel")));
+    };
+    if let Some(fault) = state.faults.get_mut(&channel).and_then(|faults| faults.pop_front()) {
+        return Err(Box::new(match fault {
+            Fault::RateLimited(retry_after) => rate_limited(retry_after),
+            Fault::Status(status) if status >= 500 => error(status, 0, "500: Internal Server Error"),
+            Fault::Status(status) => error(status, 50001, "Missing Access"),
+        }));
+    }
+    let now = Instant::now();
+    if let Some(until) = state.storms.get(&channel).copied() {
+        if until > now {
+            return Err(Box::new(rate_limited(until.duration_since(now).as_secs_f64())));
+        }
+        state.storms.remove(&channel);
+    }
+    state.admit(channel, now).map_err(|wait| Box::new(rate_limited(wait.as_secs_f64().max(0.001))))?;
+    Ok(channel)
+}
+
+/// The content's problem, as Discord reports it, if any.
+fn check_content(content: Option<&str>) -> Result<(), Refused> {
+    let content = content.unwrap_or_default();
+    if content.trim().is_empty() {
+        return Err(Box::new(error(400, 50006, "Cannot send an empty message")));
+    }
+    if content.chars().count() > TEXT_LIMIT {
+        let body = json!({
+            "code": 50035,
+            "message": "Invalid Form Body",
+            "errors": { "content": { "_errors": [
+                { "code": "BASE_TYPE_MAX_LENGTH", "message": format!("Must be {TEXT_LIMIT} or fewer in length.") }
+            ] } }
+        });
+        return Err(Box::new((StatusCode::BAD_REQUEST, axum::Json(body)).into_response()));
+    }
+    Ok(())
+}
+
+fn parse_body(body: &Bytes) -> Value {
+    serde_json::from_slice(body).unwrap_or(Value::Null)
+}
+
+async fn create_message(
+    AxumState(shared): Shared_,
+    Path(channel): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let body = parse_body(&body);
+    let channel_id = channel.parse::<u64>().ok();
+    let index = shared.record(&Method::POST, format!("/api/v10/channels/{channel}/messages"), channel_id, body.clone());
+    let answer = (|| {
+        let channel = check_message_call(&shared, &headers, channel_id)?;
+        let content = body.get("content").and_then(Value::as_str);
+        check_content(content)?;
+        let content = content.unwrap_or_default();
+        let reply_to =
+            body.pointer("/message_reference/message_id").and_then(Value::as_str).and_then(|id| id.parse().ok());
+        let mut state = lock(&shared.state);
+        let id = state.next_id();
+        let bot = state.bot.clone();
+        let reply_to = reply_to.filter(|id| state.messages.contains_key(id));
+        let json = state.message_json(id, channel, &bot, content, reply_to);
+        let sent = SentMessage { channel_id: channel, message_id: id, content: content.to_owned(), reply_to, edits: 0 };
+        state.messages.insert(id, super::state::StoredMessage { json: json.clone(), sent: Some(sent) });
+        Ok::<_, Refused>(axum::Json(json).into_response())
+    })();
+    shared.answer(index, answer.unwrap_or_else(|response| *response))
+}
+
+async fn edit_message(
+    AxumState(shared): Shared_,
+    Path((channel, message)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let body = parse_body(&body);
+    let channel_id = channel.parse::<u64>().ok();
+    let path = format!("/api/v10/channels/{channel}/messages/{message}");
+    let index = shared.record(&Method::PATCH, path, channel_id, body.clone());
+    let answer = (|| {
+        let channel = check_message_call(&shared, &headers, channel_id)?;
+        let content = body.get("content").and_then(Value::as_str);
+        check_content(content)?;
+        let mut state = lock(&shared.state);
+        let stored = message.parse::<u64>().ok().and_then(|id| state.messages.get_mut(&id));
+        let Some(stored) = stored.filter(|stored| channel_of(&stored.json) == Some(channel)) else {
+            return Err(Box::new(error(404, 10008, "Unknown Message")));
+        };
+        let Some(sent) = stored.sent.as_mut() else {
+            return Err(Box::new(error(403, 50005, "Cannot edit a message authored by another user")));
+        };
+        let content = content.unwrap_or_default();
+        if sent.content != content {
+            sent.content = content.to_owned();
+            sent.edits += 1;
+        }
+        stored.json["content"] = content.into();
+        stored.json["edited_timestamp"] = super::state::timestamp().into();
+        Ok(axum::Json(stored.json.clone()).into_response())
+    })();
+    shared.answer(index, answer.unwrap_or_else(|response| *response))
+}
+
+async fn delete_message(
+    AxumState(shared): Shared_,
+    Path((channel, message)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let channel_id = channel.parse::<u64>().ok();
+    let path = format!("/api/v10/channels/{channel}/messages/{message}");
+    let index = shared.record(&Method::DELETE, path, channel_id, Value::Null);
+    let answer = (|| {
+        let channel = check_message_call(&shared, &headers, channel_id)?;
+        let mut state = lock(&shared.state);
+        let id = message.parse::<u64>().ok();
+        let found = id.filter(|id| state.messages.get(id).is_some_and(|m| channel_of(&m.json) == Some(channel)));
+        let Some(id) = found else { return Err(Box::new(error(404, 10008, "Unknown Message"))) };
+        state.messages.remove(&id);
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })();
+    shared.answer(index, answer.unwrap_or_else(|response| *response))
+}
+
+async fn typing(AxumState(shared): Shared_, Path(channel): Path<String>, headers: HeaderMap) -> Response {
+    let channel_id = channel.parse::<u64>().ok();
+    let index = shared.record(&Method::POST, format!("/api/v10/channels/{channel}/typing"), channel_id, Value::Null);
+    let response = if !shared.authorized(&headers) {
+        error(401, 0, "401: Unauthorized")
+    } else {
+        let mut state = lock(&shared.state);
+        match channel_id.filter(|id| state.channels.contains_key(id)) {
+            Some(id) => {
+                state.typing.push(id);
+                StatusCode::NO_CONTENT.into_response()
+            }
+            None => error(404, 10003, "Unknown Channel"),
+        }
+    };
+    shared.answer(index, response)
+}
