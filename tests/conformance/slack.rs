@@ -101,6 +101,6 @@ impl Platform for Slack {
     }
 
     fn fences_balanced(raw: &str) -> bool {
-        raw.matches("```").count() % 2 == 0
+        raw.matches("```").count().is_multiple_of(2)
     }
 }
