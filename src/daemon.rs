@@ -70,12 +70,12 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
         agent_id: DEFAULT_AGENT.to_owned(),
     })
     .await?;
+    // Read before the channels start, run after: what they deliver meanwhile is journaled too
+    // and must not be taken for a left-over and answered twice.
+    let left_over = dispatcher.left_over().await.context("reading the queue journal")?;
     let routes = wiring::start_channels(&config, &dispatcher).await;
     let gateway = routes.into_iter().fold(gateway, Gateway::with_routes);
-    let restored = dispatcher.restore().await.context("reading the queue journal")?;
-    if restored > 0 {
-        tracing::info!(restored, "answering messages accepted before the last shutdown");
-    }
+    dispatcher.resume(left_over).await;
     if config.channels.webchat.enabled {
         tracing::info!("web chat: http://{address}/");
     }

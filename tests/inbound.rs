@@ -412,6 +412,52 @@ fn queued_messages_survive_a_restart() {
     });
 }
 
+#[test]
+fn a_message_accepted_while_left_overs_are_restored_runs_once() {
+    let state = tempfile::tempdir().unwrap();
+    let state_path = state.path().to_owned();
+    // First process: a run hangs on the first message and the process dies.
+    let first = tokio::runtime::Runtime::new().unwrap();
+    first.block_on(async {
+        let world = World::with(
+            open_dms(),
+            FakeOpenAi::start().await.unwrap(),
+            tempfile::tempdir().unwrap(),
+            Database::open(&state_path).await.unwrap(),
+        )
+        .await;
+        world.fake.push(Turn::stall(Reply::text(["never finished"]), 0));
+        world.send(world.dm("42", "left over"));
+        world.request(0).await;
+    });
+    drop(first);
+
+    // Second process: the left-overs are read, then (as when a channel starts and delivers at
+    // once) a new message is accepted before they are resumed. Each runs exactly once.
+    let second = tokio::runtime::Runtime::new().unwrap();
+    second.block_on(async {
+        let fake = FakeOpenAi::start().await.unwrap();
+        fake.push(Turn::text(["First answer."]));
+        fake.push(Turn::text(["Second answer."]));
+        // Per-peer DMs: the two messages are two sessions, answered side by side.
+        let mut config = open_dms();
+        config.session.dm_scope = ferry::config::DmScope::PerPeer;
+        let world = World::with(config, fake, state, Database::open(&state_path).await.unwrap()).await;
+        let left_over = world.dispatcher.left_over().await.unwrap();
+        assert_eq!(world.send(world.dm("43", "arrived at start-up")).outcome().await, AckOutcome::Accepted);
+        assert_eq!(world.dispatcher.resume(left_over).await, 1, "only what the last process left");
+        let mut replies = world.replies(2).await;
+        replies.sort();
+        assert_eq!(replies, ["First answer.", "Second answer."]);
+        world.fake.push(Turn::text(["pong"]));
+        world.send(world.dm("43", "ping"));
+        assert_eq!(world.replies(3).await.len(), 3, "nothing answered twice");
+        let asked: Vec<String> = world.fake.requests().iter().map(|r| last_user_content(&r.body)).collect();
+        assert_eq!(asked.iter().filter(|a| a.contains("arrived at start-up")).count(), 1, "{asked:?}");
+        assert_eq!(asked.iter().filter(|a| a.contains("left over")).count(), 1, "{asked:?}");
+    });
+}
+
 #[tokio::test]
 async fn steer_mode_feeds_a_message_into_the_streaming_run_without_a_second_run() {
     let mut config = open_dms();

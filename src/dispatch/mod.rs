@@ -142,9 +142,25 @@ impl Dispatcher {
         &self.inner.store
     }
 
-    /// Runs the messages a previous process accepted but never answered.
+    /// Runs the messages a previous process accepted but never answered: [`Dispatcher::left_over`]
+    /// then [`Dispatcher::resume`], for callers with no channel starting in between.
     pub async fn restore(&self) -> Result<usize, DispatchError> {
-        let pending = self.inner.journal.pending().await?;
+        let left_over = self.left_over().await?;
+        Ok(self.resume(left_over).await)
+    }
+
+    /// Reads the messages a previous process accepted but never answered. Call it before any
+    /// channel starts: read later, the journal also holds what this process has just accepted
+    /// and queued itself, and those messages would run twice (a Slack event delivered while
+    /// the gateway was down arrives the moment its socket opens).
+    pub async fn left_over(&self) -> Result<LeftOver, DispatchError> {
+        Ok(LeftOver { messages: self.inner.journal.pending().await? })
+    }
+
+    /// Runs what [`Dispatcher::left_over`] found; call it once the channels are attached, so
+    /// the replies have somewhere to go. Returns how many messages it queued.
+    pub async fn resume(&self, left_over: LeftOver) -> usize {
+        let pending = left_over.messages;
         let count = pending.len();
         if count > 0 {
             tracing::info!(count, "answering messages accepted before the last shutdown");
@@ -155,7 +171,7 @@ impl Dispatcher {
         }
         let default = QueueSettings::resolve(&self.inner.config.messages.queue, "", &Default::default());
         self.inner.scheduler.restore(pending, |message| settings.get(&message.id).copied().unwrap_or(default)).await;
-        Ok(count)
+        count
     }
 
     /// Registers a channel, starts it and feeds its messages through [`Dispatcher::handle`]
@@ -353,4 +369,12 @@ fn notice_key(message: &InboundMessage, text: &str) -> String {
         message.message_id,
         hasher.finish()
     )
+}
+
+/// Messages a previous process accepted but never answered, read by
+/// [`Dispatcher::left_over`] before the channels start and run by [`Dispatcher::resume`].
+#[derive(Debug)]
+#[must_use = "left-over messages are answered only when passed to Dispatcher::resume"]
+pub struct LeftOver {
+    messages: Vec<QueuedMessage>,
 }
