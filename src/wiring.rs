@@ -86,13 +86,16 @@ pub fn enabled_channels(config: &Config) -> Vec<&'static str> {
 }
 
 /// How each adapter's thread ids read in session keys: Telegram's are forum topics,
-/// Discord's are threads (`:thread:<id>`, also the default; named here so it is on record).
+/// Discord's and Slack's (`thread_ts`) are threads (`:thread:<id>`, also the default; named
+/// here so it is on record).
 pub fn thread_labels() -> ThreadLabels {
     let labels = ThreadLabels::new();
     #[cfg(feature = "telegram")]
     let labels = labels.with(ferry_telegram::CHANNEL_NAME, ferry::routing::ThreadLabel::Topic);
     #[cfg(feature = "discord")]
     let labels = labels.with(ferry_discord::CHANNEL_NAME, ferry::routing::ThreadLabel::Thread);
+    #[cfg(feature = "slack")]
+    let labels = labels.with(ferry_slack::CHANNEL_NAME, ferry::routing::ThreadLabel::Thread);
     labels
 }
 
