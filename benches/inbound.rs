@@ -34,6 +34,12 @@ use ferry::state::Database;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// As `ferry`'s `main` sets it: freed memory back to the OS at once (`mi_option_purge_delay`).
+fn tune_allocator_as_the_binary_does() {
+    // SAFETY: sets one integer option of the allocator.
+    unsafe { libmimalloc_sys::mi_option_set(15, 0) }
+}
+
 const SESSIONS: usize = 10_000;
 const MESSAGES_PER_SESSION: usize = 10;
 const LATENCY_SAMPLES: usize = 10_000;
@@ -160,6 +166,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 fn main() {
+    tune_allocator_as_the_binary_does();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     runtime.block_on(run());
 }
