@@ -15,11 +15,15 @@
 //! `cargo bench --bench discord` (`FERRY_BENCH_LOG=info` shows the gateway's log); results go
 //! in BENCHMARKS.md.
 
-use std::process::{Command, Stdio};
+#[path = "common/gateway.rs"]
+mod gateway;
+
 use std::time::Duration;
 
 use ferry_fakes::{DiscordUser, FakeDiscord};
 use tokio::time::Instant;
+
+use gateway::BenchGateway;
 
 const TOKEN: &str = "bench.discord.token";
 const USERS: u64 = 100;
@@ -29,11 +33,7 @@ const LATENCY_SAMPLES: u64 = 100;
 const SAMPLE_GAP: Duration = Duration::from_millis(50);
 
 fn main() {
-    if !std::env::args().any(|arg| arg == "--bench") {
-        return;
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    runtime.block_on(run());
+    gateway::bench_main(run);
 }
 
 /// When the bot's first create-message call to `channel` arrived, if it has.
@@ -58,24 +58,11 @@ async fn latency(discord: &FakeDiscord, user: u64) -> Duration {
 
 async fn run() {
     let discord = FakeDiscord::start(TOKEN).await.expect("fake discord").without_rate_limits();
-    let home = tempfile::tempdir().expect("home");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("port").port();
-    let config = format!(
-        "[gateway]\nport = {port}\n\n[session]\ndm_scope = \"per-peer\"\n\n[channels.discord]\nenabled = true\nbot_token = \"{TOKEN}\"\napi_url = \"{}\"\n\
+    let gateway = BenchGateway::start(&format!(
+        "[channels.discord]\nenabled = true\nbot_token = \"{TOKEN}\"\napi_url = \"{}\"\n\
          dm_policy = \"open\"\nallow_from = [\"*\"]\nstreaming = \"off\"\n",
         discord.url()
-    );
-    std::fs::write(home.path().join("ferry.toml"), config).expect("config");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .arg("gateway")
-        .env_clear()
-        .env("HOME", home.path())
-        .env("RUST_LOG", std::env::var("FERRY_BENCH_LOG").unwrap_or_else(|_| "warn".to_owned()))
-        .current_dir(home.path())
-        .stdout(Stdio::null())
-        .stderr(if std::env::var_os("FERRY_BENCH_LOG").is_some() { Stdio::inherit() } else { Stdio::null() })
-        .spawn()
-        .expect("start ferry gateway");
+    ));
     // Up once the gateway session is live.
     tokio::time::timeout(Duration::from_secs(60), discord.wait_for_session()).await.expect("gateway session");
 
@@ -89,7 +76,7 @@ async fn run() {
         tokio::time::sleep(SAMPLE_GAP).await;
     }
     latencies.sort();
-    let percentile = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+    let percentile = |p: f64| gateway::percentile(&latencies, p);
     println!("first message after start-up: {:.2} ms", cold.as_secs_f64() * 1e3);
     println!(
         "one message at a time, MESSAGE_CREATE → create message ({} samples): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
@@ -120,15 +107,5 @@ async fn run() {
         USERS * PER_USER,
         answered.as_secs_f64(),
     );
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
-    let field = |name: &str| {
-        status.lines().find(|line| line.starts_with(name)).map(|line| line[name.len()..].trim().to_owned())
-    };
-    println!(
-        "gateway memory: peak RSS (VmHWM) {}, now (VmRSS) {}",
-        field("VmHWM:").unwrap_or_default(),
-        field("VmRSS:").unwrap_or_default()
-    );
-    let _ = child.kill();
-    let _ = child.wait();
+    gateway.report_memory();
 }

@@ -14,11 +14,15 @@
 //! Each DM is its own session (`dm_scope = "per-peer"`). Run with `cargo bench --bench slack`
 //! (`FERRY_BENCH_LOG=info` shows the gateway's log); results go in BENCHMARKS.md.
 
-use std::process::{Command, Stdio};
+#[path = "common/gateway.rs"]
+mod gateway;
+
 use std::time::Duration;
 
 use ferry_fakes::FakeSlack;
 use tokio::time::Instant;
+
+use gateway::BenchGateway;
 
 const USERS: u32 = 100;
 const PER_USER: u32 = 10;
@@ -27,36 +31,19 @@ const LATENCY_SAMPLES: u32 = 100;
 const SAMPLE_GAP: Duration = Duration::from_millis(50);
 
 fn main() {
-    if !std::env::args().any(|arg| arg == "--bench") {
-        return;
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    runtime.block_on(run());
+    gateway::bench_main(run);
 }
 
 async fn run() {
     let slack = FakeSlack::start().await.expect("fake slack");
-    let home = tempfile::tempdir().expect("home");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("port").port();
-    let config = format!(
-        "[gateway]\nport = {port}\n\n[session]\ndm_scope = \"per-peer\"\n\n[channels.slack]\nenabled = true\n\
+    let gateway = BenchGateway::start(&format!(
+        "[channels.slack]\nenabled = true\n\
          bot_token = \"{}\"\napp_token = \"{}\"\napi_url = \"{}\"\ndm_policy = \"open\"\nallow_from = [\"*\"]\n\
          streaming = \"off\"\n",
         FakeSlack::BOT_TOKEN,
         FakeSlack::APP_TOKEN,
         slack.api_url()
-    );
-    std::fs::write(home.path().join("ferry.toml"), config).expect("config");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .arg("gateway")
-        .env_clear()
-        .env("HOME", home.path())
-        .env("RUST_LOG", std::env::var("FERRY_BENCH_LOG").unwrap_or_else(|_| "warn".to_owned()))
-        .current_dir(home.path())
-        .stdout(Stdio::null())
-        .stderr(if std::env::var_os("FERRY_BENCH_LOG").is_some() { Stdio::inherit() } else { Stdio::null() })
-        .spawn()
-        .expect("start ferry gateway");
+    ));
     // Up once the socket is open.
     tokio::time::timeout(Duration::from_secs(60), slack.wait_for_connections(1)).await.expect("Socket Mode");
 
@@ -80,7 +67,7 @@ async fn run() {
     }
     let slowest = latencies.iter().enumerate().max_by_key(|(_, latency)| **latency).map_or(0, |(index, _)| index);
     latencies.sort();
-    let percentile = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+    let percentile = |p: f64| gateway::percentile(&latencies, p);
     println!(
         "one DM at a time, envelope → chat.postMessage ({} samples): p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, \
          max {:.2} ms (sample #{slowest})",
@@ -117,15 +104,5 @@ async fn run() {
         f64::from(USERS * PER_USER) / accepted.as_secs_f64(),
         answered.as_secs_f64(),
     );
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
-    let field = |name: &str| {
-        status.lines().find(|line| line.starts_with(name)).map(|line| line[name.len()..].trim().to_owned())
-    };
-    println!(
-        "gateway memory: peak RSS (VmHWM) {}, now (VmRSS) {}",
-        field("VmHWM:").unwrap_or_default(),
-        field("VmRSS:").unwrap_or_default()
-    );
-    let _ = child.kill();
-    let _ = child.wait();
+    gateway.report_memory();
 }

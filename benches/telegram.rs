@@ -15,11 +15,15 @@
 //! configured). Run with `cargo bench --bench telegram` (`FERRY_BENCH_LOG=info` shows the
 //! gateway's log); results go in BENCHMARKS.md.
 
-use std::process::{Command, Stdio};
+#[path = "common/gateway.rs"]
+mod gateway;
+
 use std::time::Duration;
 
 use ferry_fakes::FakeTelegram;
 use tokio::time::Instant;
+
+use gateway::BenchGateway;
 
 const TOKEN: &str = "123456:BENCH-token";
 const CHATS: i64 = 100;
@@ -29,33 +33,16 @@ const LATENCY_SAMPLES: i64 = 100;
 const SAMPLE_GAP: Duration = Duration::from_millis(50);
 
 fn main() {
-    if !std::env::args().any(|arg| arg == "--bench") {
-        return;
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    runtime.block_on(run());
+    gateway::bench_main(run);
 }
 
 async fn run() {
     let telegram = FakeTelegram::start(TOKEN).await.expect("fake telegram").without_rate_limits();
-    let home = tempfile::tempdir().expect("home");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("port").port();
-    let config = format!(
-        "[gateway]\nport = {port}\n\n[session]\ndm_scope = \"per-peer\"\n\n[channels.telegram]\nenabled = true\nbot_token = \"{TOKEN}\"\napi_url = \"{}\"\n\
+    let gateway = BenchGateway::start(&format!(
+        "[channels.telegram]\nenabled = true\nbot_token = \"{TOKEN}\"\napi_url = \"{}\"\n\
          dm_policy = \"open\"\nallow_from = [\"*\"]\nstreaming = \"off\"\n",
         telegram.url()
-    );
-    std::fs::write(home.path().join("ferry.toml"), config).expect("config");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .arg("gateway")
-        .env_clear()
-        .env("HOME", home.path())
-        .env("RUST_LOG", std::env::var("FERRY_BENCH_LOG").unwrap_or_else(|_| "warn".to_owned()))
-        .current_dir(home.path())
-        .stdout(Stdio::null())
-        .stderr(if std::env::var_os("FERRY_BENCH_LOG").is_some() { Stdio::inherit() } else { Stdio::null() })
-        .spawn()
-        .expect("start ferry gateway");
+    ));
     // Up once it polls.
     tokio::time::timeout(Duration::from_secs(60), telegram.wait_for_arrivals("getUpdates", 1)).await.expect("polling");
 
@@ -78,7 +65,7 @@ async fn run() {
         tokio::time::sleep(SAMPLE_GAP).await;
     }
     latencies.sort();
-    let percentile = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+    let percentile = |p: f64| gateway::percentile(&latencies, p);
     println!(
         "one message at a time, update → sendMessage ({} samples): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         latencies.len(),
@@ -112,15 +99,5 @@ async fn run() {
         (CHATS * PER_CHAT) as f64 / accepted.as_secs_f64(),
         answered.as_secs_f64(),
     );
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
-    let field = |name: &str| {
-        status.lines().find(|line| line.starts_with(name)).map(|line| line[name.len()..].trim().to_owned())
-    };
-    println!(
-        "gateway memory: peak RSS (VmHWM) {}, now (VmRSS) {}",
-        field("VmHWM:").unwrap_or_default(),
-        field("VmRSS:").unwrap_or_default()
-    );
-    let _ = child.kill();
-    let _ = child.wait();
+    gateway.report_memory();
 }

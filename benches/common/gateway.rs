@@ -1,0 +1,70 @@
+//! The real `ferry gateway` binary for the end-to-end adapter benches: started in a fresh
+//! home with one channel configured against its fake, each chat its own session
+//! (`dm_scope = "per-peer"`), the offline echo provider as an instant model. Shared by the
+//! Telegram, Discord and Slack benches (`#[path]`-included).
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A running gateway; killed when dropped.
+pub struct BenchGateway {
+    child: Child,
+    _home: tempfile::TempDir,
+}
+
+impl BenchGateway {
+    /// Starts the gateway with `channel` (a `[channels.<name>]` section, header included).
+    /// `FERRY_BENCH_LOG=info` shows its log.
+    pub fn start(channel: &str) -> Self {
+        let home = tempfile::tempdir().expect("home");
+        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("port").port();
+        let config = format!("[gateway]\nport = {port}\n\n[session]\ndm_scope = \"per-peer\"\n\n{channel}");
+        std::fs::write(home.path().join("ferry.toml"), config).expect("config");
+        let log = std::env::var("FERRY_BENCH_LOG").ok();
+        let child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .arg("gateway")
+            .env_clear()
+            .env("HOME", home.path())
+            .env("RUST_LOG", log.as_deref().unwrap_or("warn"))
+            .current_dir(home.path())
+            .stdout(Stdio::null())
+            .stderr(if log.is_some() { Stdio::inherit() } else { Stdio::null() })
+            .spawn()
+            .expect("start ferry gateway");
+        Self { child, _home: home }
+    }
+
+    /// Prints the gateway's peak and current resident memory.
+    pub fn report_memory(&self) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        let field = |name: &str| {
+            status.lines().find(|line| line.starts_with(name)).map(|line| line[name.len()..].trim().to_owned())
+        };
+        println!(
+            "gateway memory: peak RSS (VmHWM) {}, now (VmRSS) {}",
+            field("VmHWM:").unwrap_or_default(),
+            field("VmRSS:").unwrap_or_default()
+        );
+    }
+}
+
+impl Drop for BenchGateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `p` quantile (0..=1) of `sorted` latencies.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 * p) as usize).min(sorted.len().saturating_sub(1))]
+}
+
+/// Runs `run` on a multi-threaded runtime when invoked by `cargo bench` (not by `cargo test`).
+pub fn bench_main<F: Future<Output = ()>>(run: impl FnOnce() -> F) {
+    if !std::env::args().any(|arg| arg == "--bench") {
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    runtime.block_on(run());
+}
