@@ -332,6 +332,39 @@ async fn http_endpoints_answer() {
 }
 
 #[tokio::test]
+async fn a_channel_that_stops_receiving_shows_as_stopped_in_healthz() {
+    let gw = gateway(Config::default()).await;
+    let discord = Arc::new(ferry::channel::memory::MemoryChannel::new("discord", "default"));
+    gw.dispatcher.attach(discord.clone()).await.unwrap();
+    let health = || async {
+        let body: Value = reqwest::get(format!("http://{}/healthz", gw.address)).await.unwrap().json().await.unwrap();
+        body
+    };
+    let state_of = |body: &Value| {
+        body["channels"].as_array().unwrap().iter().find(|c| c["name"] == "discord").unwrap()["state"].clone()
+    };
+    let before = health().await;
+    assert_eq!((before["ok"].clone(), state_of(&before)), (json!(true), json!("running")), "{before}");
+
+    // Its platform client gives up (say the token was revoked).
+    discord.close_inbound();
+    let after = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let body = health().await;
+            if state_of(&body) != "running" {
+                return body;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the channel shows as stopped");
+    assert_eq!((after["ok"].clone(), state_of(&after)), (json!(false), json!("stopped")), "{after}");
+    let webchat = after["channels"].as_array().unwrap().iter().find(|c| c["name"] == "webchat").unwrap();
+    assert_eq!(webchat["state"], "running", "the others are unaffected");
+}
+
+#[tokio::test]
 async fn agent_can_deliver_its_reply_to_a_chat_on_another_channel() {
     let gw = gateway(Config::default()).await;
     let telegram = Arc::new(ferry::channel::memory::MemoryChannel::new("telegram", "default"));

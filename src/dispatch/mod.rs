@@ -196,6 +196,7 @@ impl Dispatcher {
             })
             .unzip();
         let hasher = RandomState::new();
+        let channels = self.inner.channels.clone();
         Ok(tokio::spawn(async move {
             while let Some(delivery) = inbound.next().await {
                 let shard = hasher.hash_one(&delivery.message.chat.id) as usize % shards.len();
@@ -210,6 +211,7 @@ impl Dispatcher {
                     tracing::error!(%error, "an inbound worker failed");
                 }
             }
+            channels.mark_stopped(channel.name(), channel.account_id());
             tracing::info!(
                 channel = channel.name(),
                 account = channel.account_id(),

@@ -88,16 +88,17 @@ impl GatewayState {
 
     /// `/healthz` and the `health` method.
     pub(crate) fn health(&self) -> Value {
-        let channels: Vec<Value> = self
-            .channels
-            .describe()
+        let states = self.channels.states();
+        // Not ok once a channel stopped receiving: its users' messages go unanswered.
+        let ok = states.iter().all(|state| state.receiving);
+        let channels: Vec<Value> = states
             .into_iter()
-            .map(|name| {
-                let (name, account) = name.split_once(':').unwrap_or((name.as_str(), ""));
-                json!({ "name": name, "account": account, "state": "running" })
+            .map(|state| {
+                let running = if state.receiving { "running" } else { "stopped" };
+                json!({ "name": state.name, "account": state.account_id, "state": running })
             })
             .collect();
-        json!({ "ok": true, "channels": channels, "uptimeMs": self.started.elapsed().as_millis() as u64 })
+        json!({ "ok": ok, "channels": channels, "uptimeMs": self.started.elapsed().as_millis() as u64 })
     }
 }
 

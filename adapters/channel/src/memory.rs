@@ -116,6 +116,13 @@ impl MemoryChannel {
         receiver
     }
 
+    /// Ends the inbound stream, as a platform client that gave up for good would (a revoked
+    /// token): the consumer sees the stream finish. Sending still works.
+    pub fn close_inbound(&self) {
+        let (dead, _) = mpsc::unbounded_channel();
+        self.state().inbound_tx = dead;
+    }
+
     /// Makes the next call of `kind` fail with `error`. Several queue up in order.
     pub fn fail_next(&self, kind: OperationKind, error: ChannelError) {
         self.state().failures.push_back((kind, error));
