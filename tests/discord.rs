@@ -202,6 +202,32 @@ async fn a_wrong_token_is_a_clear_error_and_the_gateway_serves_on() {
 }
 
 #[tokio::test]
+async fn a_session_closed_for_good_shows_the_channel_stopped_in_healthz() {
+    let (discord, openai) = fakes().await;
+    let gateway = daemon(&discord, &openai, "").await;
+    let discord_state = |health: &serde_json::Value| {
+        health["channels"].as_array().unwrap().iter().find(|c| c["name"] == "discord").map(|c| c["state"].clone())
+    };
+    assert_eq!(discord_state(&daemon::health(gateway.port).await), Some(serde_json::json!("running")));
+
+    // Discord closes the session with 4004: the token was revoked; serenity must not retry.
+    discord.revoke_session();
+    let health = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let health = daemon::health(gateway.port).await;
+            if discord_state(&health) != Some(serde_json::json!("running")) {
+                return health;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("discord shows as stopped");
+    assert_eq!(discord_state(&health), Some(serde_json::json!("stopped")), "{health}");
+    assert_eq!(health["ok"], false, "{health}");
+}
+
+#[tokio::test]
 async fn with_previews_on_one_message_is_edited_at_most_every_1_2_seconds_into_the_final() {
     let (discord, openai) = fakes().await;
     let pieces = ["The deploy finished ", "at 10:02 and every ", "check passed; ", "nothing else ", "to do today."];

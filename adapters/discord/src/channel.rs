@@ -157,9 +157,13 @@ impl Channel for DiscordChannel {
             .take()
             .ok_or(ChannelError::Rejected { reason: "the Discord channel was already started".to_owned() })?;
         let (tx, rx) = mpsc::channel::<InboundDelivery>(INBOUND_BUFFER);
-        tokio::spawn(forwarder.run(messages, tx));
+        let (client_gone, gone) = tokio::sync::oneshot::channel();
+        tokio::spawn(forwarder.run(messages, tx, gone));
         let account_id = self.account_id.clone();
         tokio::spawn(async move {
+            // Dropped when the client stops, however it stops: the forwarder then ends the
+            // inbound stream and the core reports the channel as stopped.
+            let _client_gone = client_gone;
             // Serenity reconnects and resumes by itself; it returns only when the shard gives
             // up for good (the token was revoked, the intents are not enabled).
             match client.start().await {

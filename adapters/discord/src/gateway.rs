@@ -27,7 +27,7 @@ use ferry_channel::{Ack, AckOutcome, InboundDelivery};
 use serde_json::Value;
 use serenity::all::{Context, EventHandler, Message, Ready, ResumedEvent};
 use serenity::model::id::ChannelId;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
 use crate::CHANNEL_NAME;
@@ -94,22 +94,52 @@ impl Forwarder {
         }
     }
 
-    /// Runs until the handler's queue or the core's side closes.
-    pub(crate) async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Message>, core: mpsc::Sender<InboundDelivery>) {
-        while let Some(first) = rx.recv().await {
+    /// Runs until the handler's queue or the core's side closes, or the gateway client gave
+    /// up (`client_gone` fires): then what is queued is forwarded and the core's stream ends,
+    /// which tells the core this channel no longer receives. (serenity keeps the handler, and
+    /// with it the queue's sender, alive after its client stopped.)
+    pub(crate) async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<Message>,
+        core: mpsc::Sender<InboundDelivery>,
+        mut client_gone: oneshot::Receiver<()>,
+    ) {
+        loop {
+            let first = tokio::select! {
+                message = rx.recv() => match message {
+                    Some(message) => message,
+                    None => return,
+                },
+                _ = &mut client_gone => {
+                    let mut rest = Vec::new();
+                    while let Ok(next) = rx.try_recv() {
+                        rest.push(next);
+                    }
+                    self.forward_batch(rest, &core).await;
+                    return;
+                }
+            };
             // Let handler tasks spawned in the same instant enqueue too, then order them.
             tokio::task::yield_now().await;
             let mut batch = vec![first];
             while let Ok(next) = rx.try_recv() {
                 batch.push(next);
             }
-            batch.sort_by_key(|message| message.id.get());
-            for message in batch {
-                if !self.forward(message, &core).await {
-                    return;
-                }
+            if !self.forward_batch(batch, &core).await {
+                return;
             }
         }
+    }
+
+    /// Forwards `batch` in message id order; `false` once the core's side is gone.
+    async fn forward_batch(&mut self, mut batch: Vec<Message>, core: &mpsc::Sender<InboundDelivery>) -> bool {
+        batch.sort_by_key(|message| message.id.get());
+        for message in batch {
+            if !self.forward(message, core).await {
+                return false;
+            }
+        }
+        true
     }
 
     /// Forwards one message; `false` once the core's side is gone.

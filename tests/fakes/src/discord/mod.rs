@@ -363,6 +363,12 @@ impl FakeDiscord {
         self.kick(Kick::Close(4000));
     }
 
+    /// Closes the client's gateway connection with close code 4004 (authentication failed),
+    /// which a client must not reconnect after: as when the bot's token is revoked.
+    pub fn revoke_session(&self) {
+        self.kick(Kick::Close(4004));
+    }
+
     /// Ends the client's gateway connection without a close frame.
     pub fn drop_connection(&self) {
         self.kick(Kick::Drop);
