@@ -72,6 +72,20 @@ pub enum AttachmentKind {
     Other,
 }
 
+impl AttachmentKind {
+    /// The kind a MIME type's top-level type names (`image/png` → image); any other type is a
+    /// document, and no type at all is other. For platforms that label files by MIME type.
+    pub fn from_mime(mime_type: Option<&str>) -> Self {
+        match mime_type.and_then(|mime| mime.split('/').next()) {
+            Some("image") => Self::Image,
+            Some("audio") => Self::Audio,
+            Some("video") => Self::Video,
+            Some(_) => Self::Document,
+            None => Self::Other,
+        }
+    }
+}
+
 /// A file attached to a message, inbound or outbound. The bytes stay on the platform; the
 /// reference is whatever the adapter needs to fetch or re-send them (a URL or a file id).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -183,4 +197,17 @@ impl InboundMessage {
 pub struct InboundDelivery {
     pub message: InboundMessage,
     pub ack: Ack,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AttachmentKind;
+
+    #[test]
+    fn a_mime_type_names_the_attachment_kind() {
+        let kinds = [Some("image/png"), Some("audio/ogg"), Some("video/mp4"), Some("application/pdf"), None]
+            .map(AttachmentKind::from_mime);
+        use AttachmentKind::*;
+        assert_eq!(kinds, [Image, Audio, Video, Document, Other]);
+    }
 }

@@ -117,13 +117,7 @@ fn attachments(message: &Message) -> Vec<Attachment> {
         .iter()
         .map(|attachment| {
             let mime = attachment.content_type.clone();
-            let kind = match mime.as_deref().and_then(|m| m.split('/').next()) {
-                Some("image") => AttachmentKind::Image,
-                Some("audio") => AttachmentKind::Audio,
-                Some("video") => AttachmentKind::Video,
-                Some(_) => AttachmentKind::Document,
-                None => AttachmentKind::Other,
-            };
+            let kind = AttachmentKind::from_mime(mime.as_deref());
             Attachment {
                 kind,
                 reference: attachment.url.clone(),

@@ -158,13 +158,7 @@ fn attachments(content: &SlackMessageContent) -> Vec<Attachment> {
 
 fn attachment(file: &SlackFile) -> Attachment {
     let mime_type = file.mimetype.as_ref().map(|mime| mime.0.clone());
-    let kind = match mime_type.as_deref().and_then(|mime| mime.split('/').next()) {
-        Some("image") => AttachmentKind::Image,
-        Some("audio") => AttachmentKind::Audio,
-        Some("video") => AttachmentKind::Video,
-        Some(_) => AttachmentKind::Document,
-        None => AttachmentKind::Other,
-    };
+    let kind = AttachmentKind::from_mime(mime_type.as_deref());
     Attachment {
         kind,
         reference: file.url_private.as_ref().map(ToString::to_string).unwrap_or_else(|| file.id.0.clone()),
