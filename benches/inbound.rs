@@ -268,6 +268,7 @@ async fn run() {
     // Phase 2: throughput — every message injected at once.
     let written_before = written_bytes();
     let commits_before = database.commit_stats();
+    let log_before = database.inbound_log().stats();
     let cpu_before = cpu_time();
     // First lifecycle start per session, from the event bus.
     let mut events = bus.subscribe();
@@ -310,6 +311,7 @@ async fn run() {
     let answered = started.elapsed();
     let written = written_bytes().saturating_sub(written_before);
     let commits = database.commit_stats();
+    let log = database.inbound_log().stats();
     let cpu = cpu_time().saturating_sub(cpu_before);
     let first_start = starts.await.expect("start collector");
     let rss_after = rss_kib();
@@ -341,6 +343,13 @@ async fn run() {
         "database writes: {writes} in {transactions} transactions ({:.1} writes per commit); writer busy {:.2} s",
         writes as f64 / transactions.max(1) as f64,
         (commits.busy - commits_before.busy).as_secs_f64()
+    );
+    println!(
+        "inbound log: {} records in {} writes, {:.2} MiB ({:.0} bytes per message)",
+        log.appends - log_before.appends,
+        log.writes - log_before.writes,
+        (log.bytes - log_before.bytes) as f64 / (1 << 20) as f64,
+        (log.bytes - log_before.bytes) as f64 / (SESSIONS * MESSAGES_PER_SESSION) as f64
     );
     println!(
         "CPU used: {:.2} s ({:.1} µs per message; the machine has 2 cores)",

@@ -55,6 +55,14 @@ impl World {
         Self::with_hooks(config, fake, state, database, |hooks| hooks).await
     }
 
+    /// Open DMs and a fresh fake model on the state directory `state_path`, as a process that
+    /// is about to die mid-run (the caller's runtime ends, and the world with it).
+    async fn doomed(state_path: &std::path::Path) -> Self {
+        let fake = FakeOpenAi::start().await.unwrap();
+        let database = Database::open(state_path).await.unwrap();
+        Self::with(open_dms(), fake, tempfile::tempdir().unwrap(), database).await
+    }
+
     /// A world whose hooks are `[hooks]` from `config` plus the plugins `plugins` registers.
     async fn hooked(config: Config, plugins: impl FnOnce(HooksBuilder) -> HooksBuilder) -> Self {
         let fake = FakeOpenAi::start().await.unwrap();
@@ -373,13 +381,7 @@ fn queued_messages_survive_a_restart() {
     // First process: a run hangs, two messages queue behind it, then the process dies.
     let first = tokio::runtime::Runtime::new().unwrap();
     let fake_url = first.block_on(async {
-        let world = World::with(
-            open_dms(),
-            FakeOpenAi::start().await.unwrap(),
-            tempfile::tempdir().unwrap(),
-            Database::open(&state_path).await.unwrap(),
-        )
-        .await;
+        let world = World::doomed(&state_path).await;
         world.fake.push(Turn::stall(Reply::text(["never finished"]), 0));
         world.send(world.dm("42", "first"));
         world.request(0).await;
@@ -419,13 +421,7 @@ fn a_message_accepted_while_left_overs_are_restored_runs_once() {
     // First process: a run hangs on the first message and the process dies.
     let first = tokio::runtime::Runtime::new().unwrap();
     first.block_on(async {
-        let world = World::with(
-            open_dms(),
-            FakeOpenAi::start().await.unwrap(),
-            tempfile::tempdir().unwrap(),
-            Database::open(&state_path).await.unwrap(),
-        )
-        .await;
+        let world = World::doomed(&state_path).await;
         world.fake.push(Turn::stall(Reply::text(["never finished"]), 0));
         world.send(world.dm("42", "left over"));
         world.request(0).await;

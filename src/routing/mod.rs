@@ -225,7 +225,7 @@ impl Router {
             }
             Access::NeedsPairing => {
                 if !self.pairing.is_approved(&message.channel, &message.sender.id).await? {
-                    if self.redelivered(message).await? {
+                    if self.redelivered(message) {
                         return Ok(RouteDecision::Duplicate);
                     }
                     return self.pair(message).await;
@@ -236,7 +236,7 @@ impl Router {
         let session_key = self.session_key_of(message);
         let is_group = message.chat.kind != ChatKind::Direct;
         let prompt = if is_group {
-            if self.redelivered(message).await? {
+            if self.redelivered(message) {
                 return Ok(RouteDecision::Duplicate);
             }
             match self.mention.admit(&session_key, message, require_mention) {
@@ -270,12 +270,12 @@ impl Router {
     /// Whether `message` was already recorded: asked before a step whose effect a
     /// redelivery must not repeat (a pairing reply, a group's held history). Elsewhere the
     /// write that records the message finds out, and the lookup is saved.
-    async fn redelivered(&self, message: &InboundMessage) -> Result<bool, RoutingError> {
+    fn redelivered(&self, message: &InboundMessage) -> bool {
         let seen = self.dedupe.seen(message);
         if seen {
             tracing::debug!("dropping a redelivered message");
         }
-        Ok(seen)
+        seen
     }
 
     /// An unknown DM sender under `dm_policy = "pairing"`: their code, or "try later".
