@@ -1,10 +1,18 @@
 //! Inbound-path throughput (issue 4): 100,000 messages from 10,000 senders (one session
 //! each) through the real dispatcher — routing with persisted dedupe, the queue journal,
-//! the scheduler and lanes, the SQLite session store — with an agent that answers at once.
+//! the scheduler and lanes — measured twice:
 //!
-//! Reports messages/s, the latency from a session's first message to its run starting
-//! (p50/p99, taken from the runs' lifecycle events), and resident memory per idle session.
+//! 1. **inbound path** (what issue 4 asks for): the runs are done by an instant in-process
+//!    agent, a [`RunExecutor`] that takes its global-lane slot and answers with one message
+//!    through the channel at once;
+//! 2. **end to end**: the runs are Ferry's own — the SQLite session store (lazy reset,
+//!    history, fenced transcript), the agent loop against a model that answers at once, and
+//!    the reply pipeline.
+//!
+//! Each reports messages/s, the latency from a message to its run starting (p50/p99, with a
+//! free lane and under the flood), and resident memory per idle session.
 //! Run with `cargo bench --bench inbound`; results go in BENCHMARKS.md.
+//! `FERRY_BENCH_AGENT=instant|full` measures one of the two only.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,11 +30,12 @@ use ferry::agent::tools::{RecentSessions, ToolRegistry};
 use ferry::agent::{AgentRunner, AgentStream, EventBus, LifecycleEvent, RunSettings, RunnerParts};
 use ferry::channel::{
     Ack, AckOutcome, AckReceiver, Channel, ChannelCapabilities, ChannelError, ChatKind, ChatRef, InboundDelivery,
-    InboundMessage, InboundStream, OutboundMessage, Sender, SentMessage,
+    InboundMessage, InboundStream, OutboundMessage, Sender, SentMessage, Target,
 };
 use ferry::channels::ChannelRegistry;
 use ferry::config::{Config, DmPolicy, DmScope};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
+use ferry::queue::{RunExecutor, RunJob, RunReport};
 use ferry::routing::{DEFAULT_AGENT_ID, SystemClock, ThreadLabels};
 use ferry::state::Database;
 
@@ -167,27 +176,64 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 fn main() {
     tune_allocator_as_the_binary_does();
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-    runtime.block_on(run());
+    let only = std::env::var("FERRY_BENCH_AGENT").ok();
+    for agent in [Agent::Instant, Agent::Full] {
+        if only.as_deref().is_some_and(|name| name != agent.name()) {
+            continue;
+        }
+        // A runtime (and a database) of its own each, so neither measure carries the other's
+        // memory or work.
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        runtime.block_on(measure(agent));
+    }
 }
 
-async fn run() {
-    let state = tempfile::tempdir().expect("state dir");
-    let workspace = tempfile::tempdir().expect("workspace");
-    let database = Database::open(state.path()).await.expect("database");
-    let mut config = Config::default();
-    config.channels.telegram.dm_policy = DmPolicy::Open;
-    config.channels.telegram.allow_from = vec!["*".into()];
-    config.session.dm_scope = DmScope::PerPeer;
-    config.messages.queue.debounce_ms = 0;
-    config.messages.queue.cap = MESSAGES_PER_SESSION * 2;
-    if let Ok(limit) = std::env::var("FERRY_BENCH_MAX_CONCURRENT") {
-        config.agents.defaults.max_concurrent = limit.parse().expect("a number");
-    }
+/// Who does the runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Agent {
+    /// [`InstantAgent`]: the inbound path alone.
+    Instant,
+    /// Ferry's agent loop and session store, with [`InstantProvider`] as the model.
+    Full,
+}
 
-    let channels = ChannelRegistry::new();
-    let bus = EventBus::new();
-    let runner = AgentRunner::new(RunnerParts {
+impl Agent {
+    fn name(self) -> &'static str {
+        match self {
+            Agent::Instant => "instant",
+            Agent::Full => "full",
+        }
+    }
+}
+
+/// A run started: its session key and when.
+type RunStart = (String, Instant);
+
+/// The instant in-process agent: takes a global-lane slot like any run, answers the batch's
+/// last message with one message through its channel, and says when it started.
+struct InstantAgent {
+    channel: Arc<CountingChannel>,
+    starts: tokio::sync::mpsc::UnboundedSender<RunStart>,
+}
+
+#[async_trait]
+impl RunExecutor for InstantAgent {
+    async fn execute(&self, job: RunJob) -> RunReport {
+        let _slot = job.global.enter(&job.session_key).await;
+        let _ = self.starts.send((job.session_key.clone(), Instant::now()));
+        if let Some(last) = job.messages.last() {
+            let reply = OutboundMessage::text(Target::of(&last.message), "ok");
+            if let Err(error) = self.channel.send(reply).await {
+                eprintln!("reply failed: {error}");
+            }
+        }
+        RunReport::default()
+    }
+}
+
+fn runner(bus: &EventBus, workspace: &std::path::Path, channels: &ChannelRegistry) -> AgentRunner {
+    AgentRunner::new(RunnerParts {
         model: ResolvedModel {
             provider: Arc::new(InstantProvider),
             model: "instant".into(),
@@ -203,27 +249,78 @@ async fn run() {
             retry: RetryPolicy::default(),
             compaction_reserve_tokens: 20_000,
         },
-        workspace: workspace.path().to_owned(),
+        workspace: workspace.to_owned(),
         channels: channels.clone(),
         sessions: Arc::new(RecentSessions::default()),
         hooks: Default::default(),
+    })
+}
+
+/// Forwards each run's lifecycle start on `bus` as a [`RunStart`].
+fn starts_from_bus(bus: &EventBus, starts: tokio::sync::mpsc::UnboundedSender<RunStart>) {
+    let mut events = bus.subscribe();
+    tokio::spawn(async move {
+        loop {
+            match events.recv().await {
+                Ok(event) => {
+                    if let AgentStream::Lifecycle(LifecycleEvent::Start { .. }) = event.stream
+                        && starts.send((event.session_key.clone(), Instant::now())).is_err()
+                    {
+                        break;
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(_) => break,
+            }
+        }
     });
-    let dispatcher = Dispatcher::new(DispatcherParts {
+}
+
+async fn measure(agent: Agent) {
+    match agent {
+        Agent::Instant => println!("== inbound path: routing + lanes + queue, instant in-process agent =="),
+        Agent::Full => println!("== end to end: + session store, agent loop (instant model), reply pipeline =="),
+    }
+    let state = tempfile::tempdir().expect("state dir");
+    let workspace = tempfile::tempdir().expect("workspace");
+    let database = Database::open(state.path()).await.expect("database");
+    let mut config = Config::default();
+    config.channels.telegram.dm_policy = DmPolicy::Open;
+    config.channels.telegram.allow_from = vec!["*".into()];
+    config.session.dm_scope = DmScope::PerPeer;
+    config.messages.queue.debounce_ms = 0;
+    config.messages.queue.cap = MESSAGES_PER_SESSION * 2;
+    if let Ok(limit) = std::env::var("FERRY_BENCH_MAX_CONCURRENT") {
+        config.agents.defaults.max_concurrent = limit.parse().expect("a number");
+    }
+
+    let channels = ChannelRegistry::new();
+    let bus = EventBus::new();
+    let channel = Arc::new(CountingChannel::new());
+    let (starts, mut started_runs) = tokio::sync::mpsc::unbounded_channel::<RunStart>();
+    let parts = DispatcherParts {
         config: Arc::new(config),
         database: database.clone(),
-        runner,
+        runner: runner(&bus, workspace.path(), &channels),
         channels,
         clock: Arc::new(SystemClock),
         agent_id: DEFAULT_AGENT_ID.into(),
         thread_labels: ThreadLabels::new(),
-    })
+    };
+    let dispatcher = match agent {
+        Agent::Instant => {
+            Dispatcher::with_executor(parts, Arc::new(InstantAgent { channel: channel.clone(), starts }))
+        }
+        Agent::Full => {
+            starts_from_bus(&bus, starts);
+            Dispatcher::new(parts)
+        }
+    }
     .expect("dispatcher");
-    let channel = Arc::new(CountingChannel::new());
     dispatcher.attach(channel.clone()).await.expect("attach");
 
     // Phase 1: latency with free lanes — one message at a time, each to an idle session,
-    // timed from injection to its run's lifecycle start on the event bus.
-    let mut probe = bus.subscribe();
+    // timed from injection to its run's start.
     let mut free_lane: Vec<Duration> = Vec::with_capacity(LATENCY_SAMPLES);
     let rss_before_idle = rss_kib();
     // FERRY_BENCH_FLOOD_ONLY=1 skips this phase (for profiling the flood alone).
@@ -234,55 +331,48 @@ async fn run() {
         let sent = Instant::now();
         let _ack = channel.inject(&peer, "ping");
         loop {
-            match probe.recv().await {
-                Ok(event)
-                    if event.session_key == key
-                        && matches!(event.stream, AgentStream::Lifecycle(LifecycleEvent::Start { .. })) =>
-                {
-                    free_lane.push(sent.elapsed());
+            match started_runs.recv().await {
+                Some((session_key, at)) if session_key == key => {
+                    free_lane.push(at.saturating_duration_since(sent));
                     break;
                 }
-                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(_) => return,
+                Some(_) => {}
+                None => return,
             }
         }
         while dispatcher.scheduler().busy_sessions() > 0 {
             tokio::task::yield_now().await;
         }
     }
-    drop(probe);
     let rss_after_idle = rss_kib();
     free_lane.sort();
-    println!(
-        "free lane, message -> run start: p50 {:.2} ms, p99 {:.2} ms ({LATENCY_SAMPLES} samples)",
-        percentile(&free_lane, 0.50).as_secs_f64() * 1e3,
-        percentile(&free_lane, 0.99).as_secs_f64() * 1e3
-    );
-    println!(
-        "resident memory across {LATENCY_SAMPLES} sessions created one at a time and left idle: {} -> {} KiB, {:.2} KiB per session",
-        rss_before_idle,
-        rss_after_idle,
-        rss_after_idle.saturating_sub(rss_before_idle) as f64 / LATENCY_SAMPLES as f64
-    );
+    if samples > 0 {
+        println!(
+            "free lane, message -> run start: p50 {:.2} ms, p99 {:.2} ms ({samples} samples)",
+            percentile(&free_lane, 0.50).as_secs_f64() * 1e3,
+            percentile(&free_lane, 0.99).as_secs_f64() * 1e3
+        );
+        println!(
+            "resident memory across {samples} sessions created one at a time and left idle: {} -> {} KiB, {:.2} KiB per session",
+            rss_before_idle,
+            rss_after_idle,
+            rss_after_idle.saturating_sub(rss_before_idle) as f64 / samples as f64
+        );
+    }
 
     // Phase 2: throughput — every message injected at once.
     let written_before = written_bytes();
     let commits_before = database.commit_stats();
     let log_before = database.inbound_log().stats();
+    let sent_before = channel.sent.load(Ordering::Relaxed);
     let cpu_before = cpu_time();
-    // First lifecycle start per session, from the event bus.
-    let mut events = bus.subscribe();
+    // First run start per session.
     let starts = tokio::spawn(async move {
         let mut first_start: HashMap<String, Instant> = HashMap::with_capacity(SESSIONS);
-        while first_start.len() < SESSIONS {
-            match events.recv().await {
-                Ok(event) => {
-                    if let AgentStream::Lifecycle(LifecycleEvent::Start { .. }) = event.stream {
-                        first_start.entry(event.session_key.clone()).or_insert_with(Instant::now);
-                    }
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(_) => break,
+        while let Some((session_key, at)) = started_runs.recv().await {
+            first_start.entry(session_key).or_insert(at);
+            if first_start.len() == SESSIONS {
+                break;
             }
         }
         first_start
@@ -313,6 +403,7 @@ async fn run() {
     let commits = database.commit_stats();
     let log = database.inbound_log().stats();
     let cpu = cpu_time().saturating_sub(cpu_before);
+    let replies = channel.sent.load(Ordering::Relaxed) - sent_before;
     let first_start = starts.await.expect("start collector");
     let rss_after = rss_kib();
 
@@ -334,7 +425,7 @@ async fn run() {
         total as f64 / answered.as_secs_f64()
     );
     println!(
-        "written to disk (WAL and database): {:.1} MiB, {:.1} KiB per message",
+        "written to disk (inbound log, WAL and database): {:.1} MiB, {:.1} KiB per message",
         written as f64 / (1024.0 * 1024.0),
         written as f64 / 1024.0 / total as f64
     );
@@ -349,14 +440,13 @@ async fn run() {
         log.appends - log_before.appends,
         log.writes - log_before.writes,
         (log.bytes - log_before.bytes) as f64 / (1 << 20) as f64,
-        (log.bytes - log_before.bytes) as f64 / (SESSIONS * MESSAGES_PER_SESSION) as f64
+        (log.bytes - log_before.bytes) as f64 / total as f64
     );
     println!(
         "CPU used: {:.2} s ({:.1} µs per message; the machine has 2 cores)",
         cpu.as_secs_f64(),
-        cpu.as_secs_f64() * 1e6 / (SESSIONS * MESSAGES_PER_SESSION) as f64
+        cpu.as_secs_f64() * 1e6 / total as f64
     );
-    let replies = channel.sent.load(Ordering::Relaxed) - LATENCY_SAMPLES;
     println!("replies sent: {replies} (collect batching merges messages that arrive during a run)");
     println!(
         "under the flood, first message -> run start: p50 {:.2} ms, p99 {:.2} ms ({} sessions)",
@@ -371,4 +461,5 @@ async fn run() {
         (rss_after.saturating_sub(rss_before)) as f64 / SESSIONS as f64
     );
     println!("scheduler state kept for idle sessions: {}", dispatcher.scheduler().busy_sessions());
+    println!();
 }

@@ -29,7 +29,7 @@ use crate::channels::ChannelRegistry;
 use crate::config::Config;
 use crate::control::parse_command;
 use crate::metrics::{InboundOutcome, metrics};
-use crate::queue::{Admission, QueueJournal, QueueSettings, QueuedMessage, Scheduler};
+use crate::queue::{Admission, QueueJournal, QueueSettings, QueuedMessage, RunExecutor, Scheduler};
 use crate::reply::outbound::Schedulers;
 use crate::routing::{Admitted, Clock, RouteDecision, Routed, Router, RoutingError, SessionKey, ThreadLabels};
 use crate::session::{SessionStore, SqliteSessionStore};
@@ -44,6 +44,16 @@ const QUEUE_FULL: &str =
     "⚠️ Too many messages are waiting already, so this one was not queued. Please wait for my reply.";
 /// Told to a user whose older queued message was dropped to make room (`drop = "old"`).
 const DROPPED_OLDER: &str = "⚠️ The queue was full, so your earliest waiting message was dropped.";
+
+/// What the dispatcher's parts share with the executor that runs its batches.
+struct Shared<'a> {
+    config: &'a Arc<Config>,
+    runner: &'a AgentRunner,
+    store: &'a Arc<dyn SessionStore>,
+    channels: &'a ChannelRegistry,
+    schedulers: &'a Schedulers,
+    overrides: &'a Arc<OverridesCache>,
+}
 
 /// Tasks handling one channel's inbound messages side by side; see [`Dispatcher::attach`].
 pub const INBOUND_SHARDS: usize = 64;
@@ -92,23 +102,50 @@ struct Inner {
 }
 
 impl Dispatcher {
+    /// The dispatcher of `ferry gateway`: runs are the agent's, answered through the reply
+    /// pipeline.
     pub fn new(parts: DispatcherParts) -> Result<Self, DispatchError> {
+        Self::assemble(parts, |shared| {
+            Arc::new(AgentExecutor {
+                overrides: shared.overrides.clone(),
+                runner: shared.runner.clone(),
+                store: shared.store.clone(),
+                channels: shared.channels.clone(),
+                schedulers: shared.schedulers.clone(),
+                config: shared.config.clone(),
+            })
+        })
+    }
+
+    /// A dispatcher whose runs are done by `executor` instead of Ferry's agent: for an
+    /// embedder with an agent of its own, and for measuring the inbound path apart from
+    /// any agent (`benches/inbound.rs`). Routing, commands, the queue and its journal, and
+    /// the lanes are the same as [`Dispatcher::new`]'s; `executor` runs each batch, holding
+    /// a slot of [`RunJob::global`](crate::queue::RunJob) while it works.
+    pub fn with_executor(parts: DispatcherParts, executor: Arc<dyn RunExecutor>) -> Result<Self, DispatchError> {
+        Self::assemble(parts, |_| executor)
+    }
+
+    fn assemble(
+        parts: DispatcherParts,
+        executor: impl FnOnce(&Shared<'_>) -> Arc<dyn RunExecutor>,
+    ) -> Result<Self, DispatchError> {
         let router = Router::new(&parts.config, &parts.database, &parts.agent_id, parts.clock)?
             .with_thread_labels(parts.thread_labels);
         let store: Arc<dyn SessionStore> = Arc::new(SqliteSessionStore::new(parts.database.clone()));
         let journal = QueueJournal::new(&parts.database);
         let schedulers = Schedulers::default();
         let overrides = Arc::new(OverridesCache::default());
-        let executor = AgentExecutor {
-            overrides: overrides.clone(),
-            runner: parts.runner.clone(),
-            store: store.clone(),
-            channels: parts.channels.clone(),
-            schedulers: schedulers.clone(),
-            config: parts.config.clone(),
-        };
+        let executor = executor(&Shared {
+            config: &parts.config,
+            runner: &parts.runner,
+            store: &store,
+            channels: &parts.channels,
+            schedulers: &schedulers,
+            overrides: &overrides,
+        });
         let max_concurrent = parts.config.agents.defaults.max_concurrent as usize;
-        let scheduler = Scheduler::new(Arc::new(executor), Arc::new(journal.clone()), max_concurrent);
+        let scheduler = Scheduler::new(executor, Arc::new(journal.clone()), max_concurrent);
         Ok(Self {
             inner: Arc::new(Inner {
                 config: parts.config,
