@@ -308,9 +308,7 @@ async fn measure(agent: Agent) {
         thread_labels: ThreadLabels::new(),
     };
     let dispatcher = match agent {
-        Agent::Instant => {
-            Dispatcher::with_executor(parts, Arc::new(InstantAgent { channel: channel.clone(), starts }))
-        }
+        Agent::Instant => Dispatcher::with_executor(parts, Arc::new(InstantAgent { channel: channel.clone(), starts })),
         Agent::Full => {
             starts_from_bus(&bus, starts);
             Dispatcher::new(parts)

@@ -1,30 +1,60 @@
 //! A value derived from files, rebuilt only when a cheap fingerprint of those files (their
 //! modification times) changes. Skills and bootstrap files use it, so a run checks a few
-//! timestamps instead of re-reading a workspace.
+//! timestamps instead of re-reading a workspace — and at most once per [`RECHECK`]: under
+//! a flood of runs the `stat` calls alone were ~5% of the inbound benchmark's CPU.
 
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a checked fingerprint is trusted: an edit to a workspace file shows in the runs
+/// that start this long after it at the latest.
+pub const RECHECK: Duration = Duration::from_secs(1);
 
 pub struct ChangeCache<K, V: ?Sized> {
-    cached: Mutex<Option<(K, Arc<V>)>>,
+    recheck: Duration,
+    cached: Mutex<Option<Cached<K, V>>>,
+}
+
+struct Cached<K, V: ?Sized> {
+    fingerprint: K,
+    value: Arc<V>,
+    checked_at: Instant,
 }
 
 impl<K: PartialEq, V: ?Sized> Default for ChangeCache<K, V> {
     fn default() -> Self {
-        Self { cached: Mutex::new(None) }
+        Self::rechecked_every(RECHECK)
     }
 }
 
 impl<K: PartialEq, V: ?Sized> ChangeCache<K, V> {
-    /// The cached value if it was built from `fingerprint`, else `build(&fingerprint)`.
-    pub fn get(&self, fingerprint: K, build: impl FnOnce(&K) -> Arc<V>) -> Arc<V> {
+    /// A cache that takes a new fingerprint when its last one is `recheck` old (zero: on
+    /// every call).
+    pub fn rechecked_every(recheck: Duration) -> Self {
+        Self { recheck, cached: Mutex::new(None) }
+    }
+
+    /// The cached value, if its fingerprint was taken less than the recheck interval ago or
+    /// still matches `fingerprint()`; else `build(&fingerprint)`.
+    pub fn get(&self, fingerprint: impl FnOnce() -> K, build: impl FnOnce(&K) -> Arc<V>) -> Arc<V> {
         let mut cached = self.cached.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some((seen, value)) = cached.as_ref()
-            && *seen == fingerprint
-        {
-            return value.clone();
+        let now = Instant::now();
+        if let Some(cached) = cached.as_mut() {
+            if now.saturating_duration_since(cached.checked_at) < self.recheck {
+                return cached.value.clone();
+            }
+            let fingerprint = fingerprint();
+            if cached.fingerprint == fingerprint {
+                cached.checked_at = now;
+                return cached.value.clone();
+            }
+            let value = build(&fingerprint);
+            *cached = Cached { fingerprint, value: value.clone(), checked_at: now };
+            return value;
         }
+        let fingerprint = fingerprint();
         let value = build(&fingerprint);
-        *cached = Some((fingerprint, value.clone()));
+        *cached = Some(Cached { fingerprint, value: value.clone(), checked_at: now });
         value
     }
 }
@@ -35,17 +65,41 @@ mod tests {
 
     #[test]
     fn rebuilds_only_when_the_fingerprint_changes() {
-        let cache: ChangeCache<u32, str> = ChangeCache::default();
+        let cache: ChangeCache<u32, str> = ChangeCache::rechecked_every(Duration::ZERO);
         let mut builds = 0;
         let mut get = |key| {
-            cache.get(key, |k| {
-                builds += 1;
-                Arc::from(format!("v{k}"))
-            })
+            cache.get(
+                || key,
+                |k| {
+                    builds += 1;
+                    Arc::from(format!("v{k}"))
+                },
+            )
         };
         assert_eq!(&*get(1), "v1");
         assert_eq!(&*get(1), "v1");
         assert_eq!(&*get(2), "v2");
         assert_eq!(builds, 2);
+    }
+
+    #[test]
+    fn a_fresh_fingerprint_is_trusted_until_the_recheck_interval_passes() {
+        let cache: ChangeCache<u32, str> = ChangeCache::rechecked_every(Duration::from_millis(50));
+        let mut fingerprints = 0;
+        let mut get = |key| {
+            cache.get(
+                || {
+                    fingerprints += 1;
+                    key
+                },
+                |k| Arc::from(format!("v{k}")),
+            )
+        };
+        assert_eq!(&*get(1), "v1");
+        assert_eq!(&*get(2), "v1", "within the interval the files are not looked at");
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(&*get(2), "v2");
+        drop(get);
+        assert_eq!(fingerprints, 2);
     }
 }

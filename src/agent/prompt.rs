@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use super::change_cache::ChangeCache;
 use super::skills::SkillsSnapshot;
@@ -73,18 +73,26 @@ pub struct BootstrapCache {
 }
 
 impl BootstrapCache {
+    /// Checks the files at most once per [`RECHECK`](super::change_cache::RECHECK).
     pub fn new(workspace: &Path) -> Self {
         Self { workspace: workspace.to_owned(), cache: ChangeCache::default() }
     }
 
+    /// Checks the files whenever their last check is `recheck` old (zero: every time).
+    pub fn rechecked_every(workspace: &Path, recheck: Duration) -> Self {
+        Self { workspace: workspace.to_owned(), cache: ChangeCache::rechecked_every(recheck) }
+    }
+
     pub fn files(&self) -> Arc<[BootstrapFile]> {
-        let fingerprint: Vec<_> = BOOTSTRAP_FILES
-            .iter()
-            .map(|name| {
-                let meta = std::fs::metadata(self.workspace.join(name)).ok()?;
-                Some((meta.modified().ok()?, meta.len()))
-            })
-            .collect();
+        let fingerprint = || -> Vec<_> {
+            BOOTSTRAP_FILES
+                .iter()
+                .map(|name| {
+                    let meta = std::fs::metadata(self.workspace.join(name)).ok()?;
+                    Some((meta.modified().ok()?, meta.len()))
+                })
+                .collect()
+        };
         self.cache.get(fingerprint, |_| load_bootstrap_files(&self.workspace, &BOOTSTRAP_FILES).into())
     }
 }
@@ -163,7 +171,7 @@ mod tests {
     #[test]
     fn the_cache_rereads_a_file_only_when_it_changes() {
         let workspace = tempfile::tempdir().unwrap();
-        let cache = BootstrapCache::new(workspace.path());
+        let cache = BootstrapCache::rechecked_every(workspace.path(), Duration::ZERO);
         assert!(cache.files().is_empty());
         std::fs::write(workspace.path().join("USER.md"), "Name: Ada").unwrap();
         let first = cache.files();

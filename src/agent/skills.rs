@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use super::change_cache::ChangeCache;
 
@@ -55,8 +55,14 @@ impl SkillsCache {
         Self { dir: workspace.join("skills"), cache: ChangeCache::default() }
     }
 
+    /// Skills under `<workspace>/skills`, looked at whenever the last look is `recheck` old
+    /// (zero: every time).
+    pub fn rechecked_every(workspace: &Path, recheck: Duration) -> Self {
+        Self { dir: workspace.join("skills"), cache: ChangeCache::rechecked_every(recheck) }
+    }
+
     pub fn snapshot(&self) -> Arc<SkillsSnapshot> {
-        self.cache.get(self.fingerprint(), |files| Arc::new(read_skills(files)))
+        self.cache.get(|| self.fingerprint(), |files| Arc::new(read_skills(files)))
     }
 
     /// Every skill file with its modification time, in name order.
@@ -162,7 +168,7 @@ mod tests {
     fn the_snapshot_is_reused_until_a_skill_changes() {
         let workspace = tempfile::tempdir().unwrap();
         write_skill(workspace.path(), "a", "---\nname: a\ndescription: one\n---\n");
-        let cache = SkillsCache::new(workspace.path());
+        let cache = SkillsCache::rechecked_every(workspace.path(), Duration::ZERO);
         let first = cache.snapshot();
         assert!(Arc::ptr_eq(&first, &cache.snapshot()));
         write_skill(workspace.path(), "b", "---\nname: b\ndescription: two\n---\n");
