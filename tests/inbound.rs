@@ -23,6 +23,9 @@ use runner::fake_model_runner;
 #[path = "inbound/hooks.rs"]
 mod hooks;
 
+#[path = "inbound/executor.rs"]
+mod executor;
+
 /// Generous bound for waiting on explicit signals; never a measurement.
 const PATIENCE: Duration = Duration::from_secs(20);
 
