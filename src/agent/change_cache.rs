@@ -85,11 +85,11 @@ mod tests {
     #[test]
     fn a_fresh_fingerprint_is_trusted_until_the_recheck_interval_passes() {
         let cache: ChangeCache<u32, str> = ChangeCache::rechecked_every(Duration::from_millis(50));
-        let mut fingerprints = 0;
-        let mut get = |key| {
+        let fingerprints = std::cell::Cell::new(0);
+        let get = |key| {
             cache.get(
                 || {
-                    fingerprints += 1;
+                    fingerprints.set(fingerprints.get() + 1);
                     key
                 },
                 |k| Arc::from(format!("v{k}")),
@@ -99,7 +99,6 @@ mod tests {
         assert_eq!(&*get(2), "v1", "within the interval the files are not looked at");
         std::thread::sleep(Duration::from_millis(60));
         assert_eq!(&*get(2), "v2");
-        drop(get);
-        assert_eq!(fingerprints, 2);
+        assert_eq!(fingerprints.get(), 2);
     }
 }

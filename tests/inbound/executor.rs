@@ -94,7 +94,7 @@ async fn an_embedders_executor_runs_what_the_queue_hands_it_collected_and_journa
     assert!(follow_up.contains("Queued #1\nsecond") && follow_up.contains("Queued #2\nthird"), "{follow_up}");
     // Answered messages leave the journal (the removal is written after the run returns).
     tokio::time::timeout(PATIENCE, async {
-        while channel.sent_texts().len() < 2 || QueueJournal::new(&database).len() > 0 {
+        while channel.sent_texts().len() < 2 || !QueueJournal::new(&database).is_empty() {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
     })
