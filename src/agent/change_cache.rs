@@ -39,20 +39,18 @@ impl<K: PartialEq, V: ?Sized> ChangeCache<K, V> {
     pub fn get(&self, fingerprint: impl FnOnce() -> K, build: impl FnOnce(&K) -> Arc<V>) -> Arc<V> {
         let mut cached = self.cached.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let now = Instant::now();
-        if let Some(cached) = cached.as_mut() {
-            if now.saturating_duration_since(cached.checked_at) < self.recheck {
-                return cached.value.clone();
-            }
-            let fingerprint = fingerprint();
-            if cached.fingerprint == fingerprint {
-                cached.checked_at = now;
-                return cached.value.clone();
-            }
-            let value = build(&fingerprint);
-            *cached = Cached { fingerprint, value: value.clone(), checked_at: now };
-            return value;
+        if let Some(fresh) = cached.as_ref()
+            && now.saturating_duration_since(fresh.checked_at) < self.recheck
+        {
+            return fresh.value.clone();
         }
         let fingerprint = fingerprint();
+        if let Some(unchanged) = cached.as_mut()
+            && unchanged.fingerprint == fingerprint
+        {
+            unchanged.checked_at = now;
+            return unchanged.value.clone();
+        }
         let value = build(&fingerprint);
         *cached = Some(Cached { fingerprint, value: value.clone(), checked_at: now });
         value
