@@ -12,7 +12,7 @@ use ferry_fakes::{DiscordSentMessage, DiscordUser, FakeDiscord, FakeOpenAi, Ment
 #[path = "common/daemon.rs"]
 mod daemon;
 
-use daemon::{Daemon, PATIENCE, daemon_in, spawn_gateway};
+use daemon::{Daemon, PATIENCE, daemon_in, spawn_gateway, wait_for_inbound};
 
 const TOKEN: &str = "fake.discord.token";
 const GUILD: u64 = 1;
@@ -93,8 +93,10 @@ async fn a_thread_message_is_answered_in_the_thread_and_unlisted_channels_are_ig
 async fn nickname_mentions_count_and_unmentioned_messages_wait_as_context() {
     let (discord, openai) = fakes().await;
     openai.push(Turn::text(["Heard you."]));
-    let _daemon = daemon(&discord, &openai, ACCESS).await;
+    let daemon = daemon(&discord, &openai, ACCESS).await;
     discord.guild_message(GUILD, 10, &user(), "talking among ourselves", Mention::None);
+    // Taken before the mention is sent (two sent in the same instant may arrive swapped).
+    wait_for_inbound(daemon.port, "discord", 1).await;
     discord.guild_message(GUILD, 10, &user(), "what do you say?", Mention::Nickname);
     let shown = wait_for(&discord, 10, |shown| !shown.is_empty()).await;
     assert_eq!(shown[0].content, "Heard you.");

@@ -94,3 +94,29 @@ pub async fn daemon_in(home: tempfile::TempDir, config: &str, openai: &FakeOpenA
     .unwrap_or_else(|_| panic!("the gateway did not come up with {channel} connected"));
     Daemon { child, port, home: Some(home) }
 }
+
+/// Inbound messages from `channel` the gateway has handled so far, whatever became of each
+/// (`ferry_inbound_messages_total` summed over its outcomes, from `/metrics`).
+pub async fn inbound_handled(port: u16, channel: &str) -> u64 {
+    let Ok(response) = reqwest::get(format!("http://127.0.0.1:{port}/metrics")).await else { return 0 };
+    let text = response.text().await.unwrap_or_default();
+    let series = format!("ferry_inbound_messages_total{{channel=\"{channel}\",");
+    text.lines()
+        .filter(|line| line.starts_with(&series))
+        .filter_map(|line| line.rsplit_once(' ')?.1.parse::<u64>().ok())
+        .sum()
+}
+
+/// Waits until the gateway has handled `count` inbound messages from `channel`: for a
+/// platform without delivery confirmation (Discord), the only way to know a message was
+/// taken before the next one is sent. serenity runs each gateway event in its own task, so
+/// two messages sent in the same instant can reach Ferry in either order.
+pub async fn wait_for_inbound(port: u16, channel: &str, count: u64) {
+    tokio::time::timeout(PATIENCE, async {
+        while inbound_handled(port, channel).await < count {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the gateway did not handle {count} {channel} messages in time"));
+}

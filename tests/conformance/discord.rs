@@ -52,8 +52,7 @@ impl Platform for Discord {
     }
 
     async fn taken(&self) {
-        // The gateway delivers in order over one connection, and the adapter forwards in
-        // order: whatever was injected before is ahead of whatever comes next.
+        // Discord confirms nothing: `Harness::taken` waits on the gateway's own count.
     }
 
     fn dm_messages(&self, user: u64) -> Vec<Shown> {

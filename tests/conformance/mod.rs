@@ -46,7 +46,7 @@ use std::time::Duration;
 
 use ferry_fakes::{FakeOpenAi, Reply, Turn};
 
-use crate::daemon::{Daemon, PATIENCE, daemon_in};
+use crate::daemon::{Daemon, PATIENCE, daemon_in, wait_for_inbound};
 
 /// A bot message in a chat, as sent and as seen.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,6 +135,14 @@ impl<P: Platform> Harness<P> {
     pub async fn crash_and_restart(&mut self) {
         let home = self.daemon.take().expect("a running gateway").crash();
         self.launch(home).await;
+    }
+
+    /// Waits until the platform has its delivery of what was sent confirmed ([`Platform::taken`])
+    /// and the gateway has handled `count` messages from it since it started.
+    pub async fn taken(&self, count: u64) {
+        self.platform.taken().await;
+        let port = self.daemon.as_ref().expect("a running gateway").port;
+        wait_for_inbound(port, P::NAME, count).await;
     }
 
     /// Waits until `read` returns something `done` accepts, and returns it.
@@ -235,7 +243,7 @@ pub async fn in_a_group_only_a_mention_runs_with_the_earlier_messages_as_context
     h.openai.push(Turn::text(["Tuesday works for everyone."]));
     h.platform.group(GROUP, 7, "shall we meet tuesday?", false).await;
     h.platform.group(GROUP, 8, "tuesday is fine by me", false).await;
-    h.platform.taken().await;
+    h.taken(2).await;
     h.platform.group(GROUP, 7, "what do you think?", true).await;
     let shown = h.until(|p| p.group_messages(GROUP), |shown| !shown.is_empty()).await;
     assert_eq!(visible(&shown), ["Tuesday works for everyone."], "{}", P::NAME);
@@ -270,7 +278,7 @@ pub async fn a_crash_mid_run_neither_loses_the_message_nor_answers_twice<P: Plat
     h.openai.push(Turn::text(["Here is your answer."]));
     h.platform.dm(USER, "an important question").await;
     tokio::time::timeout(PATIENCE, h.openai.wait_for_request(0)).await.expect("the run started");
-    h.platform.taken().await;
+    h.taken(1).await;
     h.crash_and_restart().await;
     h.until(|p| p.dm_messages(USER), |shown| !shown.is_empty()).await;
     let shown = h.after_sentinel(USER).await;
