@@ -46,6 +46,30 @@ pub struct ChannelCapabilities {
     /// only notices and what the agent's `message` tool sends.
     #[serde(default)]
     pub replies_via_chat_events: bool,
+    /// How a send whose outcome is unknown (a timeout or a connection dropped after the
+    /// request left) is made safe to repeat; see [`SendReconciliation`].
+    #[serde(default)]
+    pub send_reconciliation: SendReconciliation,
+}
+
+/// What a channel offers against showing a message twice when a send's outcome is unknown
+/// (SPEC §11: an unfinished send is reconciled, never blindly repeated). Every outbound
+/// message carries an idempotency key that is stable across retries and restarts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SendReconciliation {
+    /// Nothing: a repeated send may show the message twice (Telegram has no idempotency
+    /// key). The core counts such repeats in `ferry_outbound_unknown_outcome_total`.
+    #[default]
+    None,
+    /// The platform itself answers a repeat of the same idempotency key with the message it
+    /// already created (Discord's `nonce` with `enforce_nonce`, within its window of a few
+    /// minutes): repeating the send is safe.
+    PlatformDeduplicates,
+    /// The channel can look up a message it sent by its idempotency key
+    /// ([`Channel::find_sent`](crate::Channel::find_sent); Slack keeps the key in message
+    /// metadata): the core looks before it repeats.
+    Lookup,
 }
 
 /// A number of calls per period.
@@ -93,6 +117,7 @@ impl ChannelCapabilities {
             min_edit_interval: Duration::ZERO,
             send_budget: SendBudget::UNLIMITED,
             replies_via_chat_events: false,
+            send_reconciliation: SendReconciliation::None,
         }
     }
 }

@@ -45,6 +45,16 @@ pub trait Channel: Send + Sync + 'static {
         Err(ChannelError::Unsupported { operation: "delete" })
     }
 
+    /// Looks for a message this bot already sent to `target` carrying `idempotency_key`
+    /// (see [`SendReconciliation::Lookup`](crate::SendReconciliation::Lookup)), so a send whose
+    /// outcome is unknown is adopted instead of repeated. `Ok(None)`: it is not there, and
+    /// sending is safe. Only recent messages need to be searched: the core asks within the
+    /// reply's delivery deadline.
+    async fn find_sent(&self, target: &Target, idempotency_key: &str) -> Result<Option<SentMessage>, ChannelError> {
+        let _ = (target, idempotency_key);
+        Err(ChannelError::Unsupported { operation: "find_sent" })
+    }
+
     /// Shows "typing…" in the target for the platform's usual few seconds.
     async fn typing(&self, target: &Target) -> Result<(), ChannelError> {
         let _ = target;

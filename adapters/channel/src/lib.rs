@@ -44,7 +44,7 @@ pub mod memory;
 mod outbound;
 
 pub use ack::{Ack, AckOutcome, AckReceiver};
-pub use capabilities::{ChannelCapabilities, MarkupDialect, Rate, SendBudget};
+pub use capabilities::{ChannelCapabilities, MarkupDialect, Rate, SendBudget, SendReconciliation};
 pub use channel::{Channel, InboundStream};
 pub use error::ChannelError;
 pub use inbound::{

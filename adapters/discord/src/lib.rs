@@ -70,5 +70,6 @@ pub fn capabilities() -> ChannelCapabilities {
             global: Some(Rate::new(50, Duration::from_secs(1))),
         },
         replies_via_chat_events: false,
+        send_reconciliation: ferry_channel::SendReconciliation::PlatformDeduplicates,
     }
 }

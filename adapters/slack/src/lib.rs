@@ -71,5 +71,6 @@ pub fn capabilities() -> ChannelCapabilities {
         // chat.postMessage: about one message a second per channel (short bursts tolerated).
         send_budget: SendBudget { per_chat: Some(Rate::new(1, Duration::from_secs(1))), per_group: None, global: None },
         replies_via_chat_events: false,
+        send_reconciliation: ferry_channel::SendReconciliation::Lookup,
     }
 }
