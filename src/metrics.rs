@@ -153,6 +153,44 @@ pub enum Op {
 }
 label_values!(Op { Send => "send", Edit => "edit", Delete => "delete" });
 
+/// How a send whose outcome was unknown was settled:
+/// `ferry_deliveries_reconciled_total{channel,outcome}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reconciled {
+    /// The platform already had it (found by its idempotency key): adopted, not sent again.
+    Found,
+    /// Looked for and not there: sent.
+    NotFound,
+    /// Sent again under the same key, which the platform deduplicates (Discord's nonce).
+    PlatformDeduplicated,
+}
+label_values!(Reconciled { Found => "found", NotFound => "not_found", PlatformDeduplicated => "platform_deduplicated" });
+
+/// What became of a preview a killed run left behind:
+/// `ferry_previews_recovered_total{channel,action}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PreviewAction {
+    /// The run's next attempt streams into it again.
+    Reused,
+    /// Edited into the reply the killed run had already finished.
+    Finalized,
+    /// Removed: superseded by the reply, or by a newer preview.
+    Deleted,
+}
+label_values!(PreviewAction { Reused => "reused", Finalized => "finalized", Deleted => "deleted" });
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ReconciledLabels {
+    channel: String,
+    outcome: Reconciled,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PreviewLabels {
+    channel: String,
+    action: PreviewAction,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct StatusLabels {
     status: RunEnd,
@@ -201,6 +239,9 @@ pub struct Metrics {
     outbound_retries: Family<ChannelLabels, Counter>,
     outbound_rate_limited: Family<ChannelLabels, Counter>,
     outbound_failures: Family<ChannelLabels, Counter>,
+    outbound_unknown_outcome: Family<ChannelLabels, Counter>,
+    deliveries_reconciled: Family<ReconciledLabels, Counter>,
+    previews_recovered: Family<PreviewLabels, Counter>,
     model_request: HistogramFamily<ProviderLabels>,
     model_first_token: HistogramFamily<ProviderLabels>,
     model_errors: Family<ProviderLabels, Counter>,
@@ -269,6 +310,24 @@ impl Metrics {
             "Platform calls that failed for good (not retryable, or out of attempts)",
             outbound_failures.clone(),
         );
+        let outbound_unknown_outcome = Family::<ChannelLabels, Counter>::default();
+        registry.register(
+            "ferry_outbound_unknown_outcome",
+            "Sends repeated although an earlier attempt may have landed, on a platform that offers no way to tell (Telegram): the one case that may show a message twice",
+            outbound_unknown_outcome.clone(),
+        );
+        let deliveries_reconciled = Family::<ReconciledLabels, Counter>::default();
+        registry.register(
+            "ferry_deliveries_reconciled",
+            "Sends whose outcome was unknown (a dropped connection, a restart mid-send), by how they were settled",
+            deliveries_reconciled.clone(),
+        );
+        let previews_recovered = Family::<PreviewLabels, Counter>::default();
+        registry.register(
+            "ferry_previews_recovered",
+            "Preview messages left by a run that did not finish (a crash, a restart), by what became of them",
+            previews_recovered.clone(),
+        );
         let model_request = HistogramFamily::<ProviderLabels>::new_with_constructor(|| Histogram::new(MODEL_BUCKETS));
         registry.register_with_unit(
             "ferry_model_request",
@@ -313,6 +372,9 @@ impl Metrics {
             outbound_retries,
             outbound_rate_limited,
             outbound_failures,
+            outbound_unknown_outcome,
+            deliveries_reconciled,
+            previews_recovered,
             model_request,
             model_first_token,
             model_errors,
@@ -362,7 +424,18 @@ impl Metrics {
             retries: self.outbound_retries.get_or_create_owned(&labels),
             rate_limited: self.outbound_rate_limited.get_or_create_owned(&labels),
             failures: self.outbound_failures.get_or_create_owned(&labels),
+            unknown_outcome: self.outbound_unknown_outcome.get_or_create_owned(&labels),
         }
+    }
+
+    /// A send whose outcome was unknown was settled as `outcome` on `channel`.
+    pub fn delivery_reconciled(&self, channel: &str, outcome: Reconciled) {
+        self.deliveries_reconciled.get_or_create(&ReconciledLabels { channel: channel.to_owned(), outcome }).inc();
+    }
+
+    /// A preview a killed run left on `channel` was dealt with as `action`.
+    pub fn preview_recovered(&self, channel: &str, action: PreviewAction) {
+        self.previews_recovered.get_or_create(&PreviewLabels { channel: channel.to_owned(), action }).inc();
     }
 
     /// The model metrics of `provider` (its name in the config), for a runner to keep.
@@ -418,9 +491,15 @@ pub struct OutboundMetrics {
     retries: Counter,
     rate_limited: Counter,
     failures: Counter,
+    unknown_outcome: Counter,
 }
 
 impl OutboundMetrics {
+    /// A send is repeated although an earlier attempt may have landed, with no way to tell.
+    pub fn unknown_outcome(&self) {
+        self.unknown_outcome.inc();
+    }
+
     /// A platform call succeeded (after however many attempts).
     pub fn delivered(&self, op: Op) {
         match op {

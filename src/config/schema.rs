@@ -188,7 +188,7 @@ impl Default for CompactionConfig {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MessagesConfig {
     pub queue: QueueConfig,
@@ -196,6 +196,20 @@ pub struct MessagesConfig {
     pub reply_to_mode: ReplyToMode,
     /// Put in front of every reply, once (e.g. "🤖").
     pub response_prefix: Option<String>,
+    /// How long a reply's final messages keep being retried through 429s, timeouts and
+    /// 5xx before Ferry gives up on them (SPEC §11).
+    pub delivery_deadline_seconds: u64,
+}
+
+impl Default for MessagesConfig {
+    fn default() -> Self {
+        Self {
+            queue: QueueConfig::default(),
+            reply_to_mode: ReplyToMode::default(),
+            response_prefix: None,
+            delivery_deadline_seconds: 600,
+        }
+    }
 }
 
 /// Threading replies to the message they answer, where the platform can.

@@ -24,6 +24,9 @@ pub fn validate(config: &Config) -> Result<(), Violation> {
     models(&config.models)?;
     agent_defaults(&config.agents.defaults, &config.models)?;
     queue(&config.messages.queue)?;
+    if config.messages.delivery_deadline_seconds == 0 {
+        return Err(Violation::new("messages.delivery_deadline_seconds", "must be greater than 0"));
+    }
     session(&config.session)?;
     hooks(&config.hooks)?;
     channels(config)

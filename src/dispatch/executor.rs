@@ -9,12 +9,16 @@ use ferry_channel::{Channel, OutboundMessage, Target};
 use tokio::sync::mpsc;
 
 use super::overrides::OverridesCache;
+use super::recovered::{self, Settled, delete_orphan};
 use crate::agent::tools::Origin;
 use crate::agent::{AgentRunner, RunRequest};
 use crate::channels::ChannelRegistry;
 use crate::config::{Config, StreamingMode};
+use crate::metrics::{PreviewAction, metrics};
+use crate::queue::prompt::follow_up_prompt;
 use crate::queue::{RunExecutor, RunJob, RunReport};
 use crate::reply::chunker::ChunkLimits;
+use crate::reply::ledger::{DeliveryLedger, OrphanPreview};
 use crate::reply::outbound::{OutboundScheduler, Schedulers};
 use crate::reply::turn::{BlockStyle, ReplyTurn, TurnStyle};
 use crate::reply::typing::Typing;
@@ -32,11 +36,24 @@ pub(super) struct AgentExecutor {
     pub(super) config: Arc<Config>,
     /// Shared with the dispatcher's commands: `/verbose` shows in the next reply.
     pub(super) overrides: Arc<OverridesCache>,
+    /// Where each reply's delivery is recorded, and what the last shutdown left unfinished.
+    pub(super) ledger: DeliveryLedger,
 }
 
 #[async_trait]
 impl RunExecutor for AgentExecutor {
-    async fn execute(&self, job: RunJob) -> RunReport {
+    async fn execute(&self, mut job: RunJob) -> RunReport {
+        // Replies a killed process left unfinished are completed first, in this lane.
+        let count = job.messages.len();
+        let Settled { messages, preview: left_preview, answered } =
+            recovered::settle(&self.ledger, &self.channels, &self.schedulers, std::mem::take(&mut job.messages)).await;
+        if messages.is_empty() {
+            return RunReport { answered, ..RunReport::default() };
+        }
+        if messages.len() != count {
+            job.prompt = follow_up_prompt(&messages, &[]);
+        }
+        job.messages = messages;
         let Some(last) = job.messages.last() else { return RunReport::default() };
         let inbound = &last.message;
         let key = job.session_key.as_str();
@@ -86,7 +103,7 @@ impl RunExecutor for AgentExecutor {
             let slot = job.global.enter(key);
             let reset = &self.config.session.reset;
             return match run_in_session(&self.runner, self.store.as_ref(), reset, request, None, slot).await {
-                Ok(outcome) => RunReport { unconsumed_steer: outcome.unconsumed_steer },
+                Ok(outcome) => RunReport { unconsumed_steer: outcome.unconsumed_steer, answered: false },
                 Err(error) => {
                     tracing::error!(session_key = key, %error, "cannot resolve the session; telling the user");
                     store_trouble(&scheduler, target, &run_id).await;
@@ -96,8 +113,18 @@ impl RunExecutor for AgentExecutor {
         }
         let mut style = self.style(&channel);
         style.verbose = self.overrides.get(self.store.as_ref(), key).await.verbose.unwrap_or(false);
+        let recorder = self.ledger.recorder(job.messages.iter().map(|message| message.id).collect());
         let mut turn = ReplyTurn::new(scheduler.clone(), origin, &run_id, answering, style)
-            .with_hooks(self.runner.hooks().clone());
+            .with_hooks(self.runner.hooks().clone())
+            .with_recorder(recorder);
+        if let Some(left) = left_preview {
+            if left.channel == channel.name() && left.account_id == channel.account_id() && turn.adopt_preview(left.message.clone()) {
+                metrics().preview_recovered(&left.channel, PreviewAction::Reused);
+            } else {
+                let orphan = OrphanPreview { channel: left.channel, account_id: left.account_id, message: left.message };
+                delete_orphan(&self.channels, &self.schedulers, &orphan).await;
+            }
+        }
         // On until the reply is sent (dropped at the end of this function).
         let _typing = Typing::start(channel.clone(), target.clone());
         let slot = job.global.enter(key);
@@ -115,8 +142,8 @@ impl RunExecutor for AgentExecutor {
                 return RunReport::default();
             }
         };
-        turn.deliver(&outcome).await;
-        RunReport { unconsumed_steer: outcome.unconsumed_steer }
+        let answered = turn.deliver(&outcome).await && answered;
+        RunReport { unconsumed_steer: outcome.unconsumed_steer, answered }
     }
 }
 

@@ -13,6 +13,7 @@ mod control;
 mod executor;
 mod hooks;
 mod overrides;
+mod recovered;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
@@ -30,7 +31,9 @@ use crate::config::Config;
 use crate::control::parse_command;
 use crate::metrics::{InboundOutcome, metrics};
 use crate::queue::{Admission, QueueJournal, QueueSettings, QueuedMessage, RunExecutor, Scheduler};
+use crate::reply::ledger::{DeliveryLedger, OrphanPreview};
 use crate::reply::outbound::Schedulers;
+use crate::reply::outbound::retry::RetryPolicy;
 use crate::routing::{Admitted, Clock, RouteDecision, Routed, Router, RoutingError, SessionKey, ThreadLabels};
 use crate::session::{SessionStore, SqliteSessionStore};
 use crate::state::Database;
@@ -53,6 +56,7 @@ struct Shared<'a> {
     channels: &'a ChannelRegistry,
     schedulers: &'a Schedulers,
     overrides: &'a Arc<OverridesCache>,
+    ledger: &'a DeliveryLedger,
 }
 
 /// Tasks handling one channel's inbound messages side by side; see [`Dispatcher::attach`].
@@ -99,6 +103,8 @@ struct Inner {
     overrides: Arc<OverridesCache>,
     /// Every reply and notice goes out through its account's scheduler.
     schedulers: Schedulers,
+    /// What became of each reply; what the last shutdown left unfinished.
+    ledger: DeliveryLedger,
 }
 
 impl Dispatcher {
@@ -113,6 +119,7 @@ impl Dispatcher {
                 channels: shared.channels.clone(),
                 schedulers: shared.schedulers.clone(),
                 config: shared.config.clone(),
+                ledger: shared.ledger.clone(),
             })
         })
     }
@@ -134,7 +141,9 @@ impl Dispatcher {
             .with_thread_labels(parts.thread_labels);
         let store: Arc<dyn SessionStore> = Arc::new(SqliteSessionStore::new(parts.database.clone()));
         let journal = QueueJournal::new(&parts.database);
-        let schedulers = Schedulers::default();
+        let deadline = std::time::Duration::from_secs(parts.config.messages.delivery_deadline_seconds);
+        let schedulers = Schedulers::with_retry(RetryPolicy::with_deadline(deadline));
+        let ledger = DeliveryLedger::new(parts.database.inbound_log().clone());
         let overrides = Arc::new(OverridesCache::default());
         let executor = executor(&Shared {
             config: &parts.config,
@@ -143,6 +152,7 @@ impl Dispatcher {
             channels: &parts.channels,
             schedulers: &schedulers,
             overrides: &overrides,
+            ledger: &ledger,
         });
         let max_concurrent = parts.config.agents.defaults.max_concurrent as usize;
         let scheduler = Scheduler::new(executor, Arc::new(journal.clone()), max_concurrent);
@@ -157,6 +167,7 @@ impl Dispatcher {
                 runner: parts.runner,
                 overrides,
                 schedulers,
+                ledger,
             }),
         })
     }
@@ -191,12 +202,23 @@ impl Dispatcher {
     /// and queued itself, and those messages would run twice (a Slack event delivered while
     /// the gateway was down arrives the moment its socket opens).
     pub async fn left_over(&self) -> Result<LeftOver, DispatchError> {
-        Ok(LeftOver { messages: self.inner.journal.pending().await? })
+        let messages = self.inner.journal.pending().await?;
+        // The replies those messages were getting, read before this process records any.
+        let orphans = self.inner.ledger.recover().map_err(crate::queue::JournalError::from)?;
+        Ok(LeftOver { messages, orphans })
     }
 
     /// Runs what [`Dispatcher::left_over`] found; call it once the channels are attached, so
     /// the replies have somewhere to go. Returns how many messages it queued.
     pub async fn resume(&self, left_over: LeftOver) -> usize {
+        if !left_over.orphans.is_empty() {
+            let (channels, schedulers) = (self.inner.channels.clone(), self.inner.schedulers.clone());
+            tokio::spawn(async move {
+                for orphan in left_over.orphans {
+                    recovered::delete_orphan(&channels, &schedulers, &orphan).await;
+                }
+            });
+        }
         let pending = left_over.messages;
         let count = pending.len();
         if count > 0 {
@@ -416,4 +438,6 @@ fn notice_key(message: &InboundMessage, text: &str) -> String {
 #[must_use = "left-over messages are answered only when passed to Dispatcher::resume"]
 pub struct LeftOver {
     messages: Vec<QueuedMessage>,
+    /// Previews of killed runs that nothing will stream into again: deleted on resume.
+    orphans: Vec<OrphanPreview>,
 }

@@ -55,6 +55,9 @@ pub struct RunJob {
 pub struct RunReport {
     /// Steering messages the run did not take; they run as follow-ups.
     pub unconsumed_steer: Vec<String>,
+    /// The run's messages were already marked answered, in the same write that recorded
+    /// their reply delivered (the delivery ledger): the journal needs no second write.
+    pub answered: bool,
 }
 
 /// Does the runs the scheduler starts (the dispatcher: agent run + reply).
@@ -366,7 +369,8 @@ impl Scheduler {
 
     /// The active run of `key` ended: forget what it answered and decide what runs next.
     async fn finished(&self, key: &str, token: u64, answered: Vec<i64>, report: RunReport) {
-        let mut effects = Effects { remove: answered, ..Effects::default() };
+        let remove = if report.answered { Vec::new() } else { answered };
+        let mut effects = Effects { remove, ..Effects::default() };
         {
             let mut lanes = self.lanes();
             let Some(lane) = lanes.get_mut(key) else { return };

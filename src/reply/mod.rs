@@ -14,6 +14,9 @@
 //!   `min_chars..=max_chars`, never splitting a code block it can keep whole;
 //! - [`tool_summary`]: verbose mode's one line per tool call;
 //! - [`preview`]: one message per turn, edited in place as the text grows;
+//! - [`finals`]: the reply's final messages edited into the preview or sent, step by step;
+//! - [`ledger`]: the delivery ledger — what became of each reply, so a restart finishes it
+//!   instead of answering twice or leaving a preview frozen;
 //! - [`coalesce`]: block streaming's sender — merging, pacing, giving up on a stuck send;
 //! - [`outbound`]: the per-account scheduler every platform call goes through (budgets,
 //!   finals before previews, retries, idempotency);
@@ -23,7 +26,9 @@
 pub mod chat_events;
 pub mod chunker;
 pub mod coalesce;
+pub mod finals;
 pub mod format;
+pub mod ledger;
 pub mod outbound;
 pub mod preview;
 pub mod shaping;

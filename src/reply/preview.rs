@@ -3,15 +3,21 @@
 //!
 //! The first send waits for [`PREVIEW_MIN_CHARS`] of visible text (after the silent-token
 //! hold-back, so a `NO_REPLY` never flashes); after that the message is edited at most once
-//! per the channel's `min_edit_interval`, the newest text winning. At the end
-//! [`PreviewStream::finish`] turns the preview into the final reply: a single final that
-//! fits is edited in (no second message); anything else is sent normally and the preview
-//! deleted. An edit that fails ambiguously (timeout, 5xx) keeps the preview rather than risk
-//! showing the reply twice; a clear refusal falls back to a fresh send.
+//! per the channel's `min_edit_interval`, the newest text winning. At the end the preview
+//! becomes the final reply ([`super::finals`]): a single final that fits is edited in (no
+//! second message); anything else is sent normally and the preview deleted.
+//!
+//! The preview's message id goes into the delivery ledger the moment the platform gives it
+//! ([`PreviewStream::with_recorder`]), and a run retried after a restart streams into the
+//! preview its killed attempt left ([`PreviewStream::adopt`]): no fragment stays frozen.
+//! The first send carries an idempotency key that survives a restart, so a platform that
+//! deduplicates sends (Discord) hands back the preview an unrecorded send created.
 
-use ferry_channel::{ChannelError, MarkupDialect, MessageRef, OutboundMessage, Target, TextFormat};
+use ferry_channel::{MarkupDialect, MessageRef, OutboundMessage, Target, TextFormat};
 use tokio::time::{Duration, Instant};
 
+use super::finals::{FinalsOutcome, FinalsPlan};
+use super::ledger::{LedgerEvent, Recorder};
 use super::outbound::{OutboundScheduler, Priority};
 use super::silent::visible_while_streaming;
 
@@ -36,6 +42,8 @@ pub struct PreviewStream {
     /// The newest visible text, possibly not shown yet.
     latest: String,
     last_call: Option<Instant>,
+    /// Where the preview's message id is recorded, with the channel it is on.
+    recorder: Option<(Recorder, String, String)>,
 }
 
 /// What [`PreviewStream::finish`] did with the final texts.
@@ -68,7 +76,34 @@ impl PreviewStream {
             shown: String::new(),
             latest: String::new(),
             last_call: None,
+            recorder: None,
         }
+    }
+
+    /// Records the preview's message id in the delivery ledger as soon as it is known
+    /// (`channel` and `account_id` say where it is).
+    pub fn with_recorder(mut self, recorder: Recorder, channel: &str, account_id: &str) -> Self {
+        self.recorder = Some((recorder, channel.to_owned(), account_id.to_owned()));
+        self
+    }
+
+    /// Streams into `message`, a preview an earlier attempt of this reply left (a killed
+    /// process), instead of sending a new one. What it shows is unknown, so the first text
+    /// ready is edited in at once.
+    pub fn adopt(&mut self, message: MessageRef) {
+        self.message = Some(message);
+        // Nothing streamed can equal this, so the first update is shown.
+        self.shown = String::from("\u{0}");
+    }
+
+    /// The preview on the platform, if one was sent (or adopted).
+    pub fn message(&self) -> Option<&MessageRef> {
+        self.message.as_ref()
+    }
+
+    /// Ends streaming: the preview message, for the finals to replace.
+    pub fn into_message(self) -> Option<MessageRef> {
+        self.message
     }
 
     /// The model's text so far. Sends or edits the preview if the throttle allows;
@@ -93,11 +128,21 @@ impl PreviewStream {
     pub async fn tick(&mut self) {
         match &self.message {
             None if self.ready_to_start() => {
-                let message = OutboundMessage::text(self.target.clone(), self.latest.clone());
+                let mut message = OutboundMessage::text(self.target.clone(), self.latest.clone());
+                message.idempotency_key = self.recorder.as_ref().map(|(recorder, ..)| format!("{}:preview", recorder.reply_key()));
                 self.last_call = Some(Instant::now());
                 match self.scheduler.send(message).await {
                     Ok(sent) => {
-                        self.message = Some(MessageRef { target: self.target.clone(), message_id: sent.message_id });
+                        let message = MessageRef { target: self.target.clone(), message_id: sent.message_id };
+                        if let Some((recorder, channel, account_id)) = &self.recorder {
+                            let event = LedgerEvent::Preview {
+                                channel: channel.clone(),
+                                account_id: account_id.clone(),
+                                message: message.clone(),
+                            };
+                            recorder.record(&event, false).await;
+                        }
+                        self.message = Some(message);
                         self.shown.clone_from(&self.latest);
                     }
                     Err(error) => tracing::debug!(%error, "sending a preview failed; the final will be sent normally"),
@@ -115,36 +160,18 @@ impl PreviewStream {
         }
     }
 
-    /// Makes the preview the final reply. `finals` are the reply's messages, shaped,
-    /// rendered and split, in order.
-    pub async fn finish(mut self, finals: &[OutboundMessage]) -> Finished {
-        let Some(message) = self.message.take() else { return Finished::NoPreview };
-        if let [last] = finals
-            && last.attachments.is_empty()
-            && last.text.chars().count() <= self.text_limit
-        {
-            let message_id = message.message_id.clone();
-            match self.scheduler.edit(message.clone(), last.text.clone(), last.format, Priority::Final).await {
-                Ok(_) => return Finished::EditedInPlace { message_id },
-                Err(error @ (ChannelError::Transient { .. } | ChannelError::RateLimited { .. })) => {
-                    // It may have landed: a fresh send could show the reply twice.
-                    tracing::warn!(%error, "the final edit of a preview may not have landed; keeping the preview");
-                    return Finished::EditedInPlace { message_id };
-                }
-                Err(error) => tracing::info!(%error, "the platform refused the final edit; sending the reply fresh"),
-            }
+    /// Makes the preview the final reply (see [`super::finals`]), without recording it in
+    /// a ledger. `finals` are the reply's messages, shaped, rendered and split, in order.
+    pub async fn finish(self, finals: &[OutboundMessage]) -> Finished {
+        let (scheduler, text_limit, markup) = (self.scheduler.clone(), self.text_limit, self.markup);
+        let Some(message) = self.into_message() else { return Finished::NoPreview };
+        let plan = FinalsPlan::new(finals.to_vec(), Some(message.clone()), text_limit, markup);
+        let edit_in_place = plan.edit_in_place;
+        let FinalsOutcome { sent, .. } = plan.deliver(&scheduler, None).await;
+        match sent.as_slice() {
+            [(0, id)] if edit_in_place && *id == message.message_id => Finished::EditedInPlace { message_id: id.clone() },
+            _ => Finished::SentFresh { sent },
         }
-        let mut sent = Vec::with_capacity(finals.len());
-        for (index, final_message) in finals.iter().enumerate() {
-            match self.scheduler.send_or_plain(final_message.clone(), self.markup).await {
-                Ok(delivered) => sent.push((index, delivered.message_id)),
-                Err(error) => tracing::error!(%error, "sending a final reply failed"),
-            }
-        }
-        if let Err(error) = self.scheduler.delete(message).await {
-            tracing::debug!(%error, "deleting a superseded preview failed");
-        }
-        Finished::SentFresh { sent }
     }
 
     fn ready_to_start(&self) -> bool {

@@ -6,15 +6,17 @@
 //! outcome    ──► ReplyTurn::deliver ──► shaping ─► format (render + split) ─► preview finish / sends
 //! ```
 
-use ferry_channel::{MarkupDialect, OutboundMessage, TextFormat};
+use ferry_channel::{MarkupDialect, MessageRef, OutboundMessage, TextFormat};
 use tokio::sync::mpsc;
 use tokio::time::{Duration, sleep_until};
 
 use super::chunker::{BlockChunker, BreakMode, ChunkLimits};
 use super::coalesce::{BlockFormat, BlocksOutcome, Coalescer};
+use super::finals::{FinalsOutcome, FinalsPlan};
 use super::format;
+use super::ledger::Recorder;
 use super::outbound::OutboundScheduler;
-use super::preview::{Finished, PreviewStream};
+use super::preview::PreviewStream;
 use super::shaping::{ShapedReply, hide_reply_tag_while_streaming, shape_reply, strip_heartbeat, take_reply_tag};
 use super::silent::shape_final;
 use super::tool_summary::ToolSummaries;
@@ -76,6 +78,8 @@ pub struct ReplyTurn {
     tool_lines: Vec<String>,
     /// `message_sending` / `message_sent` for the final messages ([`ReplyTurn::with_hooks`]).
     hooks: Hooks,
+    /// The delivery ledger's recorder for this reply ([`ReplyTurn::with_recorder`]).
+    recorder: Option<Recorder>,
 }
 
 impl ReplyTurn {
@@ -122,6 +126,29 @@ impl ReplyTurn {
             tools,
             tool_lines: Vec::new(),
             hooks: Hooks::default(),
+            recorder: None,
+        }
+    }
+
+    /// Records the reply's delivery in the ledger (SPEC §11): its preview, its finals and
+    /// each final delivered, so a restart finishes it instead of answering again.
+    pub fn with_recorder(mut self, recorder: Recorder) -> Self {
+        self.preview = self.preview.take().map(|preview| {
+            preview.with_recorder(recorder.clone(), &self.origin.channel, &self.origin.account_id)
+        });
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// Streams into `preview`, left by an earlier attempt at this reply that a restart cut
+    /// short. Returns `false` when this turn streams no preview (the caller deletes it).
+    pub fn adopt_preview(&mut self, preview: MessageRef) -> bool {
+        match &mut self.preview {
+            Some(stream) => {
+                stream.adopt(preview);
+                true
+            }
+            None => false,
         }
     }
 
@@ -217,15 +244,17 @@ impl ReplyTurn {
 
     /// Delivers the run's reply: shaped finals, split to the channel's limit, edited into the
     /// preview or sent. An aborted run sends nothing (its preview, if any, stays as it was).
-    pub async fn deliver(mut self, outcome: &RunOutcome) {
+    /// Returns whether the ledger record completing the reply, which also answers the run's
+    /// messages, was written.
+    pub async fn deliver(mut self, outcome: &RunOutcome) -> bool {
         if matches!(outcome.status, RunStatus::Aborted(_)) {
-            return;
+            return false;
         }
         if let Some((_, coalescer)) = self.blocks.take()
             && coalescer.finish().await == BlocksOutcome::Delivered
         {
             // The blocks were the reply; sending the finals too would say it twice.
-            return;
+            return false;
         }
         let shaped = shape_reply(
             &outcome.payloads,
@@ -236,40 +265,22 @@ impl ReplyTurn {
             &self.tool_lines,
         );
         let messages = self.hooked(self.messages(&shaped)).await;
-        if let Some(preview) = self.preview.take() {
-            match preview.finish(&messages).await {
-                Finished::NoPreview => {}
-                Finished::EditedInPlace { message_id } => {
-                    if let Some(message) = messages.last() {
-                        self.announce_sent(&message.text, message_id);
-                    }
-                    return;
-                }
-                Finished::SentFresh { sent } => {
-                    for (index, message_id) in sent {
-                        self.announce_sent(&messages[index].text, message_id);
-                    }
-                    return;
-                }
+        let preview = self.preview.take().and_then(PreviewStream::into_message);
+        let plan = FinalsPlan::new(messages, preview, self.style.text_limit, self.style.markup);
+        if plan.is_empty() {
+            return false;
+        }
+        if let Some(recorder) = &self.recorder {
+            recorder.record(&plan.event(&self.origin.channel, &self.origin.account_id), false).await;
+        }
+        let texts: Vec<String> = plan.messages.iter().map(|message| message.text.clone()).collect();
+        let FinalsOutcome { sent, answered } = plan.deliver(&self.scheduler, self.recorder.as_ref()).await;
+        for (index, message_id) in sent {
+            if let Some(text) = texts.get(index) {
+                self.announce_sent(text, message_id);
             }
         }
-        for message in messages {
-            self.send(message).await;
-        }
-    }
-
-    async fn send(&self, message: OutboundMessage) {
-        let text = self.hooks.has_plugins().then(|| message.text.clone());
-        match self.scheduler.send_or_plain(message, self.style.markup).await {
-            Ok(sent) => {
-                if let Some(text) = text {
-                    self.announce_sent(&text, sent.message_id);
-                }
-            }
-            Err(error) => {
-                tracing::error!(channel = %self.origin.channel, chat_id = %self.origin.target.chat.id, %error, "sending a reply failed")
-            }
-        }
+        answered
     }
 
     /// `message_sent` for a final message now in the chat (sent, or a preview edited into it).

@@ -3,7 +3,9 @@
 //!
 //! It behaves like a strict platform: it enforces its text limit, refuses edits and deletes
 //! of messages it never sent, treats an edit to the same text as success (like Telegram's
-//! "message is not modified"), and can be told to fail the next call of a kind. Everything
+//! "message is not modified"), and can be told to fail the next call of a kind — before it
+//! happens, or after (the call applied, its answer lost, as with a dropped connection). With
+//! [`SendReconciliation::Lookup`] it finds its sent messages by idempotency key. Everything
 //! it is asked to do is recorded, and [`MemoryChannel::visible_messages`] shows what a user
 //! would see in each chat.
 
@@ -16,7 +18,7 @@ use tokio::sync::mpsc;
 
 use crate::{
     Ack, AckReceiver, Channel, ChannelCapabilities, ChannelError, ChatRef, InboundDelivery, InboundMessage,
-    InboundStream, MessageRef, OutboundMessage, Sender, SentMessage, Target, TextFormat,
+    InboundStream, MessageRef, OutboundMessage, SendReconciliation, Sender, SentMessage, Target, TextFormat,
 };
 
 /// The kinds of outbound call, for injecting failures.
@@ -62,7 +64,8 @@ struct State {
     operations: Vec<Operation>,
     /// Sent and not deleted, keyed by message id, in send order (ids increase).
     visible: BTreeMap<u64, VisibleMessage>,
-    failures: VecDeque<(OperationKind, ChannelError)>,
+    /// Injected failures: the call's kind, the error, and whether the call is applied first.
+    failures: VecDeque<(OperationKind, ChannelError, bool)>,
 }
 
 impl MemoryChannel {
@@ -125,7 +128,13 @@ impl MemoryChannel {
 
     /// Makes the next call of `kind` fail with `error`. Several queue up in order.
     pub fn fail_next(&self, kind: OperationKind, error: ChannelError) {
-        self.state().failures.push_back((kind, error));
+        self.state().failures.push_back((kind, error, false));
+    }
+
+    /// Makes the next call of `kind` happen and then report `error`, as a platform whose
+    /// answer was lost (a connection dropped after the request was applied).
+    pub fn fail_next_after_applying(&self, kind: OperationKind, error: ChannelError) {
+        self.state().failures.push_back((kind, error, true));
     }
 
     /// Every call accepted so far, in order.
@@ -156,13 +165,14 @@ impl MemoryChannel {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn take_failure(state: &mut State, kind: OperationKind) -> Result<(), ChannelError> {
-        match state.failures.iter().position(|(k, _)| *k == kind) {
-            Some(index) => match state.failures.remove(index) {
-                Some((_, error)) => Err(error),
-                None => Ok(()),
-            },
-            None => Ok(()),
+    /// The next injected failure of `kind`: `Err` to fail before the call, `Ok(Some)` to
+    /// fail with it after applying the call.
+    fn take_failure(state: &mut State, kind: OperationKind) -> Result<Option<ChannelError>, ChannelError> {
+        let Some(index) = state.failures.iter().position(|(k, ..)| *k == kind) else { return Ok(None) };
+        match state.failures.remove(index) {
+            Some((_, error, false)) => Err(error),
+            Some((_, error, true)) => Ok(Some(error)),
+            None => Ok(None),
         }
     }
 
@@ -212,7 +222,7 @@ impl Channel for MemoryChannel {
 
     async fn send(&self, message: OutboundMessage) -> Result<SentMessage, ChannelError> {
         let mut state = self.state();
-        Self::take_failure(&mut state, OperationKind::Send)?;
+        let after = Self::take_failure(&mut state, OperationKind::Send)?;
         self.check_length(&message.text)?;
         let id = state.next_outbound_id;
         state.next_outbound_id += 1;
@@ -226,39 +236,57 @@ impl Channel for MemoryChannel {
             },
         );
         state.operations.push(Operation::Sent { message_id: message_id.clone(), message });
-        Ok(SentMessage { message_id })
+        after.map_or(Ok(SentMessage { message_id }), Err)
     }
 
     async fn edit(&self, message: &MessageRef, text: &str, format: TextFormat) -> Result<(), ChannelError> {
         let mut state = self.state();
-        Self::take_failure(&mut state, OperationKind::Edit)?;
+        let after = Self::take_failure(&mut state, OperationKind::Edit)?;
         self.check_length(text)?;
         let key = Self::visible_key(&state, message)?;
         if let Some(visible) = state.visible.get_mut(&key) {
             if visible.text == text {
                 // "Not modified" is success: the message already shows this text.
-                return Ok(());
+                return after.map_or(Ok(()), Err);
             }
             visible.text = text.to_owned();
         }
         state.operations.push(Operation::Edited { message: message.clone(), text: text.to_owned(), format });
-        Ok(())
+        after.map_or(Ok(()), Err)
     }
 
     async fn delete(&self, message: &MessageRef) -> Result<(), ChannelError> {
         let mut state = self.state();
-        Self::take_failure(&mut state, OperationKind::Delete)?;
+        let after = Self::take_failure(&mut state, OperationKind::Delete)?;
         let key = Self::visible_key(&state, message)?;
         state.visible.remove(&key);
         state.operations.push(Operation::Deleted { message: message.clone() });
-        Ok(())
+        after.map_or(Ok(()), Err)
+    }
+
+    async fn find_sent(&self, target: &Target, idempotency_key: &str) -> Result<Option<SentMessage>, ChannelError> {
+        if self.capabilities.send_reconciliation != SendReconciliation::Lookup {
+            return Err(ChannelError::Unsupported { operation: "find_sent" });
+        }
+        let state = self.state();
+        let found = state.operations.iter().find_map(|op| match op {
+            Operation::Sent { message_id, message }
+                if message.target == *target
+                    && message.idempotency_key.as_deref() == Some(idempotency_key)
+                    && message_id.parse::<u64>().is_ok_and(|id| state.visible.contains_key(&id)) =>
+            {
+                Some(SentMessage { message_id: message_id.clone() })
+            }
+            _ => None,
+        });
+        Ok(found)
     }
 
     async fn typing(&self, target: &Target) -> Result<(), ChannelError> {
         let mut state = self.state();
-        Self::take_failure(&mut state, OperationKind::Typing)?;
+        let after = Self::take_failure(&mut state, OperationKind::Typing)?;
         state.operations.push(Operation::Typing { target: target.clone() });
-        Ok(())
+        after.map_or(Ok(()), Err)
     }
 }
 

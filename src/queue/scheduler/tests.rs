@@ -236,7 +236,7 @@ async fn steering_the_run_did_not_take_runs_as_a_follow_up() {
     run.steer.open();
     let late = h.message("a", "too late").await;
     assert_eq!(h.scheduler.submit(late.clone(), steer).await.admission, Admission::Steered);
-    run.finish.send(RunReport { unconsumed_steer: vec!["too late".into()] }).unwrap();
+    run.finish.send(RunReport { unconsumed_steer: vec!["too late".into()], ..RunReport::default() }).unwrap();
     let follow_up = h.next_run().await;
     assert_eq!((follow_up.prompt.as_str(), follow_up.ids.as_slice()), ("too late", &[late.id][..]));
 }

@@ -9,7 +9,13 @@
 //!   preview edits of one message are merged (only the newest text is sent) — under
 //!   pressure a preview lags, a final never waits for it.
 //! - Failures are retried by [`retry::RetryPolicy`]: after `retry_after` for a 429, after
-//!   a backoff for a timeout or 5xx, never for another refusal.
+//!   a backoff for a timeout or 5xx, never for another refusal. Finals are tried until the
+//!   reply's delivery deadline, preview edits three times.
+//! - A send that failed ambiguously (a timeout or a connection dropped after the request
+//!   left: it may have landed) is reconciled before it is repeated, as the channel's
+//!   [`SendReconciliation`] allows: looked up by its idempotency key, or repeated under the
+//!   same key where the platform deduplicates; only where neither is possible (Telegram)
+//!   is it repeated blind, and counted in `ferry_outbound_unknown_outcome_total`.
 //! - A send carrying an idempotency key (run id + payload index) that was already delivered
 //!   returns the first delivery instead of posting again, so a retried reply never shows
 //!   twice.
@@ -23,14 +29,15 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ferry_channel::{
-    Channel, ChannelError, ChatKind, MarkupDialect, MessageRef, OutboundMessage, SentMessage, Target, TextFormat,
+    Channel, ChannelError, ChatKind, MarkupDialect, MessageRef, OutboundMessage, SendReconciliation, SentMessage,
+    Target, TextFormat,
 };
 use tokio::sync::oneshot;
 
 use budget::{Budgets, Taken};
 use retry::RetryPolicy;
 
-use crate::metrics::{Op, OutboundMetrics, metrics};
+use crate::metrics::{Op, OutboundMetrics, Reconciled, metrics};
 
 /// Delivered idempotency keys remembered; a retry comes within seconds, so the most recent
 /// few thousand are plenty.
@@ -83,14 +90,20 @@ struct Queued {
 #[derive(Clone, Default)]
 pub struct Schedulers {
     by_account: Arc<Mutex<HashMap<(String, String), OutboundScheduler>>>,
+    retry: RetryPolicy,
 }
 
 impl Schedulers {
+    /// Schedulers whose calls are retried as `retry` says.
+    pub fn with_retry(retry: RetryPolicy) -> Self {
+        Self { by_account: Arc::default(), retry }
+    }
+
     /// The scheduler of `channel`'s account.
     pub fn for_channel(&self, channel: &Arc<dyn Channel>) -> OutboundScheduler {
         let key = (channel.name().to_owned(), channel.account_id().to_owned());
         let mut by_account = self.by_account.lock().unwrap_or_else(PoisonError::into_inner);
-        by_account.entry(key).or_insert_with(|| OutboundScheduler::new(channel.clone())).clone()
+        by_account.entry(key).or_insert_with(|| OutboundScheduler::with_retry(channel.clone(), self.retry)).clone()
     }
 }
 
@@ -125,13 +138,18 @@ struct DeliveredKeys {
 impl OutboundScheduler {
     /// A scheduler for `channel`'s account, with the budgets its capabilities declare.
     pub fn new(channel: Arc<dyn Channel>) -> Self {
+        Self::with_retry(channel, RetryPolicy::default())
+    }
+
+    /// [`OutboundScheduler::new`], retrying as `retry` says.
+    pub fn with_retry(channel: Arc<dyn Channel>, retry: RetryPolicy) -> Self {
         let budgets = Budgets::new(&channel.capabilities().send_budget);
         let counters = metrics().outbound(channel.name());
         Self {
             inner: Arc::new(Inner {
                 channel,
                 budgets,
-                retry: RetryPolicy::default(),
+                retry,
                 chats: Mutex::new(HashMap::new()),
                 delivered: Mutex::new(DeliveredKeys::default()),
                 metrics: counters,
@@ -153,6 +171,19 @@ impl OutboundScheduler {
         }
     }
 
+    /// Sends a message an earlier attempt may already have delivered (a process that died
+    /// mid-send): reconciled first as the channel allows (see the module documentation),
+    /// then sent if it is not there.
+    pub async fn send_after_unknown_outcome(&self, message: OutboundMessage) -> Result<SentMessage, ChannelError> {
+        if let Some(sent) = self.inner.reconcile(&message).await {
+            if let Some(key) = &message.idempotency_key {
+                self.inner.remember(key, &sent);
+            }
+            return Ok(sent);
+        }
+        self.send(message).await
+    }
+
     /// Sends a rendered message; if the platform rejects its markup (Telegram's "can't parse
     /// entities"), sends the same part as plain text instead.
     pub async fn send_or_plain(
@@ -171,6 +202,26 @@ impl OutboundScheduler {
             }
             other => other,
         }
+    }
+
+    /// [`OutboundScheduler::send_or_plain`] for a message an earlier attempt may already
+    /// have delivered (see [`OutboundScheduler::send_after_unknown_outcome`]).
+    pub async fn send_or_plain_after_unknown_outcome(
+        &self,
+        message: OutboundMessage,
+        dialect: MarkupDialect,
+    ) -> Result<SentMessage, ChannelError> {
+        if let Some(sent) = self.inner.reconcile(&message).await {
+            return Ok(sent);
+        }
+        // It may have gone out as plain text after its markup was refused.
+        if self.inner.channel.capabilities().send_reconciliation == SendReconciliation::Lookup
+            && let Some(key) = &message.idempotency_key
+            && let Ok(Some(sent)) = self.inner.channel.find_sent(&message.target, &format!("{key}:plain")).await
+        {
+            return Ok(sent);
+        }
+        self.send_or_plain(message, dialect).await
     }
 
     /// Edits a message in place: a preview's growing text, or a preview turned final.
@@ -216,7 +267,7 @@ impl OutboundScheduler {
                 Ok(()) => {
                     // Hands the chat over even if this caller stops waiting mid-call.
                     let _hand_over = HandOver { inner: self.inner.clone(), chat: chat.clone() };
-                    return self.inner.perform(&chat, kind, &call).await;
+                    return self.inner.perform(&chat, kind, &call, priority).await;
                 }
                 Err(taken) => taken,
             };
@@ -314,7 +365,7 @@ impl Inner {
                     }
                 }
             };
-            let outcome = self.perform(&chat, kind, &queued.call).await;
+            let outcome = self.perform(&chat, kind, &queued.call, queued.priority).await;
             let _ = queued.done.send(outcome);
             let mut chats = self.chats();
             if chats.get(&chat).is_some_and(|queue| queue.calls.is_empty()) {
@@ -325,18 +376,32 @@ impl Inner {
     }
 
     /// One call, retried as the policy says. The first attempt's budget is already taken.
-    async fn perform(&self, chat: &str, kind: ChatKind, call: &Call) -> Result<Delivery, ChannelError> {
+    async fn perform(
+        &self,
+        chat: &str,
+        kind: ChatKind,
+        call: &Call,
+        priority: Priority,
+    ) -> Result<Delivery, ChannelError> {
+        let started = tokio::time::Instant::now();
         let mut attempt = 1;
+        // The previous attempt of this send may have landed (a timeout, a dropped connection).
+        let mut maybe_landed = false;
         loop {
             if attempt > 1 {
                 self.budgets.acquire(chat, kind).await;
             }
-            let outcome = match call {
-                Call::Send(message) => self.channel.send(message.clone()).await.map(Delivery::Sent),
-                Call::Edit { message, text, format } => {
+            let reconciled = match call {
+                Call::Send(message) if maybe_landed => self.reconcile(message).await,
+                _ => None,
+            };
+            let outcome = match (call, reconciled) {
+                (Call::Send(_), Some(sent)) => Ok(Delivery::Sent(sent)),
+                (Call::Send(message), None) => self.channel.send(message.clone()).await.map(Delivery::Sent),
+                (Call::Edit { message, text, format }, _) => {
                     self.channel.edit(message, text, *format).await.map(|()| Delivery::Edited)
                 }
-                Call::Delete(message) => self.channel.delete(message).await.map(|()| Delivery::Deleted),
+                (Call::Delete(message), _) => self.channel.delete(message).await.map(|()| Delivery::Deleted),
             };
             match outcome {
                 Ok(delivery) => {
@@ -349,13 +414,50 @@ impl Inner {
                     return Ok(delivery);
                 }
                 Err(error) => {
-                    let wait = self.retry.next_wait(attempt, &error);
+                    let wait = self.retry.next_wait(attempt, &error, priority, started.elapsed());
                     self.metrics.attempt_failed(&error, wait.is_some());
+                    maybe_landed = matches!(error, ChannelError::Transient { .. });
                     let Some(wait) = wait else { return Err(error) };
                     tracing::debug!(channel = self.channel.name(), chat, attempt, %error, wait_ms = wait.as_millis() as u64, "retrying a platform call");
                     tokio::time::sleep(wait).await;
                     attempt += 1;
                 }
+            }
+        }
+    }
+
+    /// Settles a send that may have landed before it is repeated: `Some` if the platform
+    /// has it already; `None` if sending (again) is the thing to do.
+    async fn reconcile(&self, message: &OutboundMessage) -> Option<SentMessage> {
+        let channel = self.channel.name();
+        let Some(key) = &message.idempotency_key else {
+            self.metrics.unknown_outcome();
+            return None;
+        };
+        match self.channel.capabilities().send_reconciliation {
+            SendReconciliation::PlatformDeduplicates => {
+                metrics().delivery_reconciled(channel, Reconciled::PlatformDeduplicated);
+                None
+            }
+            SendReconciliation::Lookup => match self.channel.find_sent(&message.target, key).await {
+                Ok(Some(sent)) => {
+                    tracing::info!(channel, message_id = %sent.message_id, "a send whose outcome was unknown had landed; not sending it again");
+                    metrics().delivery_reconciled(channel, Reconciled::Found);
+                    Some(sent)
+                }
+                Ok(None) => {
+                    metrics().delivery_reconciled(channel, Reconciled::NotFound);
+                    None
+                }
+                Err(error) => {
+                    tracing::warn!(channel, %error, "cannot look up whether a send landed; sending it again");
+                    self.metrics.unknown_outcome();
+                    None
+                }
+            },
+            SendReconciliation::None => {
+                self.metrics.unknown_outcome();
+                None
             }
         }
     }

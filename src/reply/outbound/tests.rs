@@ -2,7 +2,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_channel::memory::{MemoryChannel, Operation, OperationKind};
-use ferry_channel::{ChannelCapabilities, ChatKind, ChatRef, Rate, SendBudget};
+use ferry_channel::{ChannelCapabilities, ChatKind, ChatRef, Rate, SendBudget, SendReconciliation};
 use tokio::time::Instant;
 
 use super::*;
@@ -158,21 +158,93 @@ async fn a_429_retry_is_counted_as_rate_limited_and_retried_for_its_channel() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn timeouts_and_5xx_are_retried_three_times_in_all_and_other_refusals_never() {
+async fn a_final_is_retried_until_its_deadline_and_other_refusals_never() {
     let channel = channel();
-    let scheduler = OutboundScheduler::new(channel.clone());
-    for _ in 0..2 {
+    let scheduler = OutboundScheduler::with_retry(channel.clone(), RetryPolicy::with_deadline(Duration::from_secs(60)));
+    // Six failures back off 0.4 + 0.8 + … + 12.8 s, well inside the deadline.
+    for _ in 0..6 {
         channel.fail_next(OperationKind::Send, ChannelError::Transient { reason: "502".into() });
     }
-    scheduler.send(text("a", "third time lucky")).await.unwrap();
-    for _ in 0..3 {
-        channel.fail_next(OperationKind::Send, ChannelError::Transient { reason: "timeout".into() });
+    scheduler.send(text("a", "seventh time lucky")).await.unwrap();
+    for _ in 0..30 {
+        channel.fail_next(OperationKind::Send, ChannelError::RateLimited { retry_after: Some(Duration::from_secs(5)) });
     }
-    assert!(matches!(scheduler.send(text("a", "never")).await, Err(ChannelError::Transient { .. })));
+    let start = Instant::now();
+    assert!(matches!(scheduler.send(text("a", "never")).await, Err(ChannelError::RateLimited { .. })));
+    assert!(start.elapsed() <= Duration::from_secs(60), "gave up at the deadline: {:?}", start.elapsed());
+    assert_eq!(channel.sent_texts(), ["seventh time lucky"]);
+
+    let channel = self::channel();
+    let scheduler = OutboundScheduler::new(channel.clone());
     channel.fail_next(OperationKind::Send, ChannelError::Rejected { reason: "chat not found".into() });
     channel.fail_next(OperationKind::Send, ChannelError::Transient { reason: "would succeed next".into() });
     assert!(matches!(scheduler.send(text("a", "refused")).await, Err(ChannelError::Rejected { .. })));
-    assert_eq!(channel.sent_texts(), ["third time lucky"]);
+    assert!(channel.sent_texts().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_preview_edit_gets_three_attempts() {
+    let channel = channel();
+    let scheduler = OutboundScheduler::new(channel.clone());
+    let preview = scheduler.send(text("a", "growing")).await.unwrap();
+    let preview = MessageRef { target: target("a"), message_id: preview.message_id };
+    for _ in 0..3 {
+        channel.fail_next(OperationKind::Edit, ChannelError::Transient { reason: "timeout".into() });
+    }
+    let edit = scheduler.edit(preview, "growing more".into(), TextFormat::Plain, Priority::Preview).await;
+    assert!(matches!(edit, Err(ChannelError::Transient { .. })));
+}
+
+/// A channel that can look its sends up by idempotency key, like Slack.
+fn lookup_channel(name: &str) -> Arc<MemoryChannel> {
+    let capabilities =
+        ChannelCapabilities { send_reconciliation: SendReconciliation::Lookup, ..ChannelCapabilities::unrestricted() };
+    Arc::new(MemoryChannel::with_capabilities(name, "default", capabilities))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_send_that_landed_but_lost_its_answer_is_found_not_repeated() {
+    let channel = lookup_channel("outbound-lookup");
+    let found = || sample(r#"ferry_deliveries_reconciled_total{channel="outbound-lookup",outcome="found"}"#);
+    let before = found();
+    let scheduler = OutboundScheduler::new(channel.clone());
+    channel.fail_next_after_applying(OperationKind::Send, ChannelError::Transient { reason: "connection reset".into() });
+    let mut message = text("a", "exactly once");
+    message.idempotency_key = Some("run-9:0".into());
+    let sent = scheduler.send(message).await.unwrap();
+    assert_eq!(channel.sent_texts(), ["exactly once"], "looked up, not sent again");
+    assert_eq!(channel.visible_messages()[0].message_id, sent.message_id);
+    assert_eq!(found() - before, 1.0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_any_way_to_tell_a_repeat_is_counted_as_an_unknown_outcome() {
+    let channel = channel_named("outbound-unknown");
+    let unknown = || sample(r#"ferry_outbound_unknown_outcome_total{channel="outbound-unknown"}"#);
+    let before = unknown();
+    let scheduler = OutboundScheduler::new(channel.clone());
+    channel.fail_next_after_applying(OperationKind::Send, ChannelError::Transient { reason: "connection reset".into() });
+    let mut message = text("a", "maybe twice");
+    message.idempotency_key = Some("run-9:0".into());
+    scheduler.send(message.clone()).await.unwrap();
+    assert_eq!(channel.sent_texts(), ["maybe twice", "maybe twice"], "the documented at-least-once case");
+    assert_eq!(unknown() - before, 1.0);
+    // After a restart, the send that may have been in flight is reconciled the same way.
+    let restarted = OutboundScheduler::new(channel.clone());
+    message.idempotency_key = Some("run-9:1".into());
+    restarted.send_after_unknown_outcome(message).await.unwrap();
+    assert_eq!(unknown() - before, 2.0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_restart_a_send_already_on_the_platform_is_adopted() {
+    let channel = lookup_channel("outbound-adopt");
+    let mut message = text("a", "sent before the crash");
+    message.idempotency_key = Some("run-3:0".into());
+    let first = OutboundScheduler::new(channel.clone()).send(message.clone()).await.unwrap();
+    let restarted = OutboundScheduler::new(channel.clone());
+    assert_eq!(restarted.send_after_unknown_outcome(message).await.unwrap(), first);
+    assert_eq!(channel.sent_texts(), ["sent before the crash"]);
 }
 
 #[tokio::test(start_paused = true)]

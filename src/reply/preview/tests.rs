@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use ferry_channel::memory::{MemoryChannel, Operation, OperationKind};
-use ferry_channel::{ChannelCapabilities, ChatKind, ChatRef};
+use ferry_channel::{ChannelCapabilities, ChannelError, ChatKind, ChatRef};
 
 use super::*;
 
@@ -104,15 +104,23 @@ async fn a_preview_whose_reply_was_dropped_is_removed() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_ambiguous_final_edit_keeps_the_preview_and_a_refused_one_sends_fresh() {
+async fn a_final_edit_is_retried_through_timeouts_and_a_429_storm_and_lands_in_place() {
     let (channel, mut preview) = setup(4096);
     preview.update("Thinking about it for a moment or two").await;
     for _ in 0..3 {
         channel.fail_next(OperationKind::Edit, ChannelError::Transient { reason: "timeout".into() });
     }
+    // Longer than the three attempts a preview edit gets: a final waits it out.
+    for _ in 0..8 {
+        channel.fail_next(OperationKind::Edit, ChannelError::RateLimited { retry_after: Some(Duration::from_secs(2)) });
+    }
     assert!(matches!(preview.finish(&[final_text("The answer.")]).await, Finished::EditedInPlace { .. }));
     assert_eq!(sends(&channel), 1, "no second copy of the reply");
+    assert_eq!(channel.visible_messages()[0].text, "The answer.", "never the truncated preview");
+}
 
+#[tokio::test(start_paused = true)]
+async fn a_final_edit_that_cannot_land_is_sent_fresh_and_the_preview_deleted() {
     let (channel, mut preview) = setup(4096);
     preview.update("Thinking about it for a moment or two").await;
     channel.fail_next(OperationKind::Edit, ChannelError::Rejected { reason: "message can't be edited".into() });

@@ -82,6 +82,8 @@ pub fn open(path: &Path, fingerprints: &Fingerprinter) -> Result<Replayed, LogEr
                 pending.remove(&seq);
             }
         }
+        // Read back by the delivery ledger when it recovers (`InboundLog::deliveries`).
+        Record::Delivery { .. } => {}
     });
     let file = OpenOptions::new().create(true).append(true).open(path).map_err(io("opening"))?;
     if let Err((offset, error)) = whole {
@@ -148,9 +150,10 @@ impl LogFile {
         std::fs::read(&self.path).map_err(|source| LogError::Io { path: self.path.clone(), action: "reading", source })
     }
 
-    /// Rewrites the log with only what is still needed: unanswered messages whole, and the
-    /// latest sighting of every message still inside the dedupe window (`cutoff`). Written
-    /// beside the log, synced, then renamed over it, so a crash leaves one whole file.
+    /// Rewrites the log with only what is still needed: unanswered messages whole, the
+    /// delivery records of their replies, and the latest sighting of every message still
+    /// inside the dedupe window (`cutoff`). Written beside the log, synced, then renamed over
+    /// it, so a crash leaves one whole file.
     pub fn compact(&mut self, index: &SeenIndex, fingerprints: &Fingerprinter, cutoff: i64) -> Result<(), LogError> {
         let io = |action: &'static str| {
             let path = self.path.clone();
@@ -169,7 +172,11 @@ impl LogFile {
                 }
             }
             Record::Seen { seen_at, key } if live(&key, seen_at) => frame::seen(&mut kept, seen_at, &key),
-            Record::Sequence { .. } | Record::Seen { .. } | Record::Answered { .. } => {}
+            // A reply still being delivered keeps its ledger records.
+            Record::Delivery { seqs, body } if seqs.iter().any(|seq| self.pending.contains(seq)) => {
+                frame::delivery(&mut kept, &seqs, body)
+            }
+            Record::Sequence { .. } | Record::Seen { .. } | Record::Answered { .. } | Record::Delivery { .. } => {}
         });
         if let Err((offset, error)) = scanned {
             // Appends are whole or cut back, so this is damage from outside; keep the file.

@@ -11,6 +11,8 @@
 //!   `session_key`, `prompt`, `message` (JSON), `enqueued_at: i64`.
 //! - `Seen`: kind 2, `seen_at: i64`, the key's five strings.
 //! - `Answered`: kind 3, `count: u32`, `count × seq: i64`.
+//! - `Delivery`: kind 4, `count: u32`, `count × seq: i64` (the messages a run answers), then
+//!   `body` (a string the delivery ledger writes and reads; this layer does not interpret it).
 
 /// Bytes before a frame's body: its length and checksum.
 pub const HEADER_LEN: usize = 8;
@@ -23,6 +25,7 @@ const SEQUENCE: u8 = 0;
 const ACCEPTED: u8 = 1;
 const SEEN: u8 = 2;
 const ANSWERED: u8 = 3;
+const DELIVERY: u8 = 4;
 
 /// A message's identity for dedupe (SPEC §3.4): channel + account + chat + thread + message
 /// id. Outside a thread, `thread_id` is empty (no platform uses an empty thread id).
@@ -53,6 +56,8 @@ pub enum Record<'a> {
     Accepted { seq: i64, seen_at: i64, key: MessageKey<'a>, entry: AcceptedRef<'a> },
     Seen { seen_at: i64, key: MessageKey<'a> },
     Answered { seqs: Vec<i64> },
+    /// What became of a run's reply so far (see `crate::delivery`).
+    Delivery { seqs: Vec<i64>, body: &'a str },
 }
 
 /// [`Accepted`], borrowed.
@@ -122,11 +127,24 @@ pub fn seen(out: &mut Vec<u8>, seen_at: i64, key: &MessageKey<'_>) {
 pub fn answered(out: &mut Vec<u8>, seqs: &[i64]) {
     frame(out, |body| {
         body.push(ANSWERED);
-        body.extend_from_slice(&(seqs.len() as u32).to_le_bytes());
-        for seq in seqs {
-            body.extend_from_slice(&seq.to_le_bytes());
-        }
+        put_seqs(body, seqs);
     });
+}
+
+/// Appends a `Delivery` frame.
+pub fn delivery(out: &mut Vec<u8>, seqs: &[i64], body: &str) {
+    frame(out, |body_out| {
+        body_out.push(DELIVERY);
+        put_seqs(body_out, seqs);
+        put_str(body_out, body);
+    });
+}
+
+fn put_seqs(body: &mut Vec<u8>, seqs: &[i64]) {
+    body.extend_from_slice(&(seqs.len() as u32).to_le_bytes());
+    for seq in seqs {
+        body.extend_from_slice(&seq.to_le_bytes());
+    }
 }
 
 /// Writes the header around what `fill` appends, in place (no intermediate buffer).
@@ -198,11 +216,8 @@ fn decode(body: &[u8]) -> Option<Record<'_>> {
             Record::Accepted { seq, seen_at, key, entry }
         }
         SEEN => Record::Seen { seen_at: reader.i64()?, key: reader.key()? },
-        ANSWERED => {
-            let count = reader.u32()? as usize;
-            let seqs = (0..count).map(|_| reader.i64()).collect::<Option<Vec<_>>>()?;
-            Record::Answered { seqs }
-        }
+        ANSWERED => Record::Answered { seqs: reader.seqs()? },
+        DELIVERY => Record::Delivery { seqs: reader.seqs()?, body: reader.str()? },
         _ => return None,
     };
     reader.0.is_empty().then_some(record)
@@ -226,6 +241,15 @@ impl<'a> Reader<'a> {
 
     fn i64(&mut self) -> Option<i64> {
         Some(i64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    fn seqs(&mut self) -> Option<Vec<i64>> {
+        let count = self.u32()? as usize;
+        // Each seq takes 8 bytes: a count the body cannot hold is damage, not a record.
+        if count > self.0.len() / 8 {
+            return None;
+        }
+        (0..count).map(|_| self.i64()).collect()
     }
 
     fn str(&mut self) -> Option<&'a str> {
@@ -267,6 +291,7 @@ mod tests {
         accepted(&mut bytes, 9, 1_750_000_000_000, &KEY, &entry());
         seen(&mut bytes, 1_750_000_000_001, &MessageKey { thread_id: "", ..KEY });
         answered(&mut bytes, &[9, 3]);
+        delivery(&mut bytes, &[9, 10], r#"{"preview":"1"}"#);
         let mut records = Vec::new();
         let mut rest = &bytes[..];
         while !rest.is_empty() {
@@ -292,6 +317,7 @@ mod tests {
                 },
                 Record::Seen { seen_at: 1_750_000_000_001, key: MessageKey { thread_id: "", ..KEY } },
                 Record::Answered { seqs: vec![9, 3] },
+                Record::Delivery { seqs: vec![9, 10], body: r#"{"preview":"1"}"# },
             ]
         );
     }

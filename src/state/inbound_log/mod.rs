@@ -84,6 +84,14 @@ pub struct LoggedMessage {
     pub entry: Accepted,
 }
 
+/// A delivery ledger record, as read back from the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedDelivery {
+    /// The accepted messages whose reply it is about.
+    pub seqs: Vec<i64>,
+    pub body: String,
+}
+
 /// How well appends were grouped, for benchmarks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LogStats {
@@ -140,6 +148,12 @@ enum Op {
     },
     Answered {
         seqs: Vec<i64>,
+    },
+    /// A delivery ledger record; with `answered`, the same write also answers `seqs`.
+    Delivery {
+        seqs: Vec<i64>,
+        body: String,
+        answered: bool,
     },
 }
 
@@ -216,6 +230,34 @@ impl InboundLog {
             return Ok(());
         }
         self.submit(Op::Answered { seqs: seqs.to_vec() }).await.map(|_| ())
+    }
+
+    /// Appends a delivery ledger record about the run answering `seqs` (`body` is the
+    /// ledger's, not interpreted here). With `answered`, the same write records the
+    /// messages as answered: what the record says and their being done cannot be torn
+    /// apart by a crash.
+    pub async fn record_delivery(&self, seqs: &[i64], body: String, answered: bool) -> Result<(), LogError> {
+        self.submit(Op::Delivery { seqs: seqs.to_vec(), body, answered }).await.map(|_| ())
+    }
+
+    /// The delivery records of replies to messages not answered yet, in the order written.
+    /// Read once at start-up, to recover replies a previous process left unfinished.
+    pub fn deliveries(&self) -> Result<Vec<LoggedDelivery>, LogError> {
+        let log = lock(&self.shared.writer);
+        let bytes = log.read_all()?;
+        let whole = &bytes[..bytes.len().min(log.len as usize)];
+        let mut deliveries = Vec::new();
+        let scanned = file::scan(whole, |record| {
+            if let frame::Record::Delivery { seqs, body } = record
+                && seqs.iter().any(|seq| log.pending.contains(seq))
+            {
+                deliveries.push(LoggedDelivery { seqs, body: body.to_owned() });
+            }
+        });
+        if let Err((offset, error)) = scanned {
+            tracing::error!(path = %log.path.display(), offset, %error, "the inbound log is damaged past this point");
+        }
+        Ok(deliveries)
     }
 
     /// The accepted messages not answered yet, oldest first (read back from the file).
@@ -351,6 +393,14 @@ impl Shared {
                     Op::Answered { seqs } => {
                         frame::answered(&mut buffer, &seqs);
                         answered.extend(seqs);
+                        Verdict::IfWritten(Outcome::Recorded(None))
+                    }
+                    Op::Delivery { seqs, body, answered: done } => {
+                        frame::delivery(&mut buffer, &seqs, &body);
+                        if done {
+                            frame::answered(&mut buffer, &seqs);
+                            answered.extend(seqs);
+                        }
                         Verdict::IfWritten(Outcome::Recorded(None))
                     }
                 };

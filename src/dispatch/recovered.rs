@@ -1,0 +1,112 @@
+//! A run whose messages a killed process was already answering (SPEC §11): its reply is
+//! finished from the delivery ledger instead of being answered again.
+//!
+//! Before a run's agent starts, [`settle`] takes the recovered replies of its messages
+//! ([`DeliveryLedger::take`]):
+//! - a reply whose finals were recorded is delivered from the record (what is missing
+//!   only, the send that may have been in flight reconciled), and its messages are not run
+//!   again;
+//! - a reply that was still streaming leaves its preview, which the new run streams into
+//!   ([`Settled::preview`]) rather than leaving it frozen beside a second reply.
+//!
+//! It runs inside the session's lane, so the recovered reply keeps its place in the chat's
+//! order.
+
+use std::sync::Arc;
+
+use ferry_channel::MessageRef;
+
+use crate::channels::ChannelRegistry;
+use crate::metrics::{PreviewAction, metrics};
+use crate::queue::QueuedMessage;
+use crate::reply::finals::FinalsPlan;
+use crate::reply::ledger::{DeliveryLedger, OrphanPreview, RecoveredReply};
+use crate::reply::outbound::Schedulers;
+
+/// What is left of a run after its recovered replies were dealt with.
+pub(super) struct Settled {
+    /// The messages still to answer, oldest first.
+    pub messages: Vec<QueuedMessage>,
+    /// A preview a killed attempt at these messages left, to stream into.
+    pub preview: Option<Recovered>,
+    /// Every recovered reply delivered also answered its messages in the ledger.
+    pub answered: bool,
+}
+
+/// A recovered preview and where it is.
+pub(super) struct Recovered {
+    pub channel: String,
+    pub account_id: String,
+    pub message: MessageRef,
+}
+
+pub(super) async fn settle(
+    ledger: &DeliveryLedger,
+    channels: &ChannelRegistry,
+    schedulers: &Schedulers,
+    messages: Vec<QueuedMessage>,
+) -> Settled {
+    let ids: Vec<i64> = messages.iter().map(|message| message.id).collect();
+    let recovered = ledger.take(&ids);
+    let mut answered = true;
+    let mut preview = None;
+    for reply in &recovered {
+        match (&reply.finals, &reply.preview) {
+            (Some(_), _) => answered &= finish(ledger, channels, schedulers, reply).await,
+            (None, Some(message)) if preview.is_none() => {
+                preview = Some(Recovered {
+                    channel: reply.channel.clone(),
+                    account_id: reply.account_id.clone(),
+                    message: message.clone(),
+                });
+            }
+            (None, Some(message)) => {
+                let orphan = OrphanPreview {
+                    channel: reply.channel.clone(),
+                    account_id: reply.account_id.clone(),
+                    message: message.clone(),
+                };
+                delete_orphan(channels, schedulers, &orphan).await;
+            }
+            (None, None) => {}
+        }
+    }
+    let messages: Vec<QueuedMessage> =
+        messages.into_iter().filter(|message| !ledger.is_finished(message.id)).collect();
+    Settled { messages, preview, answered }
+}
+
+/// Delivers a recovered reply's recorded finals. Returns whether the record completing it
+/// was written.
+async fn finish(
+    ledger: &DeliveryLedger,
+    channels: &ChannelRegistry,
+    schedulers: &Schedulers,
+    reply: &Arc<RecoveredReply>,
+) -> bool {
+    // Delivered or not, these messages are not run again: their answer was written.
+    ledger.finished(&reply.seqs);
+    let Some(finals) = &reply.finals else { return false };
+    let Some(channel) = channels.get(&reply.channel, Some(&reply.account_id)) else {
+        tracing::warn!(channel = %reply.channel, account = %reply.account_id, "a reply left unfinished cannot be completed: its channel is not connected");
+        return false;
+    };
+    let plan = FinalsPlan::resume(reply, finals);
+    let action = plan.preview.as_ref().map(|_| if plan.edit_in_place { PreviewAction::Finalized } else { PreviewAction::Deleted });
+    tracing::info!(channel = %reply.channel, seqs = ?reply.seqs, delivered = reply.delivered.len(), of = finals.messages.len(), "completing a reply left unfinished by the last shutdown");
+    let recorder = ledger.recorder(reply.seqs.clone());
+    let outcome = plan.deliver(&schedulers.for_channel(&channel), Some(&recorder)).await;
+    if let Some(action) = action {
+        metrics().preview_recovered(&reply.channel, action);
+    }
+    outcome.answered
+}
+
+/// Deletes a preview nothing will stream into any more.
+pub(super) async fn delete_orphan(channels: &ChannelRegistry, schedulers: &Schedulers, orphan: &OrphanPreview) {
+    let Some(channel) = channels.get(&orphan.channel, Some(&orphan.account_id)) else { return };
+    match schedulers.for_channel(&channel).delete(orphan.message.clone()).await {
+        Ok(_) => metrics().preview_recovered(&orphan.channel, PreviewAction::Deleted),
+        Err(error) => tracing::warn!(channel = %orphan.channel, %error, "cannot delete a preview left by the last shutdown"),
+    }
+}

@@ -1,0 +1,149 @@
+//! The delivery ledger (SPEC §11): what became of each run's reply, written into the state
+//! directory's inbound log beside the messages it answers, with the log's group commit.
+//!
+//! The inbound log makes sure no accepted message is lost; the ledger makes sure none is
+//! answered twice and no preview is left half-written when the process dies mid-reply:
+//!
+//! - a run's preview message id is recorded as soon as the platform gives it
+//!   ([`LedgerEvent::Preview`]): after a restart the run's next attempt streams into that
+//!   message again instead of leaving it frozen beside a second reply;
+//! - a finished run's final messages are recorded before the first is sent
+//!   ([`LedgerEvent::Finals`]) and each one once the platform has it
+//!   ([`LedgerEvent::Delivered`]): after a restart only what is missing is sent, under the
+//!   same idempotency keys, without asking the model again;
+//! - the record that completes the reply also marks its messages answered, in the same
+//!   write: "answered" means "final delivered".
+//!
+//! At start-up, before any channel starts, [`DeliveryLedger::recover`] folds the records
+//! of unanswered messages ([`recovery`]); the executor then takes a run's recovered reply
+//! with [`DeliveryLedger::take`] when the run's messages come up in their session lane.
+
+pub mod record;
+pub mod recovery;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+pub use record::LedgerEvent;
+pub use recovery::{OrphanPreview, RecordedFinals, RecoveredReply};
+
+use crate::state::inbound_log::{InboundLog, LogError};
+
+/// The ledger of one state directory. Cheap to clone.
+#[derive(Clone)]
+pub struct DeliveryLedger {
+    log: InboundLog,
+    recovered: Arc<Mutex<Recovered>>,
+}
+
+#[derive(Default)]
+struct Recovered {
+    /// Unfinished replies of the previous process, by the messages they answer; each is
+    /// handed out once.
+    by_seq: HashMap<i64, Arc<RecoveredReply>>,
+    /// Messages whose recovered reply was delivered: a later run of theirs has nothing
+    /// left to say (a follow-up batch that split differently after the restart).
+    finished: HashSet<i64>,
+}
+
+impl DeliveryLedger {
+    pub fn new(log: InboundLog) -> Self {
+        Self { log, recovered: Arc::default() }
+    }
+
+    /// Reads what the previous process left unfinished. Call it once at start-up, before
+    /// any channel starts (what this process records itself is not recovered). Returns the
+    /// previews nothing will reuse, to be deleted once their channels are up.
+    pub fn recover(&self) -> Result<Vec<OrphanPreview>, LogError> {
+        let recovery = recovery::fold(self.log.deliveries()?);
+        if !recovery.by_seq.is_empty() {
+            tracing::info!(
+                messages = recovery.by_seq.len(),
+                orphans = recovery.orphans.len(),
+                "replies left unfinished by the last shutdown will be completed"
+            );
+        }
+        self.lock().by_seq = recovery.by_seq;
+        Ok(recovery.orphans)
+    }
+
+    /// The recovered replies of the messages `seqs` (each reply once, in order of its
+    /// first message). Taken: a later call does not return them again.
+    pub fn take(&self, seqs: &[i64]) -> Vec<Arc<RecoveredReply>> {
+        let mut recovered = self.lock();
+        if recovered.by_seq.is_empty() {
+            return Vec::new();
+        }
+        let mut taken: Vec<Arc<RecoveredReply>> = Vec::new();
+        for seq in seqs {
+            if let Some(reply) = recovered.by_seq.remove(seq) {
+                for other in &reply.seqs {
+                    recovered.by_seq.remove(other);
+                }
+                if !taken.iter().any(|known| Arc::ptr_eq(known, &reply)) {
+                    taken.push(reply);
+                }
+            }
+        }
+        taken
+    }
+
+    /// Remembers that the recovered reply to `seqs` was delivered.
+    pub fn finished(&self, seqs: &[i64]) {
+        self.lock().finished.extend(seqs);
+    }
+
+    /// Whether a recovered reply already answered message `seq`.
+    pub fn is_finished(&self, seq: i64) -> bool {
+        let recovered = self.lock();
+        !recovered.finished.is_empty() && recovered.finished.contains(&seq)
+    }
+
+    /// A recorder for the reply to the messages `seqs`.
+    pub fn recorder(&self, seqs: Vec<i64>) -> Recorder {
+        Recorder { log: self.log.clone(), seqs: seqs.into() }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Recovered> {
+        self.recovered.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Writes the ledger records of one reply. Cheap to clone.
+#[derive(Clone)]
+pub struct Recorder {
+    log: InboundLog,
+    seqs: Arc<[i64]>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder").field("seqs", &self.seqs).finish_non_exhaustive()
+    }
+}
+
+impl Recorder {
+    /// The messages the reply answers.
+    pub fn seqs(&self) -> &[i64] {
+        &self.seqs
+    }
+
+    /// A stable name for the reply across restarts, for idempotency keys that must survive
+    /// one (a preview's first send): the first message it answers.
+    pub fn reply_key(&self) -> String {
+        format!("m{}", self.seqs.first().copied().unwrap_or_default())
+    }
+
+    /// Records `event`; with `done`, the same write marks the reply's messages answered.
+    /// Returns whether it was written. A failed write is logged and the reply goes on: the
+    /// user's answer matters more than its record, and the journal still has the messages.
+    pub async fn record(&self, event: &LedgerEvent, done: bool) -> bool {
+        match self.log.record_delivery(&self.seqs, event.encode(), done).await {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(seqs = ?self.seqs, %error, "cannot write to the delivery ledger; a restart now may repeat this reply");
+                false
+            }
+        }
+    }
+}

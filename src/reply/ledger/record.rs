@@ -1,0 +1,46 @@
+//! What the delivery ledger writes about a run's reply, one event a record.
+//!
+//! Events are JSON inside the inbound log's `Delivery` frames: they are written a few times
+//! per run (not per streamed token), read back only after a crash, and must stay readable
+//! across versions, so a self-describing format wins over a compact one.
+
+use ferry_channel::{MarkupDialect, MessageRef, OutboundMessage};
+use serde::{Deserialize, Serialize};
+
+/// One step in the delivery of a run's reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum LedgerEvent {
+    /// The run's preview message exists on the platform (written as soon as its id is known,
+    /// so a restart can stream into it again or delete it, never leave it frozen).
+    Preview { channel: String, account_id: String, message: MessageRef },
+    /// The reply's final messages, shaped, rendered and split, written before the first is
+    /// sent: a restart delivers exactly these (under the same idempotency keys) instead of
+    /// asking the model again.
+    Finals {
+        channel: String,
+        account_id: String,
+        messages: Vec<OutboundMessage>,
+        /// The preview the finals replace, if the run streamed one.
+        preview: Option<MessageRef>,
+        /// The one final is edited into the preview rather than sent.
+        edit_in_place: bool,
+        /// The channel's markup, for the plain-text resend of a rejected final.
+        markup: MarkupDialect,
+    },
+    /// Final `index` is on the platform as `message_id`.
+    Delivered { index: usize, message_id: String },
+    /// The preview was deleted (the finals were sent as messages of their own).
+    PreviewGone,
+}
+
+impl LedgerEvent {
+    pub fn encode(&self) -> String {
+        // A derived `Serialize` of plain data into a string cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    pub fn decode(body: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(body)
+    }
+}

@@ -1,0 +1,214 @@
+//! Reading the ledger back after a restart: what each unanswered message's reply had come
+//! to when the previous process stopped.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use ferry_channel::{MarkupDialect, MessageRef, OutboundMessage};
+
+use super::record::LedgerEvent;
+use crate::state::inbound_log::LoggedDelivery;
+
+/// A reply a previous process left unfinished.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveredReply {
+    /// The messages the reply answers.
+    pub seqs: Vec<i64>,
+    pub channel: String,
+    pub account_id: String,
+    /// Its preview message, unless it was deleted.
+    pub preview: Option<MessageRef>,
+    /// Its final messages, if the run had finished.
+    pub finals: Option<RecordedFinals>,
+    /// Finals already on the platform: index → message id.
+    pub delivered: BTreeMap<usize, String>,
+}
+
+/// The final messages of a finished run, as recorded before the first was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedFinals {
+    pub messages: Vec<OutboundMessage>,
+    pub edit_in_place: bool,
+    pub markup: MarkupDialect,
+}
+
+/// A preview nothing will stream into or finalize any more: it is deleted at start-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrphanPreview {
+    pub channel: String,
+    pub account_id: String,
+    pub message: MessageRef,
+}
+
+/// What [`fold`] found.
+#[derive(Debug, Default)]
+pub struct Recovery {
+    /// Each unanswered message's latest reply.
+    pub by_seq: HashMap<i64, Arc<RecoveredReply>>,
+    pub orphans: Vec<OrphanPreview>,
+}
+
+/// Folds the ledger records of unanswered messages into one reply per run. A message that
+/// several runs tried (a process killed more than once) belongs to the latest; previews of
+/// the earlier ones that nothing reuses are orphans.
+pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
+    let mut replies: Vec<(usize, RecoveredReply)> = Vec::new();
+    let mut replaced: Vec<OrphanPreview> = Vec::new();
+    for (order, LoggedDelivery { seqs, body }) in deliveries.into_iter().enumerate() {
+        let event = match LedgerEvent::decode(&body) {
+            Ok(event) => event,
+            Err(error) => {
+                tracing::warn!(?seqs, %error, "a delivery ledger record does not decode; skipping it");
+                continue;
+            }
+        };
+        let index = match replies.iter().position(|(_, reply)| reply.seqs == seqs) {
+            Some(index) => index,
+            None => {
+                replies.push((0, RecoveredReply::empty(seqs)));
+                replies.len() - 1
+            }
+        };
+        let (last, reply) = &mut replies[index];
+        *last = order;
+        match event {
+            LedgerEvent::Preview { channel, account_id, message } => {
+                if let Some(old) = reply.preview.replace(message.clone())
+                    && old != message
+                {
+                    replaced.push(OrphanPreview { channel: channel.clone(), account_id: account_id.clone(), message: old });
+                }
+                (reply.channel, reply.account_id) = (channel, account_id);
+            }
+            LedgerEvent::Finals { channel, account_id, messages, preview, edit_in_place, markup } => {
+                (reply.channel, reply.account_id) = (channel, account_id);
+                reply.preview = preview;
+                reply.finals = Some(RecordedFinals { messages, edit_in_place, markup });
+            }
+            LedgerEvent::Delivered { index, message_id } => {
+                reply.delivered.insert(index, message_id);
+            }
+            LedgerEvent::PreviewGone => reply.preview = None,
+        }
+    }
+    // Each message goes with the reply written to last.
+    let mut latest: HashMap<i64, usize> = HashMap::new();
+    for (index, (last, reply)) in replies.iter().enumerate() {
+        for seq in &reply.seqs {
+            let keep = latest.get(seq).is_none_or(|&other| replies[other].0 < *last);
+            if keep {
+                latest.insert(*seq, index);
+            }
+        }
+    }
+    let live: Vec<bool> = (0..replies.len()).map(|index| latest.values().any(|&chosen| chosen == index)).collect();
+    let live_previews: Vec<MessageRef> = replies
+        .iter()
+        .zip(&live)
+        .filter(|(_, live)| **live)
+        .filter_map(|((_, reply), _)| reply.preview.clone())
+        .collect();
+    let mut orphans: Vec<OrphanPreview> = replaced;
+    for ((_, reply), live) in replies.iter().zip(&live) {
+        if !live && let Some(preview) = &reply.preview {
+            orphans.push(OrphanPreview {
+                channel: reply.channel.clone(),
+                account_id: reply.account_id.clone(),
+                message: preview.clone(),
+            });
+        }
+    }
+    orphans.retain(|orphan| !live_previews.contains(&orphan.message));
+    orphans.dedup();
+    let shared: Vec<Option<Arc<RecoveredReply>>> =
+        replies.into_iter().zip(live).map(|((_, reply), live)| live.then(|| Arc::new(reply))).collect();
+    let by_seq = latest.into_iter().filter_map(|(seq, index)| Some((seq, shared[index].clone()?))).collect();
+    Recovery { by_seq, orphans }
+}
+
+impl RecoveredReply {
+    fn empty(seqs: Vec<i64>) -> Self {
+        Self {
+            seqs,
+            channel: String::new(),
+            account_id: String::new(),
+            preview: None,
+            finals: None,
+            delivered: BTreeMap::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ferry_channel::{ChatKind, ChatRef, Target};
+
+    use super::*;
+
+    fn preview(id: &str) -> MessageRef {
+        MessageRef { target: Target { chat: ChatRef::new(ChatKind::Direct, "7"), thread_id: None }, message_id: id.into() }
+    }
+
+    fn record(seqs: &[i64], event: LedgerEvent) -> LoggedDelivery {
+        LoggedDelivery { seqs: seqs.to_vec(), body: event.encode() }
+    }
+
+    fn shown(id: &str) -> LedgerEvent {
+        LedgerEvent::Preview { channel: "telegram".into(), account_id: "default".into(), message: preview(id) }
+    }
+
+    #[test]
+    fn a_run_killed_mid_stream_leaves_its_preview_to_reuse() {
+        let recovery = fold(vec![record(&[5, 6], shown("100"))]);
+        let reply = &recovery.by_seq[&5];
+        assert_eq!(reply.preview, Some(preview("100")));
+        assert!(Arc::ptr_eq(reply, &recovery.by_seq[&6]));
+        assert!(reply.finals.is_none() && recovery.orphans.is_empty());
+    }
+
+    #[test]
+    fn finals_and_their_deliveries_fold_into_one_reply() {
+        let finals = LedgerEvent::Finals {
+            channel: "telegram".into(),
+            account_id: "default".into(),
+            messages: vec![OutboundMessage::text(preview("1").target, "a"), OutboundMessage::text(preview("1").target, "b")],
+            preview: Some(preview("100")),
+            edit_in_place: false,
+            markup: MarkupDialect::TelegramHtml,
+        };
+        let recovery = fold(vec![
+            record(&[5], shown("100")),
+            record(&[5], finals),
+            record(&[5], LedgerEvent::Delivered { index: 0, message_id: "101".into() }),
+        ]);
+        let reply = &recovery.by_seq[&5];
+        assert_eq!(reply.finals.as_ref().map(|finals| finals.messages.len()), Some(2));
+        assert_eq!(reply.delivered, BTreeMap::from([(0, "101".to_owned())]));
+        assert_eq!(reply.preview, Some(preview("100")));
+    }
+
+    #[test]
+    fn a_newer_run_of_the_same_messages_wins_and_an_unused_older_preview_is_an_orphan() {
+        let recovery = fold(vec![
+            record(&[5], shown("100")),
+            record(&[5, 6], shown("200")),
+            record(&[5], LedgerEvent::Preview { channel: "telegram".into(), account_id: "default".into(), message: preview("300") }),
+        ]);
+        // [5] was written to last: it owns message 5; [5, 6] still owns 6.
+        assert_eq!(recovery.by_seq[&5].preview, Some(preview("300")));
+        assert_eq!(recovery.by_seq[&6].preview, Some(preview("200")));
+        let orphans: Vec<&str> = recovery.orphans.iter().map(|orphan| orphan.message.message_id.as_str()).collect();
+        assert_eq!(orphans, ["100"], "replaced by 300 and reused by nothing");
+    }
+
+    #[test]
+    fn a_deleted_preview_is_neither_reused_nor_an_orphan_and_garbage_is_skipped() {
+        let recovery = fold(vec![
+            record(&[5], shown("100")),
+            LoggedDelivery { seqs: vec![5], body: "{not json".into() },
+            record(&[5], LedgerEvent::PreviewGone),
+        ]);
+        assert_eq!(recovery.by_seq[&5].preview, None);
+        assert!(recovery.orphans.is_empty());
+    }
+}
