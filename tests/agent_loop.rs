@@ -28,6 +28,7 @@ fn settings() -> RunSettings {
         idle_timeout: Duration::from_secs(30),
         max_tool_rounds: 5,
         retry: RetryPolicy { max_retries: 1, base_delay: Duration::from_millis(50), max_delay: Duration::from_secs(5) },
+        retry_after_output: RetryPolicy::after_output(Duration::from_millis(50)),
         compaction_reserve_tokens: 20_000,
     }
 }
@@ -343,20 +344,41 @@ fn runner_with(provider: Arc<dyn ModelProvider>) -> (AgentRunner, tempfile::Temp
 }
 
 #[tokio::test]
-async fn a_stream_cut_after_output_began_is_not_retried() {
+async fn a_stream_cut_after_output_began_is_asked_again_from_the_start() {
     let fake = FakeOpenAi::start().await.unwrap();
     fake.push(Turn::cut(Reply::text(["partial ", "answer ", "never finished"]), 2));
-    fake.push(Turn::text(["second attempt"]));
+    fake.push(Turn::text(["second ", "attempt"]));
     let (runner, _workspace) = runner(openai(&fake), settings());
 
     let (outcome, events) = run(&runner, RunRequest::new("k", "hi")).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(fake.requests().len(), 2, "asked again after the cut");
+    assert_eq!(outcome.payloads.len(), 1, "{:?}", outcome.payloads);
+    assert_eq!(outcome.payloads[0].text, "second attempt");
+    let restarts = events
+        .iter()
+        .filter(|event| matches!(&event.stream, AgentStream::Assistant(AssistantEvent::Restart { attempt: 1 })))
+        .count();
+    assert_eq!(restarts, 1, "listeners are told the message starts over");
+    assert_eq!(deltas(&events).last().unwrap().1, "second attempt", "the text so far restarts with it");
+}
+
+#[tokio::test]
+async fn a_stream_that_keeps_failing_after_output_gives_up_after_two_more_attempts() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    for _ in 0..3 {
+        fake.push(Turn::cut(Reply::text(["partial ", "answer ", "never finished"]), 2));
+    }
+    fake.push(Turn::text(["never asked for"]));
+    let (runner, _workspace) = runner(openai(&fake), settings());
+
+    let (outcome, _events) = run(&runner, RunRequest::new("k", "hi")).await;
     assert!(
-        matches!(outcome.status, RunStatus::Failed { error: ProviderError::Stream { .. } }),
+        matches!(&outcome.status, RunStatus::Failed { error } if error.is_transient()),
         "{:?}",
         outcome.status
     );
-    assert_eq!(fake.requests().len(), 1, "no second request once output was shown");
-    assert_eq!(deltas(&events).last().unwrap().1, "partial answer ");
+    assert_eq!(fake.requests().len(), 3, "the first call and two more");
     assert!(outcome.payloads[0].text.contains("cut off"));
 }
 
@@ -377,13 +399,14 @@ async fn a_stream_cut_before_any_output_is_retried() {
 async fn an_idle_stream_is_aborted() {
     let fake = FakeOpenAi::start().await.unwrap();
     fake.push(Turn::stall(Reply::text(["thinking...", "never"]), 1));
-    let settings = RunSettings { idle_timeout: Duration::from_millis(300), ..settings() };
+    let no_retry = RetryPolicy { max_retries: 0, ..RetryPolicy::default() };
+    let settings = RunSettings { idle_timeout: Duration::from_millis(300), retry_after_output: no_retry, ..settings() };
     let (runner, _workspace) = runner(openai(&fake), settings);
 
     let (outcome, events) = run(&runner, RunRequest::new("k", "hi")).await;
     assert!(matches!(outcome.status, RunStatus::Failed { error: ProviderError::Idle(_) }), "{:?}", outcome.status);
     assert!(matches!(terminal(&events), LifecycleEvent::Error { error, .. } if error.contains("sent nothing")));
-    assert_eq!(fake.requests().len(), 1, "idle streams are not retried");
+    assert_eq!(fake.requests().len(), 1, "not retried when the policy allows no retry after output");
 }
 
 #[tokio::test]

@@ -89,6 +89,9 @@ pub enum AssistantEvent {
     TextEnd { text: String },
     /// The assistant message is complete.
     MessageEnd { text: String },
+    /// The model failed after part of this message was shown and is asked again: the
+    /// message starts over, and the next `delta`'s `text` replaces what was shown.
+    Restart { attempt: u32 },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

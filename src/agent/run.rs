@@ -23,7 +23,7 @@ use tracing::Instrument;
 
 use super::compaction::Compactor;
 use super::conversation::{ChatMessage, ToolCall, Usage};
-use super::events::{AgentEvent, EventBus, LifecycleEvent, RunEvents, ToolEvent, truncate_for_event};
+use super::events::{AgentEvent, AssistantEvent, EventBus, LifecycleEvent, RunEvents, ToolEvent, truncate_for_event};
 use super::prompt::{BootstrapCache, system_prompt};
 use super::providers::{ModelRequest, ProviderError, ResolvedModel, RetryPolicy};
 use super::skills::{SkillsCache, SkillsSnapshot};
@@ -47,6 +47,10 @@ pub struct RunSettings {
     /// Model ↔ tool rounds before the model must answer without tools.
     pub max_tool_rounds: u32,
     pub retry: RetryPolicy,
+    /// Retries of a model call that failed transiently after part of its reply was shown
+    /// (a stall, a cut stream, a 5xx): the reply is streamed again from the start into the
+    /// same place (issue 17).
+    pub retry_after_output: RetryPolicy,
     /// Tokens kept free below the model's context window (`agents.defaults.compaction`).
     pub compaction_reserve_tokens: u32,
 }
@@ -58,6 +62,7 @@ impl RunSettings {
             idle_timeout: Duration::from_secs(defaults.model_idle_timeout_seconds),
             max_tool_rounds: defaults.max_tool_rounds,
             retry: RetryPolicy::default(),
+            retry_after_output: RetryPolicy::after_output(Duration::from_millis(defaults.model_retry_after_output_ms)),
             compaction_reserve_tokens: defaults.compaction.reserve_tokens,
         }
     }
@@ -433,6 +438,7 @@ impl AgentRunner {
     ) -> Result<AssistantTurn, ProviderError> {
         let settings = &self.inner.parts.settings;
         let mut attempt = 0;
+        let mut shown_retries = 0;
         loop {
             let mut turn = TurnAccumulator::default();
             let mut call = self.inner.model_metrics.request();
@@ -445,6 +451,18 @@ impl AgentRunner {
                     tracing::warn!(%error, attempt = attempt + 1, delay_ms = delay.as_millis() as u64, "model call failed; retrying");
                     tokio::time::sleep(delay).await;
                     attempt += 1;
+                }
+                // Part of the reply is on screen, but no tool ran from this call (its calls
+                // run only once the stream is whole): the reply is asked for again and
+                // streamed from the start into the same place.
+                Err(error) if error.is_transient() && !turn.has_tool_calls() => {
+                    let Some(delay) = settings.retry_after_output.delay(shown_retries, error.retry_after()) else {
+                        return Err(error);
+                    };
+                    shown_retries += 1;
+                    tracing::warn!(%error, attempt = shown_retries, delay_ms = delay.as_millis() as u64, "the model failed after part of its reply was shown; asking again");
+                    tokio::time::sleep(delay).await;
+                    events.assistant(AssistantEvent::Restart { attempt: shown_retries });
                 }
                 // Sent again after a compaction, it would show its output twice.
                 Err(ProviderError::ContextOverflow { message }) if turn.has_shown_output() => {

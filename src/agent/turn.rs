@@ -33,6 +33,11 @@ impl TurnAccumulator {
         self.shown
     }
 
+    /// Whether the model started calling a tool in this reply.
+    pub fn has_tool_calls(&self) -> bool {
+        !self.calls.is_empty()
+    }
+
     pub fn is_stopped(&self) -> bool {
         self.stop.is_some()
     }

@@ -92,6 +92,9 @@ pub struct AgentDefaults {
     pub timeout_seconds: u64,
     /// A model stream that sends nothing for this long is aborted.
     pub model_idle_timeout_seconds: u64,
+    /// A model call that fails for a passing reason after part of its reply was shown is
+    /// asked again twice: after this many milliseconds, then after twice as many.
+    pub model_retry_after_output_ms: u64,
     /// Model ↔ tool rounds in one run before the model must answer without tools.
     pub max_tool_rounds: u32,
     /// Runs in flight at once across all sessions (the global lane).
@@ -114,6 +117,7 @@ impl Default for AgentDefaults {
             model: None,
             timeout_seconds: 600,
             model_idle_timeout_seconds: 120,
+            model_retry_after_output_ms: 10_000,
             max_tool_rounds: 20,
             max_concurrent: 4,
             block_streaming: false,

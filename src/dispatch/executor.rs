@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use super::overrides::OverridesCache;
 use super::recovered::{self, Settled, delete_orphan};
 use crate::agent::tools::Origin;
-use crate::agent::{AgentRunner, RunRequest};
+use crate::agent::{AgentRunner, RunRequest, RunStatus};
 use crate::channels::ChannelRegistry;
 use crate::config::{Config, StreamingMode};
 use crate::metrics::{PreviewAction, metrics};
@@ -103,7 +103,7 @@ impl RunExecutor for AgentExecutor {
             let slot = job.global.enter(key);
             let reset = &self.config.session.reset;
             return match run_in_session(&self.runner, self.store.as_ref(), reset, request, None, slot).await {
-                Ok(outcome) => RunReport { unconsumed_steer: outcome.unconsumed_steer, answered: false },
+                Ok(outcome) => RunReport { unconsumed_steer: outcome.unconsumed_steer, ..RunReport::default() },
                 Err(error) => {
                     tracing::error!(session_key = key, %error, "cannot resolve the session; telling the user");
                     store_trouble(&scheduler, target, &run_id).await;
@@ -134,7 +134,7 @@ impl RunExecutor for AgentExecutor {
             run_in_session(&self.runner, self.store.as_ref(), reset, request, Some(events), slot),
             turn.follow(followed)
         );
-        let outcome = match outcome {
+        let mut outcome = match outcome {
             Ok(outcome) => outcome,
             Err(error) => {
                 tracing::error!(session_key = key, %error, "cannot resolve the session; telling the user");
@@ -142,10 +142,26 @@ impl RunExecutor for AgentExecutor {
                 return RunReport::default();
             }
         };
-        let answered = turn.deliver(&outcome).await && answered;
-        RunReport { unconsumed_steer: outcome.unconsumed_steer, answered }
+        // The model failed for a passing reason even after its retries: the messages are
+        // kept for later rather than dropped, and the user is told so. The notice is not the
+        // answer, so it is not recorded as one.
+        let keep = matches!(&outcome.status, RunStatus::Failed { error } if error.is_transient());
+        if keep {
+            if let Some(notice) = outcome.payloads.iter_mut().rev().find(|payload| payload.is_error) {
+                // "Please try again" no longer holds: Ferry will.
+                let problem = notice.text.split(" Please ").next().unwrap_or_default();
+                notice.text = format!("{problem} {KEPT_FOR_LATER}");
+            }
+            turn = turn.without_recorder();
+        }
+        let delivered = turn.deliver(&outcome).await;
+        let retry_later = if keep { job.messages } else { Vec::new() };
+        RunReport { unconsumed_steer: outcome.unconsumed_steer, answered: delivered && answered && !keep, retry_later }
     }
 }
+
+/// Added to the notice of a run the model failed for a passing reason.
+const KEPT_FOR_LATER: &str = "I kept your message and will answer it together with your next one.";
 
 /// Tells the user their conversation could not be loaded (the run did not start).
 async fn store_trouble(scheduler: &OutboundScheduler, target: Target, run_id: &str) {

@@ -58,6 +58,10 @@ pub struct RunReport {
     /// The run's messages were already marked answered, in the same write that recorded
     /// their reply delivered (the delivery ledger): the journal needs no second write.
     pub answered: bool,
+    /// Messages the run could not answer for a passing reason (the model failed even after
+    /// retries): they stay journaled and are answered with the session's next message, or
+    /// after a restart, instead of being dropped.
+    pub retry_later: Vec<QueuedMessage>,
 }
 
 /// Does the runs the scheduler starts (the dispatcher: agent run + reply).
@@ -137,6 +141,9 @@ struct Lane {
     generation: u64,
     /// After an interrupt the next run starts without a quiet window.
     skip_quiet: bool,
+    /// Messages a failed run left for later ([`RunReport::retry_later`]): they join the
+    /// session's next run, which only a new message starts.
+    parked: Vec<QueuedMessage>,
 }
 
 struct Active {
@@ -275,8 +282,9 @@ impl Scheduler {
             match lanes.get_mut(session_key) {
                 None => Stopped { aborted_run: false, cleared: 0 },
                 Some(lane) => {
-                    let cleared = lane.pending.len();
+                    let cleared = lane.pending.len() + lane.parked.len();
                     effects.remove.extend(lane.pending.drain_all().map(|item| item.id));
+                    effects.remove.extend(lane.parked.drain(..).map(|item| item.id));
                     lane.dropped_summaries.clear();
                     lane.skip_quiet = false;
                     let aborted_run = match &lane.active {
@@ -348,7 +356,12 @@ impl Scheduler {
         Some(lane.pending.drain_front(take).collect())
     }
 
-    fn start_job(&self, key: &str, lane: &mut Lane, batch: Vec<QueuedMessage>) -> (String, RunJob, u64) {
+    fn start_job(&self, key: &str, lane: &mut Lane, mut batch: Vec<QueuedMessage>) -> (String, RunJob, u64) {
+        if !lane.parked.is_empty() {
+            let mut parked = std::mem::take(&mut lane.parked);
+            parked.append(&mut batch);
+            batch = parked;
+        }
         let token = self.inner.next_token.fetch_add(1, Ordering::Relaxed);
         let prompt = follow_up_prompt(&batch, &lane.dropped_summaries);
         lane.dropped_summaries.clear();
@@ -369,7 +382,8 @@ impl Scheduler {
 
     /// The active run of `key` ended: forget what it answered and decide what runs next.
     async fn finished(&self, key: &str, token: u64, answered: Vec<i64>, report: RunReport) {
-        let remove = if report.answered { Vec::new() } else { answered };
+        let kept: Vec<i64> = report.retry_later.iter().map(|message| message.id).collect();
+        let remove = if report.answered { Vec::new() } else { answered.into_iter().filter(|id| !kept.contains(id)).collect() };
         let mut effects = Effects { remove, ..Effects::default() };
         {
             let mut lanes = self.lanes();
@@ -380,6 +394,7 @@ impl Scheduler {
                 // after the restart.
                 return;
             }
+            lane.parked.extend(report.retry_later);
             let mut steered = active.steered;
             let unconsumed = report.unconsumed_steer.len().min(steered.len());
             let returned = steered.split_off(steered.len() - unconsumed);
@@ -388,7 +403,9 @@ impl Scheduler {
                 lane.pending.push_front(item);
             }
             if lane.pending.is_empty() {
-                lanes.remove(key);
+                if lane.parked.is_empty() {
+                    lanes.remove(key);
+                }
             } else if lane.skip_quiet {
                 if let Some(batch) = Self::next_batch(lane) {
                     effects.start = Some(self.start_job(key, lane, batch));
@@ -503,6 +520,7 @@ impl Lane {
             dropped_summaries: Vec::new(),
             generation: 0,
             skip_quiet: false,
+            parked: Vec::new(),
         }
     }
 }

@@ -101,6 +101,8 @@ impl ChatEvents {
                 text.clone_into(&mut self.text);
             }
             AgentStream::Assistant(AssistantEvent::Reasoning { .. }) => {}
+            // The message starts over; the next delta's text replaces what was shown.
+            AgentStream::Assistant(AssistantEvent::Restart { .. }) => self.text.clear(),
             AgentStream::Tool(ToolEvent::Start { name, tool_call_id, args }) => {
                 let elsewhere = ["channel", "to"].iter().any(|key| args.get(key).is_some_and(|v| !v.is_null()));
                 if name == MESSAGE_TOOL && !elsewhere {

@@ -140,6 +140,13 @@ impl ReplyTurn {
         self
     }
 
+    /// Stops recording in the ledger: what is delivered next is not the reply (a notice
+    /// that the run failed and its messages are kept for later).
+    pub fn without_recorder(mut self) -> Self {
+        self.recorder = None;
+        self
+    }
+
     /// Streams into `preview`, left by an earlier attempt at this reply that a restart cut
     /// short. Returns `false` when this turn streams no preview (the caller deletes it).
     pub fn adopt_preview(&mut self, preview: MessageRef) -> bool {
@@ -202,6 +209,16 @@ impl ReplyTurn {
                     AssistantEvent::TextEnd { .. } => chunker.text_end(),
                     AssistantEvent::MessageEnd { .. } => chunker.message_end(),
                     AssistantEvent::Reasoning { .. } => Vec::new(),
+                    // The message starts over: what the chunker holds back is dropped. Blocks
+                    // already sent stay (a platform message cannot be taken back).
+                    AssistantEvent::Restart { .. } => {
+                        if let Some(blocks) = self.style.blocks {
+                            *chunker = BlockChunker::new(blocks.limits, blocks.mode);
+                        }
+                        self.streamed.clear();
+                        self.last_block_end = 0;
+                        Vec::new()
+                    }
                 };
                 for block in ready {
                     let gap = self.streamed.get(self.last_block_end..block.source.start).unwrap_or("\n\n");

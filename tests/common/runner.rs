@@ -27,6 +27,7 @@ pub fn fake_model_runner(model_url: &str, workspace: &Path, channels: &ChannelRe
             idle_timeout: Duration::from_secs(30),
             max_tool_rounds: 5,
             retry: RetryPolicy::default(),
+            retry_after_output: RetryPolicy::after_output(Duration::from_secs(10)),
             compaction_reserve_tokens: 20_000,
         },
         workspace: workspace.to_owned(),

@@ -39,6 +39,13 @@ impl ProviderError {
         )
     }
 
+    /// Whether the failure is the provider's passing trouble rather than anything about the
+    /// request: worth asking again later (a stall, a cut stream, a 429 or 5xx, no connection),
+    /// even after part of the reply was shown, and worth keeping the user's message for.
+    pub fn is_transient(&self) -> bool {
+        self.is_retryable() || matches!(self, ProviderError::Idle(_))
+    }
+
     /// The wait the provider asked for, if any.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

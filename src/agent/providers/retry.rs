@@ -23,6 +23,14 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// After part of a reply was shown (issue 17): two more attempts, after `first` and then
+    /// twice that (by default 10 s and 20 s: about a minute with the failed calls), so a
+    /// provider's brief outage does not cost the user their answer; a longer one ends with
+    /// a notice and the message kept for later.
+    pub fn after_output(first: Duration) -> Self {
+        Self { max_retries: 2, base_delay: first, max_delay: first.saturating_mul(2).max(Duration::from_secs(60)) }
+    }
+
     /// How long to wait before retry number `attempt` (0-based), or `None` to give up.
     /// The provider's `retry-after` wins over the computed backoff.
     pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Option<Duration> {

@@ -369,3 +369,40 @@ async fn journaled_messages_are_restored_and_run_in_order() {
     assert_eq!(h.depth.get(), 0, "both run");
     assert_eq!(run.prompt, "[Queued messages while agent was busy]\n---\nQueued #1\none\n---\nQueued #2\ntwo");
 }
+
+#[tokio::test(start_paused = true)]
+async fn messages_a_failed_run_kept_stay_journaled_and_join_the_sessions_next_run() {
+    let mut h = Harness::new().await;
+    let first = h.message("a", "first").await;
+    let collect = settings(QueueMode::Collect);
+    h.scheduler.submit(first.clone(), collect).await;
+    let run = h.next_run().await;
+    run.finish.send(RunReport { retry_later: vec![first.clone()], ..RunReport::default() }).unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(h.journaled().await, 1, "kept in the journal for a restart");
+    assert!(h.started.try_recv().is_err(), "no run starts by itself: the model just failed");
+    assert_eq!(h.scheduler.busy_sessions(), 1, "the lane keeps the message");
+
+    let second = h.message("a", "second").await;
+    assert_eq!(h.scheduler.submit(second, collect).await.admission, Admission::Started);
+    let run = h.next_run().await;
+    assert_eq!(run.ids, [first.id, first.id + 1], "the kept message comes first");
+    assert!(run.prompt.contains("first") && run.prompt.contains("second"), "{}", run.prompt);
+    run.finish.send(RunReport::default()).unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(h.journaled().await, 0);
+    assert_eq!(h.scheduler.busy_sessions(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_whose_reply_record_answered_its_messages_needs_no_second_journal_write() {
+    let mut h = Harness::new().await;
+    let first = h.message("a", "first").await;
+    h.scheduler.submit(first, settings(QueueMode::Collect)).await;
+    let run = h.next_run().await;
+    run.finish.send(RunReport { answered: true, ..RunReport::default() }).unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // The test journal only learns of answers through `forget`: the ledger wrote this one.
+    assert_eq!(h.journaled().await, 1);
+    assert_eq!(h.scheduler.busy_sessions(), 0);
+}

@@ -160,3 +160,27 @@ async fn compaction_keeps_pending_messages_and_live_sightings_only() {
 }
 
 use std::io::Write as _;
+
+#[tokio::test]
+async fn delivery_records_of_unanswered_messages_survive_reopening_and_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let log = open(&dir);
+        for id in ["1", "2", "3"] {
+            accept(&log, id, T0).await;
+        }
+        log.record_delivery(&[1], "preview of 1".into(), false).await.unwrap();
+        log.record_delivery(&[2, 3], "finals of 2 and 3".into(), false).await.unwrap();
+        log.record_delivery(&[2, 3], "last final of 2 and 3".into(), true).await.unwrap();
+        assert_eq!(log.pending_count(), 1, "the completing record answered 2 and 3 in the same write");
+    }
+    let log = open(&dir);
+    assert_eq!(log.pending_count(), 1);
+    let bodies = |log: &InboundLog| log.deliveries().unwrap().into_iter().map(|d| (d.seqs, d.body)).collect::<Vec<_>>();
+    assert_eq!(bodies(&log), [(vec![1], "preview of 1".to_owned())], "only replies still unfinished");
+    log.compact_now().unwrap();
+    assert_eq!(bodies(&open(&dir)), [(vec![1], "preview of 1".to_owned())], "compaction keeps them");
+    log.answered(&[1]).await.unwrap();
+    log.compact_now().unwrap();
+    assert!(bodies(&open(&dir)).is_empty(), "and drops them once answered");
+}
