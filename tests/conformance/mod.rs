@@ -37,9 +37,12 @@
 //! Scenarios never sleep to let things settle: "nothing else was sent" is proven by a later
 //! message's answer arriving behind it (sends to one chat are FIFO).
 
+pub mod delivery;
 pub mod discord;
 pub mod slack;
 pub mod telegram;
+
+pub use delivery::*;
 
 use std::future::Future;
 use std::time::Duration;
@@ -381,6 +384,33 @@ macro_rules! conformance_suite {
             #[tokio::test]
             async fn a_rate_limit_storm_delays_but_loses_nothing() {
                 $crate::conformance::a_rate_limit_storm_delays_but_loses_nothing::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn a_crash_mid_stream_streams_the_retry_into_the_same_preview() {
+                $crate::conformance::a_crash_mid_stream_streams_the_retry_into_the_same_preview::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn a_reply_recorded_before_a_crash_is_delivered_without_asking_the_model_again() {
+                $crate::conformance::a_reply_recorded_before_a_crash_is_delivered_without_asking_the_model_again::<
+                    $platform,
+                >()
+                .await;
+            }
+
+            #[tokio::test]
+            async fn a_model_failure_after_visible_output_is_retried_into_the_same_preview() {
+                $crate::conformance::a_model_failure_after_visible_output_is_retried_into_the_same_preview::<
+                    $platform,
+                >()
+                .await;
+            }
+
+            #[tokio::test]
+            async fn a_message_the_model_kept_failing_on_is_answered_with_the_next_one() {
+                $crate::conformance::a_message_the_model_kept_failing_on_is_answered_with_the_next_one::<$platform>()
+                    .await;
             }
         }
     };
