@@ -373,11 +373,7 @@ async fn a_stream_that_keeps_failing_after_output_gives_up_after_two_more_attemp
     let (runner, _workspace) = runner(openai(&fake), settings());
 
     let (outcome, _events) = run(&runner, RunRequest::new("k", "hi")).await;
-    assert!(
-        matches!(&outcome.status, RunStatus::Failed { error } if error.is_transient()),
-        "{:?}",
-        outcome.status
-    );
+    assert!(matches!(&outcome.status, RunStatus::Failed { error } if error.is_transient()), "{:?}", outcome.status);
     assert_eq!(fake.requests().len(), 3, "the first call and two more");
     assert!(outcome.payloads[0].text.contains("cut off"));
 }

@@ -118,10 +118,14 @@ impl RunExecutor for AgentExecutor {
             .with_hooks(self.runner.hooks().clone())
             .with_recorder(recorder);
         if let Some(left) = left_preview {
-            if left.channel == channel.name() && left.account_id == channel.account_id() && turn.adopt_preview(left.message.clone()) {
+            if left.channel == channel.name()
+                && left.account_id == channel.account_id()
+                && turn.adopt_preview(left.message.clone())
+            {
                 metrics().preview_recovered(&left.channel, PreviewAction::Reused);
             } else {
-                let orphan = OrphanPreview { channel: left.channel, account_id: left.account_id, message: left.message };
+                let orphan =
+                    OrphanPreview { channel: left.channel, account_id: left.account_id, message: left.message };
                 delete_orphan(&self.channels, &self.schedulers, &orphan).await;
             }
         }

@@ -71,8 +71,7 @@ pub(super) async fn settle(
             (None, None) => {}
         }
     }
-    let messages: Vec<QueuedMessage> =
-        messages.into_iter().filter(|message| !ledger.is_finished(message.id)).collect();
+    let messages: Vec<QueuedMessage> = messages.into_iter().filter(|message| !ledger.is_finished(message.id)).collect();
     Settled { messages, preview, answered }
 }
 
@@ -92,7 +91,10 @@ async fn finish(
         return false;
     };
     let plan = FinalsPlan::resume(reply, finals);
-    let action = plan.preview.as_ref().map(|_| if plan.edit_in_place { PreviewAction::Finalized } else { PreviewAction::Deleted });
+    let action = plan
+        .preview
+        .as_ref()
+        .map(|_| if plan.edit_in_place { PreviewAction::Finalized } else { PreviewAction::Deleted });
     tracing::info!(channel = %reply.channel, seqs = ?reply.seqs, delivered = reply.delivered.len(), of = finals.messages.len(), "completing a reply left unfinished by the last shutdown");
     let recorder = ledger.recorder(reply.seqs.clone());
     let outcome = plan.deliver(&schedulers.for_channel(&channel), Some(&recorder)).await;
@@ -107,6 +109,8 @@ pub(super) async fn delete_orphan(channels: &ChannelRegistry, schedulers: &Sched
     let Some(channel) = channels.get(&orphan.channel, Some(&orphan.account_id)) else { return };
     match schedulers.for_channel(&channel).delete(orphan.message.clone()).await {
         Ok(_) => metrics().preview_recovered(&orphan.channel, PreviewAction::Deleted),
-        Err(error) => tracing::warn!(channel = %orphan.channel, %error, "cannot delete a preview left by the last shutdown"),
+        Err(error) => {
+            tracing::warn!(channel = %orphan.channel, %error, "cannot delete a preview left by the last shutdown")
+        }
     }
 }

@@ -383,7 +383,8 @@ impl Scheduler {
     /// The active run of `key` ended: forget what it answered and decide what runs next.
     async fn finished(&self, key: &str, token: u64, answered: Vec<i64>, report: RunReport) {
         let kept: Vec<i64> = report.retry_later.iter().map(|message| message.id).collect();
-        let remove = if report.answered { Vec::new() } else { answered.into_iter().filter(|id| !kept.contains(id)).collect() };
+        let remove =
+            if report.answered { Vec::new() } else { answered.into_iter().filter(|id| !kept.contains(id)).collect() };
         let mut effects = Effects { remove, ..Effects::default() };
         {
             let mut lanes = self.lanes();

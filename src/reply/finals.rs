@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use ferry_channel::{ChannelError, MarkupDialect, MessageRef, OutboundMessage, TextFormat};
 
 use super::format::part_as_plain;
-use super::ledger::{LedgerEvent, RecordedFinals, RecoveredReply, Recorder};
+use super::ledger::{LedgerEvent, RecordedFinals, Recorder, RecoveredReply};
 use super::outbound::{OutboundScheduler, Priority};
 
 /// How a reply's finals are to be delivered, and how far that got.

@@ -129,7 +129,8 @@ impl PreviewStream {
         match &self.message {
             None if self.ready_to_start() => {
                 let mut message = OutboundMessage::text(self.target.clone(), self.latest.clone());
-                message.idempotency_key = self.recorder.as_ref().map(|(recorder, ..)| format!("{}:preview", recorder.reply_key()));
+                message.idempotency_key =
+                    self.recorder.as_ref().map(|(recorder, ..)| format!("{}:preview", recorder.reply_key()));
                 self.last_call = Some(Instant::now());
                 match self.scheduler.send(message).await {
                     Ok(sent) => {
@@ -169,7 +170,9 @@ impl PreviewStream {
         let edit_in_place = plan.edit_in_place;
         let FinalsOutcome { sent, .. } = plan.deliver(&scheduler, None).await;
         match sent.as_slice() {
-            [(0, id)] if edit_in_place && *id == message.message_id => Finished::EditedInPlace { message_id: id.clone() },
+            [(0, id)] if edit_in_place && *id == message.message_id => {
+                Finished::EditedInPlace { message_id: id.clone() }
+            }
             _ => Finished::SentFresh { sent },
         }
     }

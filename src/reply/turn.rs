@@ -133,9 +133,10 @@ impl ReplyTurn {
     /// Records the reply's delivery in the ledger (SPEC §11): its preview, its finals and
     /// each final delivered, so a restart finishes it instead of answering again.
     pub fn with_recorder(mut self, recorder: Recorder) -> Self {
-        self.preview = self.preview.take().map(|preview| {
-            preview.with_recorder(recorder.clone(), &self.origin.channel, &self.origin.account_id)
-        });
+        self.preview = self
+            .preview
+            .take()
+            .map(|preview| preview.with_recorder(recorder.clone(), &self.origin.channel, &self.origin.account_id));
         self.recorder = Some(recorder);
         self
     }

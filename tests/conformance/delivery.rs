@@ -13,6 +13,22 @@ use super::{Harness, PATIENCE, Platform, USER, visible};
 const PREVIEW: &str = "dm_policy = \"open\"\nallow_from = [\"*\"]\nstreaming = \"partial\"";
 
 impl<P: Platform> Harness<P> {
+    /// How many records of the gateway's delivery ledger contain `needle` (0 before the
+    /// log exists).
+    pub fn ledger_count(&self, needle: &str) -> usize {
+        let home = self.daemon.as_ref().and_then(|daemon| daemon.home.as_ref()).expect("a running gateway");
+        let bytes = std::fs::read(home.path().join(".local/share/ferry/inbound.log")).unwrap_or_default();
+        bytes.windows(needle.len()).filter(|window| *window == needle.as_bytes()).count()
+    }
+
+    /// Kills the gateway (SIGKILL), leaves it down for `downtime`, and starts a new one on
+    /// the same state.
+    pub async fn crash_and_restart_after(&mut self, downtime: Duration) {
+        let home = self.daemon.take().expect("a running gateway").crash();
+        tokio::time::sleep(downtime).await;
+        self.launch(home).await;
+    }
+
     /// Waits until the gateway's delivery ledger (inside its inbound log) holds a record
     /// containing `needle`: the explicit signal that a step of a reply is durable.
     pub async fn ledger_holds(&self, needle: &str) {

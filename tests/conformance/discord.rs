@@ -25,6 +25,13 @@ fn shown(messages: Vec<ferry_fakes::DiscordSentMessage>) -> Vec<Shown> {
         .collect()
 }
 
+impl Discord {
+    /// The fake itself, for faults beyond the suite's (the chaos test).
+    pub fn fake(&self) -> &FakeDiscord {
+        &self.fake
+    }
+}
+
 impl Platform for Discord {
     const NAME: &'static str = "discord";
     const MAX_CHARS: usize = 2000;

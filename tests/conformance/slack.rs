@@ -37,6 +37,13 @@ fn shown(messages: Vec<PostedMessage>) -> Vec<Shown> {
         .collect()
 }
 
+impl Slack {
+    /// The fake itself, for faults beyond the suite's (the chaos test).
+    pub fn fake(&self) -> &FakeSlack {
+        &self.fake
+    }
+}
+
 impl Platform for Slack {
     const NAME: &'static str = "slack";
     // `text_chunk_limit` defaults to 4000, under chat.postMessage's 40,000.

@@ -28,6 +28,13 @@ fn shown(messages: Vec<ferry_fakes::SentMessage>) -> Vec<Shown> {
         .collect()
 }
 
+impl Telegram {
+    /// The fake itself, for faults beyond the suite's (the chaos test).
+    pub fn fake(&self) -> &FakeTelegram {
+        &self.fake
+    }
+}
+
 impl Platform for Telegram {
     const NAME: &'static str = "telegram";
     // `text_chunk_limit` defaults to 4000, under the platform's 4096.

@@ -76,7 +76,11 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
                 if let Some(old) = reply.preview.replace(message.clone())
                     && old != message
                 {
-                    replaced.push(OrphanPreview { channel: channel.clone(), account_id: account_id.clone(), message: old });
+                    replaced.push(OrphanPreview {
+                        channel: channel.clone(),
+                        account_id: account_id.clone(),
+                        message: old,
+                    });
                 }
                 (reply.channel, reply.account_id) = (channel, account_id);
             }
@@ -146,7 +150,10 @@ mod tests {
     use super::*;
 
     fn preview(id: &str) -> MessageRef {
-        MessageRef { target: Target { chat: ChatRef::new(ChatKind::Direct, "7"), thread_id: None }, message_id: id.into() }
+        MessageRef {
+            target: Target { chat: ChatRef::new(ChatKind::Direct, "7"), thread_id: None },
+            message_id: id.into(),
+        }
     }
 
     fn record(seqs: &[i64], event: LedgerEvent) -> LoggedDelivery {
@@ -171,7 +178,10 @@ mod tests {
         let finals = LedgerEvent::Finals {
             channel: "telegram".into(),
             account_id: "default".into(),
-            messages: vec![OutboundMessage::text(preview("1").target, "a"), OutboundMessage::text(preview("1").target, "b")],
+            messages: vec![
+                OutboundMessage::text(preview("1").target, "a"),
+                OutboundMessage::text(preview("1").target, "b"),
+            ],
             preview: Some(preview("100")),
             edit_in_place: false,
             markup: MarkupDialect::TelegramHtml,
@@ -192,7 +202,14 @@ mod tests {
         let recovery = fold(vec![
             record(&[5], shown("100")),
             record(&[5, 6], shown("200")),
-            record(&[5], LedgerEvent::Preview { channel: "telegram".into(), account_id: "default".into(), message: preview("300") }),
+            record(
+                &[5],
+                LedgerEvent::Preview {
+                    channel: "telegram".into(),
+                    account_id: "default".into(),
+                    message: preview("300"),
+                },
+            ),
         ]);
         // [5] was written to last: it owns message 5; [5, 6] still owns 6.
         assert_eq!(recovery.by_seq[&5].preview, Some(preview("300")));

@@ -102,8 +102,12 @@ mod tests {
     fn a_preview_edit_gets_three_attempts_and_gives_up_on_a_long_retry_after() {
         let policy = RetryPolicy::default();
         let transient = ChannelError::Transient { reason: "502".into() };
-        assert!(policy.next_wait(1, &transient, Priority::Preview, Duration::ZERO).unwrap() >= Duration::from_millis(400));
-        assert!(policy.next_wait(2, &transient, Priority::Preview, Duration::ZERO).unwrap() >= Duration::from_millis(800));
+        assert!(
+            policy.next_wait(1, &transient, Priority::Preview, Duration::ZERO).unwrap() >= Duration::from_millis(400)
+        );
+        assert!(
+            policy.next_wait(2, &transient, Priority::Preview, Duration::ZERO).unwrap() >= Duration::from_millis(800)
+        );
         assert_eq!(policy.next_wait(3, &transient, Priority::Preview, Duration::ZERO), None);
         assert_eq!(policy.next_wait(1, &rate_limited(31_000), Priority::Preview, Duration::ZERO), None);
     }

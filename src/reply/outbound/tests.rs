@@ -208,7 +208,8 @@ async fn a_send_that_landed_but_lost_its_answer_is_found_not_repeated() {
     let found = || sample(r#"ferry_deliveries_reconciled_total{channel="outbound-lookup",outcome="found"}"#);
     let before = found();
     let scheduler = OutboundScheduler::new(channel.clone());
-    channel.fail_next_after_applying(OperationKind::Send, ChannelError::Transient { reason: "connection reset".into() });
+    channel
+        .fail_next_after_applying(OperationKind::Send, ChannelError::Transient { reason: "connection reset".into() });
     let mut message = text("a", "exactly once");
     message.idempotency_key = Some("run-9:0".into());
     let sent = scheduler.send(message).await.unwrap();
@@ -223,7 +224,8 @@ async fn without_any_way_to_tell_a_repeat_is_counted_as_an_unknown_outcome() {
     let unknown = || sample(r#"ferry_outbound_unknown_outcome_total{channel="outbound-unknown"}"#);
     let before = unknown();
     let scheduler = OutboundScheduler::new(channel.clone());
-    channel.fail_next_after_applying(OperationKind::Send, ChannelError::Transient { reason: "connection reset".into() });
+    channel
+        .fail_next_after_applying(OperationKind::Send, ChannelError::Transient { reason: "connection reset".into() });
     let mut message = text("a", "maybe twice");
     message.idempotency_key = Some("run-9:0".into());
     scheduler.send(message.clone()).await.unwrap();

@@ -52,12 +52,27 @@ pub struct Accepted {
 /// One decoded record, borrowing from the bytes it was read from.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Record<'a> {
-    Sequence { next: i64 },
-    Accepted { seq: i64, seen_at: i64, key: MessageKey<'a>, entry: AcceptedRef<'a> },
-    Seen { seen_at: i64, key: MessageKey<'a> },
-    Answered { seqs: Vec<i64> },
+    Sequence {
+        next: i64,
+    },
+    Accepted {
+        seq: i64,
+        seen_at: i64,
+        key: MessageKey<'a>,
+        entry: AcceptedRef<'a>,
+    },
+    Seen {
+        seen_at: i64,
+        key: MessageKey<'a>,
+    },
+    Answered {
+        seqs: Vec<i64>,
+    },
     /// What became of a run's reply so far (see `crate::delivery`).
-    Delivery { seqs: Vec<i64>, body: &'a str },
+    Delivery {
+        seqs: Vec<i64>,
+        body: &'a str,
+    },
 }
 
 /// [`Accepted`], borrowed.
