@@ -6,6 +6,14 @@
 //! error shape. Each incoming request consumes exactly one turn, so a test that expects the
 //! agent to retry after a 429 pushes the 429 turn followed by the turn it should get next.
 //!
+//! When the queue is empty, a *responder* set with `set_responder` computes the turn from the
+//! request instead (scripted turns always win). That suits tests where the number and order of
+//! requests is not known in advance, such as a chaos test restarting the agent at random: the
+//! reply can name what the request asked about ([`RecordedRequest::last_user_text`]), and can
+//! still be any turn, a stall or a cut included.
+//!
+//! [`RecordedRequest::last_user_text`]: crate::RecordedRequest::last_user_text
+//!
 //! "Deltas" below means the pieces of content a client assembles: thinking pieces, text pieces
 //! and tool-call argument pieces. Framing events (role chunk, `message_start`, block starts and
 //! stops, `ping`) are not deltas; this is what lets [`Turn::stall`] and [`Turn::cut`] mean the

@@ -1,5 +1,6 @@
-//! The provider-independent half of a fake model server: the script queue, the request log, the
-//! optional API key, and the request pipeline that every provider shares.
+//! The provider-independent half of a fake model server: the script queue, the responder that
+//! answers once the script is used up, the request log, the optional API key, the count of open
+//! streams, and the request pipeline that every provider shares.
 //!
 //! Each provider supplies a [`Dialect`]: how it checks headers and bodies, how its errors look,
 //! and how a [`Reply`] is rendered as its stream events or its JSON document. Keeping the
@@ -9,6 +10,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::marker::PhantomData;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -23,7 +25,7 @@ use tokio::sync::watch;
 
 use crate::FakeServer;
 use crate::model_script::{HttpError, Reply, Turn};
-use crate::sse::{self, Ending, Event};
+use crate::sse::{self, Ending, Event, OpenStream};
 
 /// One request as the fake received it, recorded before any check so rejected requests show up
 /// too.
@@ -42,7 +44,49 @@ impl RecordedRequest {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(&name.to_ascii_lowercase()).map(String::as_str)
     }
+
+    /// The text of every `user` message in the body's `messages`, in order. Works for both
+    /// OpenAI Chat Completions and Anthropic Messages bodies: `content` is either a string or
+    /// an array of parts whose `{"type":"text","text":…}` parts are joined with `\n` (other
+    /// parts, such as images or Anthropic `tool_result` blocks, are ignored). A user message
+    /// with no text part at all (an Anthropic turn carrying only tool results) is skipped;
+    /// OpenAI tool results have their own `tool` role and never count.
+    pub fn user_texts(&self) -> Vec<String> {
+        let Some(messages) = self.body.get("messages").and_then(Value::as_array) else { return Vec::new() };
+        messages
+            .iter()
+            .filter(|message| message.get("role").and_then(Value::as_str) == Some("user"))
+            .filter_map(|message| content_text(message.get("content")?))
+            .collect()
+    }
+
+    /// The text of the last `user` message that has text (see [`RecordedRequest::user_texts`]):
+    /// what a responder usually answers. Note that Anthropic bodies merge consecutive user
+    /// messages into one, while OpenAI bodies keep them apart.
+    pub fn last_user_text(&self) -> Option<String> {
+        self.user_texts().pop()
+    }
 }
+
+/// The text of a message `content`: the string itself, or its text parts joined by newlines;
+/// `None` when it has no text part.
+fn content_text(content: &Value) -> Option<String> {
+    match content {
+        Value::String(text) => Some(text.clone()),
+        Value::Array(parts) => {
+            let texts: Vec<&str> = parts
+                .iter()
+                .filter(|part| part.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|part| part.get("text").and_then(Value::as_str))
+                .collect();
+            (!texts.is_empty()).then(|| texts.join("\n"))
+        }
+        _ => None,
+    }
+}
+
+/// Computes the turn for a request the script has no turn for.
+type Responder = Arc<dyn Fn(&RecordedRequest) -> Turn + Send + Sync + 'static>;
 
 /// What one incoming request is being answered for, as the renderers need it.
 pub(crate) struct TurnContext<'a> {
@@ -126,12 +170,18 @@ pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a s
 /// State shared between the handle a test holds and the server's handlers.
 struct Shared<D> {
     turns: Mutex<VecDeque<Turn>>,
+    /// Answers requests once `turns` is empty; `None` answers them with a 500.
+    responder: Mutex<Option<Responder>>,
     requests: Mutex<Vec<RecordedRequest>>,
     /// Number of recorded requests, so tests can wait for one without polling.
     recorded: watch::Sender<usize>,
     api_key: Mutex<Option<String>>,
     /// `true` once the handle is dropped; releases stalled streams.
     closing: watch::Sender<bool>,
+    /// How many streamed bodies are alive (sending, or held open by a stall). Each body holds
+    /// an [`OpenStream`] that counts down when hyper drops it: at the end, when the client goes
+    /// away, or when the server stops.
+    open_streams: Arc<watch::Sender<usize>>,
     dialect: PhantomData<D>,
 }
 
@@ -163,10 +213,12 @@ impl<D: Dialect> ModelFake<D> {
     pub(crate) async fn start() -> io::Result<Self> {
         let shared = Arc::new(Shared::<D> {
             turns: Mutex::new(VecDeque::new()),
+            responder: Mutex::new(None),
             requests: Mutex::new(Vec::new()),
             recorded: watch::Sender::new(0),
             api_key: Mutex::new(None),
             closing: watch::Sender::new(false),
+            open_streams: Arc::new(watch::Sender::new(0)),
             dialect: PhantomData,
         });
         let mut router = Router::new();
@@ -188,6 +240,20 @@ impl<D: Dialect> ModelFake<D> {
 
     pub(crate) fn push(&self, turn: Turn) {
         lock(&self.shared.turns).push_back(turn);
+    }
+
+    pub(crate) fn set_responder(&self, responder: Option<Responder>) {
+        *lock(&self.shared.responder) = responder;
+    }
+
+    pub(crate) fn open_streams(&self) -> usize {
+        *self.shared.open_streams.borrow()
+    }
+
+    pub(crate) async fn wait_for_open_streams(&self, count: usize) {
+        let mut open = self.shared.open_streams.subscribe();
+        // The sender lives in `self.shared`, so the channel cannot close while we wait.
+        let _ = open.wait_for(|open| *open == count).await;
     }
 
     pub(crate) fn remaining_turns(&self) -> usize {
@@ -232,7 +298,8 @@ fn unix_now() -> u64 {
 }
 
 /// The pipeline every request goes through: record, check headers, parse and check the body,
-/// then consume one scripted turn. Rejected requests do not consume a turn.
+/// then consume one scripted turn, or ask the responder when the script is empty. Rejected
+/// requests do not consume a turn and are not shown to the responder.
 async fn handle<D: Dialect>(
     State(shared): State<Arc<Shared<D>>>,
     uri: Uri,
@@ -240,11 +307,12 @@ async fn handle<D: Dialect>(
     body: Bytes,
 ) -> Response {
     let parsed = serde_json::from_slice::<Value>(&body);
-    let index = shared.record(RecordedRequest {
+    let recorded = RecordedRequest {
         path: uri.path().to_owned(),
         headers: headers_map(&headers),
         body: parsed.as_ref().ok().cloned().unwrap_or_default(),
-    });
+    };
+    let index = shared.record(recorded.clone());
 
     let api_key = lock(&shared.api_key).clone();
     if let Err(rejection) = D::check_headers(&headers, api_key.as_deref()) {
@@ -262,35 +330,54 @@ async fn handle<D: Dialect>(
         return rejection.into_response();
     }
 
-    let Some(turn) = lock(&shared.turns).pop_front() else {
-        let message = format!(
-            "{}: no scripted turn left for request #{} ({}); push another Turn",
-            D::NAME,
-            index + 1,
-            uri.path()
-        );
-        tracing::warn!("{message}");
-        return D::error(StatusCode::INTERNAL_SERVER_ERROR, None, &message);
+    let scripted = lock(&shared.turns).pop_front();
+    let turn = match scripted {
+        Some(turn) => turn,
+        None => match next_from_responder(&shared, &recorded, index) {
+            Ok(turn) => turn,
+            Err(message) => {
+                tracing::warn!("{message}");
+                return D::error(StatusCode::INTERNAL_SERVER_ERROR, None, &message);
+            }
+        },
     };
     let context = TurnContext { index, request: &request, created: unix_now() };
-    let closing = shared.closing.subscribe();
+    let stream = |reply: &Reply, ending: Ending| {
+        let events = D::stream_events(reply, &context);
+        let open = OpenStream::new(Arc::clone(&shared.open_streams));
+        sse::stream_response(events, ending, reply.chunk_delay(), shared.closing.subscribe(), open)
+    };
     match turn {
-        Turn::Reply(reply) if context.wants_stream() => {
-            sse::stream_response(D::stream_events(&reply, &context), Ending::Complete, reply.chunk_delay(), closing)
-        }
+        Turn::Reply(reply) if context.wants_stream() => stream(&reply, Ending::Complete),
         Turn::Reply(reply) => json_response(StatusCode::OK, D::complete(&reply, &context)),
         Turn::Error(error) => error_response::<D>(&error),
         Turn::ContextOverflow => D::context_overflow(),
-        Turn::Stall { reply, after_deltas } => {
-            let ending = Ending::Stall { after_deltas };
-            sse::stream_response(D::stream_events(&reply, &context), ending, reply.chunk_delay(), closing)
-        }
-        Turn::Cut { reply, after_deltas } => {
-            let ending = Ending::Cut { after_deltas };
-            sse::stream_response(D::stream_events(&reply, &context), ending, reply.chunk_delay(), closing)
-        }
+        Turn::Stall { reply, after_deltas } => stream(&reply, Ending::Stall { after_deltas }),
+        Turn::Cut { reply, after_deltas } => stream(&reply, Ending::Cut { after_deltas }),
         Turn::Raw(text) => sse::raw_response(text),
     }
+}
+
+/// The responder's turn for a request the script has none for, or why there is none: no
+/// responder is set, or it panicked (answered as a 500 so the client sees a model error rather
+/// than a dropped connection; the panic message is printed as usual).
+fn next_from_responder<D: Dialect>(
+    shared: &Shared<D>,
+    request: &RecordedRequest,
+    index: usize,
+) -> Result<Turn, String> {
+    // Cloned out of the lock, so a responder may itself set or clear the responder.
+    let responder = lock(&shared.responder).clone();
+    let Some(responder) = responder else {
+        return Err(format!(
+            "{}: no scripted turn left for request #{} ({}); push another Turn or set a responder",
+            D::NAME,
+            index + 1,
+            request.path
+        ));
+    };
+    catch_unwind(AssertUnwindSafe(|| responder(request)))
+        .map_err(|_| format!("{}: the responder panicked on request #{} ({})", D::NAME, index + 1, request.path))
 }
 
 fn error_response<D: Dialect>(error: &HttpError) -> Response {

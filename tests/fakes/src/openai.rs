@@ -8,6 +8,7 @@
 //! `delta.reasoning_content`, the convention of DeepSeek, vLLM and most compatible servers.
 
 use std::io;
+use std::sync::Arc;
 
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -53,6 +54,48 @@ impl FakeOpenAi {
     pub fn push(&self, turn: impl Into<Turn>) -> &Self {
         self.inner.push(turn.into());
         self
+    }
+
+    /// Answers every request the script has no turn for with `responder(&request)`; scripted
+    /// turns still come first, so a test can put a few exact turns (an error, a stall) in front
+    /// of a model that computes its replies, e.g. one that names the tokens in the latest user
+    /// message ([`RecordedRequest::last_user_text`]). The responder sees only requests that
+    /// passed the key and body checks. Any [`Turn`] works, including [`Turn::Stall`], whose
+    /// stream stays open until the client goes away (see [`FakeOpenAi::open_streams`]). It runs
+    /// on the server's task, so it should be quick; if it panics the request gets a 500.
+    /// Replaces an earlier responder.
+    pub fn set_responder<F>(&self, responder: F)
+    where
+        F: Fn(&RecordedRequest) -> Turn + Send + Sync + 'static,
+    {
+        self.inner.set_responder(Some(Arc::new(responder)));
+    }
+
+    /// Builder form of [`FakeOpenAi::set_responder`].
+    pub fn with_responder<F>(self, responder: F) -> Self
+    where
+        F: Fn(&RecordedRequest) -> Turn + Send + Sync + 'static,
+    {
+        self.set_responder(responder);
+        self
+    }
+
+    /// Removes the responder: requests the script has no turn for get a 500 again.
+    pub fn clear_responder(&self) {
+        self.inner.set_responder(None);
+    }
+
+    /// How many streamed answers are still open: being sent, or held open by a stall. A stream
+    /// counts until the server is done with it, including when the client went away.
+    pub fn open_streams(&self) -> usize {
+        self.inner.open_streams()
+    }
+
+    /// Waits until exactly `count` streamed answers are open, e.g. `0` to see that a stalled
+    /// stream ended once its client went away. Waits forever if that never happens, so wrap it
+    /// in `tokio::time::timeout`.
+    pub async fn wait_for_open_streams(&self, count: usize) {
+        self.inner.wait_for_open_streams(count).await;
     }
 
     /// How many scripted turns have not been consumed yet.

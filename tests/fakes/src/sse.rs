@@ -6,6 +6,7 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -65,6 +66,25 @@ fn truncate(events: Vec<Event>, after_deltas: usize) -> Vec<Event> {
     kept
 }
 
+/// Counts one streamed body as open for as long as it lives. hyper drops a body when it has
+/// been sent, when the client goes away (hyper notices the closed socket even while the body is
+/// pending, e.g. stalled) and when the server stops, so the count going down is the signal that
+/// a stream is really over.
+pub(crate) struct OpenStream(Arc<watch::Sender<usize>>);
+
+impl OpenStream {
+    pub(crate) fn new(count: Arc<watch::Sender<usize>>) -> Self {
+        count.send_modify(|open| *open += 1);
+        Self(count)
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.send_modify(|open| *open = open.saturating_sub(1));
+    }
+}
+
 struct BodyState {
     events: VecDeque<Event>,
     ending: Ending,
@@ -73,6 +93,8 @@ struct BodyState {
     /// Flips to `true` when the fake is dropped, so a stalled body does not keep the server's
     /// graceful shutdown waiting forever.
     closing: watch::Receiver<bool>,
+    /// Dropped with the body; see [`OpenStream`].
+    _open: OpenStream,
 }
 
 /// A 200 `text/event-stream` response that sends `events` and then ends as `ending` says.
@@ -81,12 +103,13 @@ pub(crate) fn stream_response(
     ending: Ending,
     delay: Option<Duration>,
     closing: watch::Receiver<bool>,
+    open: OpenStream,
 ) -> Response {
     let events = match ending {
         Ending::Complete => events,
         Ending::Stall { after_deltas } | Ending::Cut { after_deltas } => truncate(events, after_deltas),
     };
-    let state = BodyState { events: events.into(), ending, delay, sent_any: false, closing };
+    let state = BodyState { events: events.into(), ending, delay, sent_any: false, closing, _open: open };
     let body = futures::stream::unfold(Some(state), |state| async move {
         let mut state = state?;
         if let Some(event) = state.events.pop_front() {

@@ -1,7 +1,8 @@
 //! The Bot API as served over HTTP: `{url}/bot{TOKEN}/{method}`, one function per method.
 //!
 //! Every call is recorded first, then the token is checked, then a scripted fault (if any) is
-//! applied, then the method runs. Method names match case-insensitively because teloxide sends
+//! applied, then the method runs (and its answer may still be thrown away, see
+//! `FakeTelegram::apply_then_drop_next`). Method names match case-insensitively because teloxide sends
 //! `SendMessage` where the documentation says `sendMessage`. Answers are the Bot API envelope:
 //! `{"ok":true,"result":…}` or `{"ok":false,"error_code":N,"description":"…"}`.
 
@@ -18,9 +19,10 @@ use axum::routing::any;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
+use super::faults::Fault;
 use super::html;
 use super::params::Params;
-use super::state::{Fault, GENERAL_TOPIC_ID, State, StoredMessage, Webhook, unix_now};
+use super::state::{GENERAL_TOPIC_ID, State, StoredMessage, Webhook, unix_now};
 use super::{BotCommand, Call, CallOutcome, ChatAction, SentMessage, Shared, lock};
 
 /// Telegram's limit on a message's text after entity parsing.
@@ -82,6 +84,11 @@ impl ApiError {
 
     fn bad_request(detail: &str) -> Self {
         Self::new(400, format!("Bad Request: {detail}"))
+    }
+
+    /// What Telegram's frontends answer while its backend is unreachable.
+    pub(crate) fn bad_gateway() -> Self {
+        Self::new(502, "Bad Gateway")
     }
 
     pub(crate) fn too_many_requests(retry_after: u64) -> Self {
@@ -169,7 +176,8 @@ async fn answer(
         return (CallOutcome::Answered(error.status), error_response(&error));
     }
     let key = method.to_ascii_lowercase();
-    let fault = lock(&shared.state).take_fault(&key);
+    let fault = lock(&shared.state).faults.take(&key);
+    let mut drop_answer = false;
     match fault {
         Some(Fault::Drop) => return (CallOutcome::Dropped, dropped_response()),
         Some(Fault::Error { status, description, retry_after }) => {
@@ -178,20 +186,33 @@ async fn answer(
             return (CallOutcome::Answered(status), error_response(&error));
         }
         Some(Fault::Delay(delay)) => tokio::time::sleep(delay).await,
+        Some(Fault::ApplyThenDrop) => drop_answer = true,
         None => {}
     }
-    let params = match parsed {
-        Ok(params) => params,
-        Err(description) => {
-            let error = ApiError::new(400, description);
-            return (CallOutcome::Answered(400), error_response(&error));
+    let result = run_method(shared, &key, parsed).await;
+    if drop_answer {
+        // The method ran and its effects stay; only the answer is lost on the way back (so a
+        // refusal it produced is not counted as served either).
+        let status = result.as_ref().map_or_else(|error| error.status, |_| 200);
+        return (CallOutcome::AppliedThenDropped(status), dropped_response());
+    }
+    match result {
+        Ok(result) => (CallOutcome::Answered(200), ok_response(result)),
+        Err(error) => {
+            shared.count_if_rate_limited(&error);
+            (CallOutcome::Answered(error.status), error_response(&error))
         }
-    };
-    let result = match key.as_str() {
+    }
+}
+
+/// Runs one method on the fake's state: its result or its refusal.
+async fn run_method(shared: &Arc<Shared>, key: &str, parsed: Result<Params, String>) -> MethodResult {
+    let params = parsed.map_err(|description| ApiError::new(400, description))?;
+    match key {
         "getupdates" => get_updates(shared, &params).await,
         _ => {
             let mut state = lock(&shared.state);
-            match key.as_str() {
+            match key {
                 "getme" => Ok(get_me(&state)),
                 "setwebhook" => set_webhook(&mut state, &params),
                 "deletewebhook" => Ok(delete_webhook(&mut state, &params)),
@@ -208,13 +229,6 @@ async fn answer(
                 }
                 _ => Err(ApiError::new(404, "Not Found")),
             }
-        }
-    };
-    match result {
-        Ok(result) => (CallOutcome::Answered(200), ok_response(result)),
-        Err(error) => {
-            shared.count_if_rate_limited(&error);
-            (CallOutcome::Answered(error.status), error_response(&error))
         }
     }
 }

@@ -20,12 +20,16 @@
 //! ```
 //!
 //! Layout: `state.rs` holds chats, messages and the update queue; `methods.rs` serves the HTTP
-//! API; `html.rs` is the parse-mode checker; `rate_limit.rs` the flood limits; `params.rs` reads
-//! query, form and JSON parameters.
+//! API; `faults.rs` the scripted faults and storms; `html.rs` is the parse-mode checker;
+//! `rate_limit.rs` the flood limits; `params.rs` reads query, form and JSON parameters.
+//!
+//! The handle is `Send + Sync` and every method takes `&self`: a test can share it (in an
+//! `Arc`) with a task that scripts faults or reads state while a client is using the API.
 //!
 //! Not served: file uploads (multipart), inline mode, webhook delivery (`setWebhook` is only
 //! recorded, so it blocks `getUpdates` like on Telegram), Markdown validation.
 
+mod faults;
 mod html;
 mod methods;
 pub(crate) mod params;
@@ -40,8 +44,9 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use faults::Fault;
 pub use rate_limit::RateLimits;
-use state::{Fault, GENERAL_TOPIC_ID, State, detect_entities, unix_now};
+use state::{GENERAL_TOPIC_ID, State, detect_entities, unix_now};
 
 use crate::FakeServer;
 
@@ -108,16 +113,20 @@ pub enum CallOutcome {
     InFlight,
     /// Answered with this HTTP status.
     Answered(u16),
-    /// The connection was closed without an answer ([`FakeTelegram::drop_next_connection`]).
+    /// The connection was closed without an answer, and the method did not run
+    /// ([`FakeTelegram::drop_next_connection`]).
     Dropped,
+    /// The method ran (its effects are visible) and would have answered with this status, but
+    /// the connection was closed instead ([`FakeTelegram::apply_then_drop_next`]).
+    AppliedThenDropped(u16),
 }
 
 impl Call {
-    /// The HTTP status answered, if the call was answered.
+    /// The HTTP status answered, if the client got an answer.
     pub fn status(&self) -> Option<u16> {
         match self.outcome {
             CallOutcome::Answered(status) => Some(status),
-            CallOutcome::InFlight | CallOutcome::Dropped => None,
+            CallOutcome::InFlight | CallOutcome::Dropped | CallOutcome::AppliedThenDropped(_) => None,
         }
     }
 }
@@ -427,7 +436,7 @@ impl FakeTelegram {
     // --- Faults -----------------------------------------------------------------------------
 
     fn push_fault(&self, method: &str, fault: Fault) {
-        lock(&self.shared.state).faults.push((method.to_ascii_lowercase(), fault));
+        lock(&self.shared.state).faults.push(method, fault);
     }
 
     /// The next call of `method` fails with `{"ok":false,"error_code":status,"description":…}`.
@@ -451,9 +460,63 @@ impl FakeTelegram {
     }
 
     /// The next call of `method` is not answered: the connection closes mid-response and the
-    /// method does not run (nothing is sent or edited).
+    /// method does not run (nothing is sent or edited). Recorded as [`CallOutcome::Dropped`].
+    ///
+    /// Compare [`FakeTelegram::apply_then_drop_next`]: the client sees the same connection
+    /// error either way, and cannot tell which of the two happened.
     pub fn drop_next_connection(&self, method: &str) {
         self.push_fault(method, Fault::Drop);
+    }
+
+    /// The next call of `method` runs exactly as a normal call would (a `sendMessage` creates
+    /// its message, an `editMessageText` edits, a `deleteMessage` deletes, a `getUpdates`
+    /// confirms its `offset`; a call the method refuses changes nothing), then the connection
+    /// closes without the answer, so the client sees a connection error for a call that took
+    /// effect. This is the case that duplicates a reply when a client retries a send blindly.
+    ///
+    /// Recorded as [`CallOutcome::AppliedThenDropped`] with the status it would have answered;
+    /// a 429 it would have answered is not counted in [`FakeTelegram::rate_limited_count`].
+    /// Queued with the other one-shot faults of the method, in order.
+    pub fn apply_then_drop_next(&self, method: &str) {
+        self.push_fault(method, Fault::ApplyThenDrop);
+    }
+
+    /// For `duration` from now (tokio's clock), every call of `method` is answered 429 with
+    /// Telegram's flood-control body
+    /// `{"ok":false,"error_code":429,"description":"Too Many Requests: retry after N","parameters":{"retry_after":N}}`
+    /// with `N = retry_after_secs`, whatever the call. Each one counts in
+    /// [`FakeTelegram::rate_limited_count`]. Returns the instant the storm ends, so a test can
+    /// wait for exactly that moment.
+    ///
+    /// The storm may last longer than the `retry_after` it announces (e.g. 8 s of storm saying
+    /// "retry after 1"), as Telegram's flood control does under sustained load: a client that
+    /// obeys `retry_after` once and then gives up, or that retries without limit in a tight
+    /// loop, shows. Calls answered by a storm do not use up one-shot faults
+    /// ([`FakeTelegram::fail_next`], [`FakeTelegram::apply_then_drop_next`], …): those hit the
+    /// first call after the storm. Storms on one method may overlap; the earliest started
+    /// that is still active answers.
+    pub fn rate_limit_storm(&self, method: &str, duration: Duration, retry_after_secs: u64) -> Instant {
+        let error = methods::ApiError::too_many_requests(retry_after_secs);
+        lock(&self.shared.state).faults.storm(method, duration, error.into_fault())
+    }
+
+    /// For `duration` from now (tokio's clock), every call of `method` fails with
+    /// `502 {"ok":false,"error_code":502,"description":"Bad Gateway"}`, what Telegram's
+    /// frontends answer while its backend is unreachable. Meant for `getUpdates` outages;
+    /// works for any method. Returns the instant the storm ends; the same ordering rules as
+    /// [`FakeTelegram::rate_limit_storm`] apply.
+    ///
+    /// What Ferry's Telegram adapter does with it: teloxide sleeps 10 s after any 5xx before it
+    /// reads the body (the same for every 5xx status, so no status choice avoids it), then
+    /// reports `RequestError::Api(ApiError::Unknown("Bad Gateway"))`. The poll loop treats that
+    /// as an outage: it logs once, waits its backoff (1 s, doubling up to 30 s) and polls again,
+    /// so each failed `getUpdates` costs about 10 s plus the backoff and an 8 s storm sees a
+    /// single poll; the loop resumes within roughly 10 s + backoff after the storm ends. No
+    /// update is confirmed during the storm, so none is lost. An outbound call hit by the storm
+    /// is reported as transient (the 10 s fit in the client's 17 s timeout).
+    pub fn server_error_storm(&self, method: &str, duration: Duration) -> Instant {
+        let error = methods::ApiError::bad_gateway();
+        lock(&self.shared.state).faults.storm(method, duration, error.into_fault())
     }
 
     // --- Observing --------------------------------------------------------------------------
@@ -505,7 +568,12 @@ impl FakeTelegram {
             .collect()
     }
 
-    /// The bot's messages that still exist in one chat, by message id.
+    /// The bot's messages as one chat shows them now, by message id: each with the text of its
+    /// latest accepted edit (`text` as sent, `visible_text` as seen), deleted ones left out.
+    /// Edits and deletes whose answer was dropped ([`FakeTelegram::apply_then_drop_next`]) are
+    /// included, since the chat shows them; refused ones are not. For "every message is
+    /// answered exactly once" checks. The user's own messages are in
+    /// [`FakeTelegram::message_json`].
     pub fn messages_in(&self, chat_id: i64) -> Vec<SentMessage> {
         let state = lock(&self.shared.state);
         let Some(chat) = state.chats.get(&chat_id) else { return Vec::new() };

@@ -1,5 +1,5 @@
 //! What the fake Telegram remembers: chats and their messages, the queue of unconfirmed
-//! updates, the call log, scripted faults and flood-control counters.
+//! updates, the call log, scripted faults (see `faults.rs`) and flood-control counters.
 //!
 //! Inbound messages are built here in the shape Telegram sends them (a `Message` inside an
 //! `Update`), so the handle's injection helpers and the Bot API methods share one store: a
@@ -7,11 +7,12 @@
 //! a user really wrote.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
+use super::faults::Faults;
 use super::rate_limit::{Limiter, RateLimits};
 use super::{BotCommand, Call, ChatAction, SentMessage, TgUser};
 
@@ -26,17 +27,6 @@ pub(crate) const GENERAL_TOPIC_ID: i64 = 1;
 
 /// Update kinds Telegram leaves out unless `allowed_updates` names them.
 const OPT_IN_UPDATES: &[&str] = &["chat_member", "message_reaction", "message_reaction_count"];
-
-/// A fault scripted for the next call of one method.
-#[derive(Debug, Clone)]
-pub(crate) enum Fault {
-    /// Answer `ok:false` with this status and description (plus `retry_after` if set).
-    Error { status: u16, description: String, retry_after: Option<u64> },
-    /// Wait this long, then answer normally.
-    Delay(Duration),
-    /// Close the connection without a complete answer.
-    Drop,
-}
 
 /// One message in a chat, as Telegram would return it.
 pub(crate) struct StoredMessage {
@@ -84,7 +74,8 @@ pub(crate) struct State {
     pub(crate) poll_generation: u64,
     pub(crate) webhook: Option<Webhook>,
     pub(crate) calls: Vec<Call>,
-    pub(crate) faults: Vec<(String, Fault)>,
+    /// Scripted one-shot faults and storms.
+    pub(crate) faults: Faults,
     pub(crate) rate_limits: Option<RateLimits>,
     pub(crate) limiter: Limiter,
     pub(crate) rate_limited: usize,
@@ -148,7 +139,7 @@ impl State {
             poll_generation: 0,
             webhook: None,
             calls: Vec::new(),
-            faults: Vec::new(),
+            faults: Faults::default(),
             rate_limits: Some(RateLimits::telegram()),
             limiter: Limiter::default(),
             rate_limited: 0,
@@ -266,12 +257,6 @@ impl State {
             object.remove("reply_to_message");
         }
         Some(copy)
-    }
-
-    /// Takes the first scripted fault for `method` (lowercase).
-    pub(crate) fn take_fault(&mut self, method: &str) -> Option<Fault> {
-        let index = self.faults.iter().position(|(name, _)| name == method)?;
-        Some(self.faults.remove(index).1)
     }
 
     /// Counts a message to `chat_id` against the flood limits, or returns `retry_after`.

@@ -2,6 +2,7 @@
 
 mod anthropic;
 mod openai;
+mod responder;
 mod sse_client;
 
 use std::future::Future;

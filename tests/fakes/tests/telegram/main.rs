@@ -3,6 +3,7 @@
 //! every answer.
 
 mod api;
+mod faults;
 mod teloxide_compat;
 mod updates;
 

@@ -107,3 +107,15 @@ async fn teloxide_recognises_the_errors_the_adapter_must_handle() {
     let error = wrong.get_me().await.unwrap_err();
     assert!(matches!(error, RequestError::Api(ApiError::InvalidToken)), "{error:?}");
 }
+
+#[tokio::test]
+async fn teloxide_sees_a_network_error_for_a_send_that_took_effect() {
+    let telegram = fake().await;
+    telegram.private_message(42, "Ada", "hi");
+    let bot = bot(&telegram);
+    telegram.apply_then_drop_next("sendMessage");
+    let error = bot.send_message(ChatId(42), "delivered, unconfirmed").await.unwrap_err();
+    assert!(matches!(error, RequestError::Network(_)), "{error:?}");
+    let shown: Vec<String> = telegram.messages_in(42).into_iter().map(|message| message.visible_text).collect();
+    assert_eq!(shown, ["delivered, unconfirmed"]);
+}
