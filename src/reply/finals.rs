@@ -171,3 +171,67 @@ async fn record(recorder: Option<&Recorder>, event: &LedgerEvent, done: bool) ->
         None => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use ferry_channel::memory::MemoryChannel;
+    use ferry_channel::{ChannelCapabilities, ChatKind, ChatRef, SendReconciliation, Target};
+
+    use super::*;
+
+    fn target() -> Target {
+        Target { chat: ChatRef::new(ChatKind::Direct, "7"), thread_id: None }
+    }
+
+    fn part(index: usize, text: &str) -> OutboundMessage {
+        let mut message = OutboundMessage::text(target(), text);
+        message.idempotency_key = Some(format!("run-1:{index}"));
+        message
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_resumed_plan_sends_only_what_is_missing_and_adopts_the_part_that_had_landed() {
+        let capabilities = ChannelCapabilities {
+            send_reconciliation: SendReconciliation::Lookup,
+            ..ChannelCapabilities::unrestricted()
+        };
+        let channel = Arc::new(MemoryChannel::with_capabilities("memory", "default", capabilities));
+        let scheduler = OutboundScheduler::new(channel.clone());
+        // The killed process had sent parts 0 and 1, but recorded only part 0.
+        let parts = vec![part(0, "one"), part(1, "two"), part(2, "three")];
+        let zero = scheduler.send(parts[0].clone()).await.unwrap();
+        scheduler.send(parts[1].clone()).await.unwrap();
+        let mut plan = FinalsPlan::new(parts, None, 4096, MarkupDialect::Markdown);
+        plan.delivered.insert(0, zero.message_id);
+        plan.resumed = true;
+
+        let restarted = OutboundScheduler::new(channel.clone());
+        let outcome = plan.deliver(&restarted, None).await;
+        assert_eq!(channel.sent_texts(), ["one", "two", "three"], "nothing sent twice");
+        assert_eq!(outcome.sent.iter().map(|(index, _)| *index).collect::<Vec<_>>(), [1, 2]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_resumed_edit_in_place_finishes_the_preview_and_a_gone_preview_is_no_error() {
+        let channel = Arc::new(MemoryChannel::new("memory", "default"));
+        let scheduler = OutboundScheduler::new(channel.clone());
+        let preview = scheduler.send(OutboundMessage::text(target(), "half of it")).await.unwrap();
+        let preview = MessageRef { target: target(), message_id: preview.message_id };
+        let mut plan =
+            FinalsPlan::new(vec![part(0, "the whole answer")], Some(preview.clone()), 4096, MarkupDialect::Markdown);
+        plan.resumed = true;
+        let outcome = plan.deliver(&scheduler, None).await;
+        assert_eq!(outcome.sent, [(0, preview.message_id.clone())]);
+        let visible: Vec<String> = channel.visible_messages().into_iter().map(|m| m.text).collect();
+        assert_eq!(visible, ["the whole answer"]);
+
+        // Two parts: sent fresh, and the preview (deleted already by someone) is let go.
+        scheduler.delete(preview.clone()).await.unwrap();
+        let plan = FinalsPlan::new(vec![part(0, "a"), part(1, "b")], Some(preview), 4096, MarkupDialect::Markdown);
+        assert_eq!(plan.deliver(&scheduler, None).await.sent.len(), 2);
+        let visible: Vec<String> = channel.visible_messages().into_iter().map(|m| m.text).collect();
+        assert_eq!(visible, ["a", "b"]);
+    }
+}

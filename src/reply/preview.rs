@@ -132,7 +132,14 @@ impl PreviewStream {
                 message.idempotency_key =
                     self.recorder.as_ref().map(|(recorder, ..)| format!("{}:preview", recorder.reply_key()));
                 self.last_call = Some(Instant::now());
-                match self.scheduler.send(message).await {
+                // A killed process may have sent this preview without recording it.
+                let sent = match &self.recorder {
+                    Some((recorder, ..)) if recorder.inherited() => {
+                        self.scheduler.send_after_unknown_outcome(message).await
+                    }
+                    _ => self.scheduler.send(message).await,
+                };
+                match sent {
                     Ok(sent) => {
                         let message = MessageRef { target: self.target.clone(), message_id: sent.message_id };
                         if let Some((recorder, channel, account_id)) = &self.recorder {

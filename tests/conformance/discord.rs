@@ -17,6 +17,7 @@ fn shown(messages: Vec<ferry_fakes::DiscordSentMessage>) -> Vec<Shown> {
     messages
         .into_iter()
         .map(|m| Shown {
+            message_id: m.message_id.to_string(),
             visible: m.content.clone(),
             raw: m.content,
             reply_to: m.reply_to.map(|id| id.to_string()),

@@ -54,6 +54,8 @@ use crate::daemon::{Daemon, PATIENCE, daemon_in, wait_for_inbound};
 /// A bot message in a chat, as sent and as seen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Shown {
+    /// The platform's id of the message.
+    pub message_id: String,
     /// The text as the bot sent it, markup included.
     pub raw: String,
     /// What a user sees.

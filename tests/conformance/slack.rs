@@ -29,6 +29,7 @@ fn shown(messages: Vec<PostedMessage>) -> Vec<Shown> {
     messages
         .into_iter()
         .map(|m| Shown {
+            message_id: m.ts.clone(),
             visible: m.text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"),
             raw: m.text,
             reply_to: m.thread_ts,

@@ -20,6 +20,7 @@ fn shown(messages: Vec<ferry_fakes::SentMessage>) -> Vec<Shown> {
     messages
         .into_iter()
         .map(|m| Shown {
+            message_id: m.message_id.to_string(),
             raw: m.text,
             visible: m.visible_text,
             reply_to: m.reply_to.map(|id| id.to_string()),

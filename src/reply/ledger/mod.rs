@@ -44,6 +44,9 @@ struct Recovered {
     /// Messages whose recovered reply was delivered: a later run of theirs has nothing
     /// left to say (a follow-up batch that split differently after the restart).
     finished: HashSet<i64>,
+    /// Messages with a smaller id were accepted by an earlier process, which may have
+    /// started their reply without recording it (killed mid-send).
+    first_of_this_process: i64,
 }
 
 impl DeliveryLedger {
@@ -56,6 +59,7 @@ impl DeliveryLedger {
     /// previews nothing will reuse, to be deleted once their channels are up.
     pub fn recover(&self) -> Result<Vec<OrphanPreview>, LogError> {
         let recovery = recovery::fold(self.log.deliveries()?);
+        self.lock().first_of_this_process = self.log.next_seq();
         if !recovery.by_seq.is_empty() {
             tracing::info!(
                 messages = recovery.by_seq.len(),
@@ -101,7 +105,8 @@ impl DeliveryLedger {
 
     /// A recorder for the reply to the messages `seqs`.
     pub fn recorder(&self, seqs: Vec<i64>) -> Recorder {
-        Recorder { log: self.log.clone(), seqs: seqs.into() }
+        let inherited = seqs.iter().any(|seq| *seq < self.lock().first_of_this_process);
+        Recorder { log: self.log.clone(), seqs: seqs.into(), inherited }
     }
 
     fn lock(&self) -> MutexGuard<'_, Recovered> {
@@ -114,6 +119,9 @@ impl DeliveryLedger {
 pub struct Recorder {
     log: InboundLog,
     seqs: Arc<[i64]>,
+    /// The reply answers messages an earlier process accepted: it may have sent part of
+    /// this reply without recording it.
+    inherited: bool,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -126,6 +134,13 @@ impl Recorder {
     /// The messages the reply answers.
     pub fn seqs(&self) -> &[i64] {
         &self.seqs
+    }
+
+    /// Whether an earlier process may have started this reply without recording it (it
+    /// answers messages that process accepted): a first send is reconciled, not repeated
+    /// blind.
+    pub fn inherited(&self) -> bool {
+        self.inherited
     }
 
     /// A stable name for the reply across restarts, for idempotency keys that must survive

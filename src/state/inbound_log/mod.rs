@@ -281,6 +281,12 @@ impl InboundLog {
         Ok(pending)
     }
 
+    /// The id the next accepted message will get: every message with a smaller id was
+    /// accepted before now (at start-up: by an earlier process).
+    pub fn next_seq(&self) -> i64 {
+        lock(&self.shared.writer).next_seq
+    }
+
     /// How many accepted messages wait for their answer.
     pub fn pending_count(&self) -> usize {
         lock(&self.shared.writer).pending.len()
