@@ -120,7 +120,9 @@ impl PreviewStream {
 
     /// When a remembered text is next allowed out, if one waits.
     pub fn due(&self) -> Option<Instant> {
-        let waiting = self.latest != self.shown && (self.message.is_some() || self.ready_to_start());
+        // An empty text is never shown (an adopted preview waits for the new text).
+        let waiting =
+            !self.latest.is_empty() && self.latest != self.shown && (self.message.is_some() || self.ready_to_start());
         waiting.then(|| self.last_call.map_or_else(Instant::now, |last| last + self.interval))
     }
 
@@ -156,7 +158,7 @@ impl PreviewStream {
                     Err(error) => tracing::debug!(%error, "sending a preview failed; the final will be sent normally"),
                 }
             }
-            Some(message) if self.latest != self.shown && self.throttle_passed() => {
+            Some(message) if !self.latest.is_empty() && self.latest != self.shown && self.throttle_passed() => {
                 let (message, text) = (message.clone(), self.latest.clone());
                 self.last_call = Some(Instant::now());
                 match self.scheduler.edit(message, text.clone(), TextFormat::Plain, Priority::Preview).await {

@@ -15,7 +15,7 @@ pub struct Slack {
     sockets_seen: AtomicU64,
 }
 
-fn dm_channel(user: u64) -> String {
+pub fn dm_channel(user: u64) -> String {
     format!("DU{user}")
 }
 
