@@ -203,6 +203,8 @@ impl Dispatcher {
     /// the gateway was down arrives the moment its socket opens).
     pub async fn left_over(&self) -> Result<LeftOver, DispatchError> {
         let messages = self.inner.journal.pending().await?;
+        // What the channels deliver from now on waits behind these.
+        self.inner.scheduler.hold();
         // The replies those messages were getting, read before this process records any.
         let orphans = self.inner.ledger.recover().map_err(crate::queue::JournalError::from)?;
         Ok(LeftOver { messages, orphans })

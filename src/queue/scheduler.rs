@@ -125,6 +125,9 @@ struct Inner {
     global: GlobalLane,
     /// Set by [`Scheduler::shut_down`]: no run starts any more.
     closing: AtomicBool,
+    /// Set by [`Scheduler::hold`] until [`Scheduler::restore`]: new messages wait behind the
+    /// older ones a previous process left, so a chat's answers keep their order.
+    holding: AtomicBool,
     /// Runs executing now.
     running: AtomicUsize,
     /// Counts the messages waiting in every lane's queue (`ferry_queue_depth`).
@@ -182,6 +185,7 @@ impl Scheduler {
                 journal,
                 global: GlobalLane::new(max_concurrent),
                 closing: AtomicBool::new(false),
+                holding: AtomicBool::new(false),
                 running: AtomicUsize::new(0),
                 depth,
             }),
@@ -197,7 +201,10 @@ impl Scheduler {
             let lane = lanes.entry(key.clone()).or_insert_with(|| Lane::new(settings, &self.inner.depth));
             lane.settings = settings;
             lane.generation += 1;
+            let holding = self.inner.holding.load(Ordering::Acquire);
             match (&lane.active, lane.pending.is_empty()) {
+                // Older messages are about to be restored: this one waits behind them.
+                (None, _) if holding => Self::enqueue(lane, message, &mut effects),
                 (None, true) => {
                     effects.start = Some(self.start_job(&key, lane, vec![message]));
                     Submitted { admission: Admission::Started, dropped: Vec::new() }
@@ -321,17 +328,25 @@ impl Scheduler {
         self.lanes().len()
     }
 
-    /// Schedules messages left in the journal by a previous process, per session in order.
+    /// Starts no run until [`Scheduler::restore`]: call it before the channels start, so
+    /// messages they deliver meanwhile queue behind the older ones being restored.
+    pub fn hold(&self) {
+        self.inner.holding.store(true, Ordering::Release);
+    }
+
+    /// Schedules messages left in the journal by a previous process, per session in order,
+    /// ahead of anything that arrived while the scheduler held (see [`Scheduler::hold`]).
     pub async fn restore(&self, messages: Vec<QueuedMessage>, settings: impl Fn(&QueuedMessage) -> QueueSettings) {
         let mut starts = Vec::new();
         {
             let mut lanes = self.lanes();
-            for message in messages {
+            for message in messages.into_iter().rev() {
                 let lane = lanes
                     .entry(message.session_key.clone())
                     .or_insert_with(|| Lane::new(settings(&message), &self.inner.depth));
-                lane.pending.push_back(message);
+                lane.pending.push_front(message);
             }
+            self.inner.holding.store(false, Ordering::Release);
             let keys: Vec<String> = lanes.keys().cloned().collect();
             for key in keys {
                 if let Some(lane) = lanes.get_mut(&key)
@@ -423,7 +438,7 @@ impl Scheduler {
         let start = {
             let mut lanes = self.lanes();
             let Some(lane) = lanes.get_mut(key) else { return };
-            if lane.active.is_some() || lane.generation != generation {
+            if lane.active.is_some() || lane.generation != generation || self.inner.holding.load(Ordering::Acquire) {
                 return;
             }
             Self::next_batch(lane).map(|batch| self.start_job(key, lane, batch))

@@ -406,3 +406,18 @@ async fn a_run_whose_reply_record_answered_its_messages_needs_no_second_journal_
     assert_eq!(h.journaled().await, 1);
     assert_eq!(h.scheduler.busy_sessions(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_message_that_arrives_before_the_restore_waits_behind_the_restored_ones() {
+    let mut h = Harness::new().await;
+    let older = h.message("a", "left by the last process").await;
+    let newer = h.message("a", "arrived while the channels started").await;
+    let collect = settings(QueueMode::Collect);
+    h.scheduler.hold();
+    assert_eq!(h.scheduler.submit(newer.clone(), collect).await.admission, Admission::Queued { position: 1 });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(h.started.try_recv().is_err(), "nothing runs before the restore");
+    h.scheduler.restore(vec![older.clone()], |_| collect).await;
+    let run = h.next_run().await;
+    assert_eq!(run.ids, [older.id, newer.id], "the older message first");
+}
