@@ -4,7 +4,8 @@
 //!
 //! Each outbound call is exactly one REST request (see `rest.rs`); the core's outbound
 //! scheduler owns rate budgets and retries, driven by the [`ChannelError`] classification in
-//! [`crate::error`].
+//! [`crate::error`]. A create carries a `nonce` derived from the message's idempotency key,
+//! with `enforce_nonce`, so repeating a send whose outcome was unknown is safe (`nonce.rs`).
 
 use std::num::NonZeroU64;
 use std::sync::Mutex;
@@ -26,6 +27,7 @@ use tracing::{error, info, warn};
 use crate::config::DiscordConfig;
 use crate::error::{DiscordError, channel_error};
 use crate::gateway::{Forwarder, Handler};
+use crate::nonce::nonce_for;
 use crate::normalize::BotIdentity;
 use crate::rest::{CallError, Rest};
 use crate::{CHANNEL_NAME, capabilities};
@@ -191,6 +193,12 @@ impl Channel for DiscordChannel {
         if let Some(reply_to) = &message.reply_to_message_id {
             body["message_reference"] =
                 json!({"message_id": snowflake(reply_to, "message")?.to_string(), "fail_if_not_exists": false});
+        }
+        if let Some(key) = &message.idempotency_key {
+            // A repeat of this send (a retry after a timeout or a dropped connection, or after
+            // a restart) is answered with the message already created, not a second one.
+            body["nonce"] = nonce_for(key).into();
+            body["enforce_nonce"] = true.into();
         }
         if !message.attachments.is_empty() {
             warn!(

@@ -22,6 +22,8 @@
 //! - `gateway`: serenity's event handler, which only enqueues, and the forwarder that orders,
 //!   dedupes, resolves channels (threads, DMs) and hands messages to the core;
 //! - `normalize`: Discord messages → `InboundMessage` (DMs, channels, threads, mentions);
+//! - `nonce`: the `nonce` + `enforce_nonce` a create carries, derived from the message's
+//!   idempotency key, with which Discord itself drops a repeated send;
 //! - `rest`: one REST request per call, built by serenity, answered in full (status,
 //!   rate-limit headers, JSON body);
 //! - `error`: REST failures → `ChannelError` (429 → `RateLimited { retry_after }`).
@@ -40,6 +42,7 @@ mod channel;
 mod config;
 mod error;
 mod gateway;
+mod nonce;
 mod normalize;
 mod rest;
 

@@ -1,5 +1,6 @@
 //! The Discord adapter against the fake Discord (REST + gateway): start-up, normalization of
-//! what the gateway delivers, the outbound calls and their error classification, and resume.
+//! what the gateway delivers, the outbound calls and their error classification, resume, and
+//! Discord's own deduplication of a repeated send (`nonce` + `enforce_nonce`).
 
 use std::time::Duration;
 
@@ -201,4 +202,62 @@ async fn gateway_url_overrides_the_url_that_rest_hands_out() {
     assert_eq!(rest.identify_count(), 0);
     gateway.dm(&ada(), "via the other gateway");
     assert_eq!(next(&mut inbound).await.message.text, "via the other gateway");
+}
+
+fn keyed(target: &Target, text: &str, key: &str) -> OutboundMessage {
+    let mut message = OutboundMessage::text(target.clone(), text);
+    message.idempotency_key = Some(key.to_owned());
+    message
+}
+
+#[tokio::test]
+async fn a_keyed_send_carries_a_nonce_with_enforce_nonce_and_a_repeat_returns_the_same_message() {
+    let discord = FakeDiscord::start(TOKEN).await.unwrap().without_rate_limits();
+    let channel = DiscordChannel::connect(config(&discord)).await.expect("connect");
+    discord.add_guild_channel(1, 10);
+    let target = Target { chat: ferry_channel::ChatRef::new(ChatKind::Channel, "10"), thread_id: None };
+    let first = channel.send(keyed(&target, "the answer", "d42:3")).await.unwrap();
+    let again = channel.send(keyed(&target, "the answer", "d42:3")).await.unwrap();
+    assert_eq!(again, first, "Discord answered the repeat with the message it had created");
+    let shown = discord.messages_in(10);
+    assert_eq!((shown.len(), shown[0].message_id.to_string()), (1, first.message_id.clone()));
+    assert_eq!(discord.nonce_replays().len(), 1);
+
+    let creates: Vec<_> = discord.calls().into_iter().filter(|call| call.is_create_message()).collect();
+    let nonce = creates[0].body["nonce"].as_str().expect("a nonce").to_owned();
+    assert!(nonce.len() <= 25 && nonce.bytes().all(|b| b.is_ascii_alphanumeric()), "{nonce}");
+    assert_eq!(creates[0].body["enforce_nonce"], true);
+    assert_eq!(creates[1].body["nonce"].as_str(), Some(nonce.as_str()), "the same key, the same nonce");
+
+    // Another key is another message; no key, no nonce.
+    let other = channel.send(keyed(&target, "the answer", "d42:4")).await.unwrap();
+    assert_ne!(other, first);
+    channel.send(OutboundMessage::text(target, "a notice")).await.unwrap();
+    let last = discord.calls().into_iter().rfind(|call| call.is_create_message()).unwrap();
+    assert!(last.body.get("nonce").is_none() && last.body.get("enforce_nonce").is_none(), "{}", last.body);
+    assert_eq!(discord.messages_in(10).len(), 3);
+}
+
+#[tokio::test]
+async fn a_send_whose_answer_was_lost_is_transient_and_repeating_it_shows_the_message_once() {
+    let discord = FakeDiscord::start(TOKEN).await.unwrap().without_rate_limits();
+    let channel = DiscordChannel::connect(config(&discord)).await.expect("connect");
+    discord.add_guild_channel(1, 10);
+    let target = Target { chat: ferry_channel::ChatRef::new(ChatKind::Channel, "10"), thread_id: None };
+    discord.apply_then_drop_next(10);
+    let error = channel.send(keyed(&target, "landed", "d7:0")).await.unwrap_err();
+    assert!(matches!(error, ChannelError::Transient { .. }), "{error:?}");
+    assert_eq!(discord.messages_in(10).len(), 1, "the platform applied it");
+
+    let retried = channel.send(keyed(&target, "landed", "d7:0")).await.unwrap();
+    let shown = discord.messages_in(10);
+    assert_eq!(shown.len(), 1, "shown once");
+    assert_eq!(retried.message_id, shown[0].message_id.to_string());
+
+    // Lost before it was applied: the repeat creates it, once.
+    discord.drop_next_before_apply(10);
+    assert!(matches!(channel.send(keyed(&target, "next", "d7:1")).await, Err(ChannelError::Transient { .. })));
+    channel.send(keyed(&target, "next", "d7:1")).await.unwrap();
+    let texts: Vec<_> = discord.messages_in(10).into_iter().map(|message| message.content).collect();
+    assert_eq!(texts, ["landed", "next"]);
 }

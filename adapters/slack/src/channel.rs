@@ -1,5 +1,7 @@
 //! [`SlackChannel`]: the `Channel` implementation — start-up (`auth.test`), inbound wiring,
-//! and the outbound calls (`chat.postMessage`, `chat.update`, `chat.delete`).
+//! the outbound calls (`chat.postMessage`, `chat.update`, `chat.delete`), and the lookup of
+//! a sent message by its idempotency key (`lookup.rs`), which `chat.postMessage` records in
+//! the message's metadata.
 //!
 //! Each outbound call is exactly one Web API request. slack-morphism's own rate controller
 //! is not used: the core's outbound scheduler owns rate budgets and retries (it waits out a
@@ -10,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use ferry_channel::{
     Channel, ChannelCapabilities, ChannelError, InboundDelivery, InboundStream, MessageRef, OutboundMessage,
-    SentMessage, TextFormat,
+    SentMessage, Target, TextFormat,
 };
 use futures::StreamExt;
 use slack_morphism::api::{
@@ -27,6 +29,7 @@ use crate::config::{ReplyToMode, SlackConfig, SlackMode};
 use crate::error::{SlackError, channel_error, is_auth_code};
 use crate::events::{self, EventsState};
 use crate::inbound::Inbound;
+use crate::lookup;
 use crate::normalize::BotIdentity;
 use crate::{CHANNEL_NAME, capabilities, socket};
 
@@ -46,6 +49,9 @@ pub struct SlackChannel {
     events: Option<Arc<EventsState>>,
     /// `auth.test`'s answer, for logs.
     team: String,
+    /// Whether replies to top-level messages may be threaded under them, so that
+    /// [`Channel::find_sent`] searches recent threads too.
+    reply_to_mode: ReplyToMode,
 }
 
 /// The receiving end of the inbound channel, plus the app token Socket Mode connects with
@@ -133,6 +139,7 @@ impl SlackChannel {
             pending: Mutex::new(Some(PendingStart { rx, socket })),
             events,
             team: auth.team,
+            reply_to_mode: config.reply_to_mode,
         })
     }
 
@@ -205,9 +212,13 @@ impl Channel for SlackChannel {
         let thread = message.target.thread_id.clone().or_else(|| message.reply_to_message_id.clone());
         let text = slack_text(&message.text, message.format);
         let length = text.chars().count();
-        let request =
-            SlackApiChatPostMessageRequest::new(SlackChannelId(message.target.chat.id.clone()), content(text))
-                .opt_thread_ts(thread.map(SlackTs));
+        let mut content = content(text);
+        if let Some(key) = &message.idempotency_key {
+            // What `find_sent` looks for if this call's outcome is never known.
+            content = content.with_metadata(lookup::metadata(key));
+        }
+        let request = SlackApiChatPostMessageRequest::new(SlackChannelId(message.target.chat.id.clone()), content)
+            .opt_thread_ts(thread.map(SlackTs));
         let sent =
             self.session().chat_post_message(&request).await.map_err(|error| channel_error(&error, Some(length)))?;
         Ok(SentMessage { message_id: sent.ts.0 })
@@ -231,6 +242,19 @@ impl Channel for SlackChannel {
             SlackTs(message.message_id.clone()),
         );
         self.session().chat_delete(&request).await.map(drop).map_err(|error| channel_error(&error, None))
+    }
+
+    async fn find_sent(&self, target: &Target, idempotency_key: &str) -> Result<Option<SentMessage>, ChannelError> {
+        let query = lookup::Query {
+            channel: &target.chat.id,
+            thread: target.thread_id.as_deref(),
+            key: idempotency_key,
+            search_threads: self.reply_to_mode != ReplyToMode::Off,
+        };
+        let found = lookup::find_sent(&self.session(), &self.inbound.bot, &query)
+            .await
+            .map_err(|error| channel_error(&error, None))?;
+        Ok(found.map(|ts| SentMessage { message_id: ts }))
     }
 }
 

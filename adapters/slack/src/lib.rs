@@ -20,6 +20,8 @@
 //! - `client`: the Web API client on a connector that is https-only off loopback;
 //! - `channel`: [`SlackChannel::connect`] (`auth.test`) and the outbound calls of the
 //!   `Channel` trait;
+//! - `lookup`: a sent message found again by its idempotency key (kept in message metadata),
+//!   so a send whose outcome was unknown is not repeated;
 //! - `inbound`: one event's way to the core, its ack, and redelivery dedupe by `event_id`;
 //! - `socket`: Socket Mode, acknowledging an envelope only after the core's ack;
 //! - `events`: the `/slack/events` route for the Events API (signature, replay window,
@@ -40,6 +42,7 @@ mod config;
 mod error;
 mod events;
 mod inbound;
+mod lookup;
 mod normalize;
 mod socket;
 

@@ -35,7 +35,9 @@ mod telegram;
 
 pub use anthropic::FakeAnthropic;
 pub use discord::{
-    Call as DiscordCall, DISCORD_BOT_ID, DiscordUser, FakeDiscord, Mention, SentMessage as DiscordSentMessage,
+    Call as DiscordCall, DISCORD_BOT_ID, DiscordUser, Dropped as DiscordDropped, FakeDiscord, Mention,
+    NONCE_LIMIT as DISCORD_NONCE_LIMIT, NONCE_WINDOW as DISCORD_NONCE_WINDOW, NonceReplay as DiscordNonceReplay,
+    STORM_RETRY_AFTER as DISCORD_STORM_RETRY_AFTER, SentMessage as DiscordSentMessage,
     TEXT_LIMIT as DISCORD_TEXT_LIMIT,
 };
 pub use model_script::{HttpError, Reply, StopReason, ToolCall, Turn, Usage};
@@ -44,7 +46,8 @@ pub use openai::FakeOpenAi;
 pub use server::FakeServer;
 pub use slack::{
     APP_ID as SLACK_APP_ID, BOT_ID as SLACK_BOT_ID, BOT_USER_ID as SLACK_BOT_USER_ID, Call as SlackCall,
-    EventsResponse, FakeSlack, PostedMessage, SlackEvent, SlackEventsClient, TEAM_ID as SLACK_TEAM_ID,
+    Dropped as SlackDropped, EventsResponse, FakeSlack, PostedMessage, SlackEvent, SlackEventsClient,
+    TEAM_ID as SLACK_TEAM_ID,
 };
 pub use telegram::{
     BOT_USER_ID, BotCommand, Call, CallOutcome, ChatAction, DEFAULT_BOT_USERNAME, FakeTelegram, RateLimits,

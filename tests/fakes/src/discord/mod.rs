@@ -8,6 +8,13 @@
 //! code 4004 on the gateway), 2000 characters per message (400, code 50035), 5 message calls
 //! per 5 s per channel and scripted 429s (`retry_after` in the body, `X-RateLimit-*` headers).
 //!
+//! A create with a `nonce` and `enforce_nonce: true` that repeats a nonce the bot used in the
+//! same channel within [`NONCE_WINDOW`] is answered 200 with the message already created, and
+//! nothing new is created ([`FakeDiscord::nonce_replays`] lists them), as Discord does. For
+//! "send exactly once" tests a call can be made to take effect but lose its answer
+//! ([`FakeDiscord::apply_then_drop_next`]) or to be lost before it takes effect
+//! ([`FakeDiscord::drop_next_before_apply`]); the client sees the same connection error.
+//!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
 //! use ferry_fakes::{DiscordUser, FakeDiscord, Mention};
@@ -45,6 +52,16 @@ use crate::FakeServer;
 
 /// Discord's limit on a message's content.
 pub const TEXT_LIMIT: usize = 2000;
+
+/// Discord's limit on a message nonce (API docs, "Create Message": up to 25 characters).
+pub const NONCE_LIMIT: usize = 25;
+
+/// How long a nonce is remembered for `enforce_nonce`. Discord documents "the past few
+/// minutes"; the fake uses 5, on tokio's clock (so a paused-clock test can step past it).
+pub const NONCE_WINDOW: Duration = Duration::from_secs(5 * 60);
+
+/// The `retry_after` a [`FakeDiscord::rate_limit_storm`] announces, however long it lasts.
+pub const STORM_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// The bot's user id (`GET /users/@me`), unless [`FakeDiscord::start`]'s bot is changed.
 pub const DISCORD_BOT_ID: u64 = 1_200_000_000_000_000_001;
@@ -108,8 +125,33 @@ pub struct Call {
     pub body: Value,
     /// When it arrived, on tokio's clock.
     pub at: Instant,
-    /// The status answered; `None` while in flight.
+    /// The status answered; `None` while in flight, or if the connection was dropped.
     pub status: Option<u16>,
+    /// The connection was closed instead of answering (a scripted fault), and whether the
+    /// call took effect first.
+    pub dropped: Option<Dropped>,
+}
+
+/// How a call whose connection the fake dropped ended (see [`FakeDiscord::apply_then_drop_next`]
+/// and [`FakeDiscord::drop_next_before_apply`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dropped {
+    /// Nothing was applied: the connection closed before the call ran.
+    BeforeApply,
+    /// The call ran (its effects are visible) and would have answered with this status, but
+    /// the connection closed instead.
+    AfterApply(u16),
+}
+
+/// A create-message call that Discord answered with the message it had already created,
+/// because the call's `nonce` (with `enforce_nonce: true`) repeated one used in the same
+/// channel within [`NONCE_WINDOW`]. Nothing was created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NonceReplay {
+    pub channel_id: u64,
+    pub nonce: String,
+    /// The existing message the call was answered with.
+    pub message_id: u64,
 }
 
 impl Call {
@@ -350,10 +392,45 @@ impl FakeDiscord {
         lock(&self.shared.state).faults.entry(channel).or_default().push_back(Fault::Status(status));
     }
 
-    /// For `duration` from now every message call to `channel` gets a 429 whose `retry_after`
-    /// is the time left of the storm.
-    pub fn rate_limit_storm(&self, channel: u64, duration: Duration) {
-        lock(&self.shared.state).storms.insert(channel, Instant::now() + duration);
+    /// The next message call (create, edit, delete) to `channel` runs exactly as a normal call
+    /// would (the message is created, edited or deleted; a call the fake refuses changes
+    /// nothing), then the connection is closed without the answer: the client sees a
+    /// connection error for a call that took effect, the case that duplicates a reply when a
+    /// client repeats a send blindly. Recorded with [`Dropped::AfterApply`] and the status it
+    /// would have answered. Queued with the channel's other one-shot faults, in order.
+    pub fn apply_then_drop_next(&self, channel: u64) {
+        lock(&self.shared.state).faults.entry(channel).or_default().push_back(Fault::ApplyThenDrop);
+    }
+
+    /// The next message call to `channel` is not answered: the connection closes and nothing
+    /// is applied. Recorded with [`Dropped::BeforeApply`]. The client sees the same error as
+    /// with [`FakeDiscord::apply_then_drop_next`] and cannot tell which happened.
+    pub fn drop_next_before_apply(&self, channel: u64) {
+        lock(&self.shared.state).faults.entry(channel).or_default().push_back(Fault::DropBeforeApply);
+    }
+
+    /// For `duration` from now (tokio's clock) every message call to `channel` gets a 429
+    /// announcing `retry_after` [`STORM_RETRY_AFTER`] (1 s), however long the storm still
+    /// lasts, as Discord does under sustained load: a client that obeys `retry_after` once and
+    /// then gives up, or retries in a tight loop, shows. Returns the instant the storm ends.
+    ///
+    /// Storms answer before the channel's one-shot faults and leave them queued, so a fault
+    /// scripted during a storm hits the first call that gets through it.
+    pub fn rate_limit_storm(&self, channel: u64, duration: Duration) -> Instant {
+        self.rate_limit_storm_with_retry_after(channel, duration, STORM_RETRY_AFTER)
+    }
+
+    /// [`FakeDiscord::rate_limit_storm`] announcing this `retry_after` in every answer.
+    pub fn rate_limit_storm_with_retry_after(
+        &self,
+        channel: u64,
+        duration: Duration,
+        retry_after: Duration,
+    ) -> Instant {
+        let until = Instant::now() + duration;
+        let storm = state::Storm { until, retry_after: retry_after.as_secs_f64() };
+        lock(&self.shared.state).storms.insert(channel, storm);
+        until
     }
 
     // --- The gateway ------------------------------------------------------------------------
@@ -463,5 +540,11 @@ impl FakeDiscord {
     /// How many 429 answers were served (limits, storms and scripted).
     pub fn rate_limited_count(&self) -> usize {
         lock(&self.shared.state).rate_limited
+    }
+
+    /// Creates answered with an existing message because their nonce repeated (with
+    /// `enforce_nonce`), in order.
+    pub fn nonce_replays(&self) -> Vec<NonceReplay> {
+        lock(&self.shared.state).nonce_replays.clone()
     }
 }

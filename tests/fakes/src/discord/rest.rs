@@ -2,13 +2,17 @@
 //!
 //! Every call is recorded before any check (so refused calls show up too), then checked the
 //! way Discord checks it: the `Authorization: Bot <token>` header (401), the channel (404
-//! Unknown Channel), scripted faults and rate limits (429 with `retry_after` and the
-//! `X-RateLimit-*` headers), and the content (400 code 50006 empty, 50035 over 2000 chars).
+//! Unknown Channel), storms, scripted faults and rate limits (429 with `retry_after` and the
+//! `X-RateLimit-*` headers), the content (400 code 50006 empty, 50035 over 2000 chars) and
+//! the nonce (50035 over 25 chars). A create whose `nonce` repeats (with `enforce_nonce`) is
+//! answered with the existing message. Scripted connection drops end a call without an
+//! answer, before or after it took effect.
 
+use std::io;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, State as AxumState};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -16,8 +20,8 @@ use axum::routing::{get, patch, post};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::state::Fault;
-use super::{Call, SentMessage, Shared, TEXT_LIMIT, lock};
+use super::state::{Fault, NonceUse};
+use super::{Call, Dropped, NONCE_LIMIT, NonceReplay, SentMessage, Shared, TEXT_LIMIT, lock};
 
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
     Router::new()
@@ -70,6 +74,7 @@ impl Shared {
                 body,
                 at: Instant::now(),
                 status: None,
+                dropped: None,
             });
             state.calls.len() - 1
         };
@@ -89,6 +94,30 @@ impl Shared {
         }
         self.notify();
         response
+    }
+
+    /// Ends a message call: its answer, or a dropped connection if a fault said so.
+    /// `drop_answer` is set when the call ran under [`Fault::ApplyThenDrop`].
+    fn conclude(&self, index: usize, outcome: Result<Response, Refused>, drop_answer: bool) -> Response {
+        let response = match outcome {
+            Err(Refused::Drop) => return self.drop_connection(index, Dropped::BeforeApply),
+            Ok(response) => response,
+            Err(Refused::Answer(response)) => *response,
+        };
+        if drop_answer {
+            // Not counted as served: a 429 that never reached the client is not one it saw.
+            return self.drop_connection(index, Dropped::AfterApply(response.status().as_u16()));
+        }
+        self.answer(index, response)
+    }
+
+    /// Records how the call was dropped and answers with a connection that breaks.
+    fn drop_connection(&self, index: usize, dropped: Dropped) -> Response {
+        if let Some(call) = lock(&self.state).calls.get_mut(index) {
+            call.dropped = Some(dropped);
+        }
+        self.notify();
+        dropped_response()
     }
 
     fn authorized(&self, headers: &HeaderMap) -> bool {
@@ -134,46 +163,77 @@ async fn channel(AxumState(shared): Shared_, Path(channel): Path<String>, header
     shared.answer(index, response)
 }
 
-/// The checks every message call shares; `Err` is the answer to give instead.
-/// An answer other than success, boxed (a `Response` is large for a `Result`'s error).
-type Refused = Box<Response>;
+/// Why a message call does not go ahead: an answer to give instead (boxed: a `Response` is
+/// large for a `Result`'s error), or a scripted dropped connection.
+enum Refused {
+    Answer(Box<Response>),
+    /// [`Fault::DropBeforeApply`]: no answer at all, and nothing applied.
+    Drop,
+}
+
+impl From<Response> for Refused {
+    fn from(response: Response) -> Self {
+        Refused::Answer(Box::new(response))
+    }
+}
+
+/// A response whose body fails at once: the client sees the connection close mid-answer.
+fn dropped_response() -> Response {
+    let failed = futures::stream::once(async {
+        Err::<Bytes, io::Error>(io::Error::new(io::ErrorKind::ConnectionAborted, "scripted dropped connection"))
+    });
+    Response::new(Body::from_stream(failed))
+}
+
+/// A message call that passed the shared checks.
+struct Admitted {
+    channel: u64,
+    /// Run the call, then drop the connection instead of answering ([`Fault::ApplyThenDrop`]).
+    drop_answer: bool,
+}
 
 /// The channel a stored message is in.
 fn channel_of(message: &Value) -> Option<u64> {
     message["channel_id"].as_str()?.parse().ok()
 }
 
-fn check_message_call(shared: &Shared, headers: &HeaderMap, channel: Option<u64>) -> Result<u64, Refused> {
+/// The checks every message call shares, in this order: the token, the channel, a storm
+/// (which leaves queued faults alone), a scripted fault, the per-channel limit.
+fn check_message_call(shared: &Shared, headers: &HeaderMap, channel: Option<u64>) -> Result<Admitted, Refused> {
     if !shared.authorized(headers) {
-        return Err(Box::new(error(401, 0, "401: Unauthorized")));
+        return Err(error(401, 0, "401: Unauthorized").into());
     }
     let mut state = lock(&shared.state);
     let Some(channel) = channel.filter(|id| state.channels.contains_key(id)) else {
-        return Err(Box::new(error(404, 10003, "Unknown Channel")));
+        return Err(error(404, 10003, "Unknown Channel").into());
     };
-    if let Some(fault) = state.faults.get_mut(&channel).and_then(|faults| faults.pop_front()) {
-        return Err(Box::new(match fault {
-            Fault::RateLimited(retry_after) => rate_limited(retry_after),
-            Fault::Status(status) if status >= 500 => error(status, 0, "500: Internal Server Error"),
-            Fault::Status(status) => error(status, 50001, "Missing Access"),
-        }));
-    }
     let now = Instant::now();
-    if let Some(until) = state.storms.get(&channel).copied() {
-        if until > now {
-            return Err(Box::new(rate_limited(until.duration_since(now).as_secs_f64())));
+    if let Some(storm) = state.storms.get(&channel).copied() {
+        if storm.until > now {
+            return Err(rate_limited(storm.retry_after).into());
         }
         state.storms.remove(&channel);
     }
-    state.admit(channel, now).map_err(|wait| Box::new(rate_limited(wait.as_secs_f64().max(0.001))))?;
-    Ok(channel)
+    let mut drop_answer = false;
+    match state.faults.get_mut(&channel).and_then(|faults| faults.pop_front()) {
+        Some(Fault::RateLimited(retry_after)) => return Err(rate_limited(retry_after).into()),
+        Some(Fault::Status(status)) if status >= 500 => {
+            return Err(error(status, 0, "500: Internal Server Error").into());
+        }
+        Some(Fault::Status(status)) => return Err(error(status, 50001, "Missing Access").into()),
+        Some(Fault::DropBeforeApply) => return Err(Refused::Drop),
+        Some(Fault::ApplyThenDrop) => drop_answer = true,
+        None => {}
+    }
+    state.admit(channel, now).map_err(|wait| Refused::from(rate_limited(wait.as_secs_f64().max(0.001))))?;
+    Ok(Admitted { channel, drop_answer })
 }
 
 /// The content's problem, as Discord reports it, if any.
 fn check_content(content: Option<&str>) -> Result<(), Refused> {
     let content = content.unwrap_or_default();
     if content.trim().is_empty() {
-        return Err(Box::new(error(400, 50006, "Cannot send an empty message")));
+        return Err(error(400, 50006, "Cannot send an empty message").into());
     }
     if content.chars().count() > TEXT_LIMIT {
         let body = json!({
@@ -183,9 +243,30 @@ fn check_content(content: Option<&str>) -> Result<(), Refused> {
                 { "code": "BASE_TYPE_MAX_LENGTH", "message": format!("Must be {TEXT_LIMIT} or fewer in length.") }
             ] } }
         });
-        return Err(Box::new((StatusCode::BAD_REQUEST, axum::Json(body)).into_response()));
+        return Err((StatusCode::BAD_REQUEST, axum::Json(body)).into_response().into());
     }
     Ok(())
+}
+
+/// The create's `nonce` (a string, or an integer as Discord also accepts), or Discord's
+/// refusal of one longer than 25 characters.
+fn check_nonce(body: &Value) -> Result<Option<String>, Refused> {
+    let nonce = match body.get("nonce") {
+        Some(Value::String(nonce)) => nonce.clone(),
+        Some(Value::Number(number)) => number.to_string(),
+        _ => return Ok(None),
+    };
+    if nonce.chars().count() > NONCE_LIMIT {
+        let body = json!({
+            "code": 50035,
+            "message": "Invalid Form Body",
+            "errors": { "nonce": { "_errors": [
+                { "code": "BASE_TYPE_MAX_LENGTH", "message": format!("Must be {NONCE_LIMIT} or fewer in length.") }
+            ] } }
+        });
+        return Err((StatusCode::BAD_REQUEST, axum::Json(body)).into_response().into());
+    }
+    Ok(Some(nonce))
 }
 
 fn parse_body(body: &Bytes) -> Value {
@@ -201,23 +282,40 @@ async fn create_message(
     let body = parse_body(&body);
     let channel_id = channel.parse::<u64>().ok();
     let index = shared.record(&Method::POST, format!("/api/v10/channels/{channel}/messages"), channel_id, body.clone());
-    let answer = (|| {
-        let channel = check_message_call(&shared, &headers, channel_id)?;
+    let mut drop_answer = false;
+    let outcome = (|| -> Result<Response, Refused> {
+        let admitted = check_message_call(&shared, &headers, channel_id)?;
+        drop_answer = admitted.drop_answer;
+        let channel = admitted.channel;
         let content = body.get("content").and_then(Value::as_str);
         check_content(content)?;
+        let nonce = check_nonce(&body)?;
+        let enforce_nonce = body.get("enforce_nonce").and_then(Value::as_bool) == Some(true);
         let content = content.unwrap_or_default();
         let reply_to =
             body.pointer("/message_reference/message_id").and_then(Value::as_str).and_then(|id| id.parse().ok());
         let mut state = lock(&shared.state);
+        let now = Instant::now();
+        if let Some(nonce) = nonce.as_ref().filter(|_| enforce_nonce)
+            && let Some(message_id) = state.created_under(channel, nonce, now)
+            && let Some(existing) = state.messages.get(&message_id).map(|stored| stored.json.clone())
+        {
+            state.nonce_replays.push(NonceReplay { channel_id: channel, nonce: nonce.clone(), message_id });
+            return Ok(axum::Json(existing).into_response());
+        }
         let id = state.next_id();
         let bot = state.bot.clone();
         let reply_to = reply_to.filter(|id| state.messages.contains_key(id));
-        let json = state.message_json(id, channel, &bot, content, reply_to);
+        let mut json = state.message_json(id, channel, &bot, content, reply_to);
+        if let Some(nonce) = &nonce {
+            json["nonce"] = nonce.clone().into();
+            state.nonces.insert((channel, nonce.clone()), NonceUse { message_id: id, at: now });
+        }
         let sent = SentMessage { channel_id: channel, message_id: id, content: content.to_owned(), reply_to, edits: 0 };
         state.messages.insert(id, super::state::StoredMessage { json: json.clone(), sent: Some(sent) });
-        Ok::<_, Refused>(axum::Json(json).into_response())
+        Ok(axum::Json(json).into_response())
     })();
-    shared.answer(index, answer.unwrap_or_else(|response| *response))
+    shared.conclude(index, outcome, drop_answer)
 }
 
 async fn edit_message(
@@ -230,17 +328,20 @@ async fn edit_message(
     let channel_id = channel.parse::<u64>().ok();
     let path = format!("/api/v10/channels/{channel}/messages/{message}");
     let index = shared.record(&Method::PATCH, path, channel_id, body.clone());
-    let answer = (|| {
-        let channel = check_message_call(&shared, &headers, channel_id)?;
+    let mut drop_answer = false;
+    let outcome = (|| -> Result<Response, Refused> {
+        let admitted = check_message_call(&shared, &headers, channel_id)?;
+        drop_answer = admitted.drop_answer;
+        let channel = admitted.channel;
         let content = body.get("content").and_then(Value::as_str);
         check_content(content)?;
         let mut state = lock(&shared.state);
         let stored = message.parse::<u64>().ok().and_then(|id| state.messages.get_mut(&id));
         let Some(stored) = stored.filter(|stored| channel_of(&stored.json) == Some(channel)) else {
-            return Err(Box::new(error(404, 10008, "Unknown Message")));
+            return Err(error(404, 10008, "Unknown Message").into());
         };
         let Some(sent) = stored.sent.as_mut() else {
-            return Err(Box::new(error(403, 50005, "Cannot edit a message authored by another user")));
+            return Err(error(403, 50005, "Cannot edit a message authored by another user").into());
         };
         let content = content.unwrap_or_default();
         if sent.content != content {
@@ -251,7 +352,7 @@ async fn edit_message(
         stored.json["edited_timestamp"] = super::state::timestamp().into();
         Ok(axum::Json(stored.json.clone()).into_response())
     })();
-    shared.answer(index, answer.unwrap_or_else(|response| *response))
+    shared.conclude(index, outcome, drop_answer)
 }
 
 async fn delete_message(
@@ -262,16 +363,19 @@ async fn delete_message(
     let channel_id = channel.parse::<u64>().ok();
     let path = format!("/api/v10/channels/{channel}/messages/{message}");
     let index = shared.record(&Method::DELETE, path, channel_id, Value::Null);
-    let answer = (|| {
-        let channel = check_message_call(&shared, &headers, channel_id)?;
+    let mut drop_answer = false;
+    let outcome = (|| -> Result<Response, Refused> {
+        let admitted = check_message_call(&shared, &headers, channel_id)?;
+        drop_answer = admitted.drop_answer;
+        let channel = admitted.channel;
         let mut state = lock(&shared.state);
         let id = message.parse::<u64>().ok();
         let found = id.filter(|id| state.messages.get(id).is_some_and(|m| channel_of(&m.json) == Some(channel)));
-        let Some(id) = found else { return Err(Box::new(error(404, 10008, "Unknown Message"))) };
+        let Some(id) = found else { return Err(error(404, 10008, "Unknown Message").into()) };
         state.messages.remove(&id);
         Ok(StatusCode::NO_CONTENT.into_response())
     })();
-    shared.answer(index, answer.unwrap_or_else(|response| *response))
+    shared.conclude(index, outcome, drop_answer)
 }
 
 async fn typing(AxumState(shared): Shared_, Path(channel): Path<String>, headers: HeaderMap) -> Response {

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::{Call, DiscordUser, SentMessage};
+use super::{Call, DiscordUser, NONCE_WINDOW, NonceReplay, SentMessage};
 
 /// Discord channel types used by the fake (API docs, "Channel Types").
 pub(crate) const GUILD_TEXT: u8 = 0;
@@ -55,6 +55,25 @@ pub(crate) enum Fault {
     RateLimited(f64),
     /// This status with a Discord JSON error body.
     Status(u16),
+    /// Close the connection without an answer, before the call does anything.
+    DropBeforeApply,
+    /// Run the call (its effects stay), then close the connection without the answer.
+    ApplyThenDrop,
+}
+
+/// A window during which every message call to one channel is answered 429.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Storm {
+    pub(crate) until: Instant,
+    /// The `retry_after` every answer announces (seconds); may be far shorter than the storm.
+    pub(crate) retry_after: f64,
+}
+
+/// A nonce a create used, for `enforce_nonce` deduplication.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NonceUse {
+    pub(crate) message_id: u64,
+    pub(crate) at: Instant,
 }
 
 pub(crate) struct State {
@@ -66,8 +85,12 @@ pub(crate) struct State {
     pub(crate) calls: Vec<Call>,
     pub(crate) typing: Vec<u64>,
     pub(crate) faults: HashMap<u64, VecDeque<Fault>>,
-    /// Channels answering every message call with 429 until the instant.
-    pub(crate) storms: HashMap<u64, Instant>,
+    /// Channels answering every message call with 429 until the storm ends.
+    pub(crate) storms: HashMap<u64, Storm>,
+    /// The nonces of the bot's creates, by (channel, nonce): what `enforce_nonce` checks.
+    pub(crate) nonces: HashMap<(u64, String), NonceUse>,
+    /// Creates answered with an existing message because their nonce repeated.
+    pub(crate) nonce_replays: Vec<NonceReplay>,
     pub(crate) enforce_limits: bool,
     pub(crate) windows: HashMap<u64, VecDeque<Instant>>,
     pub(crate) rate_limited: usize,
@@ -105,6 +128,8 @@ impl State {
             typing: Vec::new(),
             faults: HashMap::new(),
             storms: HashMap::new(),
+            nonces: HashMap::new(),
+            nonce_replays: Vec::new(),
             enforce_limits: true,
             windows: HashMap::new(),
             rate_limited: 0,
@@ -176,6 +201,14 @@ impl State {
         Ok(())
     }
 
+    /// The bot's message created in `channel` under `nonce` within [`NONCE_WINDOW`] before
+    /// `now`, if it still exists (the fake's choice for a deleted one: a repeat creates anew).
+    pub(crate) fn created_under(&self, channel: u64, nonce: &str, now: Instant) -> Option<u64> {
+        let earlier = self.nonces.get(&(channel, nonce.to_owned()))?;
+        let open = now.saturating_duration_since(earlier.at) < NONCE_WINDOW;
+        (open && self.messages.contains_key(&earlier.message_id)).then_some(earlier.message_id)
+    }
+
     /// Appends a dispatch to the session log (or the waiting list when there is no session).
     pub(crate) fn dispatch(&mut self, event: &str, data: Value) {
         if self.gateway.id.is_none() {
@@ -226,6 +259,21 @@ mod tests {
     fn dates_convert_like_the_calendar() {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(19_723), (2024, 1, 1));
+    }
+
+    #[test]
+    fn a_nonce_repeats_only_within_the_window_and_while_its_message_exists() {
+        let mut state = State::new(DiscordUser::bot(1, "bot"));
+        let at = Instant::now();
+        state.messages.insert(7, StoredMessage { json: Value::Null, sent: None });
+        state.nonces.insert((10, "n".to_owned()), NonceUse { message_id: 7, at });
+        let just_inside = at + NONCE_WINDOW - Duration::from_millis(1);
+        assert_eq!(state.created_under(10, "n", just_inside), Some(7));
+        assert_eq!(state.created_under(10, "n", at + NONCE_WINDOW), None, "the window has closed");
+        assert_eq!(state.created_under(11, "n", at), None, "another channel");
+        assert_eq!(state.created_under(10, "m", at), None, "another nonce");
+        state.messages.remove(&7);
+        assert_eq!(state.created_under(10, "n", at), None, "deleted since");
     }
 
     #[test]

@@ -3,9 +3,13 @@
 //!
 //! - **Web API** at `{url}/api/{method}` (point slack-morphism's `with_slack_api_url` or
 //!   `channels.slack.api_url` at [`FakeSlack::api_url`]): `auth.test` (GET or POST),
-//!   `apps.connections.open`, `chat.postMessage`, `chat.update`, `chat.delete`,
-//!   `conversations.info`, with Slack's `{"ok": false, "error": …}` refusals and 429 +
-//!   `Retry-After`, scripted per method or enforced per channel.
+//!   `apps.connections.open`, `chat.postMessage` (with message `metadata`), `chat.update`,
+//!   `chat.delete`, `conversations.info`, `conversations.history` and `conversations.replies`
+//!   (metadata only with `include_all_metadata`), with Slack's `{"ok": false, "error": …}`
+//!   refusals and 429 + `Retry-After`, scripted per method or enforced per channel. For "send
+//!   exactly once" tests a call can take effect and lose its answer
+//!   ([`FakeSlack::apply_then_drop_next`]) or be lost before it takes effect
+//!   ([`FakeSlack::drop_next_before_apply`]).
 //! - **Socket Mode**: `apps.connections.open` hands out a `ws://` URL; a connection gets
 //!   `hello`, then `events_api` envelopes that must be acknowledged; unacknowledged envelopes
 //!   are redelivered on the next connection; [`FakeSlack::disconnect`] sends `disconnect`.
@@ -66,8 +70,22 @@ pub struct Call {
     pub params: Value,
     /// When it arrived, on tokio's clock.
     pub at: Instant,
-    /// The HTTP status answered; `None` while in flight.
+    /// The HTTP status answered; `None` while in flight, or if the connection was dropped.
     pub status: Option<u16>,
+    /// The connection was closed instead of answering (a scripted fault), and whether the
+    /// method ran first.
+    pub dropped: Option<Dropped>,
+}
+
+/// How a call whose connection the fake dropped ended (see [`FakeSlack::apply_then_drop_next`]
+/// and [`FakeSlack::drop_next_before_apply`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dropped {
+    /// Nothing was applied: the connection closed before the method ran.
+    BeforeApply,
+    /// The method ran (its effects are visible) and would have answered with this HTTP
+    /// status, but the connection closed instead.
+    AfterApply(u16),
 }
 
 /// A message the bot posted that still exists, as it looks now (after edits).
@@ -80,6 +98,9 @@ pub struct PostedMessage {
     pub text: String,
     /// How many successful `chat.update` calls changed it.
     pub edits: u32,
+    /// The message metadata it was posted with (`{"event_type", "event_payload"}`), as
+    /// `conversations.history` shows it with `include_all_metadata`.
+    pub metadata: Option<Value>,
 }
 
 /// An event as the fake built it: the `event_callback` payload Slack would push.
@@ -131,6 +152,13 @@ impl Shared {
     pub(crate) fn finish(&self, index: usize, status: u16) {
         if let Some(call) = lock(&self.state).calls.get_mut(index) {
             call.status = Some(status);
+        }
+        self.bump();
+    }
+
+    pub(crate) fn finish_dropped(&self, index: usize, dropped: Dropped) {
+        if let Some(call) = lock(&self.state).calls.get_mut(index) {
+            call.dropped = Some(dropped);
         }
         self.bump();
     }
@@ -211,6 +239,23 @@ impl FakeSlack {
         self.push_fault(method, Fault::Status(status));
     }
 
+    /// The next call of `method` (meant for `chat.postMessage`, `chat.update`,
+    /// `chat.delete`; works for any) runs exactly as a normal call would (the message is
+    /// posted, updated or deleted; a call the method refuses changes nothing), then the
+    /// connection is closed without the answer: the client sees a connection error for a call
+    /// that took effect. Recorded with [`Dropped::AfterApply`] and the status it would have
+    /// answered. Queued with the method's other one-shot faults, in order.
+    pub fn apply_then_drop_next(&self, method: &str) {
+        self.push_fault(method, Fault::ApplyThenDrop);
+    }
+
+    /// The next call of `method` is not answered: the connection closes before the method
+    /// runs, so nothing is applied. Recorded with [`Dropped::BeforeApply`]. The client sees
+    /// the same error as with [`FakeSlack::apply_then_drop_next`].
+    pub fn drop_next_before_apply(&self, method: &str) {
+        self.push_fault(method, Fault::DropBeforeApply);
+    }
+
     fn push_fault(&self, method: &str, fault: Fault) {
         self.state().faults.entry(method.to_owned()).or_default().push_back(fault);
     }
@@ -255,6 +300,7 @@ impl FakeSlack {
             event["event_ts"] = ts.clone().into();
         }
         let channel = event["channel"].as_str().unwrap_or_default().to_owned();
+        self.keep_user_message(&channel, &ts, &event);
         let payload = json!({
             "token": "legacy-verification-token", "team_id": TEAM_ID, "api_app_id": APP_ID,
             "type": "event_callback", "event_id": event_id, "event_time": ts.split('.').next().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0),
@@ -319,6 +365,27 @@ impl FakeSlack {
             "type": "app_mention", "channel": channel, "user": user, "text": text, "ts": message.ts,
         }));
         (message, mention)
+    }
+
+    /// Keeps a user's plain `message` event as part of its conversation (once per `ts`), for
+    /// `conversations.history` and `conversations.replies`.
+    fn keep_user_message(&self, channel: &str, ts: &str, event: &Value) {
+        let (Some("message"), None, Some(user)) =
+            (event["type"].as_str(), event.get("subtype"), event["user"].as_str())
+        else {
+            return;
+        };
+        let mut state = self.state();
+        if state.user_messages.iter().any(|m| m.channel == channel && m.ts == ts) {
+            return;
+        }
+        state.user_messages.push(state::UserMessage {
+            channel: channel.to_owned(),
+            ts: ts.to_owned(),
+            thread_ts: event["thread_ts"].as_str().map(str::to_owned),
+            user: user.to_owned(),
+            text: event["text"].as_str().unwrap_or_default().to_owned(),
+        });
     }
 
     fn push(&self, body: Value) -> SlackEvent {
@@ -400,9 +467,13 @@ impl FakeSlack {
         self.messages_in(channel)
     }
 
-    /// Waits until `count` calls of `method` were answered and returns all calls of it.
+    /// Waits until `count` calls of `method` were answered (or their connection dropped) and
+    /// returns all calls of it.
     pub async fn wait_for_calls(&self, method: &str, count: usize) -> Vec<Call> {
-        self.wait_until(|slack| slack.calls_to(method).iter().filter(|c| c.status.is_some()).count() >= count).await;
+        self.wait_until(|slack| {
+            slack.calls_to(method).iter().filter(|c| c.status.is_some() || c.dropped.is_some()).count() >= count
+        })
+        .await;
         self.calls_to(method)
     }
 

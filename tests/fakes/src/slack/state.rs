@@ -1,13 +1,13 @@
-//! What the fake Slack remembers: recorded calls, the bot's messages, scripted faults, and the
-//! Socket Mode envelopes with their ack state.
+//! What the fake Slack remembers: recorded calls, the bot's messages and the users' (from the
+//! events the fake made), scripted faults, and the Socket Mode envelopes with their ack state.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::{Call, PostedMessage};
+use super::{APP_ID, BOT_ID, BOT_USER_ID, Call, PostedMessage};
 
 /// A scripted answer for the next call of a method.
 #[derive(Clone, Debug)]
@@ -18,6 +18,46 @@ pub(crate) enum Fault {
     RateLimited(u64),
     /// A bare HTTP status (e.g. 500) with `{"ok": false, "error": "internal_error"}`.
     Status(u16),
+    /// Close the connection without an answer, before the method runs.
+    DropBeforeApply,
+    /// Run the method (its effects stay), then close the connection without the answer.
+    ApplyThenDrop,
+}
+
+/// A user's message, kept from a `message` event the fake made, so that
+/// `conversations.history` and `conversations.replies` show the conversation around the
+/// bot's messages (thread parents, their reply counts).
+#[derive(Clone, Debug)]
+pub(crate) struct UserMessage {
+    pub(crate) channel: String,
+    pub(crate) ts: String,
+    pub(crate) thread_ts: Option<String>,
+    pub(crate) user: String,
+    pub(crate) text: String,
+}
+
+/// One message of a conversation as `conversations.history` / `.replies` show it.
+#[derive(Clone, Debug)]
+pub(crate) struct Listed {
+    pub(crate) ts: String,
+    pub(crate) thread_ts: Option<String>,
+    pub(crate) user: String,
+    /// The message object without `metadata` and without the thread summary.
+    pub(crate) json: Value,
+    pub(crate) metadata: Option<Value>,
+}
+
+impl Listed {
+    /// A reply in a thread (not the thread's parent).
+    pub(crate) fn is_reply(&self) -> bool {
+        self.thread_ts.as_ref().is_some_and(|thread| *thread != self.ts)
+    }
+}
+
+/// A Slack `ts` (`<seconds>.<micros>`) as a number pair, for ordering and `oldest`/`latest`.
+pub(crate) fn ts_key(ts: &str) -> (u64, u64) {
+    let (secs, micros) = ts.split_once('.').unwrap_or((ts, "0"));
+    (secs.parse().unwrap_or(0), micros.parse().unwrap_or(0))
 }
 
 /// One `events_api` envelope and what became of it.
@@ -45,6 +85,8 @@ pub(crate) struct State {
     pub(crate) calls: Vec<Call>,
     /// Every message the bot posted that still exists, in posting order.
     pub(crate) messages: Vec<PostedMessage>,
+    /// Users' messages from the `message` events the fake made, in order.
+    pub(crate) user_messages: Vec<UserMessage>,
     /// Microseconds added to the current second for unique, increasing `ts` values.
     pub(crate) ts_counter: u64,
     pub(crate) events_made: u64,
@@ -85,6 +127,35 @@ impl State {
             self.faults.remove(method);
         }
         fault
+    }
+
+    /// Every message of `channel`, the users' and the bot's, oldest first.
+    pub(crate) fn conversation(&self, channel: &str) -> Vec<Listed> {
+        let users = self.user_messages.iter().filter(|m| m.channel == channel).map(|m| {
+            let mut json = json!({"type": "message", "user": m.user, "text": m.text, "ts": m.ts});
+            if let Some(thread_ts) = &m.thread_ts {
+                json["thread_ts"] = thread_ts.clone().into();
+            }
+            Listed { ts: m.ts.clone(), thread_ts: m.thread_ts.clone(), user: m.user.clone(), json, metadata: None }
+        });
+        let bot = self.messages.iter().filter(|m| m.channel == channel).map(|m| {
+            let mut json = json!({
+                "type": "message", "user": BOT_USER_ID, "bot_id": BOT_ID, "app_id": APP_ID, "text": m.text, "ts": m.ts,
+            });
+            if let Some(thread_ts) = &m.thread_ts {
+                json["thread_ts"] = thread_ts.clone().into();
+            }
+            Listed {
+                ts: m.ts.clone(),
+                thread_ts: m.thread_ts.clone(),
+                user: BOT_USER_ID.to_owned(),
+                json,
+                metadata: m.metadata.clone(),
+            }
+        });
+        let mut all: Vec<Listed> = users.chain(bot).collect();
+        all.sort_by_key(|m| ts_key(&m.ts));
+        all
     }
 
     /// Envelopes to write to `connection`: unacked, and never written or written to a

@@ -2,6 +2,7 @@
 //! wire format and the rules. (That serenity accepts every answer is proven by the Discord
 //! adapter's own tests, which run serenity against this fake.)
 
+mod faults;
 mod gateway;
 mod rest;
 
