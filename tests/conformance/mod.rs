@@ -404,9 +404,9 @@ macro_rules! conformance_suite {
             #[tokio::test]
             async fn a_model_failure_after_visible_output_is_retried_into_the_same_preview() {
                 $crate::conformance::a_model_failure_after_visible_output_is_retried_into_the_same_preview::<
-                                    $platform,
-                                >()
-                                .await;
+                                            $platform,
+                                        >()
+                                        .await;
             }
 
             #[tokio::test]

@@ -1,0 +1,434 @@
+//! The chaos test (SPEC §11, issue 17): the real `ferry gateway` against each platform's
+//! fake and a fake model, killed with SIGKILL at random moments and at the worst ones
+//! (right after a reply's finals are recorded, while they are being sent), while the fakes
+//! answer with 429 storms longer than their `retry_after`, drop connections, and the model
+//! stalls or breaks off mid-stream.
+//!
+//! Every user message carries a unique token and the model's reply names the tokens it
+//! answers, ending with `done.`. At the end every chat must show each token exactly once,
+//! in order, in a whole reply: nothing lost, nothing answered twice, no half-written
+//! preview, no `NO_REPLY` leak. The one exception is Telegram's documented at-least-once
+//! case (a fresh send whose outcome was unknown, which Telegram cannot deduplicate): a
+//! repeat of the very same message, counted and reported.
+//!
+//! Seeded and bounded: `FERRY_CHAOS_SEED` replays a run (the seed is printed, and named in
+//! every failure); `FERRY_CHAOS_SECONDS` sets how long faults are injected (default 40).
+
+#[path = "common/daemon.rs"]
+mod daemon;
+
+#[allow(dead_code, unused_imports)]
+#[path = "conformance/mod.rs"]
+mod conformance;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use ferry_fakes::{RecordedRequest, Reply, Turn};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+use conformance::discord::Discord;
+use conformance::slack::Slack;
+use conformance::telegram::Telegram;
+use conformance::{Harness, Platform, Shown};
+use daemon::{PATIENCE, wait_for_inbound};
+
+const USERS: u64 = 5;
+
+/// What every answer starts with: enough for a preview to be sent before the tokens come.
+const PREAMBLE: &str = "Working on it, one moment please. ";
+
+/// Faults a platform's fake can inject, beyond the conformance suite's.
+trait ChaosPlatform: Platform {
+    /// Whether messages sent while the gateway is down reach it after the restart (the
+    /// platform keeps them: Telegram's update queue, Slack's unacknowledged envelopes).
+    /// Discord does not redeliver, so the test sends only while the gateway is up.
+    const REDELIVERS: bool;
+    /// A 429 storm on the bot's calls to `user`'s chat, lasting longer than the
+    /// `retry_after` each answer announces.
+    fn storm(&self, user: u64, rng: &mut StdRng);
+    /// The next send or edit is applied by the platform but its answer is lost, or the
+    /// connection drops before it is applied.
+    fn drop_connection(&self, rng: &mut StdRng);
+    /// Trouble on the receiving side: a gateway or socket dropped, a poll failing.
+    fn inbound_fault(&self, rng: &mut StdRng);
+    /// The id of the DM chat with `user`, as Ferry records it.
+    fn dm_chat_id(&self, user: u64) -> String;
+}
+
+impl ChaosPlatform for Telegram {
+    const REDELIVERS: bool = true;
+
+    fn storm(&self, _user: u64, rng: &mut StdRng) {
+        let method = if rng.random_bool(0.5) { "sendMessage" } else { "editMessageText" };
+        self.fake().rate_limit_storm(method, Duration::from_millis(rng.random_range(1500..5000)), 1);
+    }
+
+    fn drop_connection(&self, rng: &mut StdRng) {
+        let method = ["sendMessage", "editMessageText", "deleteMessage"][rng.random_range(0..3)];
+        if rng.random_bool(0.5) {
+            self.fake().apply_then_drop_next(method);
+        } else {
+            self.fake().drop_next_connection(method);
+        }
+    }
+
+    fn inbound_fault(&self, rng: &mut StdRng) {
+        // teloxide waits 10 s after any 5xx before it reads the answer: one failed poll.
+        self.fake().server_error_storm("getUpdates", Duration::from_millis(rng.random_range(500..1500)));
+    }
+
+    fn dm_chat_id(&self, user: u64) -> String {
+        user.to_string()
+    }
+}
+
+impl ChaosPlatform for Discord {
+    const REDELIVERS: bool = false;
+
+    fn storm(&self, user: u64, rng: &mut StdRng) {
+        let channel = self.fake().dm_channel(user);
+        self.fake().rate_limit_storm(channel, Duration::from_millis(rng.random_range(1500..5000)));
+    }
+
+    fn drop_connection(&self, rng: &mut StdRng) {
+        let channel = self.fake().dm_channel(rng.random_range(1..=USERS));
+        if rng.random_bool(0.5) {
+            self.fake().apply_then_drop_next(channel);
+        } else {
+            self.fake().drop_next_before_apply(channel);
+        }
+    }
+
+    fn inbound_fault(&self, _rng: &mut StdRng) {
+        // A resumable close: the adapter resumes and the fake replays what was missed.
+        self.fake().disconnect();
+    }
+
+    fn dm_chat_id(&self, user: u64) -> String {
+        self.fake().dm_channel(user).to_string()
+    }
+}
+
+impl ChaosPlatform for Slack {
+    const REDELIVERS: bool = true;
+
+    fn storm(&self, _user: u64, rng: &mut StdRng) {
+        let method = if rng.random_bool(0.5) { "chat.postMessage" } else { "chat.update" };
+        self.fake().rate_limit_next(method, rng.random_range(2..5), 1);
+    }
+
+    fn drop_connection(&self, rng: &mut StdRng) {
+        let method = ["chat.postMessage", "chat.update", "chat.delete"][rng.random_range(0..3)];
+        if rng.random_bool(0.5) {
+            self.fake().apply_then_drop_next(method);
+        } else {
+            self.fake().drop_next_before_apply(method);
+        }
+    }
+
+    fn inbound_fault(&self, _rng: &mut StdRng) {
+        self.fake().drop_sockets();
+    }
+
+    fn dm_chat_id(&self, user: u64) -> String {
+        conformance::slack::dm_channel(user)
+    }
+}
+
+/// Model faults the next requests get, set by the chaos loop and taken by the responder.
+#[derive(Default)]
+struct ModelFaults {
+    stalls: AtomicU32,
+    cuts: AtomicU32,
+}
+
+/// The tokens a message names: `tok-<n>` and the end-of-run sentinels `end-<user>`.
+fn tokens(text: &str) -> Vec<String> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter(|word| {
+            word.strip_prefix("tok-").or_else(|| word.strip_prefix("end-")).is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The model: answers `ack#<request> <tokens> done.` in a few streamed pieces, `NO_REPLY`
+/// to a message without tokens, and stalls or breaks off when the chaos loop says so.
+fn responder(faults: Arc<ModelFaults>, counter: Arc<AtomicU32>) -> impl Fn(&RecordedRequest) -> Turn + Send + Sync {
+    move |request| {
+        let tokens = tokens(&request.last_user_text().unwrap_or_default());
+        if tokens.is_empty() {
+            return Turn::text(["NO_", "REPLY"]);
+        }
+        let number = counter.fetch_add(1, Ordering::SeqCst);
+        // Long enough for a preview, in four pieces a little apart.
+        let text = format!("{PREAMBLE}ack#{number} {} done.", tokens.join(" "));
+        let reply = Reply::text(split_in_four(&text)).with_chunk_delay(Duration::from_millis(150));
+        if take(&faults.stalls) {
+            Turn::stall(reply, 2)
+        } else if take(&faults.cuts) {
+            Turn::cut(reply, 2)
+        } else {
+            Turn::Reply(reply)
+        }
+    }
+}
+
+fn take(counter: &AtomicU32) -> bool {
+    counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
+}
+
+fn split_in_four(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let size = chars.len().div_ceil(4).max(1);
+    chars.chunks(size).map(|chunk| chunk.iter().collect()).collect()
+}
+
+/// Faults on, as `FERRY_CHAOS_SECONDS` says (default 40).
+fn chaos_duration() -> Duration {
+    let seconds = std::env::var("FERRY_CHAOS_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(40);
+    Duration::from_secs(seconds)
+}
+
+/// `FERRY_CHAOS_SEED`, or a fresh one.
+fn seed() -> u64 {
+    std::env::var("FERRY_CHAOS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random)
+}
+
+/// What a run did, for its report.
+#[derive(Debug, Default)]
+struct Tally {
+    messages: usize,
+    kills: usize,
+    worst_moment_kills: usize,
+    storms: usize,
+    dropped_connections: usize,
+    inbound_faults: usize,
+    model_stalls: usize,
+    model_cuts: usize,
+}
+
+/// What the chats show at the end.
+#[derive(Debug, Default)]
+struct Verdict {
+    lost: Vec<String>,
+    duplicated: Vec<String>,
+    /// The same message shown twice: a send whose outcome was unknown, repeated.
+    repeated_sends: Vec<String>,
+    /// Previews whose first send's outcome Ferry never learned (its answer was lost, or the
+    /// process was killed before it arrived): Ferry cannot know they exist.
+    unknown_previews: Vec<String>,
+    half_written: Vec<String>,
+    leaks: Vec<String>,
+    out_of_order: Vec<String>,
+    notices: usize,
+}
+
+async fn chaos<P: ChaosPlatform>() {
+    let seed = seed();
+    println!("chaos seed for {}: {seed} (FERRY_CHAOS_SEED={seed} replays it)", P::NAME);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let keys = "dm_policy = \"open\"\nallow_from = [\"*\"]\nstreaming = \"partial\"";
+    let tables = "[agents.defaults]\nmodel_idle_timeout_seconds = 1\nmodel_retry_after_output_ms = 200\n\n\
+                  [messages]\ndelivery_deadline_seconds = 120\n\n[messages.queue]\ndebounce_ms = 200\n\n\
+                  [session]\ndm_scope = \"per-channel-peer\"";
+    let mut h = Harness::<P>::start_with(keys, tables).await;
+    let faults = Arc::new(ModelFaults::default());
+    h.openai.set_responder(responder(faults.clone(), Arc::new(AtomicU32::new(0))));
+
+    let mut tally = Tally::default();
+    let mut sent: BTreeMap<u64, Vec<String>> = (1..=USERS).map(|user| (user, Vec::new())).collect();
+    let mut handled_since_start = 0;
+    let deadline = tokio::time::Instant::now() + chaos_duration();
+    let mut next_kill = tokio::time::Instant::now() + Duration::from_millis(rng.random_range(1500..4000));
+    while tokio::time::Instant::now() < deadline {
+        let user = rng.random_range(1..=USERS);
+        if rng.random_bool(0.1) {
+            h.platform.dm(user, "shh, nothing to answer here").await;
+        } else {
+            let token = format!("tok-{}", tally.messages);
+            h.platform.dm(user, &format!("{token} what do you think?")).await;
+            sent.entry(user).or_default().push(token);
+        }
+        tally.messages += 1;
+        handled_since_start += 1;
+        match rng.random_range(0..100) {
+            0..6 => {
+                h.platform.storm(user, &mut rng);
+                tally.storms += 1;
+            }
+            6..12 => {
+                h.platform.drop_connection(&mut rng);
+                tally.dropped_connections += 1;
+            }
+            12..15 => {
+                h.platform.inbound_fault(&mut rng);
+                tally.inbound_faults += 1;
+            }
+            15..19 => {
+                faults.stalls.fetch_add(1, Ordering::SeqCst);
+                tally.model_stalls += 1;
+            }
+            19..23 => {
+                faults.cuts.fetch_add(1, Ordering::SeqCst);
+                tally.model_cuts += 1;
+            }
+            _ => {}
+        }
+        if tokio::time::Instant::now() >= next_kill {
+            if !P::REDELIVERS {
+                // Discord keeps nothing for a bot that is down: only kill once what was
+                // sent reached the gateway.
+                let port = h.daemon.as_ref().expect("running").port;
+                wait_for_inbound(port, P::NAME, handled_since_start).await;
+            }
+            if rng.random_bool(0.4) {
+                // The worst moment: a reply's finals were just recorded and are being sent.
+                let before = h.ledger_count("\"event\":\"finals\"");
+                let recorded = tokio::time::timeout(Duration::from_secs(3), async {
+                    while h.ledger_count("\"event\":\"finals\"") <= before {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                })
+                .await;
+                tally.worst_moment_kills += usize::from(recorded.is_ok());
+            }
+            h.crash_and_restart_after(Duration::from_millis(rng.random_range(300..2000))).await;
+            handled_since_start = 0;
+            tally.kills += 1;
+            next_kill = tokio::time::Instant::now() + Duration::from_millis(rng.random_range(1500..5000));
+        }
+        tokio::time::sleep(Duration::from_millis(rng.random_range(20..250))).await;
+    }
+
+    // Faults off; one more clean restart runs whatever was kept for later.
+    faults.stalls.store(0, Ordering::SeqCst);
+    faults.cuts.store(0, Ordering::SeqCst);
+    if !P::REDELIVERS {
+        let port = h.daemon.as_ref().expect("running").port;
+        wait_for_inbound(port, P::NAME, handled_since_start).await;
+    }
+    h.crash_and_restart_after(Duration::from_millis(500)).await;
+    // A last message per user: once it is answered, everything before it in that chat is.
+    for user in 1..=USERS {
+        let token = format!("end-{user}");
+        h.platform.dm(user, &format!("{token} that is all")).await;
+        sent.entry(user).or_default().push(token);
+    }
+    for user in 1..=USERS {
+        let end = format!("end-{user} done.");
+        let waited = tokio::time::timeout(PATIENCE * 3, async {
+            while !h.platform.dm_messages(user).iter().any(|m| m.visible.trim().ends_with(&end)) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        if waited.is_err() {
+            panic!(
+                "{} (seed {seed}): user {user}'s last message was never answered; the chat shows {:?}",
+                P::NAME,
+                h.platform.dm_messages(user).iter().map(|m| m.visible.clone()).collect::<Vec<_>>()
+            );
+        }
+    }
+
+    let mut verdict = Verdict::default();
+    for (user, tokens) in &sent {
+        let shown = h.platform.dm_messages(*user);
+        // A preview Ferry knew of is in its ledger; one it never learned the id of is not.
+        let chat = h.platform.dm_chat_id(*user);
+        let (unknown, known): (Vec<Shown>, Vec<Shown>) = shown.into_iter().partition(|message| {
+            let recorded =
+                format!("\"id\":\"{chat}\"}},\"thread_id\":null}},\"message_id\":\"{}\"", message.message_id);
+            !is_whole(message.visible.trim()) && h.ledger_count(&recorded) == 0
+        });
+        verdict.unknown_previews.extend(unknown.into_iter().map(|message| message.visible));
+        check_chat(&known, tokens, &mut verdict);
+    }
+    println!("{} (seed {seed}): {tally:?}", P::NAME);
+    println!(
+        "{} (seed {seed}): lost {}, duplicated {}, repeated unknown-outcome sends {}, unknown-outcome previews {}, half-written {}, NO_REPLY leaks {}, out of order {}, kept-for-later notices {}",
+        P::NAME,
+        verdict.lost.len(),
+        verdict.duplicated.len(),
+        verdict.repeated_sends.len(),
+        verdict.unknown_previews.len(),
+        verdict.half_written.len(),
+        verdict.leaks.len(),
+        verdict.out_of_order.len(),
+        verdict.notices,
+    );
+    let context = format!("{} (seed {seed}): {verdict:?}", P::NAME);
+    assert!(verdict.lost.is_empty(), "lost: {context}");
+    assert!(verdict.duplicated.is_empty(), "answered twice: {context}");
+    assert!(verdict.half_written.is_empty(), "half-written or frozen: {context}");
+    assert!(verdict.leaks.is_empty(), "NO_REPLY leaked: {context}");
+    assert!(verdict.out_of_order.is_empty(), "out of order: {context}");
+    if P::NAME != "telegram" {
+        assert!(verdict.repeated_sends.is_empty(), "only Telegram may repeat a send: {context}");
+        assert!(verdict.unknown_previews.is_empty(), "only Telegram may lose track of a preview: {context}");
+    }
+}
+
+/// A whole answer, as opposed to a preview left half-written.
+fn is_whole(text: &str) -> bool {
+    text.contains("kept your message") || (text.starts_with(PREAMBLE.trim_end()) && text.ends_with(" done."))
+}
+
+/// Checks one chat's final state against the tokens its user sent, in order.
+fn check_chat(shown: &[Shown], expected: &[String], verdict: &mut Verdict) {
+    let mut seen: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    for message in shown {
+        let text = message.visible.trim();
+        if text.contains("NO_") {
+            verdict.leaks.push(text.to_owned());
+        }
+        if text.contains("kept your message") {
+            verdict.notices += 1;
+            continue;
+        }
+        if !is_whole(text) {
+            verdict.half_written.push(text.to_owned());
+            continue;
+        }
+        for token in tokens(text) {
+            if !order.contains(&token) {
+                order.push(token.clone());
+            }
+            let token = expected.iter().find(|known| **known == token).map_or("unexpected", String::as_str);
+            seen.entry(token).or_default().push(text);
+        }
+    }
+    for token in expected {
+        match seen.get(token.as_str()).map(Vec::as_slice) {
+            None => verdict.lost.push(token.clone()),
+            Some([_]) => {}
+            Some(texts) if texts.iter().all(|text| *text == texts[0]) => verdict.repeated_sends.push(token.clone()),
+            Some(_) => verdict.duplicated.push(token.clone()),
+        }
+    }
+    let position = |token: &String| expected.iter().position(|known| known == token);
+    if order.windows(2).any(|pair| position(&pair[0]) > position(&pair[1])) {
+        verdict.out_of_order.push(order.join(" "));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telegram_answers_every_message_exactly_once_through_kills_and_faults() {
+    chaos::<Telegram>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discord_answers_every_message_exactly_once_through_kills_and_faults() {
+    chaos::<Discord>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_answers_every_message_exactly_once_through_kills_and_faults() {
+    chaos::<Slack>().await;
+}
