@@ -247,6 +247,7 @@ fn runner(bus: &EventBus, workspace: &std::path::Path, channels: &ChannelRegistr
             idle_timeout: Duration::from_secs(60),
             max_tool_rounds: 5,
             retry: RetryPolicy::default(),
+            retry_after_output: RetryPolicy::after_output(Duration::from_secs(10)),
             compaction_reserve_tokens: 20_000,
         },
         workspace: workspace.to_owned(),

@@ -15,6 +15,7 @@ const PREVIEW: &str = "dm_policy = \"open\"\nallow_from = [\"*\"]\nstreaming = \
 impl<P: Platform> Harness<P> {
     /// How many records of the gateway's delivery ledger contain `needle` (0 before the
     /// log exists).
+    #[allow(dead_code, reason = "used by tests/chaos.rs, which includes the suite")]
     pub fn ledger_count(&self, needle: &str) -> usize {
         let home = self.daemon.as_ref().and_then(|daemon| daemon.home.as_ref()).expect("a running gateway");
         let bytes = std::fs::read(home.path().join(".local/share/ferry/inbound.log")).unwrap_or_default();
@@ -23,6 +24,7 @@ impl<P: Platform> Harness<P> {
 
     /// Kills the gateway (SIGKILL), leaves it down for `downtime`, and starts a new one on
     /// the same state.
+    #[allow(dead_code, reason = "used by tests/chaos.rs, which includes the suite")]
     pub async fn crash_and_restart_after(&mut self, downtime: Duration) {
         let home = self.daemon.take().expect("a running gateway").crash();
         tokio::time::sleep(downtime).await;

@@ -28,6 +28,7 @@ fn shown(messages: Vec<ferry_fakes::DiscordSentMessage>) -> Vec<Shown> {
 
 impl Discord {
     /// The fake itself, for faults beyond the suite's (the chaos test).
+    #[allow(dead_code, reason = "used by tests/chaos.rs, which includes the suite")]
     pub fn fake(&self) -> &FakeDiscord {
         &self.fake
     }
@@ -72,7 +73,7 @@ impl Platform for Discord {
     }
 
     fn rate_limit_storm(&self, user: u64) {
-        // Every message call to the DM is refused for 1.5 s, each 429 saying how long is left.
+        // Every message call to the DM is refused for 1.5 s, each 429 announcing a 1 s retry_after.
         self.fake.rate_limit_storm(self.fake.dm_channel(user), Duration::from_millis(1500));
     }
 

@@ -395,18 +395,14 @@ macro_rules! conformance_suite {
 
             #[tokio::test]
             async fn a_reply_recorded_before_a_crash_is_delivered_without_asking_the_model_again() {
-                $crate::conformance::a_reply_recorded_before_a_crash_is_delivered_without_asking_the_model_again::<
-                    $platform,
-                >()
-                .await;
+                use $crate::conformance as c;
+                c::a_reply_recorded_before_a_crash_is_delivered_without_asking_the_model_again::<$platform>().await;
             }
 
             #[tokio::test]
             async fn a_model_failure_after_visible_output_is_retried_into_the_same_preview() {
-                $crate::conformance::a_model_failure_after_visible_output_is_retried_into_the_same_preview::<
-                                            $platform,
-                                        >()
-                                        .await;
+                use $crate::conformance as c;
+                c::a_model_failure_after_visible_output_is_retried_into_the_same_preview::<$platform>().await;
             }
 
             #[tokio::test]

@@ -40,6 +40,7 @@ fn shown(messages: Vec<PostedMessage>) -> Vec<Shown> {
 
 impl Slack {
     /// The fake itself, for faults beyond the suite's (the chaos test).
+    #[allow(dead_code, reason = "used by tests/chaos.rs, which includes the suite")]
     pub fn fake(&self) -> &FakeSlack {
         &self.fake
     }

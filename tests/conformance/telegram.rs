@@ -31,6 +31,7 @@ fn shown(messages: Vec<ferry_fakes::SentMessage>) -> Vec<Shown> {
 
 impl Telegram {
     /// The fake itself, for faults beyond the suite's (the chaos test).
+    #[allow(dead_code, reason = "used by tests/chaos.rs, which includes the suite")]
     pub fn fake(&self) -> &FakeTelegram {
         &self.fake
     }
