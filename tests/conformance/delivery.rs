@@ -66,6 +66,10 @@ pub async fn a_crash_mid_stream_streams_the_retry_into_the_same_preview<P: Platf
     assert!(shown[0].edits >= 1, "{}: the left preview {preview:?} was edited, not replaced", P::NAME);
     let shown = h.after_sentinel(USER).await;
     assert_eq!(visible(&shown), [full, "pong"], "{}: nothing else was sent", P::NAME);
+    let port = h.daemon.as_ref().expect("running").port;
+    let metrics = reqwest::get(format!("http://127.0.0.1:{port}/metrics")).await.unwrap().text().await.unwrap();
+    let reused = format!("ferry_previews_recovered_total{{channel=\"{}\",action=\"reused\"}} 1", P::NAME);
+    assert!(metrics.contains(&reused), "{}: counted as reused:\n{metrics}", P::NAME);
 }
 
 /// A run killed after its reply was recorded, while the platform rate-limited the send:
