@@ -96,3 +96,15 @@ mod tests {
         assert!(TcpStream::connect(addr).await.is_err());
     }
 }
+
+/// How a call whose connection a fake dropped ended (the Discord and Slack fakes'
+/// `apply_then_drop_next` and `drop_next_before_apply`): the client sees the same
+/// connection error either way, and only the platform's state tells them apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dropped {
+    /// Nothing was applied: the connection closed before the call ran.
+    BeforeApply,
+    /// The call ran (its effects are visible) and would have answered with this HTTP
+    /// status, but the connection closed instead.
+    AfterApply(u16),
+}

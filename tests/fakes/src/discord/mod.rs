@@ -132,16 +132,7 @@ pub struct Call {
     pub dropped: Option<Dropped>,
 }
 
-/// How a call whose connection the fake dropped ended (see [`FakeDiscord::apply_then_drop_next`]
-/// and [`FakeDiscord::drop_next_before_apply`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dropped {
-    /// Nothing was applied: the connection closed before the call ran.
-    BeforeApply,
-    /// The call ran (its effects are visible) and would have answered with this status, but
-    /// the connection closed instead.
-    AfterApply(u16),
-}
+pub use crate::server::Dropped;
 
 /// A create-message call that Discord answered with the message it had already created,
 /// because the call's `nonce` (with `enforce_nonce: true`) repeated one used in the same

@@ -77,16 +77,7 @@ pub struct Call {
     pub dropped: Option<Dropped>,
 }
 
-/// How a call whose connection the fake dropped ended (see [`FakeSlack::apply_then_drop_next`]
-/// and [`FakeSlack::drop_next_before_apply`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dropped {
-    /// Nothing was applied: the connection closed before the method ran.
-    BeforeApply,
-    /// The method ran (its effects are visible) and would have answered with this HTTP
-    /// status, but the connection closed instead.
-    AfterApply(u16),
-}
+pub use crate::server::Dropped;
 
 /// A message the bot posted that still exists, as it looks now (after edits).
 #[derive(Clone, Debug, PartialEq, Eq)]
