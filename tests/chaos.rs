@@ -362,6 +362,18 @@ async fn chaos<P: ChaosPlatform>() {
         verdict.out_of_order.len(),
         verdict.notices,
     );
+    // Where each lost message got to: how often the model was asked about it.
+    for token in &verdict.lost {
+        let asked = h
+            .openai
+            .requests()
+            .iter()
+            .filter(|request| tokens(&request.last_user_text().unwrap_or_default()).contains(token))
+            .count();
+        let user = sent.iter().find(|(_, sent)| sent.contains(token)).map(|(user, _)| *user).unwrap_or_default();
+        let chat: Vec<String> = h.platform.dm_messages(user).into_iter().map(|m| m.visible).collect();
+        println!("lost {token} (user {user}): the model was asked about it {asked} times; the chat shows {chat:?}");
+    }
     let context = format!("{} (seed {seed}): {verdict:?}", P::NAME);
     assert!(verdict.lost.is_empty(), "lost: {context}");
     assert!(verdict.duplicated.is_empty(), "answered twice: {context}");

@@ -113,7 +113,9 @@ impl RunExecutor for AgentExecutor {
         }
         let mut style = self.style(&channel);
         style.verbose = self.overrides.get(self.store.as_ref(), key).await.verbose.unwrap_or(false);
-        let recorder = self.ledger.recorder(job.messages.iter().map(|message| message.id).collect());
+        // The reply answers the summarized messages too: its completing record marks them.
+        let answers = job.messages.iter().map(|message| message.id).chain(job.summarized.iter().copied());
+        let recorder = self.ledger.recorder(answers.collect());
         let mut turn = ReplyTurn::new(scheduler.clone(), origin, &run_id, answering, style)
             .with_hooks(self.runner.hooks().clone())
             .with_recorder(recorder);

@@ -43,6 +43,9 @@ pub struct RunJob {
     pub prompt: String,
     /// The messages this run answers, oldest first. The reply goes where the last came from.
     pub messages: Vec<QueuedMessage>,
+    /// Messages the queue's cap dropped with `drop = "summarize"`: the prompt carries their
+    /// summaries, and this run answers them too.
+    pub summarized: Vec<i64>,
     pub cancel: CancellationToken,
     pub steer: SteerInbox,
     /// The limit on runs across sessions. The executor holds a slot of it while the agent
@@ -140,6 +143,9 @@ struct Lane {
     active: Option<Active>,
     pending: Pending,
     dropped_summaries: Vec<String>,
+    /// The journal ids of the summarized messages: they stay journaled until the run that
+    /// carries their summaries is done, so a crash before it does not lose them.
+    summarized: Vec<i64>,
     /// Bumped by every arrival: a quiet-window timer only fires if nothing came since.
     generation: u64,
     /// After an interrupt the next run starts without a quiet window.
@@ -246,6 +252,7 @@ impl Scheduler {
             QueueMode::Interrupt => {
                 active.cancel.cancel();
                 effects.remove.extend(lane.pending.drain_all().map(|item| item.id));
+                effects.remove.append(&mut lane.summarized);
                 lane.dropped_summaries.clear();
                 lane.pending.push_back(message);
                 lane.skip_quiet = true;
@@ -271,7 +278,7 @@ impl Scheduler {
                 }
                 DropPolicy::Summarize => {
                     if let Some(oldest) = lane.pending.pop_front() {
-                        effects.remove.push(oldest.id);
+                        lane.summarized.push(oldest.id);
                         lane.dropped_summaries.push(summary_line(&oldest.message.text));
                     }
                 }
@@ -292,6 +299,7 @@ impl Scheduler {
                     let cleared = lane.pending.len() + lane.parked.len();
                     effects.remove.extend(lane.pending.drain_all().map(|item| item.id));
                     effects.remove.extend(lane.parked.drain(..).map(|item| item.id));
+                    effects.remove.append(&mut lane.summarized);
                     lane.dropped_summaries.clear();
                     lane.skip_quiet = false;
                     let aborted_run = match &lane.active {
@@ -380,6 +388,7 @@ impl Scheduler {
         let token = self.inner.next_token.fetch_add(1, Ordering::Relaxed);
         let prompt = follow_up_prompt(&batch, &lane.dropped_summaries);
         lane.dropped_summaries.clear();
+        let summarized = std::mem::take(&mut lane.summarized);
         lane.skip_quiet = false;
         let cancel = CancellationToken::new();
         let steer = SteerInbox::new();
@@ -388,6 +397,7 @@ impl Scheduler {
             session_key: key.to_owned(),
             prompt,
             messages: batch,
+            summarized,
             cancel,
             steer,
             global: self.inner.global.clone(),
@@ -475,7 +485,8 @@ impl Scheduler {
                 if waited > SLOW_LANE_WAIT {
                     tracing::info!(session_key = %key, waited_ms = waited.as_millis() as u64, "a message waited long in its session lane");
                 }
-                let answered: Vec<i64> = job.messages.iter().map(|m| m.id).collect();
+                let answered: Vec<i64> =
+                    job.messages.iter().map(|m| m.id).chain(job.summarized.iter().copied()).collect();
                 let report = scheduler.inner.executor.execute(job).await;
                 scheduler.finished(&key, token, answered, report).await;
                 scheduler.inner.running.fetch_sub(1, Ordering::AcqRel);
@@ -534,6 +545,7 @@ impl Lane {
             active: None,
             pending: Pending::new(depth.clone()),
             dropped_summaries: Vec::new(),
+            summarized: Vec::new(),
             generation: 0,
             skip_quiet: false,
             parked: Vec::new(),

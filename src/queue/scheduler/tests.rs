@@ -303,6 +303,13 @@ async fn the_cap_applies_each_drop_policy() {
         batch.prompt
     );
     assert!(batch.prompt.ends_with("Queued #1\nq4\n---\nQueued #2\nq5   with\nspaces"), "{}", batch.prompt);
+    // q2 was summarized, not answered: it stays journaled until the run carrying its
+    // summary is done (a crash before then runs it again instead of losing it).
+    let journaled: Vec<String> = h.journal.unanswered.lock().unwrap().iter().map(|m| m.message.text.clone()).collect();
+    assert_eq!(journaled, ["q2", "q4", "q5   with\nspaces"]);
+    batch.finish.send(RunReport::default()).unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(h.journaled().await, 0);
 }
 
 #[tokio::test(start_paused = true)]
