@@ -45,13 +45,13 @@ pub trait Channel: Send + Sync + 'static {
         Err(ChannelError::Unsupported { operation: "delete" })
     }
 
-    /// Looks for a message this bot already sent to `target` carrying `idempotency_key`
-    /// (see [`SendReconciliation::Lookup`](crate::SendReconciliation::Lookup)), so a send whose
-    /// outcome is unknown is adopted instead of repeated. `Ok(None)`: it is not there, and
-    /// sending is safe. Only recent messages need to be searched: the core asks within the
-    /// reply's delivery deadline.
-    async fn find_sent(&self, target: &Target, idempotency_key: &str) -> Result<Option<SentMessage>, ChannelError> {
-        let _ = (target, idempotency_key);
+    /// Looks for `message` (by its idempotency key) where [`Channel::send`] would have put
+    /// it (see [`SendReconciliation::Lookup`](crate::SendReconciliation::Lookup)), so a send
+    /// whose outcome is unknown is adopted instead of repeated. `Ok(None)`: it is not there,
+    /// and sending is safe; also for a message without a key. Only recent messages need to
+    /// be searched: the core asks within the reply's delivery deadline.
+    async fn find_sent(&self, message: &OutboundMessage) -> Result<Option<SentMessage>, ChannelError> {
+        let _ = message;
         Err(ChannelError::Unsupported { operation: "find_sent" })
     }
 

@@ -264,15 +264,16 @@ impl Channel for MemoryChannel {
         after.map_or(Ok(()), Err)
     }
 
-    async fn find_sent(&self, target: &Target, idempotency_key: &str) -> Result<Option<SentMessage>, ChannelError> {
+    async fn find_sent(&self, sought: &OutboundMessage) -> Result<Option<SentMessage>, ChannelError> {
         if self.capabilities.send_reconciliation != SendReconciliation::Lookup {
             return Err(ChannelError::Unsupported { operation: "find_sent" });
         }
+        let Some(key) = sought.idempotency_key.as_deref() else { return Ok(None) };
         let state = self.state();
         let found = state.operations.iter().find_map(|op| match op {
             Operation::Sent { message_id, message }
-                if message.target == *target
-                    && message.idempotency_key.as_deref() == Some(idempotency_key)
+                if message.target == sought.target
+                    && message.idempotency_key.as_deref() == Some(key)
                     && message_id.parse::<u64>().is_ok_and(|id| state.visible.contains_key(&id)) =>
             {
                 Some(SentMessage { message_id: message_id.clone() })

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use ferry_channel::{
     Channel, ChannelCapabilities, ChannelError, InboundDelivery, InboundStream, MessageRef, OutboundMessage,
-    SentMessage, Target, TextFormat,
+    SentMessage, TextFormat,
 };
 use futures::StreamExt;
 use slack_morphism::api::{
@@ -49,9 +49,6 @@ pub struct SlackChannel {
     events: Option<Arc<EventsState>>,
     /// `auth.test`'s answer, for logs.
     team: String,
-    /// Whether replies to top-level messages may be threaded under them, so that
-    /// [`Channel::find_sent`] searches recent threads too.
-    reply_to_mode: ReplyToMode,
 }
 
 /// The receiving end of the inbound channel, plus the app token Socket Mode connects with
@@ -139,7 +136,6 @@ impl SlackChannel {
             pending: Mutex::new(Some(PendingStart { rx, socket })),
             events,
             team: auth.team,
-            reply_to_mode: config.reply_to_mode,
         })
     }
 
@@ -209,7 +205,7 @@ impl Channel for SlackChannel {
         }
         // A message from a thread is answered in it; otherwise a thread is started under the
         // message answered only when the core asks (reply_to_mode first/all). Never invented.
-        let thread = message.target.thread_id.clone().or_else(|| message.reply_to_message_id.clone());
+        let thread = thread_of(&message).map(str::to_owned);
         let text = slack_text(&message.text, message.format);
         let length = text.chars().count();
         let mut content = content(text);
@@ -244,18 +240,21 @@ impl Channel for SlackChannel {
         self.session().chat_delete(&request).await.map(drop).map_err(|error| channel_error(&error, None))
     }
 
-    async fn find_sent(&self, target: &Target, idempotency_key: &str) -> Result<Option<SentMessage>, ChannelError> {
-        let query = lookup::Query {
-            channel: &target.chat.id,
-            thread: target.thread_id.as_deref(),
-            key: idempotency_key,
-            search_threads: self.reply_to_mode != ReplyToMode::Off,
-        };
+    async fn find_sent(&self, message: &OutboundMessage) -> Result<Option<SentMessage>, ChannelError> {
+        let Some(key) = message.idempotency_key.as_deref() else { return Ok(None) };
+        // Where `send` posted it: its thread, or the thread under the message it answers.
+        let query = lookup::Query { channel: &message.target.chat.id, thread: thread_of(message), key };
         let found = lookup::find_sent(&self.session(), &self.inbound.bot, &query)
             .await
             .map_err(|error| channel_error(&error, None))?;
         Ok(found.map(|ts| SentMessage { message_id: ts }))
     }
+}
+
+/// The thread a message is posted in: its target's, or (a reply threaded to the message it
+/// answers, `reply_to_mode` first/all) the one under that message.
+fn thread_of(message: &OutboundMessage) -> Option<&str> {
+    message.target.thread_id.as_deref().or(message.reply_to_message_id.as_deref())
 }
 
 fn api_token(token: &str) -> SlackApiToken {

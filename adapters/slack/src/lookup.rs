@@ -9,9 +9,10 @@
 //! - a target in a thread: `conversations.replies` of that thread, from [`LOOKBACK`] ago
 //!   (`oldest`, so the recent end of a long thread is on the first page);
 //! - a top-level target: `conversations.history`, the newest [`PAGE_LIMIT`] top-level
-//!   messages; and when replies to top-level messages are threaded (`reply_to_mode` first or
-//!   all: the reply's thread is then not part of the target), the replies of the
-//!   [`MAX_THREADS`] threads with the most recent activity within [`LOOKBACK`].
+//!   messages.
+//!
+//! The thread is the one `send` posted in: the target's, or the one under the message a
+//! reply answers (`reply_to_mode` first or all).
 //!
 //! Only the bot's own messages count: another Ferry bot in the same channel may use the same
 //! keys. The calls need the `channels:history`, `groups:history`, `im:history` and
@@ -24,7 +25,6 @@
 //!
 //! [`Channel::find_sent`]: ferry_channel::Channel::find_sent
 
-use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -46,13 +46,9 @@ pub(crate) const KEY_FIELD: &str = "idempotency_key";
 /// the message sought is among the newest; Slack allows up to 999 (history) or 1000.
 pub(crate) const PAGE_LIMIT: u16 = 200;
 
-/// How far back thread replies are read, and which threads count as active. Well beyond
+/// How far back thread replies are read. Well beyond
 /// the core's delivery deadline (10 minutes by default), with room for clock skew.
 pub(crate) const LOOKBACK: Duration = Duration::from_secs(60 * 60);
-
-/// At most this many recently active threads are searched for a top-level target, one
-/// `conversations.replies` call each (Tier 3, ~50 a minute).
-pub(crate) const MAX_THREADS: usize = 5;
 
 type Session<'a> = slack_morphism::SlackClientSession<'a, SlackClientHyperHttpsConnector>;
 
@@ -69,15 +65,13 @@ struct Page {
     messages: Vec<Listed>,
 }
 
-/// A message in a page: who posted it, its metadata, and (for a thread's parent) when the
-/// thread last had a reply.
+/// A message in a page: who posted it, and its metadata.
 #[derive(Debug, Deserialize)]
 struct Listed {
     ts: String,
     user: Option<String>,
     bot_id: Option<String>,
     metadata: Option<Metadata>,
-    latest_reply: Option<String>,
 }
 
 /// Message metadata as any app may have posted it.
@@ -108,8 +102,6 @@ pub(crate) struct Query<'a> {
     /// The thread's parent `ts`, for a target in a thread.
     pub(crate) thread: Option<&'a str>,
     pub(crate) key: &'a str,
-    /// Replies to top-level messages may be threaded under them (`reply_to_mode` not off).
-    pub(crate) search_threads: bool,
 }
 
 /// The `ts` of the bot's message carrying `query.key`, if there is one. An error is the
@@ -119,8 +111,8 @@ pub(crate) async fn find_sent(
     bot: &BotIdentity,
     query: &Query<'_>,
 ) -> Result<Option<String>, SlackClientError> {
-    let oldest = oldest_ts(SystemTime::now());
     if let Some(thread) = query.thread {
+        let oldest = oldest_ts(SystemTime::now());
         let replies = match replies(session, query.channel, thread, &oldest).await {
             // No such thread (any more): nothing was posted in it.
             Err(SlackClientError::ApiError(error)) if error.code == "thread_not_found" => return Ok(None),
@@ -128,36 +120,11 @@ pub(crate) async fn find_sent(
         };
         return Ok(find(&replies, query.key, bot));
     }
-    let history = history(session, query.channel).await?;
-    if let Some(ts) = find(&history, query.key, bot) {
-        return Ok(Some(ts));
-    }
-    if !query.search_threads {
-        return Ok(None);
-    }
-    for parent in active_threads(&history, &oldest) {
-        if let Some(ts) = find(&replies(session, query.channel, parent, &oldest).await?, query.key, bot) {
-            return Ok(Some(ts));
-        }
-    }
-    Ok(None)
+    Ok(find(&history(session, query.channel).await?, query.key, bot))
 }
 
 fn find(messages: &[Listed], key: &str, bot: &BotIdentity) -> Option<String> {
     messages.iter().find(|message| message.carries(key, bot)).map(|message| message.ts.clone())
-}
-
-/// The parents of the threads with a reply since `oldest`, most recently active first, at
-/// most [`MAX_THREADS`].
-fn active_threads<'m>(history: &'m [Listed], oldest: &str) -> Vec<&'m str> {
-    let since = ts_key(oldest);
-    let mut active: Vec<(&str, (u64, u64))> = history
-        .iter()
-        .filter_map(|message| Some((message.ts.as_str(), ts_key(message.latest_reply.as_deref()?))))
-        .filter(|(_, latest)| *latest >= since)
-        .collect();
-    active.sort_by_key(|(_, latest)| Reverse(*latest));
-    active.into_iter().take(MAX_THREADS).map(|(ts, _)| ts).collect()
 }
 
 async fn history(session: &Session<'_>, channel: &str) -> Result<Vec<Listed>, SlackClientError> {
@@ -192,12 +159,6 @@ fn oldest_ts(now: SystemTime) -> String {
     let since = now.checked_sub(LOOKBACK).unwrap_or(UNIX_EPOCH);
     let seconds = since.duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_secs()).unwrap_or(0);
     format!("{seconds}.000000")
-}
-
-/// A Slack `ts` (`<seconds>.<micros>`) as numbers, for ordering; unreadable parts count as 0.
-fn ts_key(ts: &str) -> (u64, u64) {
-    let (seconds, micros) = ts.split_once('.').unwrap_or((ts, "0"));
-    (seconds.parse().unwrap_or(0), micros.parse().unwrap_or(0))
 }
 
 #[cfg(test)]
@@ -244,15 +205,7 @@ mod tests {
     }
 
     #[test]
-    fn active_threads_are_the_most_recent_ones_within_the_lookback() {
-        let history = page(json!([
-            {"ts": "100.000001", "latest_reply": "500.000001"},
-            {"ts": "90.000001"},
-            {"ts": "80.000001", "latest_reply": "900.000001"},
-            {"ts": "70.000001", "latest_reply": "10.000001"},
-        ]));
-        assert_eq!(active_threads(&history, "400.000000"), ["80.000001", "100.000001"]);
-        assert_eq!(ts_key("1700000000.000123"), (1_700_000_000, 123));
+    fn thread_replies_are_read_from_the_lookback_on() {
         assert_eq!(oldest_ts(UNIX_EPOCH + Duration::from_secs(7200)), "3600.000000");
     }
 }

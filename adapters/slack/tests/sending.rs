@@ -113,29 +113,31 @@ async fn a_keyed_message_carries_its_key_in_metadata_and_find_sent_finds_it_top_
     assert_eq!(shown[0].metadata, Some(metadata));
     assert_eq!(shown[2].metadata, None);
 
-    let found = channel.find_sent(&target("C1", None), "d42:0").await.unwrap();
+    let found = channel.find_sent(&keyed(target("C1", None), "top", "d42:0")).await.unwrap();
     assert_eq!(found, Some(top), "the same id send returned");
-    let found = channel.find_sent(&target("C1", Some(&question.ts)), "d42:1").await.unwrap();
+    let found = channel.find_sent(&keyed(target("C1", Some(&question.ts)), "threaded", "d42:1")).await.unwrap();
     assert_eq!(found, Some(threaded));
-    assert_eq!(channel.find_sent(&target("C1", None), "d42:9").await.unwrap(), None);
-    assert_eq!(channel.find_sent(&target("C1", Some(&question.ts)), "d42:9").await.unwrap(), None);
-    assert_eq!(channel.find_sent(&target("C2", None), "d42:0").await.unwrap(), None, "another channel");
+    assert_eq!(channel.find_sent(&keyed(target("C1", None), "?", "d42:9")).await.unwrap(), None);
+    assert_eq!(channel.find_sent(&keyed(target("C1", Some(&question.ts)), "?", "d42:9")).await.unwrap(), None);
+    assert_eq!(channel.find_sent(&keyed(target("C2", None), "top", "d42:0")).await.unwrap(), None, "another channel");
+    assert_eq!(channel.find_sent(&mrkdwn(target("C1", None), "top")).await.unwrap(), None, "no key, nothing sought");
     let history = &slack.calls_to("conversations.history")[0];
     assert_eq!(history.params["include_all_metadata"], "true");
     assert_eq!(slack.calls_to("conversations.replies")[0].params["ts"].as_str(), Some(question.ts.as_str()));
 }
 
 #[tokio::test]
-async fn with_reply_to_mode_all_find_sent_also_searches_the_thread_a_reply_went_to() {
+async fn with_reply_to_mode_all_find_sent_looks_in_the_thread_the_reply_went_to() {
     let slack = FakeSlack::start().await.unwrap();
     let channel = connected(&slack, ReplyToMode::All).await;
     let question = slack.channel_message("C1", "U1", "question");
     let mut message = keyed(target("C1", None), "answer", "d5:0");
     message.reply_to_message_id = Some(question.ts.clone());
-    let sent = channel.send(message).await.unwrap();
+    let sent = channel.send(message.clone()).await.unwrap();
     assert_eq!(slack.messages_in("C1")[0].thread_ts.as_deref(), Some(question.ts.as_str()));
-    assert_eq!(channel.find_sent(&target("C1", None), "d5:0").await.unwrap(), Some(sent));
-    assert_eq!(channel.find_sent(&target("C1", None), "d5:1").await.unwrap(), None);
+    assert_eq!(channel.find_sent(&message).await.unwrap(), Some(sent));
+    message.idempotency_key = Some("d5:1".into());
+    assert_eq!(channel.find_sent(&message).await.unwrap(), None);
 }
 
 #[tokio::test]
@@ -147,13 +149,13 @@ async fn after_a_post_whose_answer_was_lost_send_is_transient_and_find_sent_find
     assert!(matches!(error, ChannelError::Transient { .. }), "{error:?}");
     let shown = slack.messages_in("C1");
     assert_eq!(shown.len(), 1, "the platform applied it");
-    let found = channel.find_sent(&target("C1", None), "d9:0").await.unwrap();
+    let found = channel.find_sent(&keyed(target("C1", None), "landed", "d9:0")).await.unwrap();
     assert_eq!(found.map(|sent| sent.message_id), Some(shown[0].ts.clone()));
 
     // Lost before it was applied: nothing to find, so sending again is right.
     slack.drop_next_before_apply("chat.postMessage");
     assert!(matches!(channel.send(keyed(target("C1", None), "x", "d9:1")).await, Err(ChannelError::Transient { .. })));
-    assert_eq!(channel.find_sent(&target("C1", None), "d9:1").await.unwrap(), None);
+    assert_eq!(channel.find_sent(&keyed(target("C1", None), "x", "d9:1")).await.unwrap(), None);
 }
 
 #[tokio::test]
@@ -162,15 +164,24 @@ async fn find_sent_failures_are_classified_like_every_other_call() {
     let channel = connected(&slack, ReplyToMode::Off).await;
     slack.rate_limit_next("conversations.history", 1, 2);
     assert_eq!(
-        channel.find_sent(&target("C1", None), "k").await,
+        channel.find_sent(&keyed(target("C1", None), "x", "k")).await,
         Err(ChannelError::RateLimited { retry_after: Some(Duration::from_secs(2)) })
     );
     slack.fail_next_with_status("conversations.history", 503);
-    assert!(matches!(channel.find_sent(&target("C1", None), "k").await, Err(ChannelError::Transient { .. })));
+    assert!(matches!(
+        channel.find_sent(&keyed(target("C1", None), "x", "k")).await,
+        Err(ChannelError::Transient { .. })
+    ));
     slack.drop_next_before_apply("conversations.history");
-    assert!(matches!(channel.find_sent(&target("C1", None), "k").await, Err(ChannelError::Transient { .. })));
+    assert!(matches!(
+        channel.find_sent(&keyed(target("C1", None), "x", "k")).await,
+        Err(ChannelError::Transient { .. })
+    ));
     slack.fail_next("conversations.history", "not_in_channel");
-    assert!(matches!(channel.find_sent(&target("C1", None), "k").await, Err(ChannelError::Rejected { .. })));
+    assert!(matches!(
+        channel.find_sent(&keyed(target("C1", None), "x", "k")).await,
+        Err(ChannelError::Rejected { .. })
+    ));
     // A thread that does not exist holds no message.
-    assert_eq!(channel.find_sent(&target("C1", Some("1.000001")), "k").await, Ok(None));
+    assert_eq!(channel.find_sent(&keyed(target("C1", Some("1.000001")), "x", "k")).await, Ok(None));
 }

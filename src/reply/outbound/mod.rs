@@ -217,9 +217,12 @@ impl OutboundScheduler {
         // It may have gone out as plain text after its markup was refused.
         if self.inner.channel.capabilities().send_reconciliation == SendReconciliation::Lookup
             && let Some(key) = &message.idempotency_key
-            && let Ok(Some(sent)) = self.inner.channel.find_sent(&message.target, &format!("{key}:plain")).await
         {
-            return Ok(sent);
+            let mut plain = message.clone();
+            plain.idempotency_key = Some(format!("{key}:plain"));
+            if let Ok(Some(sent)) = self.inner.channel.find_sent(&plain).await {
+                return Ok(sent);
+            }
         }
         self.send_or_plain(message, dialect).await
     }
@@ -430,16 +433,16 @@ impl Inner {
     /// has it already; `None` if sending (again) is the thing to do.
     async fn reconcile(&self, message: &OutboundMessage) -> Option<SentMessage> {
         let channel = self.channel.name();
-        let Some(key) = &message.idempotency_key else {
+        if message.idempotency_key.is_none() {
             self.metrics.unknown_outcome();
             return None;
-        };
+        }
         match self.channel.capabilities().send_reconciliation {
             SendReconciliation::PlatformDeduplicates => {
                 metrics().delivery_reconciled(channel, Reconciled::PlatformDeduplicated);
                 None
             }
-            SendReconciliation::Lookup => match self.channel.find_sent(&message.target, key).await {
+            SendReconciliation::Lookup => match self.channel.find_sent(message).await {
                 Ok(Some(sent)) => {
                     tracing::info!(channel, message_id = %sent.message_id, "a send whose outcome was unknown had landed; not sending it again");
                     metrics().delivery_reconciled(channel, Reconciled::Found);
