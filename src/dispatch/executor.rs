@@ -151,12 +151,16 @@ impl RunExecutor for AgentExecutor {
         // The model failed for a passing reason even after its retries: the messages are
         // kept for later rather than dropped, and the user is told so. The notice is not the
         // answer, so it is not recorded as one.
-        let keep = matches!(&outcome.status, RunStatus::Failed { error } if error.is_transient());
-        if keep {
+        let kept = match &outcome.status {
+            RunStatus::Failed { error } if error.is_transient() => {
+                Some(format!("{} {KEPT_FOR_LATER}", error.problem()))
+            }
+            _ => None,
+        };
+        let keep = kept.is_some();
+        if let Some(kept) = kept {
             if let Some(notice) = outcome.payloads.iter_mut().rev().find(|payload| payload.is_error) {
-                // "Please try again" no longer holds: Ferry will.
-                let problem = notice.text.split(" Please ").next().unwrap_or_default();
-                notice.text = format!("{problem} {KEPT_FOR_LATER}");
+                notice.text = kept;
             }
             turn = turn.without_recorder();
         }

@@ -202,11 +202,11 @@ impl Dispatcher {
     /// and queued itself, and those messages would run twice (a Slack event delivered while
     /// the gateway was down arrives the moment its socket opens).
     pub async fn left_over(&self) -> Result<LeftOver, DispatchError> {
-        let messages = self.inner.journal.pending().await?;
+        // The messages and the replies they were getting, read before this process records any.
+        let (messages, deliveries) = self.inner.journal.left_over().await?;
         // What the channels deliver from now on waits behind these.
         self.inner.scheduler.hold();
-        // The replies those messages were getting, read before this process records any.
-        let orphans = self.inner.ledger.recover().map_err(crate::queue::JournalError::from)?;
+        let orphans = self.inner.ledger.recover(deliveries);
         Ok(LeftOver { messages, orphans })
     }
 

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use ferry_channel::InboundMessage;
 
 use crate::state::Database;
-use crate::state::inbound_log::{InboundLog, LogError, LoggedMessage};
+use crate::state::inbound_log::{InboundLog, LogError, LoggedDelivery, LoggedMessage};
 
 /// An accepted message waiting for (or in) its run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,20 +85,32 @@ impl QueueJournal {
     /// Everything still unanswered, oldest first. Records that no longer decode are logged
     /// and skipped (and left in the log for an operator to inspect).
     pub async fn pending(&self) -> Result<Vec<QueuedMessage>, JournalError> {
-        let logged = self.log.pending()?;
-        let mut pending = Vec::with_capacity(logged.len());
-        for LoggedMessage { seq, entry } in logged {
-            match serde_json::from_str::<InboundMessage>(&entry.message) {
-                Ok(message) => pending.push(QueuedMessage {
-                    id: seq,
-                    session_key: entry.session_key,
-                    message,
-                    prompt: entry.prompt,
-                    enqueued_at: DateTime::from_timestamp_millis(entry.enqueued_at).unwrap_or_default(),
-                }),
-                Err(error) => tracing::error!(id = seq, %error, "a queued message does not decode; skipping it"),
-            }
-        }
-        Ok(pending)
+        Ok(decode(self.log.pending()?))
     }
+
+    /// [`QueueJournal::pending`] and the delivery records of their replies, in one read of
+    /// the log: what start-up recovers.
+    pub async fn left_over(&self) -> Result<(Vec<QueuedMessage>, Vec<LoggedDelivery>), JournalError> {
+        let unanswered = self.log.unanswered()?;
+        Ok((decode(unanswered.messages), unanswered.deliveries))
+    }
+}
+
+/// The journal's messages as the queue takes them; a record that no longer decodes is
+/// logged and skipped.
+fn decode(logged: Vec<LoggedMessage>) -> Vec<QueuedMessage> {
+    let mut pending = Vec::with_capacity(logged.len());
+    for LoggedMessage { seq, entry } in logged {
+        match serde_json::from_str::<InboundMessage>(&entry.message) {
+            Ok(message) => pending.push(QueuedMessage {
+                id: seq,
+                session_key: entry.session_key,
+                message,
+                prompt: entry.prompt,
+                enqueued_at: DateTime::from_timestamp_millis(entry.enqueued_at).unwrap_or_default(),
+            }),
+            Err(error) => tracing::error!(id = seq, %error, "a queued message does not decode; skipping it"),
+        }
+    }
+    pending
 }

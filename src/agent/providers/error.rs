@@ -54,19 +54,23 @@ impl ProviderError {
         }
     }
 
-    /// The line a chat user sees when their run failed on this.
+    /// The line a chat user sees when their run failed on this: what went wrong, then what
+    /// they can do about it.
     pub fn user_message(&self) -> String {
+        match self.advice() {
+            Some(advice) => format!("{} {advice}", self.problem()),
+            None => self.problem(),
+        }
+    }
+
+    /// What went wrong, as a chat user is told (without [`ProviderError::user_message`]'s
+    /// advice): for a notice that says what Ferry does next instead.
+    pub fn problem(&self) -> String {
         match self {
-            ProviderError::RateLimited { .. } => {
-                "⚠️ The model is receiving too many requests right now. Please try again in a minute.".to_owned()
-            }
-            ProviderError::Server { .. } => "⚠️ The model provider had an internal error. Please try again.".to_owned(),
-            ProviderError::Connect { .. } => {
-                "⚠️ I could not reach the model provider. Please try again later.".to_owned()
-            }
-            ProviderError::ContextOverflow { .. } => {
-                "⚠️ This conversation is too long for the model. Send /new to start a fresh one.".to_owned()
-            }
+            ProviderError::RateLimited { .. } => "⚠️ The model is receiving too many requests right now.".to_owned(),
+            ProviderError::Server { .. } => "⚠️ The model provider had an internal error.".to_owned(),
+            ProviderError::Connect { .. } => "⚠️ I could not reach the model provider.".to_owned(),
+            ProviderError::ContextOverflow { .. } => "⚠️ This conversation is too long for the model.".to_owned(),
             ProviderError::Unauthorized { .. } => {
                 "⚠️ The model provider refused this bot's credentials; its operator needs to check the API key."
                     .to_owned()
@@ -74,11 +78,23 @@ impl ProviderError {
             ProviderError::Rejected { message, .. } => {
                 format!("⚠️ The model provider rejected the request: {}", first_line(message, 200))
             }
-            ProviderError::Idle(_) => "⚠️ The model stopped responding. Please try again.".to_owned(),
-            ProviderError::Stream { .. } => "⚠️ The model's reply was cut off. Please try again.".to_owned(),
-            ProviderError::Malformed { .. } => {
-                "⚠️ The model sent a reply I could not read. Please try again.".to_owned()
-            }
+            ProviderError::Idle(_) => "⚠️ The model stopped responding.".to_owned(),
+            ProviderError::Stream { .. } => "⚠️ The model's reply was cut off.".to_owned(),
+            ProviderError::Malformed { .. } => "⚠️ The model sent a reply I could not read.".to_owned(),
+        }
+    }
+
+    /// What the user can do about it, where there is something.
+    fn advice(&self) -> Option<&'static str> {
+        match self {
+            ProviderError::RateLimited { .. } => Some("Please try again in a minute."),
+            ProviderError::Connect { .. } => Some("Please try again later."),
+            ProviderError::ContextOverflow { .. } => Some("Send /new to start a fresh one."),
+            ProviderError::Server { .. }
+            | ProviderError::Idle(_)
+            | ProviderError::Stream { .. }
+            | ProviderError::Malformed { .. } => Some("Please try again."),
+            ProviderError::Unauthorized { .. } | ProviderError::Rejected { .. } => None,
         }
     }
 }

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 pub use record::LedgerEvent;
 pub use recovery::{OrphanPreview, RecordedFinals, RecoveredReply};
 
-use crate::state::inbound_log::{InboundLog, LogError};
+use crate::state::inbound_log::{InboundLog, LoggedDelivery};
 
 /// The ledger of one state directory. Cheap to clone.
 #[derive(Clone)]
@@ -54,11 +54,12 @@ impl DeliveryLedger {
         Self { log, recovered: Arc::default() }
     }
 
-    /// Reads what the previous process left unfinished. Call it once at start-up, before
-    /// any channel starts (what this process records itself is not recovered). Returns the
+    /// Takes in what the previous process left unfinished: the delivery records of
+    /// unanswered messages ([`InboundLog::unanswered`]). Call it once at start-up, before any
+    /// channel starts (what this process records itself is not recovered). Returns the
     /// previews nothing will reuse, to be deleted once their channels are up.
-    pub fn recover(&self) -> Result<Vec<OrphanPreview>, LogError> {
-        let recovery = recovery::fold(self.log.deliveries()?);
+    pub fn recover(&self, deliveries: Vec<LoggedDelivery>) -> Vec<OrphanPreview> {
+        let recovery = recovery::fold(deliveries);
         self.lock().first_of_this_process = self.log.next_seq();
         if !recovery.by_seq.is_empty() {
             tracing::info!(
@@ -68,7 +69,7 @@ impl DeliveryLedger {
             );
         }
         self.lock().by_seq = recovery.by_seq;
-        Ok(recovery.orphans)
+        recovery.orphans
     }
 
     /// The recovered replies of the messages `seqs` (each reply once, in order of its

@@ -92,6 +92,13 @@ pub struct LoggedDelivery {
     pub body: String,
 }
 
+/// See [`InboundLog::unanswered`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unanswered {
+    pub messages: Vec<LoggedMessage>,
+    pub deliveries: Vec<LoggedDelivery>,
+}
+
 /// How well appends were grouped, for benchmarks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LogStats {
@@ -240,45 +247,34 @@ impl InboundLog {
         self.submit(Op::Delivery { seqs: seqs.to_vec(), body, answered }).await.map(|_| ())
     }
 
-    /// The delivery records of replies to messages not answered yet, in the order written.
-    /// Read once at start-up, to recover replies a previous process left unfinished.
-    pub fn deliveries(&self) -> Result<Vec<LoggedDelivery>, LogError> {
-        let log = lock(&self.shared.writer);
-        let bytes = log.read_all()?;
-        let whole = &bytes[..bytes.len().min(log.len as usize)];
-        let mut deliveries = Vec::new();
-        let scanned = file::scan(whole, |record| {
-            if let frame::Record::Delivery { seqs, body } = record
-                && seqs.iter().any(|seq| log.pending.contains(seq))
-            {
-                deliveries.push(LoggedDelivery { seqs, body: body.to_owned() });
-            }
-        });
-        if let Err((offset, error)) = scanned {
-            tracing::error!(path = %log.path.display(), offset, %error, "the inbound log is damaged past this point");
-        }
-        Ok(deliveries)
-    }
-
     /// The accepted messages not answered yet, oldest first (read back from the file).
     pub fn pending(&self) -> Result<Vec<LoggedMessage>, LogError> {
+        Ok(self.unanswered()?.messages)
+    }
+
+    /// What a previous process left unanswered, in one read of the file: the accepted
+    /// messages (oldest first) and the delivery records of their replies (in the order
+    /// written), for the delivery ledger to recover.
+    pub fn unanswered(&self) -> Result<Unanswered, LogError> {
         let log = lock(&self.shared.writer);
         let bytes = log.read_all()?;
-        let mut pending = Vec::with_capacity(log.pending.len());
+        let mut unanswered = Unanswered { messages: Vec::with_capacity(log.pending.len()), deliveries: Vec::new() };
         // The file is whole up to `log.len` (appends are whole or cut back).
         let whole = &bytes[..bytes.len().min(log.len as usize)];
-        let scanned = file::scan(whole, |record| {
-            if let frame::Record::Accepted { seq, entry, .. } = record
-                && log.pending.contains(&seq)
-            {
-                pending.push(LoggedMessage { seq, entry: entry.to_owned() });
+        let scanned = file::scan(whole, |record| match record {
+            frame::Record::Accepted { seq, entry, .. } if log.pending.contains(&seq) => {
+                unanswered.messages.push(LoggedMessage { seq, entry: entry.to_owned() });
             }
+            frame::Record::Delivery { seqs, body } if seqs.iter().any(|seq| log.pending.contains(seq)) => {
+                unanswered.deliveries.push(LoggedDelivery { seqs, body: body.to_owned() });
+            }
+            _ => {}
         });
         if let Err((offset, error)) = scanned {
             tracing::error!(path = %log.path.display(), offset, %error, "the inbound log is damaged past this point");
         }
-        pending.sort_by_key(|message| message.seq);
-        Ok(pending)
+        unanswered.messages.sort_by_key(|message| message.seq);
+        Ok(unanswered)
     }
 
     /// The id the next accepted message will get: every message with a smaller id was
