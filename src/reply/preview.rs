@@ -92,13 +92,8 @@ impl PreviewStream {
     /// ready is edited in at once.
     pub fn adopt(&mut self, message: MessageRef) {
         self.message = Some(message);
-        // Nothing streamed can equal this, so the first update is shown.
-        self.shown = String::from("\u{0}");
-    }
-
-    /// The preview on the platform, if one was sent (or adopted).
-    pub fn message(&self) -> Option<&MessageRef> {
-        self.message.as_ref()
+        // What it shows is unknown: the first non-empty text is shown.
+        self.shown.clear();
     }
 
     /// Ends streaming: the preview message, for the finals to replace.

@@ -291,7 +291,12 @@ impl ReplyTurn {
         if let Some(recorder) = &self.recorder {
             recorder.record(&plan.event(&self.origin.channel, &self.origin.account_id), false).await;
         }
-        let texts: Vec<String> = plan.messages.iter().map(|message| message.text.clone()).collect();
+        // Kept for `message_sent` only when a plugin listens.
+        let texts: Vec<String> = if self.hooks.has_plugins() {
+            plan.messages.iter().map(|message| message.text.clone()).collect()
+        } else {
+            Vec::new()
+        };
         let FinalsOutcome { sent, answered } = plan.deliver(&self.scheduler, self.recorder.as_ref()).await;
         for (index, message_id) in sent {
             if let Some(text) = texts.get(index) {
