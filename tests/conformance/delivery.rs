@@ -72,6 +72,25 @@ pub async fn a_crash_mid_stream_streams_the_retry_into_the_same_preview<P: Platf
     assert!(metrics.contains(&reused), "{}: counted as reused:\n{metrics}", P::NAME);
 }
 
+/// A preview left by a killed run whose retry streams no preview (the operator turned
+/// streaming off before the restart) is deleted, not left frozen beside the answer.
+pub async fn a_preview_left_by_a_crash_is_deleted_when_the_retry_streams_none<P: Platform>() {
+    let mut h = Harness::<P>::start_with(PREVIEW, "").await;
+    h.openai.push(Turn::stall(Reply::text(["Let me look into that for you, one moment please", " …"]), 1));
+    h.openai.push(Turn::text(["The answer, sent as a message of its own."]));
+    h.platform.dm(USER, "a long question").await;
+    h.until(|p| p.dm_messages(USER), |shown| !shown.is_empty()).await;
+    h.ledger_holds("\"event\":\"preview\"").await;
+    h.channel_keys = super::OPEN.to_owned();
+    h.crash_and_restart().await;
+    let shown = h.after_sentinel(USER).await;
+    assert_eq!(visible(&shown), ["The answer, sent as a message of its own.", "pong"], "{}", P::NAME);
+    let port = h.daemon.as_ref().expect("running").port;
+    let metrics = reqwest::get(format!("http://127.0.0.1:{port}/metrics")).await.unwrap().text().await.unwrap();
+    let deleted = format!("ferry_previews_recovered_total{{channel=\"{}\",action=\"deleted\"}} 1", P::NAME);
+    assert!(metrics.contains(&deleted), "{}: counted as deleted:\n{metrics}", P::NAME);
+}
+
 /// A run killed after its reply was recorded, while the platform rate-limited the send:
 /// after the restart the recorded reply is delivered once, and the model is not asked again.
 pub async fn a_reply_recorded_before_a_crash_is_delivered_without_asking_the_model_again<P: Platform>() {

@@ -394,6 +394,12 @@ macro_rules! conformance_suite {
             }
 
             #[tokio::test]
+            async fn a_preview_left_by_a_crash_is_deleted_when_the_retry_streams_none() {
+                use $crate::conformance as c;
+                c::a_preview_left_by_a_crash_is_deleted_when_the_retry_streams_none::<$platform>().await;
+            }
+
+            #[tokio::test]
             async fn a_reply_recorded_before_a_crash_is_delivered_without_asking_the_model_again() {
                 use $crate::conformance as c;
                 c::a_reply_recorded_before_a_crash_is_delivered_without_asking_the_model_again::<$platform>().await;
