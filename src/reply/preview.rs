@@ -130,11 +130,11 @@ impl PreviewStream {
                     self.recorder.as_ref().map(|(recorder, ..)| format!("{}:preview", recorder.reply_key()));
                 self.last_call = Some(Instant::now());
                 // A killed process may have sent this preview without recording it.
-                let sent = match &self.recorder {
-                    Some((recorder, ..)) if recorder.inherited() => {
-                        self.scheduler.send_after_unknown_outcome(message).await
-                    }
-                    _ => self.scheduler.send(message).await,
+                let inherited = self.recorder.as_ref().is_some_and(|(recorder, ..)| recorder.inherited());
+                let sent = if inherited {
+                    self.scheduler.send_after_unknown_outcome(message).await
+                } else {
+                    self.scheduler.send(message).await
                 };
                 match sent {
                     Ok(sent) => {
@@ -148,7 +148,14 @@ impl PreviewStream {
                             recorder.record(&event, false).await;
                         }
                         self.message = Some(message);
-                        self.shown.clone_from(&self.latest);
+                        if inherited {
+                            // It may be the killed process's message (found by its key, or
+                            // handed back by a platform that deduplicates): what it shows is
+                            // unknown, so the next tick edits the text in.
+                            self.shown.clear();
+                        } else {
+                            self.shown.clone_from(&self.latest);
+                        }
                     }
                     Err(error) => tracing::debug!(%error, "sending a preview failed; the final will be sent normally"),
                 }

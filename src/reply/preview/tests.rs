@@ -128,3 +128,52 @@ async fn a_final_edit_that_cannot_land_is_sent_fresh_and_the_preview_deleted() {
     let visible: Vec<String> = channel.visible_messages().into_iter().map(|m| m.text).collect();
     assert_eq!(visible, ["The answer."]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_an_earlier_process_began_adopts_the_preview_it_sent_and_an_adopted_one_waits_for_text() {
+    use ferry_channel::SendReconciliation;
+
+    use crate::reply::ledger::DeliveryLedger;
+    use crate::state::inbound_log::{Accepted, InboundLog, MessageKey};
+
+    let dir = tempfile::tempdir().unwrap();
+    let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
+    let key = MessageKey { channel: "memory", account_id: "default", chat_id: "42", thread_id: "", message_id: "1" };
+    let entry = Accepted { session_key: "s".into(), prompt: "q".into(), message: "{}".into(), enqueued_at: 0 };
+    let seq = log.accept(&key, 1, 0, &entry).await.unwrap().unwrap();
+    // A restart: the message was accepted by the process before this one.
+    let ledger = DeliveryLedger::new(log);
+    ledger.recover(Vec::new());
+    let recorder = ledger.recorder(vec![seq]);
+    assert!(recorder.inherited());
+
+    let capabilities =
+        ChannelCapabilities { send_reconciliation: SendReconciliation::Lookup, ..ChannelCapabilities::unrestricted() };
+    let channel = Arc::new(MemoryChannel::with_capabilities("memory", "default", capabilities));
+    let target = Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None };
+    let scheduler = OutboundScheduler::new(channel.clone());
+    // The earlier process sent the preview and died before recording it.
+    let mut left = OutboundMessage::text(target.clone(), "Half of what the killed run had said");
+    left.idempotency_key = Some(format!("{}:preview", recorder.reply_key()));
+    scheduler.send(left).await.unwrap();
+
+    let mut preview = PreviewStream::new(scheduler, target, INTERVAL, 4096, MarkupDialect::Markdown)
+        .with_recorder(recorder, "memory", "default");
+    preview.update("The retry's answer, streaming in again").await;
+    assert_eq!(sends(&channel), 1, "found and streamed into, not sent again");
+    tokio::time::sleep_until(preview.due().expect("what the found message shows is unknown")).await;
+    preview.tick().await;
+    assert_eq!(channel.visible_messages()[0].text, "The retry's answer, streaming in again");
+
+    let mut adopted = PreviewStream::new(
+        OutboundScheduler::new(channel.clone()),
+        Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None },
+        INTERVAL,
+        4096,
+        MarkupDialect::Markdown,
+    );
+    adopted.adopt(preview.into_message().unwrap());
+    assert_eq!(adopted.due(), None, "nothing to show yet: no empty edit");
+    adopted.update("NO").await;
+    assert_eq!(edits(&channel), 1, "a held-back silent prefix is no text either");
+}
