@@ -293,10 +293,13 @@ pub struct SessionConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DmScope {
-    /// Every DM, on every channel, shares the agent's main session.
-    #[default]
+    /// Every DM, on every channel, shares the agent's main session: only for a personal,
+    /// single-user bot, since every user who writes sees the others' conversation.
     Main,
+    /// One session per person, across channels.
     PerPeer,
+    /// One session per person per channel: private DMs, the default.
+    #[default]
     PerChannelPeer,
     PerAccountChannelPeer,
 }
