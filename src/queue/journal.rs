@@ -28,6 +28,40 @@ impl QueuedMessage {
         let m = &self.message;
         (&m.channel, &m.account_id, &m.chat.id, m.thread_id.as_deref())
     }
+
+    /// Whether a reply to it and a reply to `other` go to the same place. Messages from
+    /// different places never share a run: its reply would reach only one of them.
+    pub fn same_place(&self, other: &QueuedMessage) -> bool {
+        self.reply_place() == other.reply_place()
+    }
+}
+
+/// Where a run's reply goes, kept while the run is active: messages from elsewhere are not
+/// handed to it (steered) and do not interrupt it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyPlace {
+    channel: String,
+    account_id: String,
+    chat_id: String,
+    thread_id: Option<String>,
+}
+
+impl ReplyPlace {
+    pub fn of(message: &QueuedMessage) -> Self {
+        let (channel, account_id, chat_id, thread_id) = message.reply_place();
+        Self {
+            channel: channel.to_owned(),
+            account_id: account_id.to_owned(),
+            chat_id: chat_id.to_owned(),
+            thread_id: thread_id.map(str::to_owned),
+        }
+    }
+
+    /// Whether a reply to `message` goes here.
+    pub fn holds(&self, message: &QueuedMessage) -> bool {
+        (self.channel.as_str(), self.account_id.as_str(), self.chat_id.as_str(), self.thread_id.as_deref())
+            == message.reply_place()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,12 @@
 //! When each accepted message runs (SPEC §5): one run at a time per session, the queue
 //! modes for messages that arrive while a run is active, the quiet window, the cap.
 //!
+//! A session can hold several chats (`session.dm_scope = "main"` puts every DM in one), but a
+//! run answers in one place only. So every queue decision is made per reply place: a batch,
+//! the summaries of messages the cap dropped, messages kept after a failed run, steering and
+//! interrupts only ever combine messages from the same chat and thread, and the cap counts
+//! each place's messages. Every user is answered in their own chat, never in someone else's.
+//!
 //! The scheduler decides; a [`RunExecutor`] does the run. Decisions are made under one
 //! lock and never wait on I/O inside it; journal writes and run starts happen after.
 //! A session with no active run and nothing queued has no state here at all, so idle
@@ -23,7 +29,7 @@ use futures::future::BoxFuture;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio_util::sync::CancellationToken;
 
-use super::journal::{AnsweredLog, QueuedMessage};
+use super::journal::{AnsweredLog, QueuedMessage, ReplyPlace};
 use super::lanes::{GlobalLane, SLOW_LANE_WAIT};
 use super::prompt::{follow_up_prompt, summary_line};
 use super::settings::QueueSettings;
@@ -62,8 +68,8 @@ pub struct RunReport {
     /// their reply delivered (the delivery ledger): the journal needs no second write.
     pub answered: bool,
     /// Messages the run could not answer for a passing reason (the model failed even after
-    /// retries): they stay journaled and are answered with the session's next message, or
-    /// after a restart, instead of being dropped.
+    /// retries): they stay journaled and are answered with the next message from their chat,
+    /// or after a restart, instead of being dropped.
     pub retry_later: Vec<QueuedMessage>,
 }
 
@@ -142,25 +148,40 @@ struct Lane {
     settings: QueueSettings,
     active: Option<Active>,
     pending: Pending,
-    dropped_summaries: Vec<String>,
-    /// The journal ids of the summarized messages: they stay journaled until the run that
-    /// carries their summaries is done, so a crash before it does not lose them.
-    summarized: Vec<i64>,
+    /// Messages the cap dropped under `drop = "summarize"`. Their summaries go into the next
+    /// run for their place, and they stay journaled until that run is done, so a crash
+    /// before it does not lose them.
+    summarized: Vec<QueuedMessage>,
     /// Bumped by every arrival: a quiet-window timer only fires if nothing came since.
     generation: u64,
     /// After an interrupt the next run starts without a quiet window.
     skip_quiet: bool,
-    /// Messages a failed run left for later ([`RunReport::retry_later`]): they join the
-    /// session's next run, which only a new message starts.
+    /// Messages a failed run left for later ([`RunReport::retry_later`]): they join the next
+    /// run for their place, which only a new message starts.
     parked: Vec<QueuedMessage>,
 }
 
 struct Active {
     token: u64,
+    /// Where the run answers: only messages from there are steered into it or interrupt it.
+    place: ReplyPlace,
     cancel: CancellationToken,
     steer: SteerInbox,
     /// Messages handed to the run by steering, in order.
     steered: Vec<QueuedMessage>,
+}
+
+/// The messages one run answers, all from one place.
+struct Batch {
+    place: ReplyPlace,
+    /// Oldest first; never empty.
+    messages: Vec<QueuedMessage>,
+}
+
+impl Batch {
+    fn of(first: QueuedMessage) -> Self {
+        Self { place: ReplyPlace::of(&first), messages: vec![first] }
+    }
 }
 
 /// Work decided under the lock, done after it.
@@ -212,7 +233,7 @@ impl Scheduler {
                 // Older messages are about to be restored: this one waits behind them.
                 (None, _) if holding => Self::enqueue(lane, message, &mut effects),
                 (None, true) => {
-                    effects.start = Some(self.start_job(&key, lane, vec![message]));
+                    effects.start = Some(self.start_job(&key, lane, Batch::of(message)));
                     Submitted { admission: Admission::Started, dropped: Vec::new() }
                 }
                 // Nothing runs but a quiet window is open: join the queue, restart the window.
@@ -230,6 +251,10 @@ impl Scheduler {
 
     fn admit_while_running(&self, lane: &mut Lane, message: QueuedMessage, effects: &mut Effects) -> Submitted {
         let Some(active) = lane.active.as_mut() else { return Self::enqueue(lane, message, effects) };
+        if !active.place.holds(&message) {
+            // The run answers another chat: this message waits for a run of its own.
+            return Self::enqueue(lane, message, effects);
+        }
         match lane.settings.mode {
             QueueMode::Collect | QueueMode::Followup => Self::enqueue(lane, message, effects),
             QueueMode::Steer => match active.steer.push_for(message.prompt.clone(), client_run_id(&message)) {
@@ -251,9 +276,15 @@ impl Scheduler {
             }
             QueueMode::Interrupt => {
                 active.cancel.cancel();
-                effects.remove.extend(lane.pending.drain_all().map(|item| item.id));
-                effects.remove.append(&mut lane.summarized);
-                lane.dropped_summaries.clear();
+                // The newest message replaces what its own chat still had waiting; other
+                // chats' messages keep their turn.
+                effects
+                    .remove
+                    .extend(lane.pending.take_all(|item| item.same_place(&message)).iter().map(|item| item.id));
+                let (superseded, others) =
+                    std::mem::take(&mut lane.summarized).into_iter().partition(|item| item.same_place(&message));
+                lane.summarized = others;
+                effects.remove.extend(superseded.iter().map(|item: &QueuedMessage| item.id));
                 lane.pending.push_back(message);
                 lane.skip_quiet = true;
                 Submitted { admission: Admission::Interrupting, dropped: Vec::new() }
@@ -261,25 +292,26 @@ impl Scheduler {
         }
     }
 
-    /// Queues a message, applying the cap.
+    /// Queues a message, applying the cap to the messages waiting from its place (one
+    /// chatty user cannot push another user's messages out of a shared session).
     fn enqueue(lane: &mut Lane, message: QueuedMessage, effects: &mut Effects) -> Submitted {
         let mut dropped = Vec::new();
-        if lane.pending.len() >= lane.settings.cap {
+        let from_here = |item: &QueuedMessage| item.same_place(&message);
+        if lane.pending.iter().filter(|item| from_here(item)).count() >= lane.settings.cap {
             match lane.settings.drop {
                 DropPolicy::New => {
                     effects.remove.push(message.id);
                     return Submitted { admission: Admission::Rejected, dropped };
                 }
                 DropPolicy::Old => {
-                    if let Some(oldest) = lane.pending.pop_front() {
+                    if let Some(oldest) = lane.pending.remove_first(from_here) {
                         effects.remove.push(oldest.id);
                         dropped.push(oldest);
                     }
                 }
                 DropPolicy::Summarize => {
-                    if let Some(oldest) = lane.pending.pop_front() {
-                        lane.summarized.push(oldest.id);
-                        lane.dropped_summaries.push(summary_line(&oldest.message.text));
+                    if let Some(oldest) = lane.pending.remove_first(from_here) {
+                        lane.summarized.push(oldest);
                     }
                 }
             }
@@ -299,8 +331,7 @@ impl Scheduler {
                     let cleared = lane.pending.len() + lane.parked.len();
                     effects.remove.extend(lane.pending.drain_all().map(|item| item.id));
                     effects.remove.extend(lane.parked.drain(..).map(|item| item.id));
-                    effects.remove.append(&mut lane.summarized);
-                    lane.dropped_summaries.clear();
+                    effects.remove.extend(lane.summarized.drain(..).map(|item| item.id));
                     lane.skip_quiet = false;
                     let aborted_run = match &lane.active {
                         Some(active) => {
@@ -370,29 +401,39 @@ impl Scheduler {
         }
     }
 
-    /// The messages the next follow-up run answers: for `collect`, everything queued if it
-    /// all came from the same place; otherwise (or in other modes) the oldest alone.
-    fn next_batch(lane: &mut Lane) -> Option<Vec<QueuedMessage>> {
-        let first = lane.pending.front()?;
-        let same_place = lane.pending.iter().all(|item| item.reply_place() == first.reply_place());
-        let take = if lane.settings.mode == QueueMode::Collect && same_place { lane.pending.len() } else { 1 };
-        Some(lane.pending.drain_front(take).collect())
+    /// The messages the next follow-up run answers: the oldest, and for `collect` every
+    /// other message queued from its place (in order); other places' messages wait.
+    fn next_batch(lane: &mut Lane) -> Option<Batch> {
+        let first = lane.pending.pop_front()?;
+        let mut batch = Batch::of(first);
+        if lane.settings.mode == QueueMode::Collect {
+            batch.messages.extend(lane.pending.take_all(|item| batch.place.holds(item)));
+        }
+        Some(batch)
     }
 
-    fn start_job(&self, key: &str, lane: &mut Lane, mut batch: Vec<QueuedMessage>) -> (String, RunJob, u64) {
+    /// Starts a run answering `batch` (never empty; one place), joined by the messages a
+    /// failed run kept and the summaries of dropped messages of the same place.
+    fn start_job(&self, key: &str, lane: &mut Lane, batch: Batch) -> (String, RunJob, u64) {
+        let Batch { place, messages: mut batch } = batch;
         if !lane.parked.is_empty() {
-            let mut parked = std::mem::take(&mut lane.parked);
+            let (mut parked, others): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut lane.parked).into_iter().partition(|item| place.holds(item));
+            lane.parked = others;
             parked.append(&mut batch);
             batch = parked;
         }
         let token = self.inner.next_token.fetch_add(1, Ordering::Relaxed);
-        let prompt = follow_up_prompt(&batch, &lane.dropped_summaries);
-        lane.dropped_summaries.clear();
-        let summarized = std::mem::take(&mut lane.summarized);
+        let (summarized, others): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut lane.summarized).into_iter().partition(|item| place.holds(item));
+        lane.summarized = others;
+        let summaries: Vec<String> = summarized.iter().map(|item| summary_line(&item.message.text)).collect();
+        let prompt = follow_up_prompt(&batch, &summaries);
+        let summarized = summarized.iter().map(|item| item.id).collect();
         lane.skip_quiet = false;
         let cancel = CancellationToken::new();
         let steer = SteerInbox::new();
-        lane.active = Some(Active { token, cancel: cancel.clone(), steer: steer.clone(), steered: Vec::new() });
+        lane.active = Some(Active { token, place, cancel: cancel.clone(), steer: steer.clone(), steered: Vec::new() });
         let job = RunJob {
             session_key: key.to_owned(),
             prompt,
@@ -544,7 +585,6 @@ impl Lane {
             settings,
             active: None,
             pending: Pending::new(depth.clone()),
-            dropped_summaries: Vec::new(),
             summarized: Vec::new(),
             generation: 0,
             skip_quiet: false,

@@ -49,6 +49,22 @@ impl Pending {
     pub(super) fn drain_all(&mut self) -> Drain<'_, QueuedMessage> {
         self.drain_front(self.items.len())
     }
+
+    /// Takes the oldest message `keep` holds for, if any.
+    pub(super) fn remove_first(&mut self, keep: impl Fn(&QueuedMessage) -> bool) -> Option<QueuedMessage> {
+        let index = self.items.iter().position(keep)?;
+        let message = self.items.remove(index)?;
+        self.depth.dec();
+        Some(message)
+    }
+
+    /// Takes every message `take` holds for, oldest first; the others keep their order.
+    pub(super) fn take_all(&mut self, take: impl Fn(&QueuedMessage) -> bool) -> Vec<QueuedMessage> {
+        let (taken, kept): (VecDeque<_>, VecDeque<_>) = self.items.drain(..).partition(|message| take(message));
+        self.items = kept;
+        self.depth.dec_by(taken.len() as i64);
+        taken.into()
+    }
 }
 
 impl Deref for Pending {

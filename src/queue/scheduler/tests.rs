@@ -428,3 +428,112 @@ async fn a_message_that_arrives_before_the_restore_waits_behind_the_restored_one
     let run = h.next_run().await;
     assert_eq!(run.ids, [older.id, newer.id], "the older message first");
 }
+
+/// A session shared by several chats (`dm_scope = "main"`): each run answers one chat, so no
+/// batch, summary, kept message, steer or interrupt may carry one chat's messages into a run
+/// answering another.
+mod shared_session {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn collect_batches_each_chats_messages_for_a_run_of_their_own() {
+        let mut h = Harness::new().await;
+        let collect = settings(QueueMode::Collect);
+        h.scheduler.submit(h.message("a", "first").await, collect).await;
+        let run = h.next_run().await;
+        let queued = [h.message("b", "b1").await, h.message("a", "a1").await, h.message("b", "b2").await];
+        for message in &queued {
+            h.scheduler.submit(message.clone(), collect).await;
+        }
+        run.finish.send(RunReport::default()).unwrap();
+        let second = h.next_run().await;
+        assert_eq!(second.ids, [queued[0].id, queued[2].id], "b's messages, together: {}", second.prompt);
+        assert!(!second.prompt.contains("a1"), "{}", second.prompt);
+        second.finish.send(RunReport::default()).unwrap();
+        let third = h.next_run().await;
+        assert_eq!((third.prompt.as_str(), third.ids.as_slice()), ("a1", &[queued[1].id][..]));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_cap_counts_each_chat_and_summaries_go_to_their_own_chats_run() {
+        let mut h = Harness::new().await;
+        let capped = QueueSettings { cap: 1, ..settings(QueueMode::Collect) };
+        h.scheduler.submit(h.message("a", "running").await, capped).await;
+        let run = h.next_run().await;
+        let (a1, b1, a2) = (h.message("a", "a1").await, h.message("b", "b1").await, h.message("a", "a2").await);
+        for message in [&a1, &b1, &a2] {
+            let submitted = h.scheduler.submit(message.clone(), capped).await;
+            assert!(matches!(submitted.admission, Admission::Queued { .. }), "{submitted:?}");
+        }
+        assert_eq!(h.depth.get(), 2, "a1 was summarized to make room for a2; b's message is not touched");
+        run.finish.send(RunReport::default()).unwrap();
+        let for_b = h.next_run().await;
+        assert_eq!((for_b.prompt.as_str(), for_b.ids.as_slice()), ("b1", &[b1.id][..]), "no summary of a's message");
+        for_b.finish.send(RunReport::default()).unwrap();
+        let for_a = h.next_run().await;
+        assert!(for_a.prompt.contains("Summary:\n- a1\n") && for_a.prompt.ends_with("a2"), "{}", for_a.prompt);
+        for_a.finish.send(RunReport::default()).unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(h.journaled().await, 0, "the summarized message was answered by a's run");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn another_chats_message_is_neither_steered_into_the_run_nor_interrupts_it() {
+        let mut h = Harness::new().await;
+        h.scheduler.submit(h.message("a", "first").await, settings(QueueMode::Steer)).await;
+        let run = h.next_run().await;
+        run.steer.open();
+        let from_b = h.message("b", "hello?").await;
+        let steered = h.scheduler.submit(from_b.clone(), settings(QueueMode::Steer)).await;
+        assert_eq!(steered.admission, Admission::Queued { position: 1 });
+        assert!(run.steer.drain().is_empty());
+        let backlog = h.scheduler.submit(h.message("b", "again").await, settings(QueueMode::SteerBacklog)).await;
+        assert_eq!(backlog.admission, Admission::Queued { position: 2 });
+        assert!(run.steer.drain().is_empty());
+        let interrupt = h.scheduler.submit(h.message("b", "now!").await, settings(QueueMode::Interrupt)).await;
+        assert_eq!(interrupt.admission, Admission::Queued { position: 3 });
+        assert!(!run.cancel.is_cancelled(), "b cannot abort a's run");
+        // a's own interrupt clears only a's waiting messages.
+        h.scheduler.submit(h.message("a", "stale").await, settings(QueueMode::Collect)).await;
+        let newest = h.message("a", "newest").await;
+        let interrupting = h.scheduler.submit(newest.clone(), settings(QueueMode::Interrupt)).await;
+        assert_eq!(interrupting.admission, Admission::Interrupting);
+        assert!(run.cancel.is_cancelled());
+        // The lane is in interrupt mode now: one message a run, in their order.
+        let mut prompts = Vec::new();
+        for _ in 0..4 {
+            let next = h.next_run().await;
+            prompts.push(next.prompt.clone());
+            next.finish.send(RunReport::default()).unwrap();
+        }
+        assert_eq!(
+            prompts,
+            ["hello?", "again", "now!", "newest"],
+            "b's messages keep their turn; a's stale one is gone"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(h.journaled().await, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_kept_message_joins_only_a_run_for_its_own_chat() {
+        let mut h = Harness::new().await;
+        let collect = settings(QueueMode::Collect);
+        let kept = h.message("a", "kept").await;
+        h.scheduler.submit(kept.clone(), collect).await;
+        let run = h.next_run().await;
+        run.finish.send(RunReport { retry_later: vec![kept.clone()], ..RunReport::default() }).unwrap();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let from_b = h.message("b", "from b").await;
+        h.scheduler.submit(from_b.clone(), collect).await;
+        let for_b = h.next_run().await;
+        assert_eq!((for_b.prompt.as_str(), for_b.ids.as_slice()), ("from b", &[from_b.id][..]));
+        for_b.finish.send(RunReport::default()).unwrap();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(h.scheduler.busy_sessions(), 1, "the lane still keeps a's message");
+        let from_a = h.message("a", "again").await;
+        h.scheduler.submit(from_a.clone(), collect).await;
+        let for_a = h.next_run().await;
+        assert_eq!(for_a.ids, [kept.id, from_a.id]);
+    }
+}
