@@ -70,10 +70,11 @@ fn gateway_url(config: &Config) -> String {
 /// gateway to stop it.
 async fn via_gateway(mut client: GatewayClient, args: AgentArgs) -> anyhow::Result<()> {
     let run_id = uuid::Uuid::new_v4().to_string();
-    let mut params = json!({"message": args.message, "idempotencyKey": run_id});
-    if let Some(session) = &args.session {
-        params["sessionKey"] = json!(session);
-    }
+    // The operator's own session, as in embedded mode; not the per-client session a web chat
+    // browser gets (a fresh client id each time would start a new conversation every call).
+    let agent = args.agent.as_deref().unwrap_or(DEFAULT_AGENT);
+    let session = args.session.clone().unwrap_or_else(|| format!("agent:{agent}:main"));
+    let mut params = json!({"message": args.message, "idempotencyKey": run_id, "sessionKey": session});
     if let Some(agent) = &args.agent {
         params["agentId"] = json!(agent);
     }

@@ -66,14 +66,15 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
         config: config.clone(),
         dispatcher: dispatcher.clone(),
         bus,
-        channels,
+        channels: channels.clone(),
         agent_id: DEFAULT_AGENT.to_owned(),
     })
     .await?;
+    let registry = channels;
     // Read before the channels start, run after: what they deliver meanwhile is journaled too
     // and must not be taken for a left-over and answered twice.
     let left_over = dispatcher.left_over().await.context("reading the queue journal")?;
-    let routes = wiring::start_channels(&config, &dispatcher).await;
+    let routes = wiring::start_channels(&config, &dispatcher, &registry);
     let gateway = routes.into_iter().fold(gateway, Gateway::with_routes);
     dispatcher.resume(left_over).await;
     if config.channels.webchat.enabled {

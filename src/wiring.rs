@@ -3,10 +3,18 @@
 //! This is the one module of the binary that names adapter crates (besides `main.rs`):
 //! each is behind its cargo feature, and the core library never sees them.
 
+use std::sync::Arc;
+
 use ferry::channel::ChannelCapabilities;
+use ferry::channels::ChannelRegistry;
+use ferry::channels::supervisor::{Backoff, StartFailure, supervise};
 use ferry::config::{Config, Violation};
 use ferry::dispatch::Dispatcher;
+use ferry::gateway::LateRoutes;
 use ferry::routing::ThreadLabels;
+
+/// The account every adapter connects as until several accounts per channel land.
+const DEFAULT_ACCOUNT: &str = "default";
 
 /// A chat adapter compiled into this binary.
 pub struct CompiledAdapter {
@@ -99,41 +107,77 @@ pub fn thread_labels() -> ThreadLabels {
     labels
 }
 
-/// Connects the enabled platform adapters and attaches them to the dispatcher. A channel
-/// that cannot start (a wrong token, an unreachable API) is logged and left out: the
-/// gateway serves the others. Returns the HTTP routes the adapters serve (webhooks).
+/// Starts the enabled platform adapters, each under a supervisor that retries a channel
+/// whose platform is unreachable (backoff 1 s → 5 min) and stops only on an error retrying
+/// cannot fix (a refused token); `/healthz` shows each one's state. Returns at once, with
+/// the HTTP routes the adapters serve (webhooks): they answer 503 until their channel runs.
 #[cfg_attr(not(any(feature = "telegram", feature = "discord", feature = "slack")), allow(unused_variables))]
 #[cfg_attr(not(any(feature = "telegram", feature = "slack")), allow(unused_mut))]
-pub async fn start_channels(config: &Config, dispatcher: &Dispatcher) -> Vec<axum::Router> {
+pub fn start_channels(config: &Arc<Config>, dispatcher: &Dispatcher, registry: &ChannelRegistry) -> Vec<axum::Router> {
     let mut routes = Vec::new();
     #[cfg(feature = "telegram")]
     if config.channels.telegram.enabled {
-        match start_telegram(config, dispatcher).await {
-            Ok(route) => routes.extend(route),
-            Err(error) => tracing::error!("the telegram channel did not start: {error:#}"),
+        let late = LateRoutes::new();
+        if config.channels.telegram.mode == ferry::config::TelegramMode::Webhook {
+            routes.push(late.at(ferry_telegram::WEBHOOK_PATH));
         }
+        let (config, dispatcher) = (config.clone(), dispatcher.clone());
+        supervise(registry.clone(), ferry_telegram::CHANNEL_NAME, DEFAULT_ACCOUNT, Backoff::default(), move || {
+            let (config, dispatcher, late) = (config.clone(), dispatcher.clone(), late.clone());
+            async move {
+                start_telegram(&config, &dispatcher).await.map(|route| route.into_iter().for_each(|r| late.fill(r)))
+            }
+        });
     }
     #[cfg(feature = "discord")]
-    if config.channels.discord.enabled
-        && let Err(error) = start_discord(config, dispatcher).await
-    {
-        tracing::error!("the discord channel did not start: {error:#}");
+    if config.channels.discord.enabled {
+        let (config, dispatcher) = (config.clone(), dispatcher.clone());
+        supervise(registry.clone(), ferry_discord::CHANNEL_NAME, DEFAULT_ACCOUNT, Backoff::default(), move || {
+            let (config, dispatcher) = (config.clone(), dispatcher.clone());
+            async move { start_discord(&config, &dispatcher).await }
+        });
     }
     #[cfg(feature = "slack")]
     if config.channels.slack.enabled {
-        match start_slack(config, dispatcher).await {
-            Ok(route) => routes.extend(route),
-            Err(error) => tracing::error!("the slack channel did not start: {error:#}"),
+        let late = LateRoutes::new();
+        if config.channels.slack.mode == ferry::config::SlackMode::Http {
+            routes.push(late.at(ferry_slack::EVENTS_PATH));
         }
+        let (config, dispatcher) = (config.clone(), dispatcher.clone());
+        supervise(registry.clone(), ferry_slack::CHANNEL_NAME, DEFAULT_ACCOUNT, Backoff::default(), move || {
+            let (config, dispatcher, late) = (config.clone(), dispatcher.clone(), late.clone());
+            async move { start_slack(&config, &dispatcher).await.map(|route| route.into_iter().for_each(|r| late.fill(r))) }
+        });
     }
     routes
 }
 
+/// Whether retrying could help after an adapter's connection attempt failed: not when the
+/// platform refused the credentials or the settings cannot work.
+#[cfg(any(feature = "telegram", feature = "discord", feature = "slack"))]
+fn start_failure(error: impl std::fmt::Display, permanent: bool) -> StartFailure {
+    let reason = error.to_string();
+    if permanent { StartFailure::Permanent(reason) } else { StartFailure::Transient(reason) }
+}
+
+/// Attaches a connected channel to the dispatcher; a refused token when its inbound
+/// connection opens is permanent, anything else may pass.
+#[cfg(any(feature = "telegram", feature = "discord", feature = "slack"))]
+async fn attach(dispatcher: &Dispatcher, channel: Arc<dyn ferry::channel::Channel>) -> Result<(), StartFailure> {
+    let name = channel.name().to_owned();
+    match dispatcher.attach(channel).await {
+        Ok(_) => Ok(()),
+        Err(error) => {
+            let permanent = matches!(error, ferry::channel::ChannelError::Unauthorized { .. });
+            Err(start_failure(format!("starting the {name} channel: {error}"), permanent))
+        }
+    }
+}
+
 #[cfg(feature = "telegram")]
-async fn start_telegram(config: &Config, dispatcher: &Dispatcher) -> anyhow::Result<Option<axum::Router>> {
-    use anyhow::Context;
+async fn start_telegram(config: &Config, dispatcher: &Dispatcher) -> Result<Option<axum::Router>, StartFailure> {
     use ferry::config::TelegramMode as Mode;
-    use ferry_telegram::{TelegramChannel, TelegramConfig, TelegramMode};
+    use ferry_telegram::{TelegramChannel, TelegramConfig, TelegramError, TelegramMode};
 
     let settings = &config.channels.telegram;
     let token = settings.bot_token.as_ref().map(|token| token.expose().to_owned()).unwrap_or_default();
@@ -145,34 +189,39 @@ async fn start_telegram(config: &Config, dispatcher: &Dispatcher) -> anyhow::Res
             secret: settings.webhook_secret.as_ref().map(|secret| secret.expose().to_owned()).unwrap_or_default(),
         },
     };
-    let channel = std::sync::Arc::new(TelegramChannel::connect(telegram).await?);
+    let channel = TelegramChannel::connect(telegram).await.map_err(|error| {
+        let permanent = matches!(error, TelegramError::Unauthorized { .. } | TelegramError::InvalidConfig { .. });
+        start_failure(error, permanent)
+    })?;
+    let channel = Arc::new(channel);
     let route = channel.webhook_router();
     tracing::info!(bot = %channel.bot_username(), mode = ?settings.mode, "telegram connected");
-    dispatcher.attach(channel).await.context("starting the telegram channel")?;
+    attach(dispatcher, channel).await?;
     Ok(route)
 }
 
 #[cfg(feature = "discord")]
-async fn start_discord(config: &Config, dispatcher: &Dispatcher) -> anyhow::Result<()> {
-    use anyhow::Context;
-    use ferry_discord::{DiscordChannel, DiscordConfig};
+async fn start_discord(config: &Config, dispatcher: &Dispatcher) -> Result<(), StartFailure> {
+    use ferry_discord::{DiscordChannel, DiscordConfig, DiscordError};
 
     let settings = &config.channels.discord;
     let token = settings.bot_token.as_ref().map(|token| token.expose().to_owned()).unwrap_or_default();
     let mut discord = DiscordConfig::new(token);
     discord.api_url.clone_from(&settings.api_url);
     discord.gateway_url.clone_from(&settings.gateway_url);
-    let channel = std::sync::Arc::new(DiscordChannel::connect(discord).await?);
+    let channel = DiscordChannel::connect(discord).await.map_err(|error| {
+        let permanent = matches!(error, DiscordError::Unauthorized { .. } | DiscordError::InvalidConfig { .. });
+        start_failure(error, permanent)
+    })?;
+    let channel = Arc::new(channel);
     tracing::info!(bot = %channel.bot_name(), bot_id = channel.bot_id(), "discord connected");
-    dispatcher.attach(channel).await.context("starting the discord channel")?;
-    Ok(())
+    attach(dispatcher, channel).await
 }
 
 #[cfg(feature = "slack")]
-async fn start_slack(config: &Config, dispatcher: &Dispatcher) -> anyhow::Result<Option<axum::Router>> {
-    use anyhow::Context;
+async fn start_slack(config: &Config, dispatcher: &Dispatcher) -> Result<Option<axum::Router>, StartFailure> {
     use ferry::config::{ReplyToMode as CoreReplyToMode, SlackMode as Mode};
-    use ferry_slack::{ReplyToMode, SlackChannel, SlackConfig};
+    use ferry_slack::{ReplyToMode, SlackChannel, SlackConfig, SlackError};
 
     let settings = &config.channels.slack;
     let secret = |value: &Option<ferry::config::Secret>| {
@@ -189,9 +238,13 @@ async fn start_slack(config: &Config, dispatcher: &Dispatcher) -> anyhow::Result
         CoreReplyToMode::First => ReplyToMode::First,
         CoreReplyToMode::All => ReplyToMode::All,
     };
-    let channel = std::sync::Arc::new(SlackChannel::connect(slack).await?);
+    let channel = SlackChannel::connect(slack).await.map_err(|error| {
+        let permanent = matches!(error, SlackError::Unauthorized { .. } | SlackError::InvalidConfig { .. });
+        start_failure(error, permanent)
+    })?;
+    let channel = Arc::new(channel);
     let route = channel.events_router();
     tracing::info!(team = %channel.team(), bot_user = %channel.bot_user_id(), mode = ?settings.mode, "slack connected");
-    dispatcher.attach(channel).await.context("starting the slack channel")?;
+    attach(dispatcher, channel).await?;
     Ok(route)
 }

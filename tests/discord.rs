@@ -192,10 +192,12 @@ async fn a_wrong_token_is_a_clear_error_and_the_gateway_serves_on() {
     let (discord, openai) = fakes().await;
     let home = tempfile::tempdir().unwrap();
     let (child, port) = spawn_gateway(home.path(), &config("WRONG.token", &discord, ""), &openai, Stdio::piped());
-    let health = daemon::health(port).await;
-    let channels = health["channels"].as_array().unwrap();
-    assert!(channels.iter().all(|c| c["name"] != "discord"), "discord is not running: {health}");
-    assert!(channels.iter().any(|c| c["name"] == "webchat"), "the web chat still is");
+    // Stopped for good (a refused token is not retried), with the reason for the operator.
+    let health = daemon::channel_in_state(port, "discord", "stopped").await;
+    let reason = daemon::channel_entry(&health, "discord").unwrap()["reason"].as_str().unwrap_or_default().to_owned();
+    assert!(reason.contains("bot_token"), "{health}");
+    assert_eq!(health["ok"], false, "an enabled channel is not running: {health}");
+    assert_eq!(daemon::channel_entry(&health, "webchat").unwrap()["state"], "running", "the web chat still is");
     Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -158,7 +158,7 @@ async fn the_handshake_announces_methods_events_and_the_clients_session() {
     let gw = gateway(Config::default()).await;
     let (_client, hello) = Client::connect(&gw, "browser-1").await;
     assert_eq!(hello["type"], "hello-ok");
-    assert_eq!(hello["sessionKey"], "agent:main:main", "dm_scope main: the web chat shares the main session");
+    assert_eq!(hello["sessionKey"], "agent:main:webchat:direct:browser-1", "each browser is a conversation of its own");
     let methods: Vec<&str> =
         hello["features"]["methods"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
     for method in ["agent", "agent.wait", "chat.send", "chat.abort", "chat.history", "sessions.list", "health"] {
@@ -169,6 +169,30 @@ async fn the_handshake_announces_methods_events_and_the_clients_session() {
     let mut early = Client::open(&gw).await;
     let refused = early.request("health", json!({})).await;
     assert_eq!(refused["error"]["code"], "INVALID_REQUEST", "the first request must be connect");
+}
+
+#[tokio::test]
+async fn two_browsers_are_two_conversations_unless_the_operator_chose_main() {
+    let gw = gateway(Config::default()).await;
+    gw.fake.push(Turn::text(["noted"]));
+    let (mut ada, ada_hello) = Client::connect(&gw, "browser-ada").await;
+    let (mut bob, bob_hello) = Client::connect(&gw, "browser-bob").await;
+    assert_ne!(ada_hello["sessionKey"], bob_hello["sessionKey"]);
+    ada.request("chat.send", json!({"message": "my locker code is 4711", "idempotencyKey": "a1"})).await;
+    let waited = ada.request("agent.wait", json!({"runId": "a1", "timeoutMs": 15000})).await;
+    assert_eq!(waited["payload"]["status"], "ok", "{waited}");
+    let history = bob.request("chat.history", json!({})).await;
+    assert_eq!(history["payload"]["messages"], json!([]), "Bob does not see Ada's conversation: {history}");
+
+    let mut shared = Config::default();
+    shared.session.dm_scope = ferry::config::DmScope::Main;
+    let gw = gateway(shared).await;
+    let (_, first) = Client::connect(&gw, "browser-ada").await;
+    let (_, second) = Client::connect(&gw, "browser-bob").await;
+    assert_eq!(
+        (first["sessionKey"].clone(), second["sessionKey"].clone()),
+        (json!("agent:main:main"), json!("agent:main:main"))
+    );
 }
 
 #[tokio::test]
@@ -202,6 +226,7 @@ async fn agent_answers_before_the_run_ends_and_wait_only_waits() {
     let done = client.request("agent.wait", json!({"runId": "run-a", "timeoutMs": 15000})).await;
     assert_eq!(done["payload"]["status"], "ok", "the wait's timeout did not stop the run: {done}");
     assert!(done["payload"]["startedAt"].is_string() && done["payload"]["endedAt"].is_string());
+    // `agent` without a sessionKey runs in the agent's main session.
     let history = client.request("chat.history", json!({"sessionKey": "agent:main:main"})).await;
     let last = history["payload"]["messages"].as_array().and_then(|m| m.last().cloned()).unwrap_or_default();
     assert_eq!(last["text"], "The answer is 42.", "a run reported ended has its transcript saved: {history}");
@@ -442,7 +467,7 @@ async fn a_request_steered_into_a_running_run_ends_with_that_run() {
     let (mut client, _) = Client::connect(&gw, "steerer").await;
     client.request("chat.send", json!({"message": "make a plan", "idempotencyKey": "s1"})).await;
     tokio::time::timeout(PATIENCE, async {
-        while !gw.dispatcher.scheduler().status("agent:main:main").streaming {
+        while !gw.dispatcher.scheduler().status("agent:main:webchat:direct:steerer").streaming {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })

@@ -28,6 +28,8 @@ mod executor;
 
 /// Generous bound for waiting on explicit signals; never a measurement.
 const PATIENCE: Duration = Duration::from_secs(20);
+/// The session of DMs from user 42 (the default `dm_scope`, per channel and peer).
+const DM_42: &str = "agent:main:telegram:direct:42";
 
 struct World {
     fake: FakeOpenAi,
@@ -468,7 +470,7 @@ async fn steer_mode_feeds_a_message_into_the_streaming_run_without_a_second_run(
     world.request(0).await;
     // Steer once the run streams (the reply takes ~1 s to stream in full).
     tokio::time::timeout(PATIENCE, async {
-        while !world.dispatcher.scheduler().status("agent:main:main").streaming {
+        while !world.dispatcher.scheduler().status(DM_42).streaming {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })
@@ -480,7 +482,7 @@ async fn steer_mode_feeds_a_message_into_the_streaming_run_without_a_second_run(
     let contents: Vec<&str> =
         second["messages"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect();
     assert_eq!(&contents[1..], ["make a plan", "Here is the plan.", "in French please"]);
-    assert_eq!(world.dispatcher.scheduler().status("agent:main:main").queued, 0, "steered, not queued");
+    assert_eq!(world.dispatcher.scheduler().status(DM_42).queued, 0, "steered, not queued");
 }
 
 #[tokio::test]
@@ -496,7 +498,7 @@ async fn a_message_refused_by_a_full_queue_is_told_so() {
     world.send(world.dm("42", "one too many"));
     let replies = world.replies(1).await;
     assert!(replies[0].contains("was not queued"), "{replies:?}");
-    assert_eq!(world.dispatcher.scheduler().status("agent:main:main").queued, 1);
+    assert_eq!(world.dispatcher.scheduler().status(DM_42).queued, 1);
     let key = world.channel.operations().into_iter().find_map(|op| match op {
         Operation::Sent { message, .. } => message.idempotency_key,
         _ => None,

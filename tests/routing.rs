@@ -90,7 +90,7 @@ async fn an_unknown_dm_sender_gets_a_code_and_runs_once_approved() {
     harness.clock.advance(TimeDelta::minutes(10));
     harness.pairing().approve("telegram", code).await.unwrap();
     let (key, prompt, is_group) = run(harness.route(&dm("telegram", "42", "hi again")).await);
-    assert_eq!((key.as_str(), prompt.as_str(), is_group), ("agent:main:main", "hi again", false));
+    assert_eq!((key.as_str(), prompt.as_str(), is_group), ("agent:main:telegram:direct:42", "hi again", false));
     // Approval is per channel.
     pairing_reply(harness.route(&dm("discord", "42", "hi")).await);
 }
@@ -273,7 +273,7 @@ async fn session_keys_follow_dm_scope_and_thread_labels() {
 
     let other_agent = Router::new(&Config::default(), &database, "Helper", Arc::new(clock)).unwrap();
     let (key, _, _) = run(other_agent.route(&dm("webchat", "tab-1", "hi")).await.unwrap());
-    assert_eq!(key, "agent:helper:main");
+    assert_eq!(key, "agent:helper:webchat:direct:tab-1", "by default each DM peer is a session of its own");
 }
 
 #[tokio::test]

@@ -174,13 +174,49 @@ async fn a_wrong_token_is_a_clear_error_and_the_gateway_serves_on() {
     let (telegram, openai) = fakes().await;
     let home = tempfile::tempdir().unwrap();
     let (child, port) = spawn_gateway(home.path(), &config("999:WRONG", &telegram, ""), &openai, Stdio::piped());
-    let health = daemon::health(port).await;
-    let channels = health["channels"].as_array().unwrap();
-    assert!(channels.iter().all(|c| c["name"] != "telegram"), "telegram is not running: {health}");
-    assert!(channels.iter().any(|c| c["name"] == "webchat"), "the web chat still is");
+    // Stopped for good (a refused token is not retried), with the reason for the operator.
+    let health = daemon::channel_in_state(port, "telegram", "stopped").await;
+    let reason = daemon::channel_entry(&health, "telegram").unwrap()["reason"].as_str().unwrap_or_default().to_owned();
+    assert!(reason.contains("bot_token"), "{health}");
+    assert_eq!(health["ok"], false, "an enabled channel is not running: {health}");
+    assert_eq!(daemon::channel_entry(&health, "webchat").unwrap()["state"], "running", "the web chat still is");
     Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("telegram channel did not start") && stderr.contains("bot_token"), "{stderr}");
     assert!(!stderr.contains("999:WRONG"), "the token is not logged");
+}
+
+#[tokio::test]
+async fn a_bot_api_that_comes_up_after_the_gateway_is_connected_to_and_healthz_follows() {
+    let openai = FakeOpenAi::start().await.unwrap();
+    openai.push(Turn::text(["connected after all"]));
+    // An address with nothing listening yet: the Bot API is down when the gateway starts.
+    let address = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let log = std::fs::File::create(home.path().join("stderr.log")).unwrap();
+    let config = format!(
+        "[channels.telegram]\nenabled = true\nbot_token = \"{TOKEN}\"\napi_url = \"http://{address}\"\n{OPEN}\n"
+    );
+    let (child, port) = spawn_gateway(home.path(), &config, &openai, Stdio::from(log));
+    let _gateway = Daemon { child, port, home: None };
+
+    let retrying = daemon::channel_in_state(port, "telegram", "retrying").await;
+    let entry = daemon::channel_entry(&retrying, "telegram").unwrap();
+    assert!(entry["lastError"].as_str().is_some_and(|error| error.contains("could not reach")), "{retrying}");
+    assert_eq!(retrying["ok"], false, "an enabled channel is not running: {retrying}");
+
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let telegram = FakeTelegram::start_on(TOKEN, address).await.unwrap();
+    let running = daemon::channel_in_state(port, "telegram", "running").await;
+    assert_eq!(running["ok"], true, "{running}");
+    telegram.private_message(42, "Ada", "are you there?");
+    let shown = messages(&telegram, 42, 1).await;
+    assert_eq!(shown[0].visible_text.trim(), "connected after all");
+
+    let log = std::fs::read_to_string(home.path().join("stderr.log")).unwrap();
+    let outages = log.matches("the telegram channel did not start").count();
+    let recoveries = log.matches("the telegram channel is running again").count();
+    assert_eq!((outages, recoveries), (1, 1), "logged once per outage and once on recovery:\n{log}");
+    assert!(!log.contains(TOKEN), "the token is not logged");
 }

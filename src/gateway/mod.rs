@@ -16,11 +16,14 @@
 pub mod client;
 pub mod connection;
 pub mod hub;
+mod late_route;
 mod methods;
 pub mod outbox;
 pub mod protocol;
 pub mod runs;
 pub mod webchat;
+
+pub use late_route::LateRoutes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -38,7 +41,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::EventBus;
-use crate::channels::ChannelRegistry;
+use crate::channels::{ChannelHealth, ChannelRegistry, ChannelState};
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
 use hub::Hub;
@@ -89,17 +92,26 @@ impl GatewayState {
     /// `/healthz` and the `health` method.
     pub(crate) fn health(&self) -> Value {
         let states = self.channels.states();
-        // Not ok once a channel stopped receiving: its users' messages go unanswered.
-        let ok = states.iter().all(|state| state.receiving);
-        let channels: Vec<Value> = states
-            .into_iter()
-            .map(|state| {
-                let running = if state.receiving { "running" } else { "stopped" };
-                json!({ "name": state.name, "account": state.account_id, "state": running })
-            })
-            .collect();
+        // Not ok while any channel is not running: its users' messages go unanswered.
+        let ok = states.iter().all(|state| state.health == ChannelHealth::Running);
+        let channels: Vec<Value> = states.into_iter().map(channel_health).collect();
         json!({ "ok": ok, "channels": channels, "uptimeMs": self.started.elapsed().as_millis() as u64 })
     }
+}
+
+/// One channel's entry in `/healthz`: its state, and for a channel that is not running, why.
+fn channel_health(state: ChannelState) -> Value {
+    let mut entry = json!({ "name": state.name, "account": state.account_id, "state": state.health.label() });
+    match state.health {
+        ChannelHealth::Retrying { last_error, attempts, next_attempt_in_ms } => {
+            entry["lastError"] = json!(last_error);
+            entry["attempts"] = json!(attempts);
+            entry["nextAttemptInMs"] = json!(next_attempt_in_ms);
+        }
+        ChannelHealth::Stopped { reason } => entry["reason"] = json!(reason),
+        ChannelHealth::Starting | ChannelHealth::Running => {}
+    }
+    entry
 }
 
 /// A started gateway: its event hub runs and its web chat channel is attached.

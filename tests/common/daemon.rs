@@ -75,7 +75,29 @@ pub async fn health(port: u16) -> serde_json::Value {
     .expect("the gateway did not answer /healthz")
 }
 
-/// Starts `ferry gateway` in `home` and waits until `/healthz` lists `channel` as connected.
+/// Waits until `/healthz` shows the channel `name` in `state`; returns the whole answer.
+pub async fn channel_in_state(port: u16, name: &str, state: &str) -> serde_json::Value {
+    let mut last = serde_json::Value::Null;
+    let reached = tokio::time::timeout(PATIENCE, async {
+        loop {
+            last = health(port).await;
+            if channel_entry(&last, name).is_some_and(|entry| entry["state"] == state) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(reached.is_ok(), "{name} never showed as {state}: {last}");
+    last
+}
+
+/// The `/healthz` entry of the channel `name`.
+pub fn channel_entry<'a>(health: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+    health["channels"].as_array()?.iter().find(|entry| entry["name"] == name)
+}
+
+/// Starts `ferry gateway` in `home` and waits until `/healthz` shows `channel` running.
 pub async fn daemon_in(home: tempfile::TempDir, config: &str, openai: &FakeOpenAi, channel: &str) -> Daemon {
     let (child, port) = spawn_gateway(home.path(), config, openai, Stdio::inherit());
     let url = format!("http://127.0.0.1:{port}/healthz");
@@ -83,7 +105,9 @@ pub async fn daemon_in(home: tempfile::TempDir, config: &str, openai: &FakeOpenA
         loop {
             if let Ok(response) = reqwest::get(&url).await
                 && let Ok(body) = response.json::<serde_json::Value>().await
-                && body["channels"].as_array().is_some_and(|c| c.iter().any(|c| c["name"] == channel))
+                && body["channels"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["name"] == channel && c["state"] == "running"))
             {
                 return;
             }

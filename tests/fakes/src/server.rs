@@ -18,7 +18,13 @@ pub struct FakeServer {
 impl FakeServer {
     /// Serves `router` on `127.0.0.1` with a port the OS picks.
     pub async fn start(router: Router) -> std::io::Result<Self> {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        Self::start_on(router, SocketAddr::from(([127, 0, 0, 1], 0))).await
+    }
+
+    /// Serves `router` on `addr`: a fake that comes up late, at an address a client was
+    /// already given (a platform API that was down when the gateway started).
+    pub async fn start_on(router: Router, addr: SocketAddr) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {

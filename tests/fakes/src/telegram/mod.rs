@@ -230,6 +230,12 @@ impl FakeTelegram {
     /// Starts the server for a bot with this token. Flood limits are on
     /// ([`RateLimits::telegram`]); see [`FakeTelegram::without_rate_limits`].
     pub async fn start(token: &str) -> io::Result<Self> {
+        Self::start_on(token, std::net::SocketAddr::from(([127, 0, 0, 1], 0))).await
+    }
+
+    /// Like [`FakeTelegram::start`], serving on `addr`: a Bot API that comes up after the
+    /// gateway was started with its URL.
+    pub async fn start_on(token: &str, addr: std::net::SocketAddr) -> io::Result<Self> {
         let bot = TgUser { is_bot: true, ..TgUser::new(BOT_USER_ID, "Ferry Test") }.with_username(DEFAULT_BOT_USERNAME);
         let state = State::new(bot);
         let offset = state.current_offset();
@@ -241,7 +247,7 @@ impl FakeTelegram {
             offset: watch::Sender::new(offset),
             closing: watch::Sender::new(false),
         });
-        let server = FakeServer::start(methods::router(Arc::clone(&shared))).await?;
+        let server = FakeServer::start_on(methods::router(Arc::clone(&shared)), addr).await?;
         Ok(Self { server, shared })
     }
 

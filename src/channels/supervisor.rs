@@ -1,0 +1,185 @@
+//! Starting a channel until it runs: a platform that is unreachable when the gateway starts
+//! (the network is not up yet, the API has an outage) must not leave the channel dead until
+//! someone restarts ferry. The supervisor retries with exponential backoff, from
+//! [`Backoff::first`] up to [`Backoff::max`], and keeps the channel's state in the registry,
+//! where `/healthz` shows it. Only a failure retrying cannot fix (the platform refused the
+//! token, the config cannot work) stops it, with the reason on record.
+//!
+//! It logs once per outage (the first failure, with its error) and once on recovery; the
+//! attempts in between are debug lines, so an outage of hours does not flood the log.
+
+use std::future::Future;
+use std::time::Duration;
+
+use rand::RngExt;
+use tokio::task::JoinHandle;
+
+use super::{ChannelHealth, ChannelRegistry};
+
+/// Why a channel did not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StartFailure {
+    /// Retrying cannot help: the platform refused the credentials (401), or the settings
+    /// cannot work. The operator must fix the config.
+    #[error("{0}")]
+    Permanent(String),
+    /// It may pass: the platform was unreachable or answered with a server error.
+    #[error("{0}")]
+    Transient(String),
+}
+
+/// How long to wait between attempts: doubling from `first`, never more than `max`, with
+/// up to a tenth added at random so several channels do not retry in lockstep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    pub first: Duration,
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self { first: Duration::from_secs(1), max: Duration::from_secs(300) }
+    }
+}
+
+impl Backoff {
+    /// The wait after the `attempts`-th failed attempt (1 = the first), before jitter.
+    pub fn delay(&self, attempts: u32) -> Duration {
+        let doublings = attempts.saturating_sub(1).min(31);
+        self.first.saturating_mul(1 << doublings).min(self.max)
+    }
+}
+
+/// Runs `connect` until it succeeds or fails for good, recording the channel `name` on
+/// `account_id` as starting, retrying or stopped in `registry` (a successful `connect`
+/// registers the channel, which makes it running). Returns at once; the attempts run on
+/// their own task.
+pub fn supervise<F, Fut>(
+    registry: ChannelRegistry,
+    name: &str,
+    account_id: &str,
+    backoff: Backoff,
+    mut connect: F,
+) -> JoinHandle<()>
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(), StartFailure>> + Send,
+{
+    let (name, account_id) = (name.to_owned(), account_id.to_owned());
+    registry.set_health(&name, &account_id, ChannelHealth::Starting);
+    tokio::spawn(async move {
+        let mut attempts = 0u32;
+        let outage_began = tokio::time::Instant::now();
+        loop {
+            match connect().await {
+                Ok(()) => {
+                    registry.set_health(&name, &account_id, ChannelHealth::Running);
+                    if attempts > 0 {
+                        let down_for_s = outage_began.elapsed().as_secs();
+                        tracing::info!(channel = %name, account = %account_id, attempts = attempts + 1, down_for_s, "the {name} channel is running again");
+                    }
+                    return;
+                }
+                Err(StartFailure::Permanent(reason)) => {
+                    tracing::error!(channel = %name, account = %account_id, "the {name} channel did not start and will not retry: {reason}");
+                    registry.set_health(&name, &account_id, ChannelHealth::Stopped { reason });
+                    return;
+                }
+                Err(StartFailure::Transient(reason)) => {
+                    attempts += 1;
+                    let delay = backoff.delay(attempts);
+                    let delay = delay + delay.mul_f64(rand::rng().random_range(0.0..0.1));
+                    if attempts == 1 {
+                        tracing::warn!(channel = %name, account = %account_id, "the {name} channel did not start: {reason}; retrying with backoff (up to every {} s) until it does", backoff.max.as_secs());
+                    } else {
+                        tracing::debug!(channel = %name, account = %account_id, attempts, retry_in_ms = delay.as_millis() as u64, "the {name} channel still cannot start: {reason}");
+                    }
+                    let next_attempt_in_ms = delay.as_millis() as u64;
+                    let health = ChannelHealth::Retrying { last_error: reason, attempts, next_attempt_in_ms };
+                    registry.set_health(&name, &account_id, health);
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+
+    fn health(registry: &ChannelRegistry) -> ChannelHealth {
+        registry.states().into_iter().next().expect("the channel is listed").health
+    }
+
+    #[test]
+    fn the_backoff_doubles_from_one_second_to_five_minutes() {
+        let backoff = Backoff::default();
+        let delays: Vec<u64> = (1..=11).map(|attempt| backoff.delay(attempt).as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
+        assert_eq!(backoff.delay(u32::MAX), Duration::from_secs(300), "no overflow after a long outage");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_channel_that_cannot_reach_its_platform_retries_until_it_runs() {
+        let registry = ChannelRegistry::new();
+        let calls = Arc::new(AtomicU32::new(0));
+        let counted = calls.clone();
+        let task = supervise(registry.clone(), "telegram", "default", Backoff::default(), move || {
+            let call = counted.fetch_add(1, Ordering::SeqCst) + 1;
+            async move { if call < 4 { Err(StartFailure::Transient(format!("refused #{call}"))) } else { Ok(()) } }
+        });
+        tokio::task::yield_now().await;
+        match health(&registry) {
+            ChannelHealth::Retrying { last_error, attempts: 1, next_attempt_in_ms } => {
+                assert_eq!(last_error, "refused #1");
+                assert!((1000..1100).contains(&next_attempt_in_ms), "{next_attempt_in_ms}");
+            }
+            other => panic!("retrying expected, got {other:?}"),
+        }
+        // 1 s, 2 s and 4 s of backoff (plus at most a tenth) and it connects.
+        tokio::time::sleep(Duration::from_millis(7800)).await;
+        task.await.unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 4);
+        assert_eq!(health(&registry), ChannelHealth::Running);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_token_stops_the_channel_with_its_reason_and_no_retry() {
+        let registry = ChannelRegistry::new();
+        let calls = Arc::new(AtomicU32::new(0));
+        let counted = calls.clone();
+        let task = supervise(registry.clone(), "discord", "default", Backoff::default(), move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async { Err(StartFailure::Permanent("Discord refused the bot token".to_owned())) }
+        });
+        task.await.unwrap();
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(health(&registry), ChannelHealth::Stopped { reason: "Discord refused the bot token".to_owned() });
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_channel_is_starting_until_its_first_attempt_ends() {
+        let registry = ChannelRegistry::new();
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let mut released = Some(released);
+        let task = supervise(registry.clone(), "slack", "default", Backoff::default(), move || {
+            let released = released.take();
+            async move {
+                if let Some(released) = released {
+                    let _ = released.await;
+                }
+                Ok(())
+            }
+        });
+        tokio::task::yield_now().await;
+        assert_eq!(health(&registry), ChannelHealth::Starting);
+        release.send(()).unwrap();
+        task.await.unwrap();
+        assert_eq!(health(&registry), ChannelHealth::Running);
+    }
+}
