@@ -24,6 +24,8 @@ use crate::wiring;
 
 /// How long running replies may take to finish once a shutdown begins.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+/// How long gateway clients get to receive their last frames once runs are done.
+const CONNECTION_CLOSE_PATIENCE: Duration = Duration::from_secs(5);
 
 pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()> {
     let loaded = load_config(global, env)?;
@@ -83,12 +85,14 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     tracing::info!("gateway listening: ws://{address}/ws, health at http://{address}/healthz");
     hooks.gateway_start(GatewayEvent { address: address.to_string() });
 
-    gateway.serve(listener, shutdown_signal()).await?;
+    let draining = gateway.serve(listener, shutdown_signal()).await?;
     tracing::info!(running = dispatcher.scheduler().running(), "shutting down: no new connections");
+    // Clients following a run stay connected until it finishes (or the grace period ends).
     let aborted = dispatcher.scheduler().shut_down(SHUTDOWN_GRACE).await;
     if aborted > 0 {
         tracing::warn!(aborted, "aborted runs that did not finish in time; their messages are answered on restart");
     }
+    draining.close(CONNECTION_CLOSE_PATIENCE).await;
     hooks.gateway_stop(GatewayEvent { address: address.to_string() }).await;
     database.close().await;
     tracing::info!("gateway stopped");

@@ -141,3 +141,37 @@ async fn a_reply_in_progress_at_shutdown_is_finished_and_kept() {
     assert_eq!(messages.last().unwrap()["text"], pieces.concat(), "{history}");
     daemon.terminate().await;
 }
+
+#[tokio::test]
+async fn a_client_following_a_run_at_shutdown_receives_the_whole_reply_and_new_clients_are_refused() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    let pieces = ["Every ", "word ", "of ", "this ", "arrives."];
+    fake.push(Turn::Reply(Reply::text(pieces).with_chunk_delay(Duration::from_millis(400))));
+    let url = fake.url();
+    let env = [("OPENAI_BASE_URL", url.as_str()), ("OPENAI_API_KEY", "sk-test")];
+    let daemon = Daemon::start(&env).await;
+    let mut client = GatewayClient::connect(&daemon.ws_url(), None, "follower").await.unwrap();
+    client.call("chat.send", json!({"message": "tell me slowly", "idempotencyKey": "slow"})).await.unwrap();
+    tokio::time::timeout(PATIENCE, fake.wait_for_request(0)).await.unwrap();
+
+    let status = Command::new("kill").args(["-TERM", &daemon.child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let final_text = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let event = client.next_event().await.expect("the connection stays open until the reply is done");
+            if event["event"] == "chat" && event["payload"]["state"] == "final" {
+                return event["payload"]["message"]["text"].as_str().unwrap_or_default().to_owned();
+            }
+        }
+    })
+    .await
+    .expect("the final reply");
+    assert_eq!(final_text, pieces.concat());
+    let late = GatewayClient::connect(&daemon.ws_url(), None, "latecomer").await;
+    assert!(late.is_err(), "no new connection during the shutdown");
+
+    let child = daemon.child;
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap());
+    let output = tokio::time::timeout(PATIENCE, output).await.expect("the gateway stops").unwrap();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+}

@@ -146,7 +146,14 @@ impl Hub {
                             }
                         }
                     }
-                    () = stop.cancelled() => break,
+                    () = stop.cancelled() => {
+                        // Forward what runs already published (a final that just came), so
+                        // clients see it before their connections close.
+                        while let Ok(event) = events.try_recv() {
+                            self.on_event(&event, &mut chats);
+                        }
+                        break;
+                    }
                 }
             }
         }

@@ -25,9 +25,10 @@ pub mod webchat;
 
 pub use late_route::LateRoutes;
 
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{State, WebSocketUpgrade};
@@ -38,7 +39,9 @@ use axum::serve::ListenerExt;
 use ferry_channel::{ChatKind, ChatRef, InboundMessage, Sender};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::agent::EventBus;
 use crate::channels::{ChannelHealth, ChannelRegistry, ChannelState};
@@ -70,8 +73,10 @@ pub struct GatewayState {
     pub(crate) auth_token: Option<String>,
     webchat_page: bool,
     started: Instant,
-    /// Cancelled when the gateway shuts down: connections close.
+    /// Cancelled at the end of a shutdown, once runs are done: connections close.
     pub(crate) closing: CancellationToken,
+    /// The open client connections, so a shutdown can wait for them to say goodbye.
+    connections: TaskTracker,
 }
 
 impl GatewayState {
@@ -117,7 +122,9 @@ fn channel_health(state: ChannelState) -> Value {
 /// A started gateway: its event hub runs and its web chat channel is attached.
 pub struct Gateway {
     state: Arc<GatewayState>,
+    /// Stops the hub that forwards run events to clients.
     stop: CancellationToken,
+    hub: JoinHandle<()>,
     /// Routes adapters serve on the gateway's port (webhooks).
     extra: Router,
 }
@@ -138,7 +145,7 @@ impl Gateway {
     pub async fn start(parts: GatewayParts) -> Result<Self, GatewayError> {
         let hub = Arc::new(Hub::default());
         let stop = CancellationToken::new();
-        tokio::spawn(hub.clone().run(&parts.bus, stop.clone()));
+        let hub_task = tokio::spawn(hub.clone().run(&parts.bus, stop.clone()));
         let webchat = Arc::new(WebChat::new(hub.clone()));
         parts.dispatcher.attach(webchat.clone()).await?;
         let state = GatewayState {
@@ -150,9 +157,10 @@ impl Gateway {
             auth_token: parts.config.gateway.auth_token.as_ref().map(|token| token.expose().to_owned()),
             webchat_page: parts.config.channels.webchat.enabled,
             started: Instant::now(),
-            closing: stop.child_token(),
+            closing: CancellationToken::new(),
+            connections: TaskTracker::new(),
         };
-        Ok(Self { state: Arc::new(state), stop, extra: Router::new() })
+        Ok(Self { state: Arc::new(state), stop, hub: hub_task, extra: Router::new() })
     }
 
     /// Adds routes an adapter serves on the gateway's port, such as a platform's webhook.
@@ -174,20 +182,19 @@ impl Gateway {
             .merge(self.extra.clone())
     }
 
-    /// Binds `config.gateway` and serves until `shutdown` resolves; then stops taking
-    /// connections and returns once open ones have closed.
+    /// Serves until `shutdown` resolves, then stops taking connections (new clients are
+    /// refused) and returns. Open connections stay: clients following a run keep receiving
+    /// its events while the daemon lets runs finish; [`Draining::close`] ends them.
     pub async fn serve(
         self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> Result<(), GatewayError> {
+    ) -> Result<Draining, GatewayError> {
         let router = self.router();
-        let stop = self.stop.clone();
-        let closing = self.state.closing.clone();
+        let (signalled, on_signal) = tokio::sync::oneshot::channel::<()>();
         let shutdown = async move {
             shutdown.await;
-            // Open sockets are told to go; the server then waits for them to close.
-            closing.cancel();
+            let _ = signalled.send(());
         };
         // Small frames (a response, a delta) must not wait for a delayed ACK (Nagle).
         let listener = listener.tap_io(|stream| {
@@ -195,9 +202,16 @@ impl Gateway {
                 tracing::debug!(%error, "cannot set TCP_NODELAY on a gateway connection");
             }
         });
-        let served = axum::serve(listener, router).with_graceful_shutdown(shutdown).await;
-        stop.cancel();
-        served.map_err(GatewayError::Serve)
+        let mut server = tokio::spawn(axum::serve(listener, router).with_graceful_shutdown(shutdown).into_future());
+        let draining = |server| Draining { state: self.state.clone(), stop: self.stop.clone(), hub: self.hub, server };
+        tokio::select! {
+            _ = on_signal => Ok(draining(server)),
+            served = &mut server => match served {
+                Ok(Err(error)) => Err(GatewayError::Serve(error)),
+                // The server ended without a signal (it cannot, short of an error); drain anyway.
+                Ok(Ok(())) | Err(_) => Ok(draining(tokio::spawn(async { Ok(()) }))),
+            },
+        }
     }
 
     /// Listens where the config says.
@@ -211,10 +225,35 @@ impl Gateway {
     }
 }
 
+/// A gateway that no longer takes connections, with its open ones still served.
+pub struct Draining {
+    state: Arc<GatewayState>,
+    stop: CancellationToken,
+    hub: JoinHandle<()>,
+    server: JoinHandle<std::io::Result<()>>,
+}
+
+impl Draining {
+    /// Ends the open connections: the hub first forwards every event runs have published
+    /// (so a client following a run that just ended gets its final), then each connection
+    /// sends what it has queued and closes. Waits at most `patience` for them.
+    pub async fn close(self, patience: Duration) {
+        self.stop.cancel();
+        let _ = tokio::time::timeout(patience, self.hub).await;
+        self.state.closing.cancel();
+        self.state.connections.close();
+        if tokio::time::timeout(patience, self.state.connections.wait()).await.is_err() {
+            tracing::warn!(open = self.state.connections.len(), "gateway connections did not close in time");
+        }
+        let _ = tokio::time::timeout(patience, self.server).await;
+    }
+}
+
 async fn upgrade(ws: WebSocketUpgrade, State(state): State<Arc<GatewayState>>) -> Response {
+    let connections = state.connections.clone();
     ws.max_message_size(MAX_FRAME_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
-        .on_upgrade(move |socket| connection::serve(socket, state))
+        .on_upgrade(move |socket| connections.track_future(connection::serve(socket, state)))
 }
 
 async fn index(State(state): State<Arc<GatewayState>>) -> Response {
