@@ -50,7 +50,9 @@ pub fn warnings(config: &Config) -> Vec<Violation> {
         .collect()
 }
 
-/// The provider names that model settings refer to (`PROVIDER/MODEL`).
+/// The provider names that model settings refer to (`PROVIDER/MODEL`). A new setting that
+/// names a model (fallbacks, per-agent models) belongs here, or its provider is reported as
+/// unused.
 fn providers_in_use(config: &Config) -> BTreeSet<&str> {
     let models = config.agents.defaults.model.iter();
     models.filter_map(|model| model.split_once('/').map(|(provider, _)| provider)).collect()
