@@ -1,6 +1,8 @@
 //! `ferry agent`: one agent turn, its reply streamed to stdout. It goes through a running
 //! gateway when one answers at the configured address (so the run joins the daemon's
-//! lanes and sessions), and runs embedded in this process otherwise; stderr says which.
+//! lanes and sessions), and runs embedded in this process otherwise. Stderr carries
+//! warnings and errors (and says when a gateway is used); `-v` adds INFO lines, among them
+//! that the run is embedded.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -26,6 +28,7 @@ const GATEWAY_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub async fn agent(global: &GlobalArgs, args: AgentArgs, env: &Environment) -> anyhow::Result<()> {
     let loaded = load_config(global, env)?;
+    loaded.log_source();
     if args.timeout == Some(0) {
         bail!("--timeout must be at least 1 second");
     }
@@ -45,11 +48,11 @@ pub async fn agent(global: &GlobalArgs, args: AgentArgs, env: &Environment) -> a
         }
         Ok(Err(error)) => {
             tracing::debug!(%error, "no gateway answered");
-            eprintln!("ferry: no gateway running at {url}; running the agent embedded");
+            tracing::info!(%url, "no gateway running; running the agent embedded");
             embedded(config, args, env).await
         }
         Err(_) => {
-            eprintln!("ferry: the gateway at {url} did not answer in time; running the agent embedded");
+            tracing::warn!(%url, "the gateway did not answer in time; running the agent embedded");
             embedded(config, args, env).await
         }
     }

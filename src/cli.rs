@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+use tracing::Level;
 
 #[derive(Debug, Parser)]
 #[command(name = "ferry", version, about = "Run AI agents in Telegram, Discord, Slack and a built-in web chat.")]
@@ -19,9 +20,13 @@ pub struct GlobalArgs {
     /// Config file (default lookup: $FERRY_CONFIG, ./ferry.toml, $XDG_CONFIG_HOME/ferry/ferry.toml).
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Log line format on stderr; the level comes from RUST_LOG (default "info").
+    /// Log line format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormatArg::Pretty)]
     pub log_format: LogFormatArg,
+    /// Log more on stderr, one level per -v (-v, -vv, -vvv). Commands log warnings and errors
+    /// by default, `gateway` INFO as well; RUST_LOG sets the filter when -v is not given.
+    #[arg(short, long, global = true, action = ArgAction::Count)]
+    pub verbose: u8,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -45,6 +50,18 @@ pub enum Command {
     /// Inspect conversation sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
+}
+
+impl Command {
+    /// The log level when neither `-v` nor `RUST_LOG` says otherwise: the daemon tells its
+    /// operator what it is doing; a one-shot command prints its answer and only warnings and
+    /// errors besides.
+    pub fn default_log_level(&self) -> Level {
+        match self {
+            Command::Gateway => Level::INFO,
+            _ => Level::WARN,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

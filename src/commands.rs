@@ -23,12 +23,17 @@ pub const ECHO_WARNING: &str = "no model is configured: using the offline echo p
 /// Channels whose DMs can be paired; the web chat is open and has no pairing.
 const PAIRING_CHANNELS: [&str; 3] = ["telegram", "discord", "slack"];
 
+/// `ferry config check`: the config's source and what it enables on stdout; warnings (valid
+/// settings that look like mistakes) on stderr, without failing the check.
 pub fn config_check(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()> {
     let loaded = load_config(global, env)?;
     let state_dir = state::resolve_state_dir(&loaded.config, env)?;
     println!("config OK: {}", describe_source(&loaded.source));
     println!("state_dir: {}", state_dir.display());
     println!("channels enabled: {}", wiring::enabled_channels(&loaded.config).join(", "));
+    for warning in &loaded.warnings {
+        eprintln!("warning: {warning}");
+    }
     Ok(())
 }
 

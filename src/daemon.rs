@@ -10,9 +10,9 @@ use ferry::agent::providers::resolve_model;
 use ferry::agent::tools::ToolRegistry;
 use ferry::agent::{AgentRunner, EventBus, RunSettings, RunnerParts};
 use ferry::channels::ChannelRegistry;
-use ferry::config::Environment;
+use ferry::config::{self, Environment};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
-use ferry::gateway::{Gateway, GatewayParts};
+use ferry::gateway::{Gateway, GatewayError, GatewayParts};
 use ferry::hooks::{GatewayEvent, Hooks};
 use ferry::routing::SystemClock;
 use ferry::session::SqliteSessionStore;
@@ -29,7 +29,14 @@ const CONNECTION_CLOSE_PATIENCE: Duration = Duration::from_secs(5);
 
 pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()> {
     let loaded = load_config(global, env)?;
+    loaded.log_source();
+    for warning in &loaded.warnings {
+        tracing::warn!("{warning}");
+    }
     let config = Arc::new(loaded.config);
+    // First, so a port another process holds stops the start before anything is opened.
+    let listener = Gateway::bind(&config).await.map_err(bind_failure)?;
+    let address = listener.local_addr().context("reading the gateway's address")?;
     let model = resolve_model(&config, env)?;
     if model.is_fallback_echo {
         tracing::warn!("{ECHO_WARNING}");
@@ -62,8 +69,6 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
         thread_labels: wiring::thread_labels(),
     })
     .context("setting up message routing")?;
-    let listener = Gateway::bind(&config).await?;
-    let address = listener.local_addr().context("reading the gateway's address")?;
     let gateway = Gateway::start(GatewayParts {
         config: config.clone(),
         dispatcher: dispatcher.clone(),
@@ -97,6 +102,18 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     database.close().await;
     tracing::info!("gateway stopped");
     Ok(())
+}
+
+/// A port that is already taken is the bind failure operators meet most (a second ferry, or
+/// another server): said once, with the fix, instead of the OS error.
+fn bind_failure(error: GatewayError) -> anyhow::Error {
+    match &error {
+        GatewayError::Bind { address, source } if source.kind() == std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
+            "{address} is in use (another ferry?); set gateway.port or {}",
+            config::env_var_for("gateway.port")
+        ),
+        _ => error.into(),
+    }
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM.

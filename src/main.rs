@@ -14,7 +14,7 @@ use clap::Parser;
 
 use cli::{Cli, Command, ConfigCommand, LogFormatArg};
 use ferry::config::Environment;
-use ferry::logging::{self, LogFormat};
+use ferry::logging::{self, LogFormat, Verbosity};
 
 /// mimalloc instead of glibc's malloc: the inbound path allocates and frees many small
 /// objects across threads (messages, tasks, events), where glibc spent ~25% of the inbound
@@ -44,7 +44,8 @@ fn main() -> ExitCode {
         LogFormatArg::Json => LogFormat::Json,
     };
     let env = Environment::from_process();
-    logging::init(format, env.var("RUST_LOG"));
+    let verbosity = Verbosity { default: cli.command.default_log_level(), raised: cli.global.verbose };
+    logging::init(format, verbosity, env.var("RUST_LOG"));
 
     match run(cli, &env) {
         Ok(()) => ExitCode::SUCCESS,

@@ -36,7 +36,38 @@ async fn with_nothing_configured_the_echo_provider_answers_and_says_so() {
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert_eq!(text(&output.stdout), "hello from a fresh machine\n");
     assert!(text(&output.stderr).contains("offline echo provider"), "{}", text(&output.stderr));
-    assert!(text(&output.stderr).contains("running the agent embedded"), "says which it used");
+}
+
+/// The level of each log line on stderr (pretty format: timestamp, level, target, message).
+fn log_levels(stderr: &str) -> Vec<String> {
+    stderr.lines().filter_map(|line| line.split_whitespace().nth(1)).map(str::to_owned).collect()
+}
+
+#[tokio::test]
+async fn an_embedded_run_prints_the_answer_and_only_warnings_and_errors() {
+    let output = ferry(&["agent", "--message", "just the answer, please"], &[]).await;
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(text(&output.stdout), "just the answer, please\n");
+    let levels = log_levels(&stderr);
+    assert!(!levels.is_empty(), "the echo provider's warning is missing: {stderr}");
+    assert!(levels.iter().all(|level| level == "WARN" || level == "ERROR"), "{stderr}");
+}
+
+#[tokio::test]
+async fn v_adds_info_lines_and_vv_debug_lines_on_stderr_only() {
+    let output = ferry(&["agent", "-v", "--message", "tell me more"], &[]).await;
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(text(&output.stdout), "tell me more\n", "logs never reach stdout");
+    let levels = log_levels(&stderr);
+    assert!(levels.iter().any(|level| level == "INFO"), "{stderr}");
+    assert!(!levels.iter().any(|level| level == "DEBUG"), "{stderr}");
+    assert!(stderr.contains("running the agent embedded"), "says which it used: {stderr}");
+    assert!(stderr.contains("no config file found; using the built-in defaults"), "{stderr}");
+
+    let output = ferry(&["-vv", "agent", "--message", "and more"], &[]).await;
+    assert!(log_levels(&text(&output.stderr)).iter().any(|level| level == "DEBUG"), "{}", text(&output.stderr));
 }
 
 #[tokio::test]

@@ -73,6 +73,95 @@ fn config_check_rejects_each_bad_case_with_one_line_naming_file_and_key() {
     }
 }
 
+/// The error line `ferry config check` prints for a config file `name` holding `text`.
+fn check_error(sandbox: &Sandbox, name: &str, text: &str) -> (String, PathBuf) {
+    let path = sandbox.file(name, text);
+    let output = sandbox.run(&["config", "check", "--config", path.to_str().unwrap()], &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    (error_line(&output), path)
+}
+
+#[test]
+fn an_unknown_provider_kind_lists_the_valid_kinds() {
+    let sandbox = Sandbox::new();
+    let (line, path) = check_error(&sandbox, "kind.toml", "[models.providers.x]\nkind = \"gemini\"\n");
+    assert_eq!(
+        line,
+        format!(
+            r#"error: invalid config ({}): models.providers.x.kind: "gemini" is not one of "openai", "anthropic", "echo""#,
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn a_queue_mode_typo_suggests_the_nearest_mode() {
+    let sandbox = Sandbox::new();
+    let (line, path) = check_error(&sandbox, "mode.toml", "[messages.queue]\nmode = \"colect\"\n");
+    assert_eq!(
+        line,
+        format!(
+            r#"error: invalid config ({}): messages.queue.mode: "colect" is not one of "collect", "steer", "followup", "steer-backlog", "interrupt"; did you mean "collect"?"#,
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn a_duplicate_key_is_named_with_its_file_and_lines() {
+    let sandbox = Sandbox::new();
+    let (line, path) =
+        check_error(&sandbox, "twice.toml", "[gateway]\nport = 18789\nbind = \"127.0.0.1\"\nport = 18790\n");
+    assert_eq!(
+        line,
+        format!("error: {}:4:1: invalid TOML: duplicate key gateway.port (first set on line 2)", path.display())
+    );
+}
+
+#[test]
+fn a_port_over_65535_says_what_a_port_is() {
+    let sandbox = Sandbox::new();
+    let (line, path) = check_error(&sandbox, "port.toml", "[gateway]\nport = 70000\n");
+    assert_eq!(
+        line,
+        format!("error: invalid config ({}): gateway.port: 70000 is not a port (1-65535)", path.display())
+    );
+}
+
+#[test]
+fn a_zero_timeout_says_the_range() {
+    let sandbox = Sandbox::new();
+    let (line, path) = check_error(&sandbox, "timeout.toml", "[agents.defaults]\ntimeout_seconds = 0\n");
+    assert_eq!(
+        line,
+        format!(
+            "error: invalid config ({}): agents.defaults.timeout_seconds: must be between 1 and 86400, got 0",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn a_provider_no_model_uses_is_a_warning_and_the_check_passes() {
+    let sandbox = Sandbox::new();
+    let path = sandbox.file(
+        "unused.toml",
+        "[agents.defaults]\nmodel = \"echo/echo\"\n\n[models.providers.spare]\nkind = \"openai\"\n",
+    );
+    let output = sandbox.run(&["config", "check", "--config", path.to_str().unwrap()], &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("config OK"), "{}", stdout(&output));
+    let warnings: Vec<_> =
+        stderr(&output).lines().filter(|line| line.starts_with("warning:")).map(str::to_owned).collect();
+    assert_eq!(
+        warnings,
+        [format!(
+            r#"warning: {}: models.providers.spare: defined but no model uses it (agents.defaults.model is "echo/echo")"#,
+            path.display()
+        )]
+    );
+}
+
 #[test]
 fn a_missing_token_is_satisfied_by_the_platform_variable() {
     let sandbox = Sandbox::new();

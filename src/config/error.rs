@@ -18,6 +18,22 @@ pub enum ConfigError {
     Invalid { origin: String, key: String, reason: String },
 }
 
+/// A setting that is valid but almost certainly a mistake (a provider no model uses).
+/// `ferry config check` and the gateway's start-up report it; it never stops anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigWarning {
+    /// The file or environment variable the key was set in.
+    pub origin: String,
+    pub key: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for ConfigWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}: {}", self.origin, self.key, self.reason)
+    }
+}
+
 /// A rule a loaded config breaks, before it is attributed to a file or variable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {

@@ -8,9 +8,9 @@
 use std::path::{Path, PathBuf};
 
 use super::environment::Environment;
-use super::error::{ConfigError, Violation, one_line};
+use super::error::{ConfigError, ConfigWarning, Violation};
 use super::schema::Config;
-use super::{Secret, validate};
+use super::{Secret, explain, validate};
 
 /// Prefix of environment overrides: `FERRY__GATEWAY__PORT` sets `gateway.port`.
 pub const ENV_PREFIX: &str = "FERRY";
@@ -48,6 +48,8 @@ pub enum ConfigSource {
 pub struct LoadedConfig {
     pub config: Config,
     pub source: ConfigSource,
+    /// Settings that are valid but look like mistakes, each attributed to its origin.
+    pub warnings: Vec<ConfigWarning>,
     /// Kept to attribute later findings (e.g. adapter limits) to their origin.
     environment: Environment,
 }
@@ -57,6 +59,30 @@ impl LoadedConfig {
     pub fn error_at(&self, violation: Violation) -> ConfigError {
         attribute(violation, &self.source, &self.environment)
     }
+
+    /// Says at INFO which file was loaded, or that none was found, where Ferry looked, and
+    /// that the built-in defaults apply.
+    pub fn log_source(&self) {
+        match &self.source {
+            ConfigSource::File(path) => tracing::info!(path = %path.display(), "config file loaded"),
+            ConfigSource::Defaults => tracing::info!(
+                searched = ?default_locations(&self.environment),
+                "no config file found; using the built-in defaults"
+            ),
+        }
+    }
+}
+
+/// The places looked in when neither `--config` nor `FERRY_CONFIG` names a file, in order.
+pub fn default_locations(env: &Environment) -> Vec<PathBuf> {
+    let xdg = env.xdg_dir("XDG_CONFIG_HOME", ".config").map(|dir| dir.join("ferry").join(CONFIG_FILE_NAME));
+    std::iter::once(env.cwd().join(CONFIG_FILE_NAME)).chain(xdg).collect()
+}
+
+/// The environment variable that overrides `key`: `gateway.port` → `FERRY__GATEWAY__PORT`.
+pub fn env_var_for(key: &str) -> String {
+    let parts: Vec<&str> = key.split(['.', '[']).map(|part| part.trim_end_matches(']')).collect();
+    format!("{ENV_PREFIX}{ENV_SEPARATOR}{}", parts.join(ENV_SEPARATOR).to_uppercase())
 }
 
 /// Finds the config file by the lookup order. An explicitly named file (flag or
@@ -71,11 +97,7 @@ pub fn locate(explicit: Option<&Path>, env: &Environment) -> Result<Option<PathB
         }
         return Ok(Some(path));
     }
-    let candidates = [
-        Some(env.cwd().join(CONFIG_FILE_NAME)),
-        env.xdg_dir("XDG_CONFIG_HOME", ".config").map(|dir| dir.join("ferry").join(CONFIG_FILE_NAME)),
-    ];
-    Ok(candidates.into_iter().flatten().find(|path| path.is_file()))
+    Ok(default_locations(env).into_iter().find(|path| path.is_file()))
 }
 
 /// Locates, reads, layers, deserializes and validates the configuration.
@@ -100,22 +122,38 @@ pub fn load(explicit: Option<&Path>, env: &Environment) -> Result<LoadedConfig, 
     for key in ENV_LIST_KEYS {
         overrides = overrides.with_list_parse_key(key);
     }
-    let layered = builder
-        .add_source(overrides)
-        .build()
-        .map_err(|error| attribute(Violation::new("(top level)", describe(&error)), &source, env))?;
+    let layered = builder.add_source(overrides).build().map_err(|error| {
+        attribute(Violation::new("(top level)", explain::deserialize_error(&error, &[])), &source, env)
+    })?;
 
     let mut config: Config = serde_path_to_error::deserialize(layered).map_err(|error| {
         let key = match error.path().to_string() {
             path if path == "." || path.is_empty() => "(top level)".to_owned(),
             path => path,
         };
-        attribute(Violation::new(key, describe(error.inner())), &source, env)
+        let segments: Vec<_> = error.path().iter().cloned().collect();
+        let violation = match error.inner() {
+            // Named by its full path (`models.providers.x.kind`), not by the table it is missing from.
+            config::ConfigError::NotFound(missing) => {
+                let field = missing.rsplit('.').next().unwrap_or(missing);
+                Violation::new(missing.clone(), explain::missing_key(&segments, field))
+            }
+            other => Violation::new(key, explain::deserialize_error(other, &segments)),
+        };
+        attribute(violation, &source, env)
     })?;
 
     apply_token_fallbacks(&mut config, env);
     validate::validate(&config).map_err(|violation| attribute(violation, &source, env))?;
-    Ok(LoadedConfig { config, source, environment: env.clone() })
+    let warnings = validate::warnings(&config)
+        .into_iter()
+        .map(|violation| ConfigWarning {
+            origin: origin_of(&violation.key, &source, env),
+            key: violation.key,
+            reason: violation.reason,
+        })
+        .collect();
+    Ok(LoadedConfig { config, source, warnings, environment: env.clone() })
 }
 
 /// Reads the file and checks it is TOML, so a syntax error points at a line and column.
@@ -123,45 +161,35 @@ fn read_toml(path: &Path) -> Result<String, ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|error| ConfigError::Read { path: path.to_owned(), reason: error.to_string() })?;
     if let Err(error) = text.parse::<toml::Table>() {
-        let offset = error.span().map_or(0, |span| span.start);
-        let before = &text[..offset.min(text.len())];
+        let span = error.span().unwrap_or(0..0);
+        let before = &text[..span.start.min(text.len())];
         let line = before.matches('\n').count() + 1;
         let column = before.rsplit('\n').next().map_or(0, |tail| tail.chars().count()) + 1;
-        return Err(ConfigError::Syntax { path: path.to_owned(), line, column, message: one_line(error.message()) });
+        let message = explain::toml_error(&text, error.message(), span);
+        return Err(ConfigError::Syntax { path: path.to_owned(), line, column, message });
     }
     Ok(text)
-}
-
-/// The reason alone, without the `config` crate's " for key … in …" suffix: the key and
-/// origin are reported separately and more precisely.
-fn describe(error: &config::ConfigError) -> String {
-    match error {
-        config::ConfigError::At { error, .. } => describe(error),
-        config::ConfigError::Type { unexpected, expected, .. } => {
-            format!("invalid type: {unexpected}, expected {expected}")
-        }
-        config::ConfigError::Message(message) => one_line(message),
-        other => one_line(&other.to_string()),
-    }
 }
 
 /// Blames the environment variable that sets the key (or a table above it) if there is
 /// one, else the file, else the defaults.
 fn attribute(violation: Violation, source: &ConfigSource, env: &Environment) -> ConfigError {
-    let origin =
-        override_var_for(&violation.key, env).map(|var| format!("environment variable {var}")).unwrap_or_else(|| {
-            match source {
-                ConfigSource::File(path) => path.display().to_string(),
-                ConfigSource::Defaults => "built-in defaults, no config file".to_owned(),
-            }
-        });
+    let origin = origin_of(&violation.key, source, env);
     ConfigError::Invalid { origin, key: violation.key, reason: violation.reason }
+}
+
+/// Where `key` was set: the environment variable that sets it (or a table above it), else
+/// the file, else the defaults.
+fn origin_of(key: &str, source: &ConfigSource, env: &Environment) -> String {
+    override_var_for(key, env).map(|var| format!("environment variable {var}")).unwrap_or_else(|| match source {
+        ConfigSource::File(path) => path.display().to_string(),
+        ConfigSource::Defaults => "built-in defaults, no config file".to_owned(),
+    })
 }
 
 /// The `FERRY__…` variable that sets `key` or one of its children, if any is set.
 fn override_var_for(key: &str, env: &Environment) -> Option<String> {
-    let parts: Vec<&str> = key.split(['.', '[']).map(|part| part.trim_end_matches(']')).collect();
-    let exact = format!("{ENV_PREFIX}{ENV_SEPARATOR}{}", parts.join(ENV_SEPARATOR).to_uppercase());
+    let exact = env_var_for(key);
     if env.var(&exact).is_some() {
         return Some(exact);
     }

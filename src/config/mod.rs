@@ -10,21 +10,27 @@
 //! ```
 //!
 //! Loading fails with one [`ConfigError`] that names the file or environment variable, the
-//! key path and what is wrong; nothing half-valid is ever returned.
+//! key path and what is wrong (the valid values of an enum, the range of a number, where a
+//! repeated key was first set); nothing half-valid is ever returned. Settings that are valid
+//! but look like mistakes come back as [`ConfigWarning`]s.
 
 mod environment;
 mod error;
+mod explain;
 mod human_delay;
 mod load;
+mod ranges;
 mod schema;
 mod secret;
 mod validate;
+mod variants;
 
 pub use environment::Environment;
-pub use error::{ConfigError, Violation};
+pub use error::{ConfigError, ConfigWarning, Violation};
 pub use human_delay::{HumanDelay, NATURAL_DELAY_MS};
 pub use load::{
-    CONFIG_FILE_NAME, CONFIG_FILE_VAR, ConfigSource, ENV_PREFIX, ENV_SEPARATOR, LoadedConfig, load, locate,
+    CONFIG_FILE_NAME, CONFIG_FILE_VAR, ConfigSource, ENV_PREFIX, ENV_SEPARATOR, LoadedConfig, default_locations,
+    env_var_for, load, locate,
 };
 pub use schema::*;
 pub use secret::{REDACTED, Secret};

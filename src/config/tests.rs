@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use super::*;
+use crate::config::ranges;
 
 const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
 
@@ -362,6 +363,254 @@ fn rendering_and_debug_output_never_show_secrets() {
     }
     assert!(rendered.contains("bot_token = \"***\""), "{rendered}");
     assert!(rendered.contains("api_key = \"***\""), "{rendered}");
+}
+
+/// The whole line `ferry config check` prints for `text` in `case.toml`, without the path
+/// of the scratch directory.
+fn error_text(scratch: &Scratch, text: &str) -> String {
+    let error = scratch.load_text(text, &[]).expect_err(text).to_string();
+    error.replace(&scratch.dir.path().display().to_string(), "DIR")
+}
+
+#[test]
+fn an_unknown_provider_kind_lists_the_valid_kinds() {
+    let scratch = Scratch::new();
+    assert_eq!(
+        error_text(&scratch, "[models.providers.x]\nkind = \"gemini\"\n"),
+        r#"invalid config (DIR/case.toml): models.providers.x.kind: "gemini" is not one of "openai", "anthropic", "echo""#
+    );
+}
+
+#[test]
+fn a_queue_mode_typo_lists_the_modes_and_suggests_the_nearest() {
+    let scratch = Scratch::new();
+    assert_eq!(
+        error_text(&scratch, "[messages.queue]\nmode = \"colect\"\n"),
+        r#"invalid config (DIR/case.toml): messages.queue.mode: "colect" is not one of "collect", "steer", "followup", "steer-backlog", "interrupt"; did you mean "collect"?"#
+    );
+}
+
+#[test]
+fn every_enum_key_lists_its_values_from_the_file_and_the_environment() {
+    let scratch = Scratch::new();
+    let cases = [
+        ("[messages.queue.by_channel]\ntelegram = \"stere\"", "messages.queue.by_channel.telegram", "steer"),
+        (
+            "[agents.defaults]\nblock_streaming_break = \"text-end\"",
+            "agents.defaults.block_streaming_break",
+            "text_end",
+        ),
+        (
+            "[agents.defaults.block_streaming_chunk]\nbreak_preference = \"paragrah\"",
+            "agents.defaults.block_streaming_chunk.break_preference",
+            "paragraph",
+        ),
+        ("[messages]\nreply_to_mode = \"First\"", "messages.reply_to_mode", "first"),
+        ("[messages.queue]\ndrop = \"olds\"", "messages.queue.drop", "old"),
+        ("[session]\ndm_scope = \"per-chanel-peer\"", "session.dm_scope", "per-channel-peer"),
+        ("[session.reset]\nmode = \"dayly\"", "session.reset.mode", "daily"),
+        ("[channels.telegram]\nmode = \"poling\"", "channels.telegram.mode", "polling"),
+        ("[channels.discord]\ndm_policy = \"pairng\"", "channels.discord.dm_policy", "pairing"),
+        ("[channels.slack]\ngroup_policy = \"opne\"", "channels.slack.group_policy", "open"),
+        ("[channels.slack]\nstreaming = \"partal\"", "channels.slack.streaming", "partial"),
+        ("[channels.slack]\nmode = \"htp\"", "channels.slack.mode", "http"),
+    ];
+    for (text, key, nearest) in cases {
+        let message = scratch.load_text(text, &[]).expect_err(text).to_string();
+        assert!(message.contains(&format!("{key}: ")), "{message}");
+        assert!(message.contains(" is not one of \""), "{message}");
+        assert!(message.ends_with(&format!("; did you mean {nearest:?}?")), "{message}");
+    }
+
+    let error = load(None, &scratch.env(&[("FERRY__SESSION__RESET__MODE", "weekly")])).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        r#"invalid config (environment variable FERRY__SESSION__RESET__MODE): session.reset.mode: "weekly" is not one of "daily", "idle", "manual""#
+    );
+}
+
+#[test]
+fn an_enum_given_a_number_lists_its_values() {
+    let scratch = Scratch::new();
+    assert_eq!(
+        error_text(&scratch, "[messages.queue]\nmode = 3\n"),
+        r#"invalid config (DIR/case.toml): messages.queue.mode: expected one of "collect", "steer", "followup", "steer-backlog", "interrupt""#
+    );
+}
+
+#[test]
+fn an_unknown_key_lists_the_keys_of_its_table_and_suggests_the_nearest() {
+    let scratch = Scratch::new();
+    assert_eq!(
+        error_text(&scratch, "[gateway]\nprot = 1\n"),
+        r#"invalid config (DIR/case.toml): gateway.prot: unknown key, expected one of "bind", "port", "auth_token"; did you mean "port"?"#
+    );
+}
+
+#[test]
+fn a_duplicate_key_is_named_with_its_line_and_first_definition() {
+    let scratch = Scratch::new();
+    assert_eq!(
+        error_text(&scratch, "[gateway]\nport = 18789\nbind = \"127.0.0.1\"\nport = 18790\n"),
+        "DIR/case.toml:4:1: invalid TOML: duplicate key gateway.port (first set on line 2)"
+    );
+    assert_eq!(
+        error_text(&scratch, "[gateway]\nport = 1\n\n[gateway]\nbind = \"::1\"\n"),
+        "DIR/case.toml:4:2: invalid TOML: table [gateway] is defined twice (first on line 1)"
+    );
+}
+
+#[test]
+fn a_port_out_of_range_says_what_a_port_is() {
+    let scratch = Scratch::new();
+    for (port, shown) in [("70000", "70000"), ("0", "0"), ("-1", "-1")] {
+        assert_eq!(
+            error_text(&scratch, &format!("[gateway]\nport = {port}\n")),
+            format!("invalid config (DIR/case.toml): gateway.port: {shown} is not a port (1-65535)")
+        );
+    }
+    let error = load(None, &scratch.env(&[("FERRY__GATEWAY__PORT", "70000")])).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "invalid config (environment variable FERRY__GATEWAY__PORT): gateway.port: 70000 is not a port (1-65535)"
+    );
+}
+
+#[test]
+fn a_zero_timeout_says_the_range() {
+    let scratch = Scratch::new();
+    assert_eq!(
+        error_text(&scratch, "[agents.defaults]\ntimeout_seconds = 0\n"),
+        "invalid config (DIR/case.toml): agents.defaults.timeout_seconds: must be between 1 and 86400, got 0"
+    );
+}
+
+#[test]
+fn a_missing_required_key_is_named_by_its_full_path() {
+    let scratch = Scratch::new();
+    assert_eq!(
+        error_text(&scratch, "[models.providers.x]\nbase_url = \"http://127.0.0.1:1\"\n"),
+        r#"invalid config (DIR/case.toml): models.providers.x.kind: missing, and required: set it to one of "openai", "anthropic", "echo""#
+    );
+    assert_eq!(
+        error_text(&scratch, "[hooks.internal.\"command:new\"]\nargs = []\n"),
+        r#"invalid config (DIR/case.toml): hooks.internal.command:new.path: missing, and required"#
+    );
+}
+
+#[test]
+fn an_integer_past_64_bits_is_too_large_for_toml() {
+    let scratch = Scratch::new();
+    assert_eq!(
+        error_text(&scratch, "[agents.defaults]\ntimeout_seconds = 99999999999999999999\n"),
+        "DIR/case.toml:2:19: invalid TOML: 99999999999999999999 is too large for a TOML integer (at most 9223372036854775807)"
+    );
+}
+
+#[test]
+fn numbers_too_big_or_negative_for_their_type_get_the_key_range_too() {
+    let scratch = Scratch::new();
+    let cases = [
+        ("[session.reset]\nat_hour = 300", "session.reset.at_hour: 300 is not an hour of the day (0-23)"),
+        ("[session.reset]\nat_hour = 24", "session.reset.at_hour: 24 is not an hour of the day (0-23)"),
+        (
+            "[channels.telegram]\nhistory_limit = -1",
+            "channels.telegram.history_limit: must be between 0 and 1000, got -1",
+        ),
+        ("[messages.queue]\ncap = 5000000000000", "messages.queue.cap: must be between 1 and 1000, got 5000000000000"),
+        (
+            "[models.providers.p]\nkind = \"echo\"\ncontext_window = 5000000000",
+            "models.providers.p.context_window: must be between 1 and 10000000, got 5000000000",
+        ),
+        (
+            "[session.reset]\nidle_minutes = 1000000000000000",
+            "session.reset.idle_minutes: must be between 0 and 525600, got 1000000000000000",
+        ),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(error_text(&scratch, text), format!("invalid config (DIR/case.toml): {expected}"), "{text}");
+    }
+}
+
+/// `(key, value)` for every number in `tree`.
+fn numeric_leaves(tree: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
+    match tree {
+        serde_json::Value::Object(map) => {
+            for (key, child) in map {
+                let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+                numeric_leaves(child, &path, out);
+            }
+        }
+        serde_json::Value::Number(_) => out.push(prefix.to_owned()),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_numeric_key_has_a_range_and_every_range_a_key() {
+    let scratch = Scratch::new();
+    let mut config = scratch.load_text(&default_toml_with_examples(), &[]).unwrap().config;
+    config.agents.defaults.human_delay = HumanDelay::Custom { min_ms: 1, max_ms: 2 };
+    let tree = serde_json::to_value(&config).unwrap();
+
+    let mut numeric = Vec::new();
+    numeric_leaves(&tree, "", &mut numeric);
+    let covered: BTreeSet<String> = ranges::RANGES
+        .iter()
+        .flat_map(|range| ranges::matching(&tree, range.pattern).into_iter().map(|(key, _)| key))
+        .collect();
+    let unranged: Vec<_> = numeric.iter().filter(|key| !covered.contains(*key)).collect();
+    assert!(unranged.is_empty(), "numeric keys without a range in ranges::RANGES: {unranged:?}");
+    let stale: Vec<_> =
+        ranges::RANGES.iter().filter(|range| ranges::matching(&tree, range.pattern).is_empty()).collect();
+    assert!(stale.is_empty(), "ranges naming no key: {stale:?}");
+    for range in ranges::RANGES {
+        for (key, value) in ranges::matching(&tree, range.pattern) {
+            let value = value.as_u64().unwrap();
+            assert!((range.min..=range.max).contains(&value), "the default {key} = {value} is out of its own range");
+        }
+    }
+}
+
+#[test]
+fn a_provider_no_model_uses_is_a_warning_not_an_error() {
+    let scratch = Scratch::new();
+    let loaded = scratch
+        .load_text(
+            "[agents.defaults]\nmodel = \"local/llama3\"\n\n[models.providers.local]\nkind = \"openai\"\n\
+             base_url = \"http://127.0.0.1:11434/v1\"\n\n[models.providers.spare]\nkind = \"anthropic\"\n",
+            &[],
+        )
+        .unwrap();
+    let warnings: Vec<String> = loaded
+        .warnings
+        .iter()
+        .map(|warning| warning.to_string().replace(&scratch.dir.path().display().to_string(), "DIR"))
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            r#"DIR/case.toml: models.providers.spare: defined but no model uses it (agents.defaults.model is "local/llama3")"#
+        ]
+    );
+
+    let loaded = scratch.load_text("[models.providers.spare]\nkind = \"echo\"\n", &[]).unwrap();
+    assert_eq!(loaded.warnings[0].reason, "defined but no model uses it (agents.defaults.model is not set)");
+    let loaded = load(None, &scratch.env(&[("FERRY__MODELS__PROVIDERS__SPARE__KIND", "echo")])).unwrap();
+    assert_eq!(loaded.warnings[0].origin, "environment variable FERRY__MODELS__PROVIDERS__SPARE__KIND");
+
+    assert!(scratch.load_text("", &[]).unwrap().warnings.is_empty());
+}
+
+#[test]
+fn the_default_locations_are_the_working_directory_then_xdg() {
+    let scratch = Scratch::new();
+    let home = scratch.dir.path().join("home");
+    assert_eq!(
+        default_locations(&scratch.env(&[])),
+        [scratch.dir.path().join("ferry.toml"), home.join(".config/ferry/ferry.toml")]
+    );
+    assert_eq!(env_var_for("gateway.port"), "FERRY__GATEWAY__PORT");
 }
 
 #[test]

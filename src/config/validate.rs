@@ -1,15 +1,16 @@
 //! Rules a configuration must satisfy beyond its types: the combinations that would
 //! otherwise fail later, at run time, in front of a user.
 
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use super::Secret;
 use super::error::{Violation, one_line};
 use super::human_delay::HumanDelay;
 use super::schema::{
     AgentDefaults, Config, DmPolicy, GatewayConfig, HooksConfig, ModelsConfig, QueueConfig, ResetMode, SessionConfig,
     SlackMode, TelegramMode,
 };
+use super::{Secret, ranges};
 
 /// Channel names the core knows; `messages.queue.by_channel` keys must be one of these.
 pub const CHANNEL_NAMES: [&str; 4] = ["telegram", "discord", "slack", "webchat"];
@@ -18,18 +19,43 @@ pub const CHANNEL_NAMES: [&str; 4] = ["telegram", "discord", "slack", "webchat"]
 /// `openai` / `anthropic` are configured from `OPENAI_*` / `ANTHROPIC_*` variables.
 pub const IMPLICIT_PROVIDERS: [&str; 3] = ["echo", "openai", "anthropic"];
 
-/// Checks every rule and reports the first broken one.
+/// Checks every rule and reports the first broken one: first every number against its
+/// range ([`ranges::RANGES`]), then the rules below.
 pub fn validate(config: &Config) -> Result<(), Violation> {
+    ranges::check(config)?;
     gateway(&config.gateway)?;
     models(&config.models)?;
     agent_defaults(&config.agents.defaults, &config.models)?;
     queue(&config.messages.queue)?;
-    if config.messages.delivery_deadline_seconds == 0 {
-        return Err(Violation::new("messages.delivery_deadline_seconds", "must be greater than 0"));
-    }
     session(&config.session)?;
     hooks(&config.hooks)?;
     channels(config)
+}
+
+/// Settings that are valid but look like mistakes. Reported, never refused.
+pub fn warnings(config: &Config) -> Vec<Violation> {
+    let used = providers_in_use(config);
+    let model = match &config.agents.defaults.model {
+        Some(model) => format!("agents.defaults.model is {model:?}"),
+        None => "agents.defaults.model is not set".to_owned(),
+    };
+    config
+        .models
+        .providers
+        .keys()
+        .filter(|name| !used.contains(name.as_str()))
+        .map(|name| {
+            Violation::new(format!("models.providers.{name}"), format!("defined but no model uses it ({model})"))
+        })
+        .collect()
+}
+
+/// The provider names that model settings refer to (`PROVIDER/MODEL`). A new setting that
+/// names a model (fallbacks, per-agent models) belongs here, or its provider is reported as
+/// unused.
+fn providers_in_use(config: &Config) -> BTreeSet<&str> {
+    let models = config.agents.defaults.model.iter();
+    models.filter_map(|model| model.split_once('/').map(|(provider, _)| provider)).collect()
 }
 
 /// Events an internal hook may be attached to (SPEC §9).
@@ -37,9 +63,6 @@ pub const INTERNAL_HOOK_EVENTS: [&str; 6] =
     ["agent:bootstrap", "command:new", "command:reset", "command:stop", "message:received", "message:sent"];
 
 fn hooks(hooks: &HooksConfig) -> Result<(), Violation> {
-    if hooks.timeout_ms == 0 {
-        return Err(Violation::new("hooks.timeout_ms", "must be greater than 0"));
-    }
     for (event, hook) in &hooks.internal {
         let key = format!("hooks.internal.\"{event}\"");
         if !INTERNAL_HOOK_EVENTS.contains(&event.as_str()) {
@@ -59,9 +82,6 @@ fn hooks(hooks: &HooksConfig) -> Result<(), Violation> {
 }
 
 fn gateway(gateway: &GatewayConfig) -> Result<(), Violation> {
-    if gateway.port == 0 {
-        return Err(Violation::new("gateway.port", "must be a port between 1 and 65535"));
-    }
     let loopback = match gateway.bind.as_str() {
         "localhost" => true,
         bind => match bind.parse::<IpAddr>() {
@@ -92,9 +112,6 @@ fn models(models: &ModelsConfig) -> Result<(), Violation> {
         if let Some(base_url) = &provider.base_url {
             http_url(&format!("{key}.base_url"), base_url)?;
         }
-        if provider.context_window == Some(0) {
-            return Err(Violation::new(format!("{key}.context_window"), "must be greater than 0"));
-        }
     }
     Ok(())
 }
@@ -118,22 +135,7 @@ fn agent_defaults(defaults: &AgentDefaults, models: &ModelsConfig) -> Result<(),
             ));
         }
     }
-    if defaults.timeout_seconds == 0 {
-        return Err(Violation::new(format!("{KEY}.timeout_seconds"), "must be greater than 0"));
-    }
-    if defaults.model_idle_timeout_seconds == 0 {
-        return Err(Violation::new(format!("{KEY}.model_idle_timeout_seconds"), "must be greater than 0"));
-    }
-    if defaults.max_tool_rounds == 0 {
-        return Err(Violation::new(format!("{KEY}.max_tool_rounds"), "must be at least 1"));
-    }
-    if defaults.max_concurrent == 0 {
-        return Err(Violation::new(format!("{KEY}.max_concurrent"), "must be at least 1"));
-    }
     let chunk = &defaults.block_streaming_chunk;
-    if chunk.min_chars == 0 {
-        return Err(Violation::new(format!("{KEY}.block_streaming_chunk.min_chars"), "must be at least 1"));
-    }
     if chunk.max_chars < chunk.min_chars {
         return Err(Violation::new(
             format!("{KEY}.block_streaming_chunk.max_chars"),
@@ -148,16 +150,10 @@ fn agent_defaults(defaults: &AgentDefaults, models: &ModelsConfig) -> Result<(),
             format!("must be at least min_ms ({min_ms}), got {max_ms}"),
         ));
     }
-    if defaults.compaction.reserve_tokens == 0 {
-        return Err(Violation::new(format!("{KEY}.compaction.reserve_tokens"), "must be greater than 0"));
-    }
     Ok(())
 }
 
 fn queue(queue: &QueueConfig) -> Result<(), Violation> {
-    if queue.cap == 0 {
-        return Err(Violation::new("messages.queue.cap", "must be at least 1"));
-    }
     if let Some(unknown) = queue.by_channel.keys().find(|name| !CHANNEL_NAMES.contains(&name.as_str())) {
         return Err(Violation::new(
             format!("messages.queue.by_channel.{unknown}"),
@@ -168,16 +164,13 @@ fn queue(queue: &QueueConfig) -> Result<(), Violation> {
 }
 
 fn session(session: &SessionConfig) -> Result<(), Violation> {
-    if session.reset.at_hour > 23 {
-        return Err(Violation::new("session.reset.at_hour", "must be an hour from 0 to 23"));
-    }
     if session.reset.mode == ResetMode::Idle && session.reset.idle_minutes == 0 {
         return Err(Violation::new("session.reset.idle_minutes", "must be greater than 0 when reset.mode = \"idle\""));
     }
     Ok(())
 }
 
-/// What every chat channel shares: who may talk to it and how it splits replies.
+/// What every chat channel shares: who may talk to it and how it is reached.
 struct ChannelRules<'a> {
     name: &'static str,
     enabled: bool,
@@ -185,7 +178,6 @@ struct ChannelRules<'a> {
     dm_policy: DmPolicy,
     allow_from: &'a [String],
     mention_patterns: &'a [String],
-    text_chunk_limit: usize,
     /// Credentials the channel cannot start without, when enabled: (field, environment
     /// fallback or "", extra condition under which it is needed or "").
     required: Vec<(&'static str, &'static str, &'a Option<Secret>, &'static str)>,
@@ -219,7 +211,6 @@ fn channels(config: &Config) -> Result<(), Violation> {
             dm_policy: telegram.dm_policy,
             allow_from: &telegram.allow_from,
             mention_patterns: &telegram.mention_patterns,
-            text_chunk_limit: telegram.text_chunk_limit,
             required: telegram_required,
         },
         ChannelRules {
@@ -229,7 +220,6 @@ fn channels(config: &Config) -> Result<(), Violation> {
             dm_policy: discord.dm_policy,
             allow_from: &discord.allow_from,
             mention_patterns: &discord.mention_patterns,
-            text_chunk_limit: discord.text_chunk_limit,
             required: vec![("bot_token", "DISCORD_BOT_TOKEN", &discord.bot_token, "")],
         },
         ChannelRules {
@@ -239,7 +229,6 @@ fn channels(config: &Config) -> Result<(), Violation> {
             dm_policy: slack.dm_policy,
             allow_from: &slack.allow_from,
             mention_patterns: &slack.mention_patterns,
-            text_chunk_limit: slack.text_chunk_limit,
             required: slack_required,
         },
     ];
@@ -253,18 +242,12 @@ fn channels(config: &Config) -> Result<(), Violation> {
             return Err(Violation::new(key, format!("{gateway_url:?} must be a ws:// or wss:// URL")));
         }
     }
-    if discord.max_lines_per_message == 0 {
-        return Err(Violation::new("channels.discord.max_lines_per_message", "must be at least 1"));
-    }
     Ok(())
 }
 
 fn channel(rules: &ChannelRules<'_>) -> Result<(), Violation> {
     let key = |field: &str| format!("channels.{}.{field}", rules.name);
     http_url(&key("api_url"), rules.api_url)?;
-    if rules.text_chunk_limit == 0 {
-        return Err(Violation::new(key("text_chunk_limit"), "must be at least 1"));
-    }
     match rules.dm_policy {
         DmPolicy::Allowlist if rules.allow_from.is_empty() => {
             return Err(Violation::new(

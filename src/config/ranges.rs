@@ -1,0 +1,175 @@
+//! The numeric keys and the values that make sense for them.
+//!
+//! A number of the right type can still be meaningless: port 0, a timeout of 0 that aborts
+//! every run at once, an `idle_minutes` so large that date arithmetic overflows. [`RANGES`]
+//! lists every numeric key with its inclusive range (a test fails when a numeric key is
+//! missing from it, or an entry names no key); loading checks them all. A number that does
+//! not even fit its key's Rust type (negative, or 70000 for a port) is reported with the
+//! same range, not with the integer type it missed.
+
+use serde_json::Value;
+use serde_path_to_error::Segment;
+
+use super::error::Violation;
+use super::schema::Config;
+
+/// One numeric key (`*` stands for any one table key) and the values it accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NumericRange {
+    pub pattern: &'static str,
+    pub min: u64,
+    pub max: u64,
+    /// What the number is, where a noun says it better than "must be between": "a port".
+    pub noun: Option<&'static str>,
+}
+
+impl NumericRange {
+    const fn new(pattern: &'static str, min: u64, max: u64) -> Self {
+        Self { pattern, min, max, noun: None }
+    }
+
+    const fn named(pattern: &'static str, min: u64, max: u64, noun: &'static str) -> Self {
+        Self { pattern, min, max, noun: Some(noun) }
+    }
+
+    /// Why `shown` (the value as written) is refused.
+    pub fn explain(&self, shown: &str) -> String {
+        match self.noun {
+            Some(noun) => format!("{shown} is not {noun} ({}-{})", self.min, self.max),
+            None => format!("must be between {} and {}, got {shown}", self.min, self.max),
+        }
+    }
+}
+
+/// A day, in seconds: longer than any one run or delivery attempt may sensibly take.
+const DAY_SECONDS: u64 = 86_400;
+/// A year, in minutes: the longest idle time after which a session resetting still means
+/// something (and far below where chrono's date arithmetic overflows).
+const YEAR_MINUTES: u64 = 525_600;
+/// Ten million tokens: above every context window offered today; a bigger number is a typo.
+const MAX_TOKENS: u64 = 10_000_000;
+
+/// Every numeric key, in the order of `config/default.toml`.
+pub(crate) const RANGES: &[NumericRange] = &[
+    NumericRange::named("gateway.port", 1, 65_535, "a port"),
+    NumericRange::new("models.providers.*.context_window", 1, MAX_TOKENS),
+    NumericRange::new("agents.defaults.timeout_seconds", 1, DAY_SECONDS),
+    NumericRange::new("agents.defaults.model_idle_timeout_seconds", 1, 3_600),
+    NumericRange::new("agents.defaults.model_retry_after_output_ms", 0, 300_000),
+    NumericRange::new("agents.defaults.max_tool_rounds", 1, 1_000),
+    NumericRange::new("agents.defaults.max_concurrent", 1, 1_000),
+    NumericRange::new("agents.defaults.human_delay.min_ms", 0, 60_000),
+    NumericRange::new("agents.defaults.human_delay.max_ms", 0, 60_000),
+    NumericRange::new("agents.defaults.block_streaming_chunk.min_chars", 1, 100_000),
+    NumericRange::new("agents.defaults.block_streaming_chunk.max_chars", 1, 100_000),
+    NumericRange::new("agents.defaults.block_streaming_coalesce.idle_ms", 0, 60_000),
+    NumericRange::new("agents.defaults.compaction.reserve_tokens", 1, MAX_TOKENS),
+    NumericRange::new("messages.delivery_deadline_seconds", 1, DAY_SECONDS),
+    NumericRange::new("messages.queue.debounce_ms", 0, 600_000),
+    NumericRange::new("messages.queue.cap", 1, 1_000),
+    NumericRange::named("session.reset.at_hour", 0, 23, "an hour of the day"),
+    NumericRange::new("session.reset.idle_minutes", 0, YEAR_MINUTES),
+    NumericRange::new("hooks.timeout_ms", 1, 600_000),
+    NumericRange::new("channels.*.history_limit", 0, 1_000),
+    NumericRange::new("channels.*.text_chunk_limit", 1, 100_000),
+    NumericRange::new("channels.discord.max_lines_per_message", 1, 1_000),
+];
+
+/// Checks every numeric key against its range and reports the first one outside it.
+pub(crate) fn check(config: &Config) -> Result<(), Violation> {
+    let tree = serde_json::to_value(config).map_err(|error| Violation::new("(top level)", error.to_string()))?;
+    for range in RANGES {
+        for (key, value) in matching(&tree, range.pattern) {
+            // Every numeric key is unsigned; deserialization has refused anything else.
+            if let Some(number) = value.as_u64()
+                && !(range.min..=range.max).contains(&number)
+            {
+                return Err(Violation::new(key, range.explain(&number.to_string())));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The range of the key at `path` (as serde_path_to_error tracks it), if it is numeric.
+pub(crate) fn for_path(path: &[Segment]) -> Option<&'static NumericRange> {
+    RANGES.iter().find(|range| {
+        let parts: Vec<&str> = range.pattern.split('.').collect();
+        parts.len() == path.len()
+            && parts.iter().zip(path).all(|(part, segment)| match segment {
+                Segment::Map { key } => *part == "*" || part == key,
+                _ => false,
+            })
+    })
+}
+
+/// Every `(dotted key, value)` of `tree` that `pattern` names.
+pub(crate) fn matching<'t>(tree: &'t Value, pattern: &str) -> Vec<(String, &'t Value)> {
+    let mut found = vec![(String::new(), tree)];
+    for part in pattern.split('.') {
+        let mut next = Vec::new();
+        for (key, value) in found {
+            let Value::Object(table) = value else { continue };
+            for (name, child) in table {
+                if part == "*" || part == name {
+                    let path = if key.is_empty() { name.clone() } else { format!("{key}.{name}") };
+                    next.push((path, child));
+                }
+            }
+        }
+        found = next;
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_noun_reads_better_than_a_bare_range() {
+        assert_eq!(RANGES[0].explain("70000"), "70000 is not a port (1-65535)");
+        assert_eq!(NumericRange::new("x", 1, 86_400).explain("0"), "must be between 1 and 86400, got 0");
+    }
+
+    #[test]
+    fn a_wildcard_matches_any_one_table_key() {
+        let tree = serde_json::json!({
+            "channels": {"telegram": {"history_limit": 5}, "discord": {"history_limit": 7}, "webchat": {}},
+        });
+        let mut found: Vec<_> =
+            matching(&tree, "channels.*.history_limit").into_iter().map(|(key, value)| (key, value.clone())).collect();
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            found,
+            [
+                ("channels.discord.history_limit".to_owned(), serde_json::json!(7)),
+                ("channels.telegram.history_limit".to_owned(), serde_json::json!(5)),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_path_finds_its_range_through_wildcards() {
+        let path = |keys: &[&str]| keys.iter().map(|key| Segment::Map { key: (*key).to_owned() }).collect::<Vec<_>>();
+        assert_eq!(for_path(&path(&["gateway", "port"])).map(|r| r.max), Some(65_535));
+        assert_eq!(
+            for_path(&path(&["models", "providers", "local", "context_window"])).map(|r| r.pattern),
+            Some("models.providers.*.context_window")
+        );
+        assert_eq!(for_path(&path(&["gateway", "bind"])), None);
+        assert_eq!(for_path(&path(&["gateway"])), None);
+    }
+
+    #[test]
+    fn the_first_value_out_of_range_is_reported_with_its_key() {
+        let mut config = Config::default();
+        config.channels.slack.history_limit = 5_000;
+        assert_eq!(
+            check(&config),
+            Err(Violation::new("channels.slack.history_limit", "must be between 0 and 1000, got 5000"))
+        );
+        config.channels.slack.history_limit = 1_000;
+        assert_eq!(check(&config), Ok(()));
+    }
+}
