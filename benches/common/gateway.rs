@@ -16,9 +16,15 @@ impl BenchGateway {
     /// Starts the gateway with `channel` (a `[channels.<name>]` section, header included).
     /// `FERRY_BENCH_LOG=info` shows its log.
     pub fn start(channel: &str) -> Self {
+        Self::start_with(&format!("[session]\ndm_scope = \"per-peer\"\n\n{channel}"))
+    }
+
+    /// Starts the gateway with exactly `config` (plus its port): the defaults apply to
+    /// everything it leaves out, `dm_scope` included.
+    pub fn start_with(config: &str) -> Self {
         let home = tempfile::tempdir().expect("home");
         let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("port").port();
-        let config = format!("[gateway]\nport = {port}\n\n[session]\ndm_scope = \"per-peer\"\n\n{channel}");
+        let config = format!("[gateway]\nport = {port}\n\n{config}");
         std::fs::write(home.path().join("ferry.toml"), config).expect("config");
         let log = std::env::var("FERRY_BENCH_LOG").ok();
         let child = Command::new(env!("CARGO_BIN_EXE_ferry"))
