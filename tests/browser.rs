@@ -1,15 +1,19 @@
-//! The web chat in a real browser: the `ferry gateway` binary with no model configured (so the
-//! offline echo provider answers), headless Chromium driven through chromedriver (WebDriver),
-//! and the page doing what a person does — wait for "online", type, press Enter, read the
-//! streamed answer, reload and see the history, start a new chat.
+//! The web chat in a real browser: the `ferry gateway` binary (answered by the offline echo
+//! provider, or by the fake OpenAI server when a test needs a particular reply), headless
+//! Chromium driven through chromedriver (WebDriver), and the page doing what a person does —
+//! wait for "connected", type, press Enter, read the streamed answer, reload and see the
+//! history, start a new chat — plus what a person lives through: a second browser, a gateway
+//! that goes away and comes back, a long conversation.
 //!
 //! Needs `/usr/bin/chromium` and `/usr/bin/chromedriver` (Debian: `chromium chromium-driver`).
-//! Without them the test prints a loud notice and passes, unless `FERRY_REQUIRE_BROWSER=1`
+//! Without them each test prints a loud notice and passes, unless `FERRY_REQUIRE_BROWSER=1`
 //! (set by `.ci/run`), in which case it fails. Nothing is downloaded.
 //!
 //! Every wait polls for a visible condition under a generous bound; none asserts on timing.
+//! The one figure measured (how long 500 messages of history take to show) is printed only.
 #![cfg(unix)]
 
+use std::fs::OpenOptions;
 use std::future::Future;
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
@@ -20,13 +24,21 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use fantoccini::key::Key;
 use fantoccini::{Client, ClientBuilder, Locator};
+use ferry::agent::{ChatMessage, Usage};
+use ferry::config::ResetConfig;
+use ferry::session::{SessionStore, SqliteSessionStore};
+use ferry::state::Database;
+use ferry_fakes::{FakeOpenAi, Reply, Turn};
 use hyper_util::client::legacy::connect::HttpConnector;
+use serde_json::json;
+use tempfile::TempDir;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// When set to `1`, a missing browser fails the test instead of skipping it.
 const REQUIRE_BROWSER_VAR: &str = "FERRY_REQUIRE_BROWSER";
-/// How long the gateway and chromedriver may take to answer after spawning (a busy CI machine).
+/// How long the gateway and chromedriver may take to answer after spawning, and the gateway
+/// to exit after SIGTERM (a busy CI machine).
 const STARTUP_BOUND: Duration = Duration::from_secs(60);
 /// How long the page may take to show something (connect, stream a reply, render history).
 const PAGE_BOUND: Duration = Duration::from_secs(30);
@@ -36,85 +48,376 @@ const MESSAGE: &str = "Hello from the browser test";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_chats_with_the_echo_agent_in_a_real_browser() {
-    if let Some(missing) = [CHROMIUM, CHROMEDRIVER].into_iter().find(|path| !Path::new(path).exists()) {
-        let required = std::env::var(REQUIRE_BROWSER_VAR).is_ok_and(|value| value == "1");
-        assert!(
-            !required,
-            "{REQUIRE_BROWSER_VAR}=1 but {missing} is missing: install `chromium chromium-driver` (Debian)"
-        );
-        eprintln!("\n{}", "=".repeat(78));
-        eprintln!("SKIPPED the web chat browser test: {missing} is not installed.");
-        eprintln!("Install `chromium chromium-driver` (Debian) or set {REQUIRE_BROWSER_VAR}=1 to make this fail.");
-        eprintln!("{}\n", "=".repeat(78));
-        return;
-    }
-
-    let dir = tempfile::tempdir().expect("temp dir");
-    let gateway = Gateway::start(dir.path()).await.expect("start the gateway");
-    let driver = ChromeDriver::start(dir.path()).await.expect("start chromedriver");
-    let client = driver.session().await.expect("open a browser session");
-
-    let outcome = chat_like_a_person(&client, &gateway.url).await;
-    // Close the browser whatever happened, so no Chromium outlives the test.
-    let closed = client.close().await;
-    if let Err(error) = outcome {
-        panic!("{error:#}\n--- gateway log ---\n{}", gateway.log());
-    }
-    closed.expect("close the browser session");
+    let Some(world) = World::start(None).await else { return };
+    let client = world.browser().await;
+    let outcome = chat_like_a_person(&client, &world).await;
+    world.finish(outcome, [client]).await;
 }
 
-async fn chat_like_a_person(client: &Client, url: &str) -> Result<()> {
-    client.goto(url).await.context("open the page")?;
-    wait_for_online(client).await?;
+async fn chat_like_a_person(client: &Client, world: &World) -> Result<()> {
+    client.goto(&world.gateway.url).await.context("open the page")?;
+    wait_for_state(client, "connected").await?;
 
-    let composer = client.find(Locator::Css("#composer")).await.context("the composer")?;
-    composer.send_keys(MESSAGE).await?;
-    composer.send_keys(&Key::Enter.to_string()).await?;
-
-    let answer = poll("an assistant bubble with the echoed text", || async {
-        let texts = texts(client, ".msg.assistant[data-state='final'] .msg-body").await?;
-        Ok(texts.into_iter().find(|text| text.contains(MESSAGE)))
-    })
-    .await?;
+    send(client, MESSAGE).await?;
+    let answer = final_answer_containing(client, MESSAGE).await?;
     ensure!(answer.trim() == MESSAGE, "the echo provider answers with the text itself, got {answer:?}");
     let users = texts(client, ".msg.user .msg-body").await?;
     ensure!(users.iter().any(|text| text.trim() == MESSAGE), "the user's bubble is shown: {users:?}");
+    let composer = client.find(Locator::Css("#composer")).await?;
     let composer_text = composer.prop("value").await?.unwrap_or_default();
     ensure!(composer_text.is_empty(), "Enter sends and clears the composer, left {composer_text:?}");
 
-    let screenshot = target_dir().join("webchat.png");
-    std::fs::create_dir_all(screenshot.parent().expect("target dir"))?;
-    std::fs::write(&screenshot, client.screenshot().await?).with_context(|| format!("{}", screenshot.display()))?;
-    eprintln!("screenshot: {}", screenshot.display());
+    screenshot(client, "webchat.png").await?;
 
     // A reload starts a new socket; the conversation comes back through chat.history.
     client.refresh().await?;
-    wait_for_online(client).await?;
-    poll("the history after a reload", || async {
-        let users = texts(client, ".msg.user .msg-body").await?;
-        let assistants = texts(client, ".msg.assistant .msg-body").await?;
-        let restored = users.iter().any(|t| t.trim() == MESSAGE) && assistants.iter().any(|t| t.trim() == MESSAGE);
-        Ok(restored.then_some(()))
-    })
-    .await?;
+    wait_for_state(client, "connected").await?;
+    wait_for_history_with(client, MESSAGE).await?;
 
     client.find(Locator::Css("#new-chat")).await?.click().await?;
-    poll("the new conversation notice, and the old messages gone", || async {
-        let users = texts(client, ".msg.user .msg-body").await?;
-        let assistants = texts(client, ".msg.assistant .msg-body").await?;
-        let announced = assistants.iter().any(|t| t.to_lowercase().contains("new conversation"));
-        let cleared = !users.iter().chain(&assistants).any(|t| t.contains(MESSAGE));
-        Ok((announced && cleared).then_some(()))
+    let notice = poll("the new conversation notice, and the old messages gone", || async {
+        let notices = texts(client, ".notice").await?;
+        let bodies = texts(client, ".msg .msg-body").await?;
+        let notice = notices.into_iter().find(|t| t.to_lowercase().contains("new conversation"));
+        Ok(notice.filter(|_| !bodies.iter().any(|t| t.contains(MESSAGE))))
+    })
+    .await?;
+    // No emoji: where no emoji font is installed (this Chromium has none) it draws as a box.
+    ensure!(notice.chars().all(|c| (c as u32) < 0x2000), "the notice has a symbol a font may lack: {notice:?}");
+    ensure!(hero_shown(client).await?, "a new conversation is empty: the hero shows again");
+    screenshot(client, "webchat-new-chat.png").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_browsers_get_conversations_of_their_own() {
+    let Some(world) = World::start(None).await else { return };
+    let first = world.browser().await;
+    let second = world.browser().await;
+    let outcome = two_browsers(&first, &second, &world).await;
+    world.finish(outcome, [first, second]).await;
+}
+
+async fn two_browsers(first: &Client, second: &Client, world: &World) -> Result<()> {
+    const FIRST: &str = "Only the first browser says this";
+    const SECOND: &str = "Only the second browser says this";
+
+    first.goto(&world.gateway.url).await?;
+    wait_for_state(first, "connected").await?;
+    wait_for_hero(first).await?;
+    send(first, FIRST).await?;
+    final_answer_containing(first, FIRST).await?;
+
+    second.goto(&world.gateway.url).await?;
+    wait_for_state(second, "connected").await?;
+    // The hero shows once the history is known to be empty: the first browser's is not there.
+    wait_for_hero(second).await?;
+    let (first_key, second_key) = (session_key(first).await?, session_key(second).await?);
+    ensure!(first_key != second_key, "each browser is a conversation of its own, both got {first_key}");
+    let client_ids = [client_id(first).await?, client_id(second).await?];
+    ensure!(client_ids[0] != client_ids[1], "each browser keeps its own client id: {client_ids:?}");
+    ensure!(!page_text(second).await?.contains(FIRST), "the second browser shows the first one's message");
+
+    send(second, SECOND).await?;
+    final_answer_containing(second, SECOND).await?;
+    ensure!(!page_text(first).await?.contains(SECOND), "the first browser saw the second one's conversation live");
+
+    first.refresh().await?;
+    wait_for_state(first, "connected").await?;
+    wait_for_history_with(first, FIRST).await?;
+    ensure!(session_key(first).await? == first_key, "a reload keeps the browser's conversation");
+    ensure!(!page_text(first).await?.contains(SECOND), "the first browser's history has the second one's message");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_reload_the_history_shows_without_the_empty_conversation_hero() {
+    let Some(world) = World::start(None).await else { return };
+    let client = world.browser().await;
+    let outcome = reload_with_history(&client, &world).await;
+    world.finish(outcome, [client]).await;
+}
+
+async fn reload_with_history(client: &Client, world: &World) -> Result<()> {
+    client.goto(&world.gateway.url).await?;
+    wait_for_state(client, "connected").await?;
+    wait_for_hero(client).await?;
+    send(client, MESSAGE).await?;
+    final_answer_containing(client, MESSAGE).await?;
+    ensure!(!hero_shown(client).await?, "the hero is gone once a message is added");
+
+    client.refresh().await?;
+    wait_for_state(client, "connected").await?;
+    wait_for_history_with(client, MESSAGE).await?;
+    ensure!(!hero_shown(client).await?, "the hero shows over a loaded history");
+    Ok(())
+}
+
+/// What the fake model answers, by a word in the question.
+const TABLE_REPLY: [&str; 6] = [
+    "Here are the scores:\n\n| Name | Score |\n| --- | ---: |\n",
+    "| Ada | 10 |\n| Linus | *9* |\n\n",
+    "Read [the docs](https://example.com/docs) or https://example.org/faq, try `cargo run`, ",
+    "and **mind** the tags: <b>not bold</b> <img src=x onerror=alert(1)>\n\n- one\n- two\n\n",
+    "```rust\nfn main() {}\n",
+    "```\n",
+];
+/// A fence written mid-line is inline code; one at the very end has nothing in it.
+const FENCE_REPLY: &str = "```this``` starts a line, and ```that``` sits mid-line.\nHere is the code:\n```";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markdown_from_the_model_renders_tables_and_code_and_never_an_empty_code_block() {
+    let fake = FakeOpenAi::start().await.expect("start the fake model");
+    fake.set_responder(|request| {
+        let question = request.last_user_text().unwrap_or_default();
+        if question.contains("table") {
+            Turn::from(Reply::text(TABLE_REPLY).with_chunk_delay(Duration::from_millis(40)))
+        } else {
+            Turn::text([FENCE_REPLY])
+        }
+    });
+    let Some(world) = World::start(Some(&fake.url())).await else { return };
+    let client = world.browser().await;
+    let outcome = markdown(&client, &world).await;
+    world.finish(outcome, [client]).await;
+}
+
+async fn markdown(client: &Client, world: &World) -> Result<()> {
+    client.goto(&world.gateway.url).await?;
+    wait_for_state(client, "connected").await?;
+
+    send(client, "Show me a table").await?;
+    final_answer_containing(client, "Here are the scores").await?;
+    let reply = ".msg.assistant[data-state='final'] .msg-body";
+    let cells = texts(client, &format!("{reply} table td")).await?;
+    ensure!(cells == ["Ada", "10", "Linus", "9"], "the table's cells, got {cells:?}");
+    let headers = texts(client, &format!("{reply} table th")).await?;
+    ensure!(headers == ["Name", "Score"], "the table's header, got {headers:?}");
+    let aligned = client.find(Locator::Css(&format!("{reply} table td:nth-child(2)"))).await?;
+    ensure!(aligned.css_value("text-align").await? == "right", "`---:` aligns the column right");
+    ensure!(!texts(client, &format!("{reply} table em")).await?.is_empty(), "emphasis inside a cell");
+
+    let links = client.find_all(Locator::Css(&format!("{reply} a"))).await?;
+    let mut hrefs = Vec::new();
+    for link in &links {
+        hrefs.push(link.attr("href").await?.unwrap_or_default());
+        ensure!(link.attr("target").await?.as_deref() == Some("_blank"), "links open in a new tab");
+        let rel = link.attr("rel").await?.unwrap_or_default();
+        ensure!(rel.contains("noopener") && rel.contains("noreferrer"), "links open safely, rel={rel:?}");
+    }
+    ensure!(hrefs == ["https://example.com/docs", "https://example.org/faq"], "a link and a bare URL: {hrefs:?}");
+    let inline = texts(client, &format!("{reply} p code")).await?;
+    ensure!(inline == ["cargo run"], "inline code, got {inline:?}");
+    ensure!(texts(client, &format!("{reply} li")).await? == ["one", "two"], "a list");
+    let code = texts(client, &format!("{reply} .code pre code")).await?;
+    ensure!(code == ["fn main() {}"], "a fenced code block, got {code:?}");
+    ensure!(texts(client, &format!("{reply} .code-lang")).await? == ["rust"], "the fence's language is shown");
+    let body = texts(client, reply).await?.join("\n");
+    ensure!(body.contains("<b>not bold</b>"), "HTML from the model shows as text: {body:?}");
+    ensure!(client.find_all(Locator::Css(&format!("{reply} img, {reply} b"))).await?.is_empty(), "no HTML elements");
+
+    send(client, "Quote some fences").await?;
+    final_answer_containing(client, "Here is the code").await?;
+    let last = ".msg.assistant[data-state='final']:last-of-type .msg-body";
+    let inline = texts(client, &format!("{last} code")).await?;
+    ensure!(inline == ["this", "that"], "fences within a line are inline code, got {inline:?}");
+    let blocks = texts(client, &format!("{last} pre")).await?;
+    ensure!(blocks.is_empty(), "an empty code block was drawn: {blocks:?}");
+    screenshot(client, "webchat-markdown.png").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_reconnecting_while_the_gateway_is_away_and_catches_up_when_it_is_back() {
+    let Some(mut world) = World::start(None).await else { return };
+    let client = world.browser().await;
+    let outcome = gateway_away(&client, &mut world).await;
+    world.finish(outcome, [client]).await;
+}
+
+async fn gateway_away(client: &Client, world: &mut World) -> Result<()> {
+    const BEFORE: &str = "Said before the gateway went away";
+    const DURING: &str = "Typed while the gateway was away";
+
+    client.goto(&world.gateway.url).await?;
+    wait_for_state(client, "connected").await?;
+    ensure!(!banner_shown(client).await?, "no banner while connected");
+    send(client, BEFORE).await?;
+    final_answer_containing(client, BEFORE).await?;
+
+    world.gateway.stop().await?;
+    wait_for_state(client, "reconnecting").await?;
+    ensure!(banner_shown(client).await?, "the banner says the connection is lost");
+    let banner = client.find(Locator::Css("#banner")).await?.text().await?;
+    ensure!(banner.contains("Reconnecting"), "the banner says what happens: {banner:?}");
+    screenshot(client, "webchat-reconnecting.png").await?;
+    ensure!(client.find(Locator::Css("#new-chat")).await?.attr("disabled").await?.is_some(), "New chat waits");
+    send(client, DURING).await?;
+    let queued = poll("the typed message marked as waiting", || async {
+        let metas = texts(client, ".msg.user[data-state='pending'] .msg-meta").await?;
+        Ok(metas.into_iter().find(|meta| meta.contains("Waiting for the connection")))
+    })
+    .await?;
+    ensure!(!queued.is_empty());
+
+    world.gateway.start().await?;
+    wait_for_state(client, "connected").await?;
+    ensure!(!banner_shown(client).await?, "the banner goes once connected again");
+    // The history is loaded again, and the message typed meanwhile goes out and is answered.
+    final_answer_containing(client, DURING).await?;
+    wait_for_history_with(client, BEFORE).await?;
+    Ok(())
+}
+
+/// Messages seeded into one conversation for the long-history test: half questions, half
+/// answers with some Markdown in them.
+const LONG_HISTORY: usize = 500;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_hundred_messages_of_history_all_render_after_a_reload() {
+    let Some(mut world) = World::start(None).await else { return };
+    let client = world.browser().await;
+    let outcome = long_history(&client, &mut world).await;
+    world.finish(outcome, [client]).await;
+}
+
+async fn long_history(client: &Client, world: &mut World) -> Result<()> {
+    client.goto(&world.gateway.url).await?;
+    wait_for_state(client, "connected").await?;
+    let key = session_key(client).await?;
+
+    // The transcript is written while the gateway is down: one writer at a time.
+    world.gateway.stop().await?;
+    seed_transcript(&world.gateway.state_dir(), &key, LONG_HISTORY).await?;
+    world.gateway.start().await?;
+
+    client.refresh().await?;
+    let rendered = poll("the whole history on the page", || async {
+        let marked = client.execute(HISTORY_TIMINGS, vec![]).await?;
+        Ok((!marked.is_null()).then_some(marked))
+    })
+    .await?;
+    let bubbles = texts(client, ".msg .msg-body").await?;
+    ensure!(bubbles.len() == LONG_HISTORY, "{} of {LONG_HISTORY} messages rendered", bubbles.len());
+    ensure!(bubbles[0] == seeded_message(0).1, "oldest first, got {:?}", bubbles[0]);
+    ensure!(bubbles[LONG_HISTORY - 1].starts_with("Step 249"), "newest last, got {:?}", bubbles[LONG_HISTORY - 1]);
+    ensure!(!hero_shown(client).await?, "no hero over a long history");
+    eprintln!(
+        "{LONG_HISTORY} messages of history: on screen {:.0} ms after navigation; rendering them took {:.0} ms",
+        rendered["sinceNavigation"].as_f64().unwrap_or(f64::NAN),
+        rendered["render"].as_f64().unwrap_or(f64::NAN),
+    );
+    Ok(())
+}
+
+/// Reads the page's performance marks for the history: `null` until it rendered.
+const HISTORY_TIMINGS: &str = r#"
+    const marked = performance.getEntriesByName("ferry:history-rendered").pop();
+    const render = performance.getEntriesByName("ferry:history-rendered:render").pop();
+    return marked && render ? { sinceNavigation: marked.startTime, render: render.duration } : null;
+"#;
+
+/// Message `index` of the seeded conversation and its role.
+fn seeded_message(index: usize) -> (&'static str, String) {
+    let step = index / 2;
+    if index.is_multiple_of(2) {
+        return ("user", format!("Question {step}: what happens in step {step}?"));
+    }
+    let mut answer = format!("Step {step} does **one** thing:\n\n- reads `input-{step}`\n- writes `output-{step}`\n");
+    if step.is_multiple_of(10) {
+        answer.push_str("\n```sh\nferry run --step 1\n```\n\n| Step | Time |\n| --- | --- |\n| 1 | 2 s |\n");
+    }
+    ("assistant", answer)
+}
+
+/// Writes `count` messages into the transcript of session `key`, as runs would have.
+async fn seed_transcript(state_dir: &Path, key: &str, count: usize) -> Result<()> {
+    let database = Database::open(state_dir).await?;
+    let store = SqliteSessionStore::new(database.clone());
+    let session = store.resolve(key, chrono::Utc::now(), &ResetConfig::default()).await?.session;
+    store.begin_run(key, &session.session_id, "seed").await?;
+    let entries: Vec<ChatMessage> = (0..count)
+        .map(|index| match seeded_message(index) {
+            ("user", text) => ChatMessage::user(text),
+            (_, text) => ChatMessage::Assistant { text, tool_calls: Vec::new() },
+        })
+        .collect();
+    store.close_run(key, "seed", &entries, Usage::default()).await?;
+    drop(store);
+    database.close().await;
+    Ok(())
+}
+
+// ------------------------------------------------------------------------ page helpers
+
+/// Types `text` into the composer and presses Enter.
+async fn send(client: &Client, text: &str) -> Result<()> {
+    let composer = client.find(Locator::Css("#composer")).await.context("the composer")?;
+    composer.send_keys(text).await?;
+    composer.send_keys(&Key::Enter.to_string()).await?;
+    Ok(())
+}
+
+/// Waits for a settled assistant bubble whose text contains `needle`; returns its text.
+async fn final_answer_containing(client: &Client, needle: &str) -> Result<String> {
+    poll(&format!("an answer containing {needle:?}"), || async {
+        let texts = texts(client, ".msg.assistant[data-state='final'] .msg-body").await?;
+        Ok(texts.into_iter().find(|text| text.contains(needle)))
     })
     .await
 }
 
-async fn wait_for_online(client: &Client) -> Result<()> {
-    poll("the connection status to be online", || async {
-        let status = client.find(Locator::Css("#status")).await?;
-        Ok((status.attr("data-state").await?.as_deref() == Some("online")).then_some(()))
+/// Waits for the history to show `text` as both the user's message and the echoed answer.
+async fn wait_for_history_with(client: &Client, text: &str) -> Result<()> {
+    poll(&format!("the history with {text:?}"), || async {
+        let users = texts(client, ".msg.user .msg-body").await?;
+        let assistants = texts(client, ".msg.assistant .msg-body").await?;
+        let restored = users.iter().any(|t| t.trim() == text) && assistants.iter().any(|t| t.trim() == text);
+        Ok(restored.then_some(()))
     })
     .await
+}
+
+async fn wait_for_state(client: &Client, state: &str) -> Result<()> {
+    poll(&format!("the connection state to be {state}"), || async {
+        let status = client.find(Locator::Css("#status")).await?;
+        Ok((status.attr("data-state").await?.as_deref() == Some(state)).then_some(()))
+    })
+    .await
+}
+
+async fn wait_for_hero(client: &Client) -> Result<()> {
+    poll("the empty conversation's hero", || async { Ok(hero_shown(client).await?.then_some(())) }).await
+}
+
+async fn hero_shown(client: &Client) -> Result<bool> {
+    Ok(client.find(Locator::Css("#empty")).await?.is_displayed().await?)
+}
+
+async fn banner_shown(client: &Client) -> Result<bool> {
+    Ok(client.find(Locator::Css("#banner")).await?.is_displayed().await?)
+}
+
+/// The session the gateway gave this browser (`hello-ok.sessionKey`).
+async fn session_key(client: &Client) -> Result<String> {
+    let status = client.find(Locator::Css("#status")).await?;
+    status.attr("data-session").await?.context("the page shows no session key")
+}
+
+async fn client_id(client: &Client) -> Result<String> {
+    let id = client.execute("return localStorage.getItem('ferry.webchat.clientId');", vec![]).await?;
+    id.as_str().map(str::to_owned).context("no client id in localStorage")
+}
+
+async fn page_text(client: &Client) -> Result<String> {
+    Ok(client.find(Locator::Css("#messages")).await?.text().await?)
+}
+
+/// Saves what the page looks like now under `target/`, for a person to look at.
+async fn screenshot(client: &Client, name: &str) -> Result<()> {
+    let path = target_dir().join(name);
+    std::fs::create_dir_all(path.parent().expect("target dir"))?;
+    std::fs::write(&path, client.screenshot().await?).with_context(|| format!("{}", path.display()))?;
+    eprintln!("screenshot: {}", path.display());
+    Ok(())
 }
 
 /// The visible text of every element matching `selector`, in document order.
@@ -145,6 +448,58 @@ where
             bail!("waited {PAGE_BOUND:?} for {what}; last error: {last_error:?}");
         }
         tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
+// ------------------------------------------------------------------------ harness
+
+/// A test's gateway and chromedriver, in a temporary directory.
+struct World {
+    gateway: Gateway,
+    driver: ChromeDriver,
+    _dir: TempDir,
+}
+
+impl World {
+    /// `None` (after a loud notice) when the browser is not installed and not required.
+    /// `model` is an OpenAI-compatible base URL; without one the echo provider answers.
+    async fn start(model: Option<&str>) -> Option<Self> {
+        if let Some(missing) = [CHROMIUM, CHROMEDRIVER].into_iter().find(|path| !Path::new(path).exists()) {
+            let required = std::env::var(REQUIRE_BROWSER_VAR).is_ok_and(|value| value == "1");
+            assert!(
+                !required,
+                "{REQUIRE_BROWSER_VAR}=1 but {missing} is missing: install `chromium chromium-driver` (Debian)"
+            );
+            eprintln!("\n{}", "=".repeat(78));
+            eprintln!("SKIPPED the web chat browser test: {missing} is not installed.");
+            eprintln!("Install `chromium chromium-driver` (Debian) or set {REQUIRE_BROWSER_VAR}=1 to make this fail.");
+            eprintln!("{}\n", "=".repeat(78));
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let gateway = Gateway::launch(dir.path(), model).await.expect("start the gateway");
+        let driver = ChromeDriver::start(dir.path()).await.expect("start chromedriver");
+        Some(Self { gateway, driver, _dir: dir })
+    }
+
+    /// A new browser session: its own Chromium with a fresh profile (own localStorage).
+    async fn browser(&self) -> Client {
+        self.driver.session().await.expect("open a browser session")
+    }
+
+    /// Closes the browsers whatever happened, so no Chromium outlives the test; a failure
+    /// panics with the gateway's log.
+    async fn finish<const N: usize>(self, outcome: Result<()>, clients: [Client; N]) {
+        let mut closed = Vec::new();
+        for client in clients {
+            closed.push(client.close().await);
+        }
+        if let Err(error) = outcome {
+            panic!("{error:#}\n--- gateway log ---\n{}", self.gateway.log());
+        }
+        for close in closed {
+            close.expect("close the browser session");
+        }
     }
 }
 
@@ -183,6 +538,21 @@ async fn wait_for_http(url: &str, child: &mut Child, name: &str) -> Result<()> {
 /// A child process killed (with its process group) when dropped.
 struct Process(Child);
 
+impl Process {
+    /// SIGTERM, then waits for the process to exit (SIGKILL after [`STARTUP_BOUND`]).
+    async fn terminate(mut self) -> Result<()> {
+        Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status().context("run kill")?;
+        let started = Instant::now();
+        while self.0.try_wait()?.is_none() {
+            if started.elapsed() > STARTUP_BOUND {
+                bail!("the process did not exit within {STARTUP_BOUND:?} of SIGTERM");
+            }
+            tokio::time::sleep(POLL_EVERY).await;
+        }
+        Ok(())
+    }
+}
+
 impl Drop for Process {
     fn drop(&mut self) {
         // The group takes chromedriver's Chromium with it if the session was not closed.
@@ -193,40 +563,73 @@ impl Drop for Process {
     }
 }
 
-/// `ferry gateway` on a free port with its own config and state directory.
+/// `ferry gateway` on a free port with its own config and state directory; it can be stopped
+/// and started again on the same port, as an operator's restart would.
 struct Gateway {
     url: String,
+    dir: PathBuf,
+    config: PathBuf,
     log_path: PathBuf,
-    _process: Process,
+    /// The OpenAI-compatible server the agent talks to; the echo provider without one.
+    model: Option<String>,
+    process: Option<Process>,
 }
 
 impl Gateway {
-    async fn start(dir: &Path) -> Result<Self> {
+    async fn launch(dir: &Path, model: Option<&str>) -> Result<Self> {
         let port = free_port();
         let config = dir.join("ferry.toml");
         std::fs::write(&config, format!("[gateway]\nport = {port}\n"))?;
-        let log_path = dir.join("gateway.log");
-        let log = std::fs::File::create(&log_path)?;
-        // A clean environment: no model keys, so the offline echo provider answers.
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        let mut gateway = Gateway {
+            url: format!("http://127.0.0.1:{port}/"),
+            dir: dir.to_owned(),
+            config,
+            log_path: dir.join("gateway.log"),
+            model: model.map(str::to_owned),
+            process: None,
+        };
+        gateway.start().await?;
+        Ok(gateway)
+    }
+
+    /// Starts the gateway (again); returns once `/healthz` answers.
+    async fn start(&mut self) -> Result<()> {
+        let log = OpenOptions::new().create(true).append(true).open(&self.log_path)?;
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
+        // A clean environment: no model keys, so only the model named here answers.
+        command
             .args(["gateway", "--config"])
-            .arg(&config)
+            .arg(&self.config)
             .env_clear()
-            .env("HOME", dir)
-            .env("FERRY_STATE_DIR", dir.join("state"))
-            .current_dir(dir)
+            .env("HOME", &self.dir)
+            .env("FERRY_STATE_DIR", self.state_dir())
+            .current_dir(&self.dir)
             .stdout(log.try_clone()?)
             .stderr(log)
-            .process_group(0)
-            .spawn()
-            .context("spawn ferry gateway")?;
-        let url = format!("http://127.0.0.1:{port}/");
-        let ready = wait_for_http(&format!("{url}healthz"), &mut child, "ferry gateway").await;
-        let gateway = Gateway { url, log_path, _process: Process(child) };
-        if let Err(error) = ready {
-            bail!("{error:#}\n--- gateway log ---\n{}", gateway.log());
+            .process_group(0);
+        if let Some(model) = &self.model {
+            command.env("OPENAI_BASE_URL", model);
         }
-        Ok(gateway)
+        let mut child = command.spawn().context("spawn ferry gateway")?;
+        let ready = wait_for_http(&format!("{}healthz", self.url), &mut child, "ferry gateway").await;
+        self.process = Some(Process(child));
+        if let Err(error) = ready {
+            bail!("{error:#}\n--- gateway log ---\n{}", self.log());
+        }
+        Ok(())
+    }
+
+    /// Stops the gateway as SIGTERM does in production; its port and state stay for
+    /// [`Gateway::start`].
+    async fn stop(&mut self) -> Result<()> {
+        match self.process.take() {
+            Some(process) => process.terminate().await.context("stop the gateway"),
+            None => Ok(()),
+        }
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        self.dir.join("state")
     }
 
     fn log(&self) -> String {
@@ -258,8 +661,9 @@ impl ChromeDriver {
         Ok(driver)
     }
 
+    /// A new Chromium; chromedriver gives each session a fresh temporary profile.
     async fn session(&self) -> Result<Client> {
-        let options = serde_json::json!({
+        let options = json!({
             "binary": CHROMIUM,
             "args": [
                 "--headless",

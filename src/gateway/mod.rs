@@ -176,6 +176,7 @@ impl Gateway {
             .route("/", get(index))
             .route("/app.js", get(app_js))
             .route("/style.css", get(style_css))
+            .route("/vendor/{file}", get(webchat::vendor_file))
             .route("/healthz", get(healthz))
             .route("/metrics", get(metrics))
             .with_state(self.state.clone())

@@ -5,11 +5,15 @@
 //! connections as `chat` events. Run replies themselves reach clients through the run's
 //! own `chat` events, so the channel declares `replies_via_chat_events`.
 //!
-//! The page itself (`assets/`) is served by the gateway at `/`.
+//! The page itself (`assets/`) is served by the gateway at `/`, the libraries it renders
+//! Markdown with at `/vendor/` ([`vendor_file`]).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
+use axum::extract::Path;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use ferry_channel::{
     Ack, AckReceiver, Channel, ChannelCapabilities, ChannelError, InboundDelivery, InboundMessage, InboundStream,
     MarkupDialect, OutboundMessage, SentMessage,
@@ -27,11 +31,57 @@ pub const ACCOUNT_ID: &str = "default";
 /// Messages accepted from clients but not yet taken by the dispatcher.
 const INBOUND_BACKLOG: usize = 1024;
 
-/// The page and its assets, embedded in the binary.
+/// The page and its assets, embedded in the binary: the gateway serves it with no files
+/// on disk and no network.
 pub mod assets {
     pub const INDEX_HTML: &str = include_str!("assets/index.html");
     pub const APP_JS: &str = include_str!("assets/app.js");
     pub const STYLE_CSS: &str = include_str!("assets/style.css");
+
+    /// Third-party files the page loads from `/vendor/<name>`: the libraries as published
+    /// on npm, pinned, and their licenses (versions and checksums in
+    /// `assets/vendor/README.md`).
+    pub const VENDOR: &[VendorFile] = &[
+        VendorFile {
+            name: "markdown-it.min.js",
+            content_type: JAVASCRIPT,
+            body: include_str!("assets/vendor/markdown-it.min.js"),
+        },
+        VendorFile {
+            name: "markdown-it.LICENSE",
+            content_type: TEXT,
+            body: include_str!("assets/vendor/markdown-it.LICENSE"),
+        },
+        VendorFile {
+            name: "purify.min.js",
+            content_type: JAVASCRIPT,
+            body: include_str!("assets/vendor/purify.min.js"),
+        },
+        VendorFile { name: "purify.LICENSE", content_type: TEXT, body: include_str!("assets/vendor/purify.LICENSE") },
+    ];
+
+    const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
+    const TEXT: &str = "text/plain; charset=utf-8";
+
+    /// One file under `/vendor/`.
+    pub struct VendorFile {
+        pub name: &'static str,
+        pub content_type: &'static str,
+        pub body: &'static str,
+    }
+
+    /// The vendored file called `name`, if there is one.
+    pub fn vendor(name: &str) -> Option<&'static VendorFile> {
+        VENDOR.iter().find(|file| file.name == name)
+    }
+}
+
+/// `GET /vendor/{file}`: a vendored library or its license, 404 for any other name.
+pub async fn vendor_file(Path(name): Path<String>) -> Response {
+    match assets::vendor(&name) {
+        Some(file) => ([(header::CONTENT_TYPE, file.content_type)], file.body).into_response(),
+        None => (StatusCode::NOT_FOUND, "no such file").into_response(),
+    }
 }
 
 pub struct WebChat {
@@ -45,7 +95,7 @@ impl WebChat {
     pub fn new(hub: Arc<Hub>) -> Self {
         let (inbound, receiver) = mpsc::channel(INBOUND_BACKLOG);
         let capabilities = ChannelCapabilities {
-            // The page renders markdown itself and shows any length.
+            // The page renders Markdown itself (markdown-it) and shows any length.
             markup: MarkupDialect::Markdown,
             text_limit: 1_000_000,
             supports_edit: false,
@@ -107,5 +157,24 @@ impl Channel for WebChat {
             });
         }
         Ok(SentMessage { message_id: id })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_script_the_page_loads_from_vendor_is_embedded_with_a_license() {
+        let page = assets::INDEX_HTML;
+        let loaded: Vec<&str> = page.split("src=\"vendor/").skip(1).filter_map(|rest| rest.split('"').next()).collect();
+        assert_eq!(loaded, ["markdown-it.min.js", "purify.min.js"], "the page loads both libraries, in this order");
+        for name in loaded {
+            let script = assets::vendor(name).unwrap_or_else(|| panic!("{name} is not embedded"));
+            assert!(script.content_type.starts_with("text/javascript"), "{name}");
+            let license = name.replace(".min.js", ".LICENSE");
+            assert!(assets::vendor(&license).is_some_and(|file| !file.body.trim().is_empty()), "{license} is missing");
+        }
+        assert!(assets::vendor("../app.js").is_none() && assets::vendor("app.js").is_none(), "only vendored files");
     }
 }

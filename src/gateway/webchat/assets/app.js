@@ -1,12 +1,16 @@
 /**
- * Ferry web chat: the page's behaviour, dependency-free (ES2020, no build step).
+ * Ferry web chat: the page's behaviour (ES2020, no build step). Two vendored libraries load
+ * before it from `/vendor/` (see vendor/README.md): markdown-it renders assistant text and
+ * DOMPurify sanitizes what it renders.
  *
  * Speaks the gateway's WebSocket protocol (docs/gateway-protocol.md) on `/ws`: a `connect`
- * handshake with a client id kept in localStorage, `chat.history` on every (re)connect,
- * `chat.send` / `chat.abort` from the composer, and `chat` / `agent` events rendered as
- * streaming bubbles with tool chips. Reconnects with backoff; unacknowledged messages stay on
- * screen and are re-sent with the same idempotency key, so the gateway never runs one twice.
- * Assistant text is untrusted: `renderMarkdown` escapes all HTML before adding its own tags.
+ * handshake with a client id kept in localStorage (each browser is a client of its own, and
+ * the gateway answers with the session the page then follows), `chat.history` on every
+ * (re)connect, `chat.send` / `chat.abort` from the composer, and `chat` / `agent` events
+ * rendered as streaming bubbles with tool chips. Reconnects with backoff; unacknowledged
+ * messages stay on screen and are re-sent with the same idempotency key, so the gateway never
+ * runs one twice. The connection state is `#status[data-state]`: connecting, connected,
+ * reconnecting (a banner says so) or unauthorized.
  */
 "use strict";
 
@@ -17,6 +21,10 @@
   const NEAR_BOTTOM_PX = 96;
   /** How long a `health` probe of a quiet socket may take before the socket counts as dead. */
   const PROBE_MS = 10000;
+  /** Messages `chat.history` brings back; the gateway's default (100) would cut a long chat short. */
+  const HISTORY_LIMIT = 1000;
+  /** Performance mark set once a `chat.history` answer is on screen (laid out, scrolled). */
+  const HISTORY_MARK = "ferry:history-rendered";
   const CLIENT_ID_KEY = "ferry.webchat.clientId";
   const TOKEN_KEY = "ferry.webchat.token";
   const DRAFT_KEY = "ferry.webchat.draft";
@@ -24,6 +32,7 @@
   const $ = (id) => document.getElementById(id);
   const ui = {
     status: $("status"), statusText: document.querySelector("#status .status-text"),
+    banner: $("banner"), bannerText: document.querySelector("#banner .banner-text"), retryNow: $("retry-now"),
     newChat: $("new-chat"), scroller: $("scroller"), messages: $("messages"), empty: $("empty"),
     jump: $("jump"), form: $("composer-form"), input: $("composer"), send: $("send"),
   };
@@ -78,19 +87,41 @@
   /** Messages typed but not yet acknowledged, by idempotency key: re-sent after a reconnect. */
   const outbox = new Map();
 
-  function setStatus(state, text) {
+  /**
+   * The header's status and the banner under it. `connecting` until the first handshake,
+   * `connected` while a socket is up, `reconnecting` from a lost socket (or a failed first
+   * attempt) to the next handshake, `unauthorized` when the gateway refused the token.
+   */
+  const STATES = {
+    connecting: { status: "Connecting…", banner: null },
+    connected: { status: "Connected", banner: null },
+    reconnecting: {
+      status: "Reconnecting…",
+      banner: "Connection to Ferry lost. Reconnecting… Messages you send now wait here and go out once it is back.",
+    },
+    unauthorized: {
+      status: "Access token needed",
+      banner: "This gateway needs an access token: open the page with ?token=<gateway.auth_token> in the address.",
+    },
+  };
+
+  function setStatus(state) {
     ui.status.dataset.state = state;
-    ui.statusText.textContent = text || { connecting: "Connecting…", online: "Online", offline: "Offline" }[state];
-    ui.newChat.disabled = state !== "online";
+    ui.statusText.textContent = STATES[state].status;
+    ui.status.title = state === "connected" ? `Conversation ${conn.sessionKey}` : "";
+    ui.banner.hidden = STATES[state].banner === null;
+    ui.banner.dataset.state = state;
+    ui.bannerText.textContent = STATES[state].banner || "";
+    ui.retryNow.hidden = state !== "reconnecting";
+    ui.newChat.disabled = state !== "connected";
   }
 
   function connect() {
     clearTimeout(conn.retryTimer);
     if (conn.ws || conn.authFailed) return;
-    setStatus("connecting");
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
     let ws;
-    try { ws = new WebSocket(`${scheme}//${location.host}/ws`); } catch { scheduleReconnect(); return; }
+    try { ws = new WebSocket(`${scheme}//${location.host}/ws`); } catch { onDisconnect(); return; }
     conn.ws = ws;
     ws.onopen = () => handshake(ws);
     ws.onmessage = (ev) => { if (conn.ws === ws) onFrame(ev.data); };
@@ -104,16 +135,15 @@
     request("connect", params, ws).then((hello) => {
       conn.ready = true;
       conn.attempt = 0;
+      // The gateway decides which conversation this browser is (session.dm_scope); every
+      // event for another session is ignored.
       conn.sessionKey = hello.sessionKey;
+      ui.status.dataset.session = hello.sessionKey;
       if (hello.tickIntervalMs) conn.tickMs = hello.tickIntervalMs;
-      setStatus("online");
+      setStatus("connected");
       loadHistory();
     }, (err) => {
-      if (err.code === "UNAUTHORIZED") {
-        conn.authFailed = true;
-        setStatus("offline", "Access token needed");
-        ui.status.title = "Open this page with ?token=<gateway.auth_token> in the address.";
-      }
+      if (err.code === "UNAUTHORIZED") conn.authFailed = true;
       ws.close();
     });
   }
@@ -125,13 +155,16 @@
     conn.pending.clear();
     for (const run of runs.values()) if (run.live) finishRun(run, "stopped", "Connection lost");
     setTyping(false);
-    if (!conn.authFailed) { setStatus("offline"); scheduleReconnect(); }
+    for (const item of outbox.values()) setMeta(item.el, QUEUED);
+    if (conn.authFailed) { setStatus("unauthorized"); return; }
+    setStatus("reconnecting");
+    scheduleReconnect();
   }
 
   function scheduleReconnect() {
     const delay = BACKOFF_MS[Math.min(conn.attempt, BACKOFF_MS.length - 1)];
     conn.attempt += 1;
-    ui.status.title = `Reconnecting in ${delay / 1000} s`;
+    ui.status.title = `Next attempt in ${delay / 1000} s`;
     clearTimeout(conn.retryTimer);
     conn.retryTimer = setTimeout(connect, delay);
   }
@@ -172,21 +205,42 @@
     const timer = setTimeout(() => { if (conn.ws === ws) { ws.close(); onDisconnect(); } }, PROBE_MS);
     request("health", {}).catch(() => {}).finally(() => { clearTimeout(timer); conn.probing = false; });
   }, 5000);
-  const reconnectNow = () => { if (!conn.ws && !document.hidden) { conn.attempt = 0; connect(); } };
+  const reconnectNow = () => { if (!conn.ws) { conn.attempt = 0; connect(); } };
   window.addEventListener("online", reconnectNow);
-  document.addEventListener("visibilitychange", reconnectNow);
+  document.addEventListener("visibilitychange", () => { if (!document.hidden) reconnectNow(); });
+  ui.retryNow.addEventListener("click", reconnectNow);
 
   // ---------------------------------------------------------------- history
 
+  /**
+   * Whether the page knows what the conversation holds: `chat.history` answered, or the view
+   * was cleared for a new conversation. Until then the hero stays hidden, so it never flashes
+   * over a history still on its way.
+   */
+  let historyKnown = false;
+
   function loadHistory() {
-    request("chat.history", {}).then((payload) => {
+    request("chat.history", { limit: HISTORY_LIMIT }).then((payload) => {
+      const receivedAt = performance.now();
       clearMessages();
-      for (const m of payload.messages || []) {
-        if (m.role === "user") addBubble("user", "sent", m.text);
-        else if (m.role === "assistant") addBubble("assistant", "final", m.text);
+      const shown = (payload.messages || []).filter((m) => m.role === "user" || m.role === "assistant");
+      const answers = renderMarkdownAll(shown.filter((m) => m.role === "assistant").map((m) => m.text));
+      // Built off-page and added in one go: one layout for the whole history.
+      const list = document.createDocumentFragment();
+      let answer = 0;
+      for (const m of shown) {
+        const restored = m.role === "user" ? bubble("user", "sent", m.text) : bubble("assistant", "final", answers[answer++]);
+        restored.classList.add("restored");
+        list.appendChild(restored);
       }
-      for (const item of outbox.values()) { ui.messages.appendChild(item.el); sendItem(item); }
-      scrollToBottom();
+      for (const item of outbox.values()) list.appendChild(item.el);
+      ui.messages.appendChild(list);
+      historyKnown = true;
+      updateEmpty();
+      scrollToBottom(); // reads the layout, so the mark below comes after it
+      performance.mark(HISTORY_MARK, { detail: { messages: shown.length } });
+      performance.measure(`${HISTORY_MARK}:render`, { start: receivedAt, end: performance.now() });
+      for (const item of outbox.values()) sendItem(item);
     }, () => {
       for (const item of outbox.values()) sendItem(item);
     });
@@ -194,6 +248,7 @@
 
   function clearMessages() {
     runs.clear();
+    undrawn.clear();
     typing = null;
     for (const node of [...ui.messages.children]) if (node !== ui.empty) node.remove();
     updateEmpty();
@@ -208,8 +263,9 @@
     return node;
   }
 
+  /** The hero shows only over a conversation known to be empty. */
   function updateEmpty() {
-    ui.empty.hidden = ui.messages.querySelector(".msg") !== null;
+    ui.empty.hidden = !historyKnown || ui.messages.querySelector(".msg") !== null;
   }
 
   /** Runs `change` on the message list, keeping the view at the bottom if it was there. */
@@ -231,24 +287,30 @@
 
   const DOTS = '<span class="dots"><i></i><i></i><i></i></span>';
 
-  /** Appends a bubble. User text is shown as typed; a "typing" assistant bubble shows dots. */
-  function addBubble(role, state, text = "") {
+  /**
+   * A bubble, not yet on the page. `content` is the user's text, shown as typed, or the
+   * assistant's rendered Markdown (`renderMarkdown`); a "typing" assistant bubble shows dots.
+   */
+  function bubble(role, state, content) {
     const msg = el("div", `msg ${role}`);
     msg.dataset.state = state;
     const main = el("div", "msg-main");
     if (role === "assistant") main.appendChild(el("div", "tools"));
-    main.append(el("div", "msg-body", role === "user" ? text : undefined), el("div", "msg-meta"));
+    const body = el("div", "msg-body", role === "user" ? content : undefined);
+    main.append(body, el("div", "msg-meta"));
     if (role === "assistant") msg.appendChild(el("div", "avatar", "F"));
     msg.appendChild(main);
-    ui.messages.appendChild(msg);
-    if (role === "assistant") {
-      msg.querySelector(".msg-body").innerHTML = state === "typing" ? DOTS : renderMarkdown(text);
-    }
+    if (role === "assistant" && state === "typing") body.innerHTML = DOTS;
+    else if (role === "assistant" && content) body.appendChild(content);
     return msg;
   }
 
+  function addBubble(role, state, content) {
+    return ui.messages.appendChild(bubble(role, state, content));
+  }
+
   function setBody(msg, text) {
-    msg.querySelector(".msg-body").innerHTML = renderMarkdown(text || "");
+    msg.querySelector(".msg-body").replaceChildren(renderMarkdown(text || ""));
   }
 
   function setMeta(msg, text, retry) {
@@ -262,12 +324,35 @@
     }
   }
 
+  /**
+   * Ferry's notices open with an emoji (a command's answer: "🆕 Started a new conversation.").
+   * Where no emoji font is installed that is a box, so the page drops it and draws its own mark.
+   */
+  const LEADING_EMOJI = /^(?:[\p{Extended_Pictographic}\p{Regional_Indicator}][\uFE0F\u200D]*)+\s*/u;
+
+  /**
+   * A line from Ferry itself, such as a command's answer. Not a message of the conversation:
+   * the hero may show above it.
+   */
+  function addNotice(text) {
+    const notice = el("div", "notice");
+    notice.append(el("span", "notice-mark"), el("span", "notice-text", text.replace(LEADING_EMOJI, "")));
+    return ui.messages.appendChild(notice);
+  }
+
   // ---------------------------------------------------------------- runs
 
-  /** One assistant bubble per runId: `{el, live}`; `live` while it may still stream. */
+  /** One assistant bubble per runId: `{el, live, text}`; `live` while it may still stream. */
   const runs = new Map();
   /** A "thinking" bubble shown from a send until the reply's first event. */
   let typing = null;
+  /** Idempotency keys of commands this page sent (`/new`): their answers are notices. */
+  const commands = new Set();
+  /**
+   * Runs whose latest delta is not drawn yet. Deltas carry the whole text so far; a burst of
+   * them costs one Markdown render per bubble per animation frame.
+   */
+  const undrawn = new Set();
 
   function setTyping(on) {
     if (on && !typing) typing = mutate(() => addBubble("assistant", "typing"));
@@ -278,14 +363,42 @@
     let run = runs.get(runId);
     if (!run) {
       setTyping(false);
-      run = { el: mutate(() => addBubble("assistant", "typing")), live: true };
+      run = { el: mutate(() => addBubble("assistant", "typing")), live: true, text: "" };
       run.el.dataset.run = runId;
       runs.set(runId, run);
     }
     return run;
   }
 
+  function drawSoon(run, text) {
+    run.text = text;
+    if (undrawn.size === 0) requestAnimationFrame(drawDeltas);
+    undrawn.add(run);
+  }
+
+  function drawDeltas() {
+    const due = [...undrawn];
+    undrawn.clear();
+    mutate(() => {
+      for (const run of due) {
+        run.el.dataset.state = "streaming";
+        setBody(run.el, run.text);
+      }
+    });
+  }
+
+  function dropRun(runId) {
+    const run = runs.get(runId);
+    if (!run) return;
+    undrawn.delete(run);
+    run.el.remove();
+    runs.delete(runId);
+    mutate(() => {});
+  }
+
+  /** Settles a bubble; a delta still waiting for its frame is drawn first. */
   function finishRun(run, state, note) {
+    if (undrawn.delete(run)) setBody(run.el, run.text);
     run.live = false;
     run.el.dataset.state = state;
     if (run.el.querySelector(".dots")) run.el.querySelector(".msg-body").textContent = "";
@@ -298,21 +411,26 @@
     if (p.state === "delta") {
       const run = runFor(p.runId);
       if (!run.live || text === null) return;
-      mutate(() => { run.el.dataset.state = "streaming"; setBody(run.el, text); });
+      drawSoon(run, text);
     } else if (p.state === "final") {
       setTyping(false);
-      if (text === null) {
-        const run = runs.get(p.runId);
-        if (run) { run.el.remove(); runs.delete(p.runId); mutate(() => {}); }
+      // A command's answer arrives as a final of its own, with no run before it.
+      if (commands.delete(p.runId) && !runs.has(p.runId)) {
+        if (text !== null) mutate(() => addNotice(text));
         return;
       }
+      if (text === null) { dropRun(p.runId); return; }
       const run = runFor(p.runId);
-      mutate(() => { setBody(run.el, text); finishRun(run, "final"); });
+      mutate(() => {
+        undrawn.delete(run);
+        setBody(run.el, text);
+        finishRun(run, "final");
+      });
     } else if (p.state === "aborted") {
       setTyping(false);
       const run = runFor(p.runId);
       mutate(() => {
-        if (text !== null) setBody(run.el, text);
+        if (text !== null) { undrawn.delete(run); setBody(run.el, text); }
         finishRun(run, "stopped", "Stopped");
       });
     } else if (p.state === "error") {
@@ -321,6 +439,9 @@
       mutate(() => finishRun(run, "error", p.errorMessage || "Something went wrong."));
     }
   }
+
+  /** What a tool chip's mark means, for its tooltip; the mark itself is drawn by CSS. */
+  const TOOL_STATES = { running: "running", ok: "done", error: "failed" };
 
   function onAgent(p) {
     const data = p.data || {};
@@ -331,25 +452,29 @@
       const run = runs.get(p.runId);
       if (!run || !run.live || !run.el.querySelector(".dots")) return;
       if (run.el.querySelector(".chip")) mutate(() => finishRun(run, "final"));
-      else { run.el.remove(); runs.delete(p.runId); mutate(() => {}); }
+      else dropRun(p.runId);
     } else if (p.stream === "tool" && (data.phase === "start" || data.phase === "result")) {
       const run = runFor(p.runId);
       const tools = run.el.querySelector(".tools");
       const id = data.toolCallId || data.name;
       const name = data.name || "tool";
-      const [state, label] = data.phase === "start" ? ["running", `🔧 ${name}…`]
-        : data.isError ? ["error", `✗ ${name}`] : ["ok", `✓ ${name}`];
+      const state = data.phase === "start" ? "running" : data.isError ? "error" : "ok";
       mutate(() => {
         let chip = [...tools.children].find((c) => c.dataset.call === id);
         if (!chip) chip = tools.appendChild(el("span", "chip"));
         Object.assign(chip.dataset, { call: id, state });
-        chip.textContent = label;
-        chip.title = state === "error" ? `${name} failed` : name;
+        chip.textContent = name;
+        chip.title = `${name}: ${TOOL_STATES[state]}`;
       });
     }
   }
 
   // ---------------------------------------------------------------- sending
+
+  /** The note under a message that waits for the connection. */
+  const QUEUED = "Waiting for the connection; sends once it is back.";
+  /** Commands that start a new conversation: the page clears itself for them. */
+  const NEW_CONVERSATION = /^\/(new|reset)$/i;
 
   function busy() {
     return typing !== null || [...runs.values()].some((r) => r.live);
@@ -365,6 +490,7 @@
 
   function sendMessage(text) {
     const item = { key: uuid(), text, el: null };
+    if (text.startsWith("/")) commands.add(item.key);
     mutate(() => { item.el = addBubble("user", "pending", text); });
     scrollToBottom();
     outbox.set(item.key, item);
@@ -373,7 +499,7 @@
 
   function sendItem(item) {
     item.el.dataset.state = "pending";
-    if (!conn.ready) { setMeta(item.el, "Waiting for connection…"); return; }
+    if (!conn.ready) { setMeta(item.el, QUEUED); return; }
     if (item.inFlight) return;
     item.inFlight = true;
     setMeta(item.el, "");
@@ -401,13 +527,17 @@
     setTyping(false);
   }
 
-  function newChat() {
+  /** Clears the view (the hero shows again) and asks the gateway for a new conversation. */
+  function newChat(command = "/new") {
     if (!conn.ready) return;
+    const key = uuid();
+    commands.add(key);
     mutate(() => {
       clearMessages();
+      historyKnown = true; // a new conversation is empty
       for (const item of outbox.values()) ui.messages.appendChild(item.el);
     });
-    request("chat.send", { message: "/new", idempotencyKey: uuid() }).catch((err) => {
+    request("chat.send", { message: command, idempotencyKey: key }).catch((err) => {
       if (err.lost) return; // the reconnect's history shows whatever happened
       const msg = mutate(() => addBubble("assistant", "error"));
       setMeta(msg, `Could not start a new chat: ${err.message || err.code}`);
@@ -441,14 +571,16 @@
   function submit(viaButton) {
     const text = ui.input.value.trim();
     if (!text) { if (viaButton && busy()) stop(); return; }
-    sendMessage(text);
+    if (NEW_CONVERSATION.test(text) && !conn.ready) return; // kept in the composer until connected
+    if (NEW_CONVERSATION.test(text)) newChat(text);
+    else sendMessage(text);
     ui.input.value = "";
     local.remove(DRAFT_KEY);
     autosize();
     updateSendButton();
   }
 
-  ui.newChat.addEventListener("click", newChat);
+  ui.newChat.addEventListener("click", () => newChat());
   ui.jump.addEventListener("click", scrollToBottom);
   ui.scroller.addEventListener("scroll", () => {
     const s = ui.scroller;
@@ -477,134 +609,81 @@
 
   // ---------------------------------------------------------------- markdown
 
-  // Single quotes stay: every attribute this renderer writes is double-quoted.
-  const escapeHtml = (s) =>
-    s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
+  /**
+   * Assistant text is untrusted Markdown. markdown-it renders it with raw HTML off (any tag the
+   * model writes shows as text); DOMPurify then keeps only the tags listed here and http(s) or
+   * mailto links, which open in a new tab with no opener and no referrer.
+   */
+  const markdown = window.markdownit({ html: false, linkify: true, breaks: true });
+  // An image would fetch a URL the model chose as soon as the message shows: links only.
+  markdown.disable("image");
+  // Only links with a scheme: file names such as main.rs or setup.py are domain names too.
+  markdown.linkify.set({ fuzzyLink: false });
+
+  const escapeHtml = markdown.utils.escapeHtml;
+
+  markdown.renderer.rules.fence = (tokens, index) => {
+    const token = tokens[index];
+    // A fence with nothing in it yet (a reply streaming "```", a stray one at the end of a
+    // message) draws no empty box. A fence typed mid-line is inline code to markdown-it.
+    if (!token.content.trim()) return "";
+    const lang = token.info.trim().split(/\s+/)[0];
+    const label = lang ? `<span class="code-lang">${escapeHtml(lang)}</span>` : "<span></span>";
+    return `<div class="code"><div class="code-head">${label}<button type="button" class="copy-btn">Copy</button>` +
+      `</div><pre><code>${escapeHtml(token.content.replace(/\n$/, ""))}</code></pre></div>`;
+  };
+  // Wide tables scroll inside the bubble instead of stretching it.
+  markdown.renderer.rules.table_open = () => '<div class="table-wrap"><table>';
+  markdown.renderer.rules.table_close = () => "</table></div>";
+
+  const SANITIZE = {
+    ALLOWED_TAGS: [
+      "p", "br", "strong", "em", "s", "code", "pre", "a", "ul", "ol", "li", "blockquote", "hr",
+      "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td",
+      "div", "span", "button",
+    ],
+    ALLOWED_ATTR: ["href", "class", "start", "style", "type"],
+    ALLOWED_URI_REGEXP: /^(?:https?:|mailto:)/i,
+    RETURN_DOM_FRAGMENT: true,
+  };
+  // markdown-it writes `style` only for a table column's alignment; nothing else survives.
+  DOMPurify.addHook("uponSanitizeAttribute", (_node, data) => {
+    if (data.attrName === "style") data.keepAttr = /^text-align:(left|center|right)$/.test(data.attrValue);
+  });
+  DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+    if (node.tagName === "A" && node.hasAttribute("href")) {
+      node.setAttribute("target", "_blank");
+      node.setAttribute("rel", "noopener noreferrer");
+    }
+  });
+
+  /** Assistant text as sanitized DOM nodes, ready to put in a bubble. */
+  function renderMarkdown(source) {
+    return DOMPurify.sanitize(markdown.render(source), SANITIZE);
+  }
 
   /**
-   * A small Markdown subset for assistant text. The whole input is HTML-escaped first; every
-   * tag in the output is added here, and link targets are limited to http(s) and mailto.
+   * `renderMarkdown` for many texts (a history) in one sanitizer pass: DOMPurify's cost is
+   * mostly per call (it parses a document each time), and one pass over 500 texts takes about
+   * a third of 500 passes. Each text is wrapped in a `<div>` of its own; markdown-it, with raw
+   * HTML off, writes only balanced tags, so the wrappers come back one per text.
    */
-  function renderMarkdown(source) {
-    const lines = escapeHtml(source.replace(/\r\n?/g, "\n").replace(/\u0000/g, "")).split("\n");
-    return renderBlocks(lines);
-  }
-
-  const FENCE = /^ {0,3}(`{3,}|~{3,})\s*([\w#+.-]*)/;
-  const HEADING = /^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$/;
-  const QUOTE = /^ {0,3}&gt; ?/;
-  const ITEM = /^(\s*)([-*+]|\d{1,9}[.)])\s+(.*)$/;
-  const RULE = /^ {0,3}([-*_])(\s*\1){2,}\s*$/;
-  const SAFE_HREF = /^(https?:\/\/|mailto:)/i;
-
-  function renderBlocks(lines) {
-    const out = [];
-    let i = 0;
-    while (i < lines.length) {
-      const line = lines[i];
-      let m;
-      if (!line.trim()) { i++; continue; }
-      if ((m = line.match(FENCE))) {
-        const close = new RegExp(`^ {0,3}${m[1][0]}{${m[1].length},}\\s*$`);
-        const code = [];
-        for (i++; i < lines.length && !close.test(lines[i]); i++) code.push(lines[i]);
-        const open = i >= lines.length; // still streaming: show what there is as an open block
-        i++;
-        const lang = m[2] ? `<span class="code-lang">${m[2]}</span>` : "<span></span>";
-        out.push(`<div class="code${open ? " open" : ""}"><div class="code-head">${lang}` +
-          `<button type="button" class="copy-btn">Copy</button></div><pre><code>${code.join("\n")}</code></pre></div>`);
-      } else if ((m = line.match(HEADING))) {
-        out.push(`<h${m[1].length}>${inline(m[2])}</h${m[1].length}>`);
-        i++;
-      } else if (RULE.test(line)) {
-        out.push("<hr>");
-        i++;
-      } else if (QUOTE.test(line)) {
-        const quoted = [];
-        for (; i < lines.length && QUOTE.test(lines[i]); i++) quoted.push(lines[i].replace(QUOTE, ""));
-        out.push(`<blockquote>${renderBlocks(quoted)}</blockquote>`);
-      } else if (ITEM.test(line)) {
-        const items = [];
-        for (; i < lines.length; i++) {
-          const l = lines[i];
-          if (ITEM.test(l)) items.push(l);
-          else if (l.trim() && /^\s+/.test(l) && items.length) items[items.length - 1] += ` ${l.trim()}`;
-          else if (!l.trim() && i + 1 < lines.length && ITEM.test(lines[i + 1])) continue;
-          else break;
-        }
-        out.push(renderList(items));
-      } else {
-        const para = [];
-        for (; i < lines.length && lines[i].trim() && !startsBlock(lines[i]); i++) para.push(inline(lines[i].trim()));
-        out.push(`<p>${para.join("<br>")}</p>`);
-      }
-    }
-    return out.join("");
-  }
-
-  function startsBlock(line) {
-    return FENCE.test(line) || HEADING.test(line) || QUOTE.test(line) || ITEM.test(line) || RULE.test(line);
-  }
-
-  /** Nested lists by indentation: an item indented past its predecessor opens a sub-list. */
-  function renderList(items) {
-    const parsed = items.map((l) => {
-      const m = l.match(ITEM);
-      const indent = m[1].replace(/\t/g, "    ").length;
-      return { indent, ordered: /\d/.test(m[2]), start: parseInt(m[2], 10), text: m[3] };
+  function renderMarkdownAll(sources) {
+    const html = sources.map((source) => `<div>${markdown.render(source)}</div>`).join("");
+    const wrappers = [...DOMPurify.sanitize(html, SANITIZE).children];
+    // Anything else would put a text in another's bubble: then one pass per text.
+    if (wrappers.length !== sources.length) return sources.map(renderMarkdown);
+    return wrappers.map((wrapper) => {
+      const nodes = document.createDocumentFragment();
+      nodes.append(...wrapper.childNodes);
+      return nodes;
     });
-    let i = 0;
-    const build = (indent) => {
-      const first = parsed[i];
-      const tag = first.ordered ? "ol" : "ul";
-      const start = first.ordered && first.start !== 1 ? ` start="${first.start}"` : "";
-      let html = `<${tag}${start}>`;
-      // A sibling of the other kind (bullets after numbers) ends this list and starts its own.
-      const belongs = (next) => next.indent > indent || (next.indent === indent && next.ordered === first.ordered);
-      while (i < parsed.length && belongs(parsed[i])) {
-        const item = parsed[i++];
-        html += `<li>${inline(item.text)}`;
-        while (i < parsed.length && parsed[i].indent > item.indent) html += build(parsed[i].indent);
-        html += "</li>";
-      }
-      return `${html}</${tag}>`;
-    };
-    let html = "";
-    while (i < parsed.length) html += build(parsed[i].indent);
-    return html;
-  }
-
-  /** Inline spans on already-escaped text; code and links are set aside so nothing inside them changes. */
-  function inline(text) {
-    const saved = [];
-    const keep = (html) => `\u0000${saved.push(html) - 1}\u0000`;
-    let s = text.replace(/(`+)(.+?)\1/g, (_, __, code) => keep(`<code>${code}</code>`));
-    s = s.replace(/\[([^\]]+)\]\(([^)\s]+)\)/g, (all, label, href) =>
-      SAFE_HREF.test(href) ? keep(link(href, emphasis(label))) : all);
-    s = s.replace(/(^|[\s(]|&quot;)((?:https?:\/\/|mailto:)(?:(?!&quot;|&lt;|&gt;)\S)+)/g, (_, lead, url) => {
-      const href = url.replace(/(?:[.,:;!?)'*_\]]|&quot;)+$/, "");
-      return lead + keep(link(href, href)) + url.slice(href.length);
-    });
-    s = emphasis(s);
-    return s.replace(/\u0000(\d+)\u0000/g, (_, n) => saved[Number(n)]);
-  }
-
-  function emphasis(s) {
-    return s
-      .replace(/\*\*(?=\S)(.+?)\*\*/g, "<strong>$1</strong>")
-      .replace(/(^|\W)__(?=\S)(.+?)__(?!\w)/g, "$1<strong>$2</strong>")
-      .replace(/(^|[^*\w])\*(?=[^\s*])(.+?)\*(?!\*)/g, "$1<em>$2</em>")
-      .replace(/(^|\W)_(?=[^\s_])(.+?)_(?!\w)/g, "$1<em>$2</em>")
-      .replace(/~~(?=\S)(.+?)~~/g, "<del>$1</del>");
-  }
-
-  function link(href, label) {
-    return `<a href="${href}" target="_blank" rel="noopener noreferrer">${label}</a>`;
   }
 
   // ---------------------------------------------------------------- start
 
   takeToken();
   updateSendButton();
+  setStatus("connecting");
   connect();
 })();
