@@ -1,7 +1,10 @@
 //! The real `ferry gateway` binary for the end-to-end adapter benches: started in a fresh
 //! home with one channel configured against its fake, each chat its own session
 //! (`dm_scope = "per-peer"`), the offline echo provider as an instant model. Shared by the
-//! Telegram, Discord and Slack benches (`#[path]`-included).
+//! Telegram, Discord, Slack and burst benches (`#[path]`-included).
+
+// Each bench that includes this file uses a different part of it.
+#![allow(dead_code)]
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
