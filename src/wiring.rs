@@ -109,11 +109,16 @@ pub fn thread_labels() -> ThreadLabels {
 
 /// Starts the enabled platform adapters, each under a supervisor that retries a channel
 /// whose platform is unreachable (backoff 1 s → 5 min) and stops only on an error retrying
-/// cannot fix (a refused token); `/healthz` shows each one's state. Returns at once, with
-/// the HTTP routes the adapters serve (webhooks): they answer 503 until their channel runs.
+/// cannot fix (a refused token); `/healthz` shows each one's state. Returns after each
+/// channel's first attempt, with the HTTP routes the adapters serve (webhooks): they answer
+/// 503 until their channel runs.
 #[cfg_attr(not(any(feature = "telegram", feature = "discord", feature = "slack")), allow(unused_variables))]
 #[cfg_attr(not(any(feature = "telegram", feature = "slack")), allow(unused_mut))]
-pub fn start_channels(config: &Arc<Config>, dispatcher: &Dispatcher, registry: &ChannelRegistry) -> Vec<axum::Router> {
+pub async fn start_channels(
+    config: &Arc<Config>,
+    dispatcher: &Dispatcher,
+    registry: &ChannelRegistry,
+) -> Vec<axum::Router> {
     let mut routes = Vec::new();
     #[cfg(feature = "telegram")]
     if config.channels.telegram.enabled {
@@ -127,7 +132,8 @@ pub fn start_channels(config: &Arc<Config>, dispatcher: &Dispatcher, registry: &
             async move {
                 start_telegram(&config, &dispatcher).await.map(|route| route.into_iter().for_each(|r| late.fill(r)))
             }
-        });
+        })
+        .await;
     }
     #[cfg(feature = "discord")]
     if config.channels.discord.enabled {
@@ -135,7 +141,8 @@ pub fn start_channels(config: &Arc<Config>, dispatcher: &Dispatcher, registry: &
         supervise(registry.clone(), ferry_discord::CHANNEL_NAME, DEFAULT_ACCOUNT, Backoff::default(), move || {
             let (config, dispatcher) = (config.clone(), dispatcher.clone());
             async move { start_discord(&config, &dispatcher).await }
-        });
+        })
+        .await;
     }
     #[cfg(feature = "slack")]
     if config.channels.slack.enabled {
@@ -147,7 +154,8 @@ pub fn start_channels(config: &Arc<Config>, dispatcher: &Dispatcher, registry: &
         supervise(registry.clone(), ferry_slack::CHANNEL_NAME, DEFAULT_ACCOUNT, Backoff::default(), move || {
             let (config, dispatcher, late) = (config.clone(), dispatcher.clone(), late.clone());
             async move { start_slack(&config, &dispatcher).await.map(|route| route.into_iter().for_each(|r| late.fill(r))) }
-        });
+        })
+        .await;
     }
     routes
 }

@@ -7,6 +7,9 @@
 //!
 //! It logs once per outage (the first failure, with its error) and once on recovery; the
 //! attempts in between are debug lines, so an outage of hours does not flood the log.
+//!
+//! The first attempt is awaited, as a plain start-up would be: messages a previous process
+//! left unanswered are restored only after it, so their replies find their channel.
 
 use std::future::Future;
 use std::time::Duration;
@@ -52,56 +55,87 @@ impl Backoff {
 
 /// Runs `connect` until it succeeds or fails for good, recording the channel `name` on
 /// `account_id` as starting, retrying or stopped in `registry` (a successful `connect`
-/// registers the channel, which makes it running). Returns at once; the attempts run on
-/// their own task.
-pub fn supervise<F, Fut>(
+/// registers the channel, which makes it running). Returns once the first attempt is over,
+/// so a channel that can start has started (and messages left from before a restart find it
+/// there); if that attempt failed for a passing reason the retries go on in the returned
+/// task.
+pub async fn supervise<F, Fut>(
     registry: ChannelRegistry,
     name: &str,
     account_id: &str,
     backoff: Backoff,
     mut connect: F,
-) -> JoinHandle<()>
+) -> Option<JoinHandle<()>>
 where
     F: FnMut() -> Fut + Send + 'static,
     Fut: Future<Output = Result<(), StartFailure>> + Send,
 {
-    let (name, account_id) = (name.to_owned(), account_id.to_owned());
-    registry.set_health(&name, &account_id, ChannelHealth::Starting);
-    tokio::spawn(async move {
-        let mut attempts = 0u32;
-        let outage_began = tokio::time::Instant::now();
+    let channel = Supervised { registry, name: name.to_owned(), account_id: account_id.to_owned() };
+    channel.set(ChannelHealth::Starting);
+    let reason = match connect().await {
+        Ok(()) => {
+            channel.set(ChannelHealth::Running);
+            return None;
+        }
+        Err(StartFailure::Permanent(reason)) => {
+            channel.stop(reason);
+            return None;
+        }
+        Err(StartFailure::Transient(reason)) => reason,
+    };
+    tracing::warn!(channel = %name, account = %account_id, "the {name} channel did not start: {reason}; retrying with backoff (up to every {} s) until it does", backoff.max.as_secs());
+    let outage_began = tokio::time::Instant::now();
+    let mut delay = channel.retrying(reason, 1, &backoff);
+    Some(tokio::spawn(async move {
+        let mut attempts = 1u32;
         loop {
+            tokio::time::sleep(delay).await;
+            attempts += 1;
             match connect().await {
                 Ok(()) => {
-                    registry.set_health(&name, &account_id, ChannelHealth::Running);
-                    if attempts > 0 {
-                        let down_for_s = outage_began.elapsed().as_secs();
-                        tracing::info!(channel = %name, account = %account_id, attempts = attempts + 1, down_for_s, "the {name} channel is running again");
-                    }
+                    channel.set(ChannelHealth::Running);
+                    let down_for_s = outage_began.elapsed().as_secs();
+                    let name = &channel.name;
+                    tracing::info!(channel = %name, account = %channel.account_id, attempts, down_for_s, "the {name} channel is running again");
                     return;
                 }
-                Err(StartFailure::Permanent(reason)) => {
-                    tracing::error!(channel = %name, account = %account_id, "the {name} channel did not start and will not retry: {reason}");
-                    registry.set_health(&name, &account_id, ChannelHealth::Stopped { reason });
-                    return;
-                }
+                Err(StartFailure::Permanent(reason)) => return channel.stop(reason),
                 Err(StartFailure::Transient(reason)) => {
-                    attempts += 1;
-                    let delay = backoff.delay(attempts);
-                    let delay = delay + delay.mul_f64(rand::rng().random_range(0.0..0.1));
-                    if attempts == 1 {
-                        tracing::warn!(channel = %name, account = %account_id, "the {name} channel did not start: {reason}; retrying with backoff (up to every {} s) until it does", backoff.max.as_secs());
-                    } else {
-                        tracing::debug!(channel = %name, account = %account_id, attempts, retry_in_ms = delay.as_millis() as u64, "the {name} channel still cannot start: {reason}");
-                    }
-                    let next_attempt_in_ms = delay.as_millis() as u64;
-                    let health = ChannelHealth::Retrying { last_error: reason, attempts, next_attempt_in_ms };
-                    registry.set_health(&name, &account_id, health);
-                    tokio::time::sleep(delay).await;
+                    let name = &channel.name;
+                    tracing::debug!(channel = %name, account = %channel.account_id, attempts, "the {name} channel still cannot start: {reason}");
+                    delay = channel.retrying(reason, attempts, &backoff);
                 }
             }
         }
-    })
+    }))
+}
+
+/// A channel under supervision, as the registry knows it.
+struct Supervised {
+    registry: ChannelRegistry,
+    name: String,
+    account_id: String,
+}
+
+impl Supervised {
+    fn set(&self, health: ChannelHealth) {
+        self.registry.set_health(&self.name, &self.account_id, health);
+    }
+
+    fn stop(&self, reason: String) {
+        let name = &self.name;
+        tracing::error!(channel = %name, account = %self.account_id, "the {name} channel did not start and will not retry: {reason}");
+        self.set(ChannelHealth::Stopped { reason });
+    }
+
+    /// Records the failed attempt and returns how long to wait before the next.
+    fn retrying(&self, last_error: String, attempts: u32, backoff: &Backoff) -> Duration {
+        let delay = backoff.delay(attempts);
+        let delay = delay + delay.mul_f64(rand::rng().random_range(0.0..0.1));
+        let next_attempt_in_ms = delay.as_millis() as u64;
+        self.set(ChannelHealth::Retrying { last_error, attempts, next_attempt_in_ms });
+        delay
+    }
 }
 
 #[cfg(test)]
@@ -131,8 +165,9 @@ mod tests {
         let task = supervise(registry.clone(), "telegram", "default", Backoff::default(), move || {
             let call = counted.fetch_add(1, Ordering::SeqCst) + 1;
             async move { if call < 4 { Err(StartFailure::Transient(format!("refused #{call}"))) } else { Ok(()) } }
-        });
-        tokio::task::yield_now().await;
+        })
+        .await
+        .expect("retries go on in a task");
         match health(&registry) {
             ChannelHealth::Retrying { last_error, attempts: 1, next_attempt_in_ms } => {
                 assert_eq!(last_error, "refused #1");
@@ -155,8 +190,9 @@ mod tests {
         let task = supervise(registry.clone(), "discord", "default", Backoff::default(), move || {
             counted.fetch_add(1, Ordering::SeqCst);
             async { Err(StartFailure::Permanent("Discord refused the bot token".to_owned())) }
-        });
-        task.await.unwrap();
+        })
+        .await;
+        assert!(task.is_none(), "nothing to retry");
         tokio::time::sleep(Duration::from_secs(600)).await;
         assert_eq!(calls.load(Ordering::SeqCst), 1);
         assert_eq!(health(&registry), ChannelHealth::Stopped { reason: "Discord refused the bot token".to_owned() });
@@ -167,19 +203,20 @@ mod tests {
         let registry = ChannelRegistry::new();
         let (release, released) = tokio::sync::oneshot::channel::<()>();
         let mut released = Some(released);
-        let task = supervise(registry.clone(), "slack", "default", Backoff::default(), move || {
-            let released = released.take();
-            async move {
-                if let Some(released) = released {
-                    let _ = released.await;
+        let first_attempt =
+            tokio::spawn(supervise(registry.clone(), "slack", "default", Backoff::default(), move || {
+                let released = released.take();
+                async move {
+                    if let Some(released) = released {
+                        let _ = released.await;
+                    }
+                    Ok(())
                 }
-                Ok(())
-            }
-        });
+            }));
         tokio::task::yield_now().await;
         assert_eq!(health(&registry), ChannelHealth::Starting);
         release.send(()).unwrap();
-        task.await.unwrap();
+        assert!(first_attempt.await.unwrap().is_none(), "it returns once the first attempt connected");
         assert_eq!(health(&registry), ChannelHealth::Running);
     }
 }
