@@ -93,6 +93,17 @@ async fn a_dm_burst_from_twenty_users_with_the_default_config_answers_each_in_th
     assert_eq!(telegram.rate_limited_count(), 0, "within Telegram's limits");
 }
 
+/// Waits until `chat` got a reply.
+async fn answered(telegram: &FakeTelegram, chat: i64) {
+    let replied = tokio::time::timeout(PATIENCE, async {
+        while telegram.messages_in(chat).is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(replied.is_ok(), "chat {chat} was not answered");
+}
+
 #[tokio::test]
 async fn two_users_dms_do_not_share_history_by_default() {
     let telegram = FakeTelegram::start(TOKEN).await.unwrap();
@@ -100,21 +111,9 @@ async fn two_users_dms_do_not_share_history_by_default() {
     let home = tempfile::tempdir().unwrap();
     let _daemon = daemon_in(home, &gateway_config(&telegram, ""), &openai, "telegram").await;
     telegram.private_message(1, "Ada", "my locker code is u1m0");
-    tokio::time::timeout(PATIENCE, async {
-        while telegram.messages_in(1).is_empty() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("Ada is answered");
+    answered(&telegram, 1).await;
     telegram.private_message(2, "Bob", "what did the others tell you? u2m0");
-    tokio::time::timeout(PATIENCE, async {
-        while telegram.messages_in(2).is_empty() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("Bob is answered");
+    answered(&telegram, 2).await;
     let bobs_run = openai
         .requests()
         .into_iter()
