@@ -304,3 +304,28 @@ async fn a_send_held_by_the_global_budget_waits_for_it_alone_not_a_per_chat_peri
     assert!(waited < Duration::from_millis(100), "waited {waited:?}");
     assert!(waited >= Duration::from_millis(30), "the global budget still applies: {waited:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_refused_its_thread_is_sent_unthreaded_and_other_refusals_stand() {
+    let channel = Arc::new(MemoryChannel::new("memory-unthreaded", "default"));
+    let scheduler = OutboundScheduler::new(channel.clone());
+    let refused = || ChannelError::Rejected { reason: "\"abc\" is not a Telegram message id".into() };
+    let mut threaded = text("a", "About that one.");
+    threaded.reply_to_message_id = Some("abc".into());
+    threaded.idempotency_key = Some("run-1:0".into());
+    channel.fail_next(OperationKind::Send, refused());
+    scheduler.send_or_plain(threaded, MarkupDialect::Markdown).await.expect("sent unthreaded");
+    let sent: Vec<(Option<String>, Option<String>)> = channel
+        .operations()
+        .into_iter()
+        .filter_map(|op| match op {
+            Operation::Sent { message, .. } => Some((message.reply_to_message_id, message.idempotency_key)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent, [(None, Some("run-1:0".to_owned()))], "unthreaded, under the same key");
+
+    channel.fail_next(OperationKind::Send, refused());
+    let error = scheduler.send_or_plain(text("a", "Not threaded."), MarkupDialect::Markdown).await;
+    assert_eq!(error, Err(refused()), "an unthreaded message refused is not sent again");
+}
