@@ -9,9 +9,9 @@
 //! 2. Throughput: 1,000 messages across 100 DM channels dispatched at once; until every
 //!    channel got its answers. The send budgets pace the replies, by design.
 //! 3. Back to back: a user sends two messages at once, in 10 DM channels one after the
-//!    other — `MESSAGE_CREATE` → create message of each answer, p50/max. Once with each
-//!    message its own run (`/queue followup debounce:0`, so the second answer waits only for
-//!    the send budgets), once with the default `collect` queue.
+//!    other (100 ms apart) — `MESSAGE_CREATE` → create message of each answer, p50/max.
+//!    Once with each message its own run (`/queue followup debounce:0`, so the second answer
+//!    waits only for the send budgets), once with the default `collect` queue.
 //!
 //! The fake enforces Discord's per-channel limit (5 message calls per 5 s) and the bench
 //! reports the 429s it served: Ferry's own budgets should keep that at 0. Also reports the
@@ -171,6 +171,7 @@ async fn back_to_back(discord: &FakeDiscord) {
             let sends = answers(discord, channel, before + 2).await;
             first.push(sends[before].saturating_duration_since(injected));
             second.push(sends[before + 1].saturating_duration_since(injected));
+            tokio::time::sleep(gateway::PAIR_GAP).await;
         }
         println!(
             "back to back ({label}, {} users): first answer {}; second answer {}",

@@ -8,10 +8,10 @@
 //! 2. Throughput: 1,000 DMs across 100 conversations queued at once; events/s until the last
 //!    envelope is acknowledged (each only after it was durably accepted, one socket, in order),
 //!    and until every conversation got its answers.
-//! 3. Back to back: a user sends two DMs at once, in 10 conversations one after the other —
-//!    envelope → `chat.postMessage` of each answer, p50/max. Once with each message its own
-//!    run (`/queue followup debounce:0`, so the second answer waits only for the send
-//!    budgets), once with the default `collect` queue.
+//! 3. Back to back: a user sends two DMs at once, in 10 conversations one after the other
+//!    (100 ms apart) — envelope → `chat.postMessage` of each answer, p50/max. Once with each
+//!    message its own run (`/queue followup debounce:0`, so the second answer waits only
+//!    for the send budgets), once with the default `collect` queue.
 //!
 //! The fake enforces Slack's `chat.postMessage` limit (about 1/s per channel after a burst
 //! of 3) and the bench reports the 429s it served: Ferry's own budgets should keep that at
@@ -168,6 +168,7 @@ async fn back_to_back(slack: &FakeSlack) {
             let sends = answers(slack, &format!("D{user}"), before + 2).await;
             first.push(sends[before].saturating_duration_since(injected));
             second.push(sends[before + 1].saturating_duration_since(injected));
+            tokio::time::sleep(gateway::PAIR_GAP).await;
         }
         println!(
             "back to back ({label}, {} users): first answer {}; second answer {}",

@@ -9,10 +9,10 @@
 //!    confirmed by the adapter (durably accepted), and until every chat got its answers.
 //!    Here the send budgets pace the replies, by design.
 //! 3. Back to back: a user sends two messages at once, in 10 private chats one after the
-//!    other — update → `sendMessage` of each answer, p50/max. Once with each message its own
-//!    run (`/queue followup debounce:0`, so the second answer waits only for the send
-//!    budgets), once with the default `collect` queue (its 1 s quiet time after a run holds
-//!    the second message anyway).
+//!    other (100 ms apart) — update → `sendMessage` of each answer, p50/max. Once with each
+//!    message its own run (`/queue followup debounce:0`, so the second answer waits only
+//!    for the send budgets), once with the default `collect` queue (its 1 s quiet time
+//!    after a run holds the second message anyway).
 //!
 //! The fake enforces Telegram's flood limits (1 message/s per chat after a burst of 3,
 //! 20/min per group, 30/s per bot) and the bench reports the 429s it served: Ferry's own
@@ -163,6 +163,7 @@ async fn back_to_back(telegram: &FakeTelegram) {
             let sends = answers(telegram, user, before + 2).await;
             first.push(sends[before].saturating_duration_since(injected));
             second.push(sends[before + 1].saturating_duration_since(injected));
+            tokio::time::sleep(gateway::PAIR_GAP).await;
         }
         println!(
             "back to back ({label}, {} users): first answer {}; second answer {}",

@@ -78,6 +78,10 @@ pub const EACH_MESSAGE_ITS_OWN_RUN: &str = "/queue followup debounce:0";
 /// Pairs of back-to-back messages per queue setting in the back-to-back phase.
 pub const PAIRS: usize = 10;
 
+/// Between two pairs of the back-to-back phase: the bot-wide budget (Telegram spaces every
+/// call 35 ms) is not what a pair waits for.
+pub const PAIR_GAP: Duration = Duration::from_millis(100);
+
 /// Long enough for every per-chat budget to be full again (Telegram's and Slack's refill in
 /// 3 s, Discord's in 5.25 s): each pair starts from a quiet chat.
 pub const REFILL: Duration = Duration::from_millis(5_500);
