@@ -209,7 +209,19 @@ impl ReplyTurn {
                     preview.update(&stripped.text).await;
                 }
             }
+            // Blocks are the reply's messages: threaded as its finals would be, as soon as
+            // the text so far says how.
+            let threads = match (&self.blocks, assistant) {
+                (Some(_), AssistantEvent::Delta { text, .. }) => {
+                    let target = directive::strip(text).directives.reply_to;
+                    Some((self.thread_for(0, target.as_ref()), self.thread_for(1, target.as_ref())))
+                }
+                _ => None,
+            };
             if let Some((chunker, coalescer)) = &mut self.blocks {
+                if let Some((first, rest)) = threads {
+                    coalescer.thread_to(first, rest);
+                }
                 let ready = match assistant {
                     AssistantEvent::Delta { delta, .. } => {
                         self.streamed.push_str(delta);
@@ -502,6 +514,45 @@ mod tests {
         turn_answering(&channel, Some("5"), all).deliver(&outcome("Third part. Fourth part.")).await;
         let threads: Vec<Option<String>> = sent_threaded(&channel).into_iter().map(|(_, thread)| thread).collect();
         assert_eq!(threads, [Some("9"), Some("9"), Some("5"), Some("5")].map(|id| id.map(str::to_owned)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn streamed_blocks_are_threaded_as_the_finals_would_be() {
+        let channel = telegram_like();
+        let mut turn = turn_answering(&channel, Some("5"), |_| {});
+        let limits = ChunkLimits { min_chars: 1, ..ChunkLimits::default() };
+        let style = BlockStyle { limits, mode: BreakMode::TextEnd, idle: Duration::ZERO, delay: HumanDelay::Off };
+        turn.style.blocks = Some(style);
+        turn.blocks = Some((
+            BlockChunker::new(style.limits, style.mode),
+            Coalescer::new(
+                turn.scheduler.clone(),
+                turn.origin.target.clone(),
+                "run-1",
+                style.idle,
+                BlockFormat { text_limit: 4000, markup: MarkupDialect::TelegramHtml, max_lines: None },
+                style.delay,
+            ),
+        ));
+        let (events, followed) = mpsc::unbounded_channel();
+        let first = "[[ reply_to : 9 ]] First block.";
+        let second = format!("{first} Second block.");
+        for stream in [
+            AssistantEvent::Delta { delta: first.into(), text: first.into() },
+            AssistantEvent::TextEnd { text: first.into() },
+            AssistantEvent::Delta { delta: " Second block.".into(), text: second.clone() },
+            AssistantEvent::TextEnd { text: second.clone() },
+        ] {
+            events.send(event(AgentStream::Assistant(stream))).unwrap();
+        }
+        drop(events);
+        turn.follow(followed).await;
+        turn.deliver(&outcome(&second)).await;
+        assert_eq!(
+            sent_threaded(&channel),
+            [("First block.".to_owned(), Some("9".to_owned())), ("Second block.".to_owned(), None)],
+            "the first message threaded where the directive says, as a final would be; no final after the blocks"
+        );
     }
 
     #[tokio::test(start_paused = true)]
