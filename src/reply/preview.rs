@@ -195,7 +195,8 @@ impl PreviewStream {
                             recorder.record(&event, false).await;
                         }
                         self.message = Some(message);
-                        self.threaded_to = Some(self.reply_to.clone());
+                        // A message the killed process sent is threaded as it chose.
+                        self.threaded_to = (!inherited).then(|| self.reply_to.clone());
                         if inherited {
                             // It may be the killed process's message (found by its key, or
                             // handed back by a platform that deduplicates): what it shows is
