@@ -8,8 +8,14 @@
 //!    channel), so none holds a reply: this is what Ferry adds.
 //! 2. Throughput: 1,000 messages across 100 DM channels dispatched at once; until every
 //!    channel got its answers. The send budgets pace the replies, by design.
+//! 3. Back to back: a user sends two messages at once, in 10 DM channels one after the
+//!    other (100 ms apart) — `MESSAGE_CREATE` → create message of each answer, p50/max.
+//!    Once with each message its own run (`/queue followup debounce:0`, so the second answer
+//!    waits only for the send budgets), once with the default `collect` queue.
 //!
-//! Also reports the gateway's peak RSS.
+//! The fake enforces Discord's per-channel limit (5 message calls per 5 s) and the bench
+//! reports the 429s it served: Ferry's own budgets should keep that at 0. Also reports the
+//! gateway's peak RSS.
 //!
 //! Each user is their own session (`dm_scope = "per-peer"`). Run with
 //! `cargo bench --bench discord` (`FERRY_BENCH_LOG=info` shows the gateway's log); results go
@@ -57,7 +63,7 @@ async fn latency(discord: &FakeDiscord, user: u64) -> Duration {
 }
 
 async fn run() {
-    let discord = FakeDiscord::start(TOKEN).await.expect("fake discord").without_rate_limits();
+    let discord = FakeDiscord::start(TOKEN).await.expect("fake discord");
     let gateway = BenchGateway::start(&format!(
         "[channels.discord]\nenabled = true\nbot_token = \"{TOKEN}\"\napi_url = \"{}\"\n\
          dm_policy = \"open\"\nallow_from = [\"*\"]\nstreaming = \"off\"\n",
@@ -107,5 +113,71 @@ async fn run() {
         USERS * PER_USER,
         answered.as_secs_f64(),
     );
+    println!("429s served by the fake so far: {}", discord.rate_limited_count());
+
+    back_to_back(&discord).await;
+    println!("429s served by the fake in all: {}", discord.rate_limited_count());
     gateway.report_memory();
+}
+
+/// When the bot's successful create-message calls to `channel` arrived.
+fn sends_to(discord: &FakeDiscord, channel: u64) -> Vec<Instant> {
+    let calls = discord.calls();
+    calls
+        .iter()
+        .filter(|call| call.is_create_message() && call.channel_id == Some(channel) && call.status == Some(200))
+        .map(|call| call.at)
+        .collect()
+}
+
+/// Waits until `channel` got `count` messages from the bot.
+async fn answers(discord: &FakeDiscord, channel: u64, count: usize) -> Vec<Instant> {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let sends = sends_to(discord, channel);
+            if sends.len() >= count {
+                return sends;
+            }
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
+    })
+    .await
+    .expect("answered")
+}
+
+/// Phase 3: two messages at once from one user, each answered.
+async fn back_to_back(discord: &FakeDiscord) {
+    for (label, first_user, command) in [
+        ("each message its own run", 40_000, Some(gateway::EACH_MESSAGE_ITS_OWN_RUN)),
+        ("default collect queue", 50_000, None),
+    ] {
+        let users: Vec<DiscordUser> =
+            (0..gateway::PAIRS as u64).map(|i| DiscordUser::new(first_user + i * 10, "bench")).collect();
+        let before = usize::from(command.is_some());
+        if let Some(command) = command {
+            for user in &users {
+                discord.dm(user, command);
+            }
+            for user in &users {
+                answers(discord, discord.dm_channel(user.id), 1).await;
+            }
+        }
+        tokio::time::sleep(gateway::REFILL).await;
+        let (mut first, mut second) = (Vec::new(), Vec::new());
+        for user in &users {
+            let injected = Instant::now();
+            let (channel, _) = discord.dm(user, "first question");
+            discord.dm(user, "second question");
+            let sends = answers(discord, channel, before + 2).await;
+            first.push(sends[before].saturating_duration_since(injected));
+            second.push(sends[before + 1].saturating_duration_since(injected));
+            tokio::time::sleep(gateway::PAIR_GAP).await;
+        }
+        println!(
+            "back to back ({label}, {} users): first answer {}; second answer {}",
+            gateway::PAIRS,
+            gateway::p50_max(&mut first),
+            gateway::p50_max(&mut second)
+        );
+    }
 }

@@ -63,6 +63,7 @@ fn outbound(c: &mut Criterion) {
     // never make it wait, so what is timed is the bookkeeping.
     let generous = SendBudget {
         per_chat: Some(Rate::new(1_000_000, Duration::from_secs(1))),
+        per_direct_chat: Some(Rate::new(1_000_000, Duration::from_secs(1))),
         per_group: Some(Rate::new(1_000_000, Duration::from_secs(1))),
         global: Some(Rate::new(1_000_000_000, Duration::from_secs(1))),
     };

@@ -8,8 +8,14 @@
 //! 2. Throughput: 1,000 DMs across 100 conversations queued at once; events/s until the last
 //!    envelope is acknowledged (each only after it was durably accepted, one socket, in order),
 //!    and until every conversation got its answers.
+//! 3. Back to back: a user sends two DMs at once, in 10 conversations one after the other
+//!    (100 ms apart) — envelope → `chat.postMessage` of each answer, p50/max. Once with each
+//!    message its own run (`/queue followup debounce:0`, so the second answer waits only
+//!    for the send budgets), once with the default `collect` queue.
 //!
-//! Also reports the gateway's peak RSS.
+//! The fake enforces Slack's `chat.postMessage` limit (about 1/s per channel after a burst
+//! of 3) and the bench reports the 429s it served: Ferry's own budgets should keep that at
+//! 0. Also reports the gateway's peak RSS.
 //!
 //! Each DM is its own session (`dm_scope = "per-peer"`). Run with `cargo bench --bench slack`
 //! (`FERRY_BENCH_LOG=info` shows the gateway's log); results go in BENCHMARKS.md.
@@ -36,6 +42,7 @@ fn main() {
 
 async fn run() {
     let slack = FakeSlack::start().await.expect("fake slack");
+    slack.enforce_rate_limits();
     let gateway = BenchGateway::start(&format!(
         "[channels.slack]\nenabled = true\n\
          bot_token = \"{}\"\napp_token = \"{}\"\napi_url = \"{}\"\ndm_policy = \"open\"\nallow_from = [\"*\"]\n\
@@ -104,5 +111,70 @@ async fn run() {
         f64::from(USERS * PER_USER) / accepted.as_secs_f64(),
         answered.as_secs_f64(),
     );
+    println!("429s served by the fake so far: {}", slack.rate_limited_count());
+
+    back_to_back(&slack).await;
+    println!("429s served by the fake in all: {}", slack.rate_limited_count());
     gateway.report_memory();
+}
+
+/// When the bot's successful `chat.postMessage` calls to `channel` arrived.
+fn sends_to(slack: &FakeSlack, channel: &str) -> Vec<Instant> {
+    let calls = slack.calls_to("chat.postMessage");
+    calls
+        .iter()
+        .filter(|c| c.params["channel"].as_str() == Some(channel) && c.status == Some(200))
+        .map(|c| c.at)
+        .collect()
+}
+
+/// Waits until `channel` got `count` messages from the bot.
+async fn answers(slack: &FakeSlack, channel: &str, count: usize) -> Vec<Instant> {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let sends = sends_to(slack, channel);
+            if sends.len() >= count {
+                return sends;
+            }
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
+    })
+    .await
+    .expect("answered")
+}
+
+/// Phase 3: two DMs at once from one user, each answered.
+async fn back_to_back(slack: &FakeSlack) {
+    for (label, prefix, command) in [
+        ("each message its own run", "UPAIR", Some(gateway::EACH_MESSAGE_ITS_OWN_RUN)),
+        ("default collect queue", "UCOLLECT", None),
+    ] {
+        let users: Vec<String> = (0..gateway::PAIRS).map(|i| format!("{prefix}{i}")).collect();
+        let before = usize::from(command.is_some());
+        if let Some(command) = command {
+            for user in &users {
+                slack.dm(user, command);
+            }
+            for user in &users {
+                answers(slack, &format!("D{user}"), 1).await;
+            }
+        }
+        tokio::time::sleep(gateway::REFILL).await;
+        let (mut first, mut second) = (Vec::new(), Vec::new());
+        for user in &users {
+            let injected = Instant::now();
+            slack.dm(user, "first question");
+            slack.dm(user, "second question");
+            let sends = answers(slack, &format!("D{user}"), before + 2).await;
+            first.push(sends[before].saturating_duration_since(injected));
+            second.push(sends[before + 1].saturating_duration_since(injected));
+            tokio::time::sleep(gateway::PAIR_GAP).await;
+        }
+        println!(
+            "back to back ({label}, {} users): first answer {}; second answer {}",
+            gateway::PAIRS,
+            gateway::p50_max(&mut first),
+            gateway::p50_max(&mut second)
+        );
+    }
 }

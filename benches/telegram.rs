@@ -8,8 +8,15 @@
 //! 2. Throughput: 1,000 updates across 100 chats injected at once; updates/s until all are
 //!    confirmed by the adapter (durably accepted), and until every chat got its answers.
 //!    Here the send budgets pace the replies, by design.
+//! 3. Back to back: a user sends two messages at once, in 10 private chats one after the
+//!    other (100 ms apart) — update → `sendMessage` of each answer, p50/max. Once with each
+//!    message its own run (`/queue followup debounce:0`, so the second answer waits only
+//!    for the send budgets), once with the default `collect` queue (its 1 s quiet time
+//!    after a run holds the second message anyway).
 //!
-//! Also reports the gateway's peak RSS.
+//! The fake enforces Telegram's flood limits (1 message/s per chat after a burst of 3,
+//! 20/min per group, 30/s per bot) and the bench reports the 429s it served: Ferry's own
+//! budgets should keep that at 0. Also reports the gateway's peak RSS.
 //!
 //! Each chat is its own session (`dm_scope = "per-peer"`, as a bot serving many people is
 //! configured). Run with `cargo bench --bench telegram` (`FERRY_BENCH_LOG=info` shows the
@@ -37,7 +44,7 @@ fn main() {
 }
 
 async fn run() {
-    let telegram = FakeTelegram::start(TOKEN).await.expect("fake telegram").without_rate_limits();
+    let telegram = FakeTelegram::start(TOKEN).await.expect("fake telegram");
     let gateway = BenchGateway::start(&format!(
         "[channels.telegram]\nenabled = true\nbot_token = \"{TOKEN}\"\napi_url = \"{}\"\n\
          dm_policy = \"open\"\nallow_from = [\"*\"]\nstreaming = \"off\"\n",
@@ -99,5 +106,70 @@ async fn run() {
         (CHATS * PER_CHAT) as f64 / accepted.as_secs_f64(),
         answered.as_secs_f64(),
     );
+    println!("429s served by the fake so far: {}", telegram.rate_limited_count());
+
+    back_to_back(&telegram).await;
+    println!("429s served by the fake in all: {}", telegram.rate_limited_count());
     gateway.report_memory();
+}
+
+/// When the bot's successful `sendMessage` calls to `chat` arrived.
+fn sends_to(telegram: &FakeTelegram, chat: i64) -> Vec<Instant> {
+    let calls = telegram.calls_to("sendMessage");
+    calls
+        .iter()
+        .filter(|c| c.params["chat_id"].as_i64() == Some(chat) && c.status() == Some(200))
+        .map(|c| c.at)
+        .collect()
+}
+
+/// Waits until `chat` got `count` messages from the bot.
+async fn answers(telegram: &FakeTelegram, chat: i64, count: usize) -> Vec<Instant> {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let sends = sends_to(telegram, chat);
+            if sends.len() >= count {
+                return sends;
+            }
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
+    })
+    .await
+    .expect("answered")
+}
+
+/// Phase 3: two messages at once from one user, each answered.
+async fn back_to_back(telegram: &FakeTelegram) {
+    for (label, first_user, command) in [
+        ("each message its own run", 40_000, Some(gateway::EACH_MESSAGE_ITS_OWN_RUN)),
+        ("default collect queue", 50_000, None),
+    ] {
+        let users = first_user..first_user + gateway::PAIRS as i64;
+        let before = usize::from(command.is_some());
+        if let Some(command) = command {
+            for user in users.clone() {
+                telegram.private_message(user, "Bench", command);
+            }
+            for user in users.clone() {
+                answers(telegram, user, 1).await;
+            }
+        }
+        tokio::time::sleep(gateway::REFILL).await;
+        let (mut first, mut second) = (Vec::new(), Vec::new());
+        for user in users {
+            let injected = Instant::now();
+            telegram.private_message(user, "Bench", "first question");
+            telegram.private_message(user, "Bench", "second question");
+            let sends = answers(telegram, user, before + 2).await;
+            first.push(sends[before].saturating_duration_since(injected));
+            second.push(sends[before + 1].saturating_duration_since(injected));
+            tokio::time::sleep(gateway::PAIR_GAP).await;
+        }
+        println!(
+            "back to back ({label}, {} users): first answer {}; second answer {}",
+            gateway::PAIRS,
+            gateway::p50_max(&mut first),
+            gateway::p50_max(&mut second)
+        );
+    }
 }

@@ -69,6 +69,32 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 * p) as usize).min(sorted.len().saturating_sub(1))]
 }
 
+/// `p50 …, max …` of `latencies`, in milliseconds.
+pub fn p50_max(latencies: &mut [Duration]) -> String {
+    latencies.sort();
+    let ms = |latency: Duration| latency.as_secs_f64() * 1e3;
+    format!(
+        "p50 {:.1} ms, max {:.1} ms",
+        ms(percentile(latencies, 0.5)),
+        ms(latencies.last().copied().unwrap_or_default())
+    )
+}
+
+/// The queue settings a user gives their session for the back-to-back phase: each message
+/// its own run, no quiet time, so the second answer waits only for the send budgets.
+pub const EACH_MESSAGE_ITS_OWN_RUN: &str = "/queue followup debounce:0";
+
+/// Pairs of back-to-back messages per queue setting in the back-to-back phase.
+pub const PAIRS: usize = 10;
+
+/// Between two pairs of the back-to-back phase: the bot-wide budget (Telegram spaces every
+/// call 35 ms) is not what a pair waits for.
+pub const PAIR_GAP: Duration = Duration::from_millis(100);
+
+/// Long enough for every per-chat budget to be full again (Telegram's and Slack's refill in
+/// 3 s, Discord's in 5.25 s): each pair starts from a quiet chat.
+pub const REFILL: Duration = Duration::from_millis(5_500);
+
 /// Runs `run` on a multi-threaded runtime when invoked by `cargo bench` (not by `cargo test`).
 pub fn bench_main<F: Future<Output = ()>>(run: impl FnOnce() -> F) {
     if !std::env::args().any(|arg| arg == "--bench") {

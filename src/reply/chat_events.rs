@@ -5,11 +5,13 @@
 //! most one per [`DELTA_INTERVAL`] per run; text held back by that throttle is always sent
 //! as a last delta before a tool starts and before the `final`. A run whose reply is
 //! `NO_REPLY` ends with a `final` that has no message — as does a run whose `message` tool
-//! already answered in the chat the run came from (messaging-tool dedup, SPEC §7).
+//! already answered in the chat the run came from (messaging-tool dedup, SPEC §7). Reply
+//! directives are taken out of deltas and finals as from any reply ([`super::directive`]).
 
 use serde::Serialize;
 use tokio::time::{Duration, Instant};
 
+use super::directive;
 use super::silent::{shape_final, visible_while_streaming};
 use crate::agent::{AgentEvent, AgentStream, AssistantEvent, LifecycleEvent, ToolEvent};
 
@@ -123,7 +125,7 @@ impl ChatEvents {
                     out.push(self.event(ChatState::Aborted, None, None));
                 } else {
                     out.extend(self.delta());
-                    let message = shape_final(&self.text)
+                    let message = shape_final(&directive::strip(&self.text).text)
                         .filter(|_| !self.answered_by_tool)
                         .map(|text| ChatText { role: "assistant", text });
                     out.push(self.event(ChatState::Final, message, None));
@@ -140,7 +142,7 @@ impl ChatEvents {
 
     /// When held-back text may go out as a delta, if some waits.
     pub fn due(&self) -> Option<Instant> {
-        let waiting = !self.ended && visible_while_streaming(&self.text) != self.sent;
+        let waiting = !self.ended && visible_while_streaming(&directive::strip_streaming(&self.text).text) != self.sent;
         waiting.then(|| self.last_delta.map_or_else(Instant::now, |last| last + DELTA_INTERVAL))
     }
 
@@ -154,7 +156,8 @@ impl ChatEvents {
 
     /// A delta with the visible text, unless nothing new is visible.
     fn delta(&mut self) -> Option<ChatEvent> {
-        let visible = visible_while_streaming(&self.text);
+        let stripped = directive::strip_streaming(&self.text);
+        let visible = visible_while_streaming(&stripped.text);
         if visible.is_empty() || visible == self.sent {
             return None;
         }
@@ -256,6 +259,26 @@ mod tests {
         assert_eq!(texts(&emitted), [(ChatState::Final, None)]);
         let json = serde_json::to_value(&emitted[0]).unwrap();
         assert_eq!(json, serde_json::json!({"runId": "r1", "sessionKey": "k", "seq": 1, "state": "final"}));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reply_directives_never_reach_a_chat_window() {
+        let mut chat = ChatEvents::new("r1", "k");
+        let mut emitted = Vec::new();
+        for text in ["[[ reply", "[[ reply_to : 12", "[[ reply_to : 12 ]] Yes", "[[ reply_to : 12 ]] Yes, [[tts]]that"]
+        {
+            tokio::time::advance(DELTA_INTERVAL).await;
+            emitted.extend(chat.on_event(&delta(text)));
+        }
+        emitted.extend(chat.on_event(&end(false)));
+        assert_eq!(
+            texts(&emitted),
+            [
+                (ChatState::Delta, Some("Yes".into())),
+                (ChatState::Delta, Some("Yes, that".into())),
+                (ChatState::Final, Some("Yes, that".into()))
+            ]
+        );
     }
 
     #[tokio::test(start_paused = true)]

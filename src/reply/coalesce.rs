@@ -49,6 +49,8 @@ pub struct Coalescer {
     delay: HumanDelay,
     /// Blocks waiting to go out together.
     buffer: String,
+    /// What the reply's first message is threaded to, and what every later one is.
+    reply_to: (Option<String>, Option<String>),
     last_block: Option<Instant>,
     sent: usize,
     stopped: bool,
@@ -72,6 +74,7 @@ impl Coalescer {
             format,
             delay,
             buffer: String::new(),
+            reply_to: (None, None),
             last_block: None,
             sent: 0,
             stopped: false,
@@ -94,6 +97,12 @@ impl Coalescer {
         }
         self.buffer.push_str(&block);
         self.last_block = Some(Instant::now());
+    }
+
+    /// Threads the messages not sent yet: the reply's first message to `first`, every later
+    /// one to `rest` (per `reply_to_mode` and the model's reply directive).
+    pub fn thread_to(&mut self, first: Option<String>, rest: Option<String>) {
+        self.reply_to = (first, rest);
     }
 
     /// When the waiting blocks are due to be sent, if any wait.
@@ -142,6 +151,8 @@ impl Coalescer {
             let mut message = OutboundMessage::text(self.target.clone(), part);
             message.format = text_format;
             message.idempotency_key = Some(format!("{}:block:{}", self.run_id, self.sent));
+            let (first, rest) = &self.reply_to;
+            message.reply_to_message_id = if self.sent == 0 { first.clone() } else { rest.clone() };
             match tokio::time::timeout(BLOCK_SEND_TIMEOUT, self.scheduler.send_or_plain(message, markup)).await {
                 Ok(Ok(_)) => self.sent += 1,
                 Ok(Err(error)) => {

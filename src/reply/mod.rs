@@ -6,8 +6,10 @@
 //!
 //! - [`turn`]: one run's reply in one chat, from its events to delivered messages;
 //! - [`silent`]: the `NO_REPLY` rules, for finals and while streaming;
+//! - [`directive`]: reply directives (`[[reply_to_current]]`, `[[reply_to: <id>]]`, …)
+//!   read tolerantly and taken out of finals and previews, never shown;
 //! - [`shaping`]: the other reply-shaping steps — `HEARTBEAT_OK`, the response prefix,
-//!   messaging-tool dedup, the tool-error fallback, reply threading;
+//!   messaging-tool dedup, the tool-error fallback;
 //! - [`format`](mod@format): the model's markdown rendered in the channel's markup dialect,
 //!   then cut into messages that fit the channel's limits;
 //! - [`chunker`]: block streaming — the growing reply cut into messages of
@@ -26,6 +28,7 @@
 pub mod chat_events;
 pub mod chunker;
 pub mod coalesce;
+pub mod directive;
 pub mod finals;
 pub mod format;
 pub mod ledger;

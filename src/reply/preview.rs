@@ -12,8 +12,13 @@
 //! preview its killed attempt left ([`PreviewStream::adopt`]): no fragment stays frozen.
 //! The first send carries an idempotency key that survives a restart, so a platform that
 //! deduplicates sends (Discord) hands back the preview an unrecorded send created.
+//!
+//! A reply threaded to a message (`reply_to_mode`, or the model's reply directive) has its
+//! preview sent threaded there ([`PreviewStream::thread_to`]): an edit cannot thread a
+//! message later, so a final threaded elsewhere than its preview is sent fresh instead of
+//! edited in.
 
-use ferry_channel::{MarkupDialect, MessageRef, OutboundMessage, Target, TextFormat};
+use ferry_channel::{ChannelError, MarkupDialect, MessageRef, OutboundMessage, Target, TextFormat};
 use tokio::time::{Duration, Instant};
 
 use super::finals::{FinalsOutcome, FinalsPlan};
@@ -37,6 +42,14 @@ pub struct PreviewStream {
     markup: MarkupDialect,
     /// The preview on the platform, once sent.
     message: Option<MessageRef>,
+    /// The message the first send is to be threaded to.
+    reply_to: Option<String>,
+    /// What the sent preview is threaded to; `None` while unknown (a preview adopted from a
+    /// killed process).
+    threaded_to: Option<Option<String>>,
+    /// The message the platform refused to thread the first send to: the preview goes
+    /// unthreaded, and so do finals threaded there.
+    refused_thread: Option<String>,
     /// What the platform shows now.
     shown: String,
     /// The newest visible text, possibly not shown yet.
@@ -73,6 +86,9 @@ impl PreviewStream {
             text_limit,
             markup,
             message: None,
+            reply_to: None,
+            threaded_to: None,
+            refused_thread: None,
             shown: String::new(),
             latest: String::new(),
             last_call: None,
@@ -92,13 +108,43 @@ impl PreviewStream {
     /// ready is edited in at once.
     pub fn adopt(&mut self, message: MessageRef) {
         self.message = Some(message);
+        self.threaded_to = None;
         // What it shows is unknown: the first non-empty text is shown.
         self.shown.clear();
+    }
+
+    /// Threads the preview to `message` when it is first sent (no effect once it is out,
+    /// or after the platform refused a threaded preview).
+    pub fn thread_to(&mut self, message: Option<String>) {
+        if self.refused_thread.is_none() {
+            self.reply_to = message;
+        }
     }
 
     /// Ends streaming: the preview message, for the finals to replace.
     pub fn into_message(self) -> Option<MessageRef> {
         self.message
+    }
+
+    /// Ends streaming: the plan delivering `finals` in place of the preview. A final that
+    /// is to be threaded other than the preview was is sent fresh (the preview deleted):
+    /// an edit cannot move a message into a thread. An adopted preview, threaded by a
+    /// killed process by the same rules, is taken to match. Finals threaded to a message the
+    /// platform refused to thread the preview to go unthreaded as the preview did.
+    pub fn into_plan(self, mut finals: Vec<OutboundMessage>) -> FinalsPlan {
+        if let Some(refused) = &self.refused_thread {
+            for message in finals.iter_mut().filter(|message| message.reply_to_message_id.as_ref() == Some(refused)) {
+                message.reply_to_message_id = None;
+            }
+        }
+        let (text_limit, markup, threaded_to) = (self.text_limit, self.markup, self.threaded_to.clone());
+        let mut plan = FinalsPlan::new(finals, self.into_message(), text_limit, markup);
+        if let (Some(threaded_to), Some(first)) = (threaded_to, plan.messages.first())
+            && first.reply_to_message_id != threaded_to
+        {
+            plan.edit_in_place = false;
+        }
+        plan
     }
 
     /// The model's text so far. Sends or edits the preview if the throttle allows;
@@ -128,6 +174,7 @@ impl PreviewStream {
                 let mut message = OutboundMessage::text(self.target.clone(), self.latest.clone());
                 message.idempotency_key =
                     self.recorder.as_ref().map(|(recorder, ..)| format!("{}:preview", recorder.reply_key()));
+                message.reply_to_message_id.clone_from(&self.reply_to);
                 self.last_call = Some(Instant::now());
                 // A killed process may have sent this preview without recording it.
                 let inherited = self.recorder.as_ref().is_some_and(|(recorder, ..)| recorder.inherited());
@@ -148,6 +195,8 @@ impl PreviewStream {
                             recorder.record(&event, false).await;
                         }
                         self.message = Some(message);
+                        // A message the killed process sent is threaded as it chose.
+                        self.threaded_to = (!inherited).then(|| self.reply_to.clone());
                         if inherited {
                             // It may be the killed process's message (found by its key, or
                             // handed back by a platform that deduplicates): what it shows is
@@ -156,6 +205,12 @@ impl PreviewStream {
                         } else {
                             self.shown.clone_from(&self.latest);
                         }
+                    }
+                    Err(ChannelError::Rejected { reason }) if self.reply_to.is_some() => {
+                        // The platform refused the thread (a message id it does not know):
+                        // the next update sends the preview unthreaded.
+                        tracing::info!(%reason, "a threaded preview was refused; streaming it unthreaded");
+                        self.refused_thread = self.reply_to.take();
                     }
                     Err(error) => tracing::debug!(%error, "sending a preview failed; the final will be sent normally"),
                 }
@@ -175,9 +230,9 @@ impl PreviewStream {
     /// Makes the preview the final reply (see [`super::finals`]), without recording it in
     /// a ledger. `finals` are the reply's messages, shaped, rendered and split, in order.
     pub async fn finish(self, finals: &[OutboundMessage]) -> Finished {
-        let (scheduler, text_limit, markup) = (self.scheduler.clone(), self.text_limit, self.markup);
-        let Some(message) = self.into_message() else { return Finished::NoPreview };
-        let plan = FinalsPlan::new(finals.to_vec(), Some(message.clone()), text_limit, markup);
+        let scheduler = self.scheduler.clone();
+        let Some(message) = self.message.clone() else { return Finished::NoPreview };
+        let plan = self.into_plan(finals.to_vec());
         let edit_in_place = plan.edit_in_place;
         let FinalsOutcome { sent, .. } = plan.deliver(&scheduler, None).await;
         match sent.as_slice() {

@@ -1,5 +1,7 @@
-//! Reply shaping after the silent token (SPEC §7 steps 2–4): `HEARTBEAT_OK` stripping, the
-//! response prefix, and messaging-tool dedup.
+//! Reply shaping (SPEC §7): a turn's final payloads with their reply directives read and
+//! taken out ([`super::directive`]), then the silent token ([`super::silent`]),
+//! `HEARTBEAT_OK` stripping, the response prefix, messaging-tool dedup and the tool-error
+//! fallback.
 //!
 //! Dedup exists because an agent that used the `message` tool to answer often also says so
 //! ("Sent it to you!"): the user would get the answer and then a note about it, or the same
@@ -8,20 +10,23 @@
 //! same chat (another thread) is dropped. Sends to another chat never silence the local
 //! reply — the person who asked still hears back.
 
+use super::directive::{self, ReplyTarget};
 use super::silent;
 use crate::agent::Payload;
 use crate::agent::run::ToolFailure;
 use crate::agent::tools::{Origin, ToolSend};
 
-/// A turn's reply, shaped: the texts to send, in order, and whether the model asked for
-/// it to be threaded to the message it answers.
+/// A turn's reply, shaped: the texts to send, in order, and the message the model asked
+/// for it to be threaded to, if it did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ShapedReply {
     pub texts: Vec<String>,
-    pub thread_to_current: bool,
+    /// From the first reply directive with a target, across the payloads. Whether the
+    /// channel can thread replies is the turn's question.
+    pub reply_to: Option<ReplyTarget>,
 }
 
-/// Shapes a turn's final payloads from `origin` in SPEC order: the reply tag, the silent
+/// Shapes a turn's final payloads from `origin` in SPEC order: reply directives, the silent
 /// token, `HEARTBEAT_OK`, the response prefix, messaging-tool dedup, then the tool-error
 /// fallback, and last the verbose tool summaries. `sends` are the `message` tool's
 /// successful sends during the turn, `failures` its failed tool calls, `tool_lines` one
@@ -34,14 +39,18 @@ pub fn shape_reply(
     prefix: Option<&str>,
     tool_lines: &[String],
 ) -> ShapedReply {
-    let mut thread_to_current = false;
+    let mut reply_to = None;
     let mut texts: Vec<String> = Vec::new();
     let answered_here = tool_answered_here(origin, sends);
     if !answered_here {
         for payload in payloads {
-            let (text, tagged) = take_reply_tag(&payload.text);
-            thread_to_current |= tagged;
-            let Some(text) = silent::shape_final(&text).and_then(|text| strip_heartbeat(&text)) else { continue };
+            let stripped = directive::strip(&payload.text);
+            if reply_to.is_none() {
+                reply_to = stripped.directives.reply_to;
+            }
+            let Some(text) = silent::shape_final(&stripped.text).and_then(|text| strip_heartbeat(&text)) else {
+                continue;
+            };
             let text = with_prefix(text, prefix);
             if !repeats_a_tool_send(origin, sends, &text) {
                 texts.push(text);
@@ -58,29 +67,7 @@ pub fn shape_reply(
     if !tool_lines.is_empty() && !answered_here {
         texts.insert(0, with_prefix(tool_lines.join("\n"), prefix));
     }
-    ShapedReply { texts, thread_to_current }
-}
-
-/// What the model writes to thread its reply to the message it answers.
-pub const REPLY_TO_CURRENT: &str = "[[reply_to_current]]";
-
-/// `text` without reply tags, and whether it had one.
-pub fn take_reply_tag(text: &str) -> (String, bool) {
-    if !text.contains(REPLY_TO_CURRENT) {
-        return (text.to_owned(), false);
-    }
-    (text.replace(REPLY_TO_CURRENT, "").trim().to_owned(), true)
-}
-
-/// Streaming text as it may show: without reply tags, and without the start of one still
-/// being written at its end.
-pub fn hide_reply_tag_while_streaming(text: &str) -> String {
-    let (mut text, _) = take_reply_tag(text);
-    let partial = (1..REPLY_TO_CURRENT.len()).rev().find(|len| text.ends_with(&REPLY_TO_CURRENT[..*len]));
-    if let Some(len) = partial {
-        text.truncate(text.len() - len);
-    }
-    text
+    ShapedReply { texts, reply_to }
 }
 
 /// Words in an error that suggest the model can fix the call itself (a bad argument):
@@ -298,13 +285,25 @@ mod tests {
     }
 
     #[test]
-    fn the_reply_tag_is_removed_and_remembered() {
-        let payload = Payload { text: "[[reply_to_current]] Yes, that one.".into(), is_error: false };
-        let shaped = shape_reply(&[payload], &[], &origin("42", None), &[], None, &[]);
-        assert_eq!(shaped, ShapedReply { texts: vec!["Yes, that one.".into()], thread_to_current: true });
-        assert_eq!(hide_reply_tag_while_streaming("[[reply_to_current]] Yes"), "Yes");
-        assert_eq!(hide_reply_tag_while_streaming("[[reply_to"), "");
-        assert_eq!(hide_reply_tag_while_streaming("See [1]"), "See [1]");
+    fn reply_directives_are_removed_and_the_first_target_is_kept() {
+        let payload = |text: &str| Payload { text: text.into(), is_error: false };
+        let here = origin("42", None);
+        let shaped = shape_reply(&[payload("[[reply_to_current]] Yes, that one.")], &[], &here, &[], None, &[]);
+        assert_eq!(shaped, ShapedReply { texts: vec!["Yes, that one.".into()], reply_to: Some(ReplyTarget::Current) });
+        let payloads = [
+            payload("[[ audio_as_voice ]]"),
+            payload("[[ reply_to : 17 ]] Part one."),
+            payload("[[reply_to_current]] Two."),
+        ];
+        let shaped = shape_reply(&payloads, &[], &here, &[], Some("[bot]"), &[]);
+        assert_eq!(
+            shaped.texts,
+            ["[bot] Part one.", "[bot] Two."],
+            "a payload that was only a directive is no message"
+        );
+        assert_eq!(shaped.reply_to, Some(ReplyTarget::Message("17".into())));
+        let silent = shape_reply(&[payload("[[reply_to_current]] NO_REPLY")], &[], &here, &[], None, &[]);
+        assert!(silent.texts.is_empty(), "the silent token is seen behind a directive");
     }
 
     fn failure(name: &str, error: &str, mutates: bool) -> ToolFailure {

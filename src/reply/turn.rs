@@ -12,12 +12,13 @@ use tokio::time::{Duration, sleep_until};
 
 use super::chunker::{BlockChunker, BreakMode, ChunkLimits};
 use super::coalesce::{BlockFormat, BlocksOutcome, Coalescer};
+use super::directive::{self, ReplyTarget};
 use super::finals::{FinalsOutcome, FinalsPlan};
 use super::format;
 use super::ledger::Recorder;
 use super::outbound::OutboundScheduler;
 use super::preview::PreviewStream;
-use super::shaping::{ShapedReply, hide_reply_tag_while_streaming, shape_reply, strip_heartbeat, take_reply_tag};
+use super::shaping::{ShapedReply, shape_reply, strip_heartbeat};
 use super::silent::shape_final;
 use super::tool_summary::ToolSummaries;
 use crate::agent::tools::Origin;
@@ -36,8 +37,8 @@ pub struct TurnStyle {
     pub edit_interval: Duration,
     /// Which messages are threaded to the one they answer (`messages.reply_to_mode`).
     pub reply_to: ReplyToMode,
-    /// The channel can thread a reply to a message (Slack cannot: `[[reply_to_current]]`
-    /// is ignored there).
+    /// The channel can thread a reply to a message. Where it cannot (Slack with
+    /// `reply_to_mode` off), reply directives are removed and change nothing.
     pub supports_reply_to: bool,
     /// `messages.response_prefix`.
     pub prefix: Option<String>,
@@ -198,10 +199,29 @@ impl ReplyTurn {
                 continue;
             }
             let AgentStream::Assistant(assistant) = &event.stream else { continue };
-            if let (Some(preview), AssistantEvent::Delta { text, .. }) = (&mut self.preview, assistant) {
-                preview.update(&hide_reply_tag_while_streaming(text)).await;
+            if let AssistantEvent::Delta { text, .. } = assistant
+                && self.preview.is_some()
+            {
+                let stripped = directive::strip_streaming(text);
+                let thread = self.thread_for(0, stripped.directives.reply_to.as_ref());
+                if let Some(preview) = &mut self.preview {
+                    preview.thread_to(thread);
+                    preview.update(&stripped.text).await;
+                }
             }
+            // Blocks are the reply's messages: threaded as its finals would be, as soon as
+            // the text so far says how.
+            let threads = match (&self.blocks, assistant) {
+                (Some(_), AssistantEvent::Delta { text, .. }) => {
+                    let target = directive::strip(text).directives.reply_to;
+                    Some((self.thread_for(0, target.as_ref()), self.thread_for(1, target.as_ref())))
+                }
+                _ => None,
+            };
             if let Some((chunker, coalescer)) = &mut self.blocks {
+                if let Some((first, rest)) = threads {
+                    coalescer.thread_to(first, rest);
+                }
                 let ready = match assistant {
                     AssistantEvent::Delta { delta, .. } => {
                         self.streamed.push_str(delta);
@@ -232,9 +252,11 @@ impl ReplyTurn {
                     };
                     self.last_block_end = block.source.end;
                     // A block is a piece of the final reply: the same rules keep a silent
-                    // token or a reply tag out of the chat.
-                    let (text, _) = take_reply_tag(&String::from(block));
-                    if let Some(text) = shape_final(&text).and_then(|text| strip_heartbeat(&text)) {
+                    // token or a reply directive out of the chat.
+                    let block = String::from(block);
+                    if let Some(text) =
+                        shape_final(&directive::strip(&block).text).and_then(|text| strip_heartbeat(&text))
+                    {
                         coalescer.push(text, joiner).await;
                     }
                 }
@@ -252,8 +274,8 @@ impl ReplyTurn {
         };
         for block in chunker.text_end() {
             self.last_block_end = block.source.end;
-            let (text, _) = take_reply_tag(&String::from(block));
-            if let Some(text) = shape_final(&text).and_then(|text| strip_heartbeat(&text)) {
+            let block = String::from(block);
+            if let Some(text) = shape_final(&directive::strip(&block).text).and_then(|text| strip_heartbeat(&text)) {
                 coalescer.push(text, "\n\n").await;
             }
         }
@@ -283,8 +305,10 @@ impl ReplyTurn {
             &self.tool_lines,
         );
         let messages = self.hooked(self.messages(&shaped)).await;
-        let preview = self.preview.take().and_then(PreviewStream::into_message);
-        let plan = FinalsPlan::new(messages, preview, self.style.text_limit, self.style.markup);
+        let plan = match self.preview.take() {
+            Some(preview) => preview.into_plan(messages),
+            None => FinalsPlan::new(messages, None, self.style.text_limit, self.style.markup),
+        };
         if plan.is_empty() {
             return false;
         }
@@ -341,15 +365,27 @@ impl ReplyTurn {
         kept
     }
 
-    /// The platform messages of a shaped reply, each with its idempotency key (run id +
-    /// index) and, per `reply_to_mode` or the model's tag, threaded to the message answered.
-    fn messages(&self, shaped: &ShapedReply) -> Vec<OutboundMessage> {
-        let thread = |index: usize| match self.style.reply_to {
+    /// The message the reply's message `index` is threaded to, if any: with `reply_to_mode`
+    /// `all` every message, with `first` the first, with `off` the first only when the model
+    /// asked with a reply directive. The directive's message, if it names one, replaces the
+    /// message answered. Nothing where the channel cannot thread replies.
+    fn thread_for(&self, index: usize, directive: Option<&ReplyTarget>) -> Option<String> {
+        let threaded = match self.style.reply_to {
             _ if !self.style.supports_reply_to => false,
             ReplyToMode::All => true,
             ReplyToMode::First => index == 0,
-            ReplyToMode::Off => shaped.thread_to_current && index == 0,
+            ReplyToMode::Off => directive.is_some() && index == 0,
         };
+        match directive {
+            _ if !threaded => None,
+            Some(ReplyTarget::Message(id)) => Some(id.clone()),
+            Some(ReplyTarget::Current) | None => self.answering.clone(),
+        }
+    }
+
+    /// The platform messages of a shaped reply, each with its idempotency key (run id +
+    /// index) and threaded as [`ReplyTurn::thread_for`] says.
+    fn messages(&self, shaped: &ShapedReply) -> Vec<OutboundMessage> {
         let markup = self.style.markup;
         let text_format = if markup == MarkupDialect::Plain { TextFormat::Plain } else { TextFormat::Markup };
         shaped
@@ -363,9 +399,7 @@ impl ReplyTurn {
                 let mut message = OutboundMessage::text(self.origin.target.clone(), text);
                 message.format = text_format;
                 message.idempotency_key = Some(format!("{}:{index}", self.run_id));
-                if thread(index) {
-                    message.reply_to_message_id.clone_from(&self.answering);
-                }
+                message.reply_to_message_id = self.thread_for(index, shaped.reply_to.as_ref());
                 message
             })
             .collect()
@@ -393,6 +427,15 @@ mod tests {
     }
 
     fn turn(channel: &Arc<MemoryChannel>) -> ReplyTurn {
+        turn_answering(channel, None, |_| {})
+    }
+
+    /// A turn answering message `answering`, its style changed by `adjust`.
+    fn turn_answering(
+        channel: &Arc<MemoryChannel>,
+        answering: Option<&str>,
+        adjust: impl FnOnce(&mut TurnStyle),
+    ) -> ReplyTurn {
         let origin = Origin {
             channel: "memory".into(),
             account_id: "default".into(),
@@ -410,7 +453,141 @@ mod tests {
             blocks: None,
             verbose: false,
         };
-        ReplyTurn::new(OutboundScheduler::new(channel.clone()), origin, "run-1", None, style)
+        let mut style = style;
+        adjust(&mut style);
+        ReplyTurn::new(OutboundScheduler::new(channel.clone()), origin, "run-1", answering.map(str::to_owned), style)
+    }
+
+    /// Each message sent: its text and the message it is threaded to.
+    fn sent_threaded(channel: &MemoryChannel) -> Vec<(String, Option<String>)> {
+        channel
+            .operations()
+            .into_iter()
+            .filter_map(|op| match op {
+                Operation::Sent { message, .. } => Some((message.text, message.reply_to_message_id)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Follows a run that streams `texts` (each the whole text so far), then delivers
+    /// `final_text`.
+    async fn stream_then_deliver(mut turn: ReplyTurn, texts: &[&str], final_text: &str) {
+        let (events, followed) = mpsc::unbounded_channel();
+        for text in texts {
+            let delta = AssistantEvent::Delta { delta: String::new(), text: (*text).to_owned() };
+            events.send(event(AgentStream::Assistant(delta))).unwrap();
+        }
+        drop(events);
+        turn.follow(followed).await;
+        turn.deliver(&outcome(final_text)).await;
+    }
+
+    #[tokio::test]
+    async fn a_reply_directive_threads_the_reply_where_the_channel_can() {
+        let channel = telegram_like();
+        turn_answering(&channel, Some("5"), |_| {}).deliver(&outcome("[[ reply_to : 77 ]] That one.")).await;
+        turn_answering(&channel, Some("5"), |_| {}).deliver(&outcome("[[Reply_To_Current]] This one.")).await;
+        turn_answering(&channel, Some("5"), |_| {}).deliver(&outcome("No tag, [[tts]] no thread.")).await;
+        turn_answering(&channel, Some("5"), |style| style.supports_reply_to = false)
+            .deliver(&outcome("[[reply_to: 77]] Cannot thread here."))
+            .await;
+        assert_eq!(
+            sent_threaded(&channel),
+            [
+                ("That one.".to_owned(), Some("77".to_owned())),
+                ("This one.".to_owned(), Some("5".to_owned())),
+                ("No tag, no thread.".to_owned(), None),
+                ("Cannot thread here.".to_owned(), None),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_message_named_by_the_model_replaces_the_one_answered_for_every_threaded_part() {
+        let channel = telegram_like();
+        let all = |style: &mut TurnStyle| {
+            style.reply_to = ReplyToMode::All;
+            style.text_limit = 12;
+        };
+        turn_answering(&channel, Some("5"), all).deliver(&outcome("[[reply_to: 9]] First part. Second part.")).await;
+        turn_answering(&channel, Some("5"), all).deliver(&outcome("Third part. Fourth part.")).await;
+        let threads: Vec<Option<String>> = sent_threaded(&channel).into_iter().map(|(_, thread)| thread).collect();
+        assert_eq!(threads, [Some("9"), Some("9"), Some("5"), Some("5")].map(|id| id.map(str::to_owned)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn streamed_blocks_are_threaded_as_the_finals_would_be() {
+        let channel = telegram_like();
+        let mut turn = turn_answering(&channel, Some("5"), |_| {});
+        let limits = ChunkLimits { min_chars: 1, ..ChunkLimits::default() };
+        let style = BlockStyle { limits, mode: BreakMode::TextEnd, idle: Duration::ZERO, delay: HumanDelay::Off };
+        turn.style.blocks = Some(style);
+        turn.blocks = Some((
+            BlockChunker::new(style.limits, style.mode),
+            Coalescer::new(
+                turn.scheduler.clone(),
+                turn.origin.target.clone(),
+                "run-1",
+                style.idle,
+                BlockFormat { text_limit: 4000, markup: MarkupDialect::TelegramHtml, max_lines: None },
+                style.delay,
+            ),
+        ));
+        let (events, followed) = mpsc::unbounded_channel();
+        let first = "[[ reply_to : 9 ]] First block.";
+        let second = format!("{first} Second block.");
+        for stream in [
+            AssistantEvent::Delta { delta: first.into(), text: first.into() },
+            AssistantEvent::TextEnd { text: first.into() },
+            AssistantEvent::Delta { delta: " Second block.".into(), text: second.clone() },
+            AssistantEvent::TextEnd { text: second.clone() },
+        ] {
+            events.send(event(AgentStream::Assistant(stream))).unwrap();
+        }
+        drop(events);
+        turn.follow(followed).await;
+        turn.deliver(&outcome(&second)).await;
+        assert_eq!(
+            sent_threaded(&channel),
+            [("First block.".to_owned(), Some("9".to_owned())), ("Second block.".to_owned(), None)],
+            "the first message threaded where the directive says, as a final would be; no final after the blocks"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_streamed_reply_with_a_directive_is_previewed_in_its_thread_and_finished_in_place() {
+        let channel = telegram_like();
+        let turn = turn_answering(&channel, Some("5"), |style| style.preview = true);
+        let texts = [
+            "[[ reply",
+            "[[ reply_to : 77 ]] The answer, streaming in slowly",
+            "[[ reply_to : 77 ]] The answer, streaming in slowly, word by word",
+        ];
+        stream_then_deliver(turn, &texts, "[[ reply_to : 77 ]] The answer, streamed in full.").await;
+        assert_eq!(
+            sent_threaded(&channel),
+            [("The answer, streaming in slowly".to_owned(), Some("77".to_owned()))],
+            "the preview went out threaded, without the tag, and nothing else was sent"
+        );
+        assert_eq!(channel.visible_messages()[0].text, "The answer, streamed in full.");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_directive_after_the_preview_started_sends_the_final_fresh_in_its_thread() {
+        let channel = telegram_like();
+        let turn = turn_answering(&channel, Some("5"), |style| style.preview = true);
+        let texts = ["Looking into it, one moment please", "Looking into it, one moment please. [[reply_to_current]]"];
+        stream_then_deliver(turn, &texts, "Looking into it: found it. [[reply_to_current]]").await;
+        assert_eq!(
+            sent_threaded(&channel),
+            [
+                ("Looking into it, one moment please".to_owned(), None),
+                ("Looking into it: found it.".to_owned(), Some("5".to_owned()))
+            ]
+        );
+        let visible: Vec<String> = channel.visible_messages().into_iter().map(|message| message.text).collect();
+        assert_eq!(visible, ["Looking into it: found it."], "the unthreaded preview was deleted");
     }
 
     fn outcome(text: &str) -> RunOutcome {

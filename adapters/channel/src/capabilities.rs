@@ -72,7 +72,10 @@ pub enum SendReconciliation {
     Lookup,
 }
 
-/// A number of calls per period.
+/// A number of calls per period, as the outbound scheduler applies it (GCRA): up to `calls`
+/// back to back after a quiet spell, then one every `per / calls`. Over any window of
+/// length `per` that allows up to `2 × calls - 1`; a platform limit counted in fixed or
+/// sliding windows is declared with [`Rate::spaced`] and a burst that leaves room for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rate {
     pub calls: u32,
@@ -83,6 +86,13 @@ impl Rate {
     pub const fn new(calls: u32, per: Duration) -> Self {
         Self { calls, per }
     }
+
+    /// `burst` calls back to back, then one every `interval` — the way platforms word it
+    /// ("about one a second, short bursts are fine"). The same rate as
+    /// `Rate::new(burst, interval × burst)`.
+    pub const fn spaced(interval: Duration, burst: u32) -> Self {
+        Self { calls: burst, per: interval.saturating_mul(burst) }
+    }
 }
 
 /// A platform's sending budgets (SPEC §7): what it tolerates before answering 429. Sends,
@@ -91,6 +101,12 @@ impl Rate {
 pub struct SendBudget {
     /// Per chat (Telegram ~1/s, Discord 5 per 5 s per channel, Slack ~1/s per channel).
     pub per_chat: Option<Rate>,
+    /// Per one-to-one chat ([`ChatKind::Direct`](crate::ChatKind::Direct)) instead of
+    /// `per_chat`, where the platform lets a private chat burst more than a group (Telegram:
+    /// one a second with bursts of 3; a group keeps one a second). `None`: `per_chat`
+    /// applies to direct chats too.
+    #[serde(default)]
+    pub per_direct_chat: Option<Rate>,
     /// Additionally per group or channel chat (Telegram: 20 per minute in a group).
     pub per_group: Option<Rate>,
     /// Across all chats of one bot account (Telegram ~30/s, Discord 50/s).
@@ -99,7 +115,7 @@ pub struct SendBudget {
 
 impl SendBudget {
     /// No budgets: for in-process channels.
-    pub const UNLIMITED: Self = Self { per_chat: None, per_group: None, global: None };
+    pub const UNLIMITED: Self = Self { per_chat: None, per_direct_chat: None, per_group: None, global: None };
 }
 
 impl ChannelCapabilities {

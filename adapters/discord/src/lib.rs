@@ -68,7 +68,11 @@ pub fn capabilities() -> ChannelCapabilities {
         min_edit_interval: Duration::from_millis(1200),
         // Channel message routes allow 5 per 5 s; the global limit is 50 requests a second.
         send_budget: SendBudget {
-            per_chat: Some(Rate::new(5, Duration::from_secs(5))),
+            // Bursts of 3, then one every 1.75 s: never more than 5 in any 5 s (3 at once,
+            // then at 1.75 s and 3.5 s; the sixth comes at 5.25 s). `Rate::new(5, 5 s)`
+            // refilled a cell a second after a burst of 5 and so sent a sixth call 1 s in.
+            per_chat: Some(Rate::spaced(Duration::from_millis(1750), 3)),
+            per_direct_chat: None,
             per_group: None,
             global: Some(Rate::new(50, Duration::from_secs(1))),
         },

@@ -71,8 +71,15 @@ pub fn capabilities() -> ChannelCapabilities {
         supports_reply_to: false,
         // chat.update is Tier 3 (~50/min); one edit a second stays inside it.
         min_edit_interval: Duration::from_millis(1000),
-        // chat.postMessage: about one message a second per channel (short bursts tolerated).
-        send_budget: SendBudget { per_chat: Some(Rate::new(1, Duration::from_secs(1))), per_group: None, global: None },
+        // chat.postMessage: about one message a second per channel, "allowing for short
+        // bursts": 3 at once, then one every 1.05 s (the 50 ms over a second absorb
+        // arrival jitter, as for Telegram's private chats).
+        send_budget: SendBudget {
+            per_chat: Some(Rate::spaced(Duration::from_millis(1050), 3)),
+            per_direct_chat: None,
+            per_group: None,
+            global: None,
+        },
         replies_via_chat_events: false,
         send_reconciliation: ferry_channel::SendReconciliation::Lookup,
     }

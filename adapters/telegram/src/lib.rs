@@ -62,12 +62,21 @@ pub fn capabilities() -> ChannelCapabilities {
         supports_reply_to: true,
         // Edits above ~1/s per chat draw 429s.
         min_edit_interval: Duration::from_millis(1000),
-        // Bot API FAQ: about one message a second per chat, 20 a minute in a group, 30 a
-        // second overall.
+        // Bot API FAQ: about one message a second per chat ("short bursts that go over
+        // this limit" are allowed), 20 a minute in a group, about 30 a second overall.
         send_budget: SendBudget {
+            // Groups and channels: one a second, no burst.
             per_chat: Some(Rate::new(1, Duration::from_secs(1))),
+            // A private chat: bursts of 3 (a quick second question is answered at once),
+            // then one every 1.05 s. The 50 ms over a second are for arrival jitter: a
+            // call that reaches Telegram faster than the one before it must still find a
+            // second's worth of refill.
+            per_direct_chat: Some(Rate::spaced(Duration::from_millis(1050), 3)),
             per_group: Some(Rate::new(20, Duration::from_secs(60))),
-            global: Some(Rate::new(30, Duration::from_secs(1))),
+            // One call every 35 ms (28.6/s), no burst: never more than 29 in any second.
+            // A burst would come on top of the rate (`Rate::new(30, 1 s)` let 59 through
+            // in the first second of a flood, and Telegram answered 429).
+            global: Some(Rate::spaced(Duration::from_millis(35), 1)),
         },
         replies_via_chat_events: false,
         send_reconciliation: ferry_channel::SendReconciliation::None,

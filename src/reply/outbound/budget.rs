@@ -1,5 +1,10 @@
 //! A platform's sending budgets (SPEC §7) as governor rate limiters that wait on tokio's
 //! clock — so tests with a paused clock see exactly when a send was allowed.
+//!
+//! Each [`Rate`] is a GCRA quota: a burst of `calls`, refilled evenly over `per`. A call to
+//! a chat takes one cell from its chat's budget (a direct chat's own budget where the
+//! platform declares one, [`SendBudget::per_direct_chat`]), from its group's for a group or
+//! channel chat, and from the account's.
 
 use std::num::NonZeroU32;
 use std::ops::Add;
@@ -56,17 +61,20 @@ impl Clock for TokioClock {
 type Keyed = RateLimiter<String, HashMapStateStore<String>, TokioClock, NoOpMiddleware<Tick>>;
 type Direct = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<Tick>>;
 
-/// The budgets of one bot account.
 /// Budgets a failed [`Budgets::try_acquire`] took anyway (governor cannot give a cell back).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Taken {
+    /// The chat's own budget (direct or not, whichever applies to it).
     per_chat: bool,
     per_group: bool,
 }
 
+/// The budgets of one bot account.
 pub struct Budgets {
     clock: TokioClock,
     per_chat: Option<Keyed>,
+    /// For direct chats instead of `per_chat`, when the platform declares one.
+    per_direct_chat: Option<Keyed>,
     per_group: Option<Keyed>,
     global: Option<Direct>,
     last_forget: Mutex<tokio::time::Instant>,
@@ -77,6 +85,9 @@ impl Budgets {
         let clock = TokioClock { start: tokio::time::Instant::now() };
         Self {
             per_chat: budget.per_chat.map(|rate| RateLimiter::hashmap_with_clock(quota(rate), clock.clone())),
+            per_direct_chat: budget
+                .per_direct_chat
+                .map(|rate| RateLimiter::hashmap_with_clock(quota(rate), clock.clone())),
             per_group: budget.per_group.map(|rate| RateLimiter::hashmap_with_clock(quota(rate), clock.clone())),
             global: budget.global.map(|rate| RateLimiter::direct_with_clock(quota(rate), clock.clone())),
             last_forget: Mutex::new(clock.start),
@@ -94,7 +105,7 @@ impl Budgets {
     /// hold the call a whole per-chat period for nothing).
     pub async fn acquire_rest(&self, chat: &str, kind: ChatKind, taken: Taken) {
         let key = chat.to_owned();
-        if let (Some(limiter), false) = (&self.per_chat, taken.per_chat) {
+        if let (Some(limiter), false) = (self.chat_budget(kind), taken.per_chat) {
             self.wait(|| limiter.check_key(&key)).await;
         }
         if let (Some(limiter), ChatKind::Group | ChatKind::Channel, false) = (&self.per_group, kind, taken.per_group) {
@@ -111,7 +122,7 @@ impl Budgets {
     pub fn try_acquire(&self, chat: &str, kind: ChatKind) -> Result<(), Taken> {
         let key = chat.to_owned();
         let mut taken = Taken::default();
-        if let Some(limiter) = &self.per_chat {
+        if let Some(limiter) = self.chat_budget(kind) {
             limiter.check_key(&key).map_err(|_| taken)?;
             taken.per_chat = true;
         }
@@ -124,6 +135,14 @@ impl Budgets {
         }
         self.forget_idle_chats();
         Ok(())
+    }
+
+    /// The per-chat budget a chat of `kind` draws on.
+    fn chat_budget(&self, kind: ChatKind) -> Option<&Keyed> {
+        match (kind, &self.per_direct_chat) {
+            (ChatKind::Direct, Some(direct)) => Some(direct),
+            _ => self.per_chat.as_ref(),
+        }
     }
 
     async fn wait(&self, mut check: impl FnMut() -> Result<(), NotUntil<Tick>>) {
@@ -141,7 +160,7 @@ impl Budgets {
             }
             *last = now;
         }
-        for limiter in self.per_chat.iter().chain(&self.per_group) {
+        for limiter in self.per_chat.iter().chain(&self.per_direct_chat).chain(&self.per_group) {
             limiter.retain_recent();
             limiter.shrink_to_fit();
         }
@@ -150,7 +169,7 @@ impl Budgets {
     /// Chats whose limiter state is kept (for tests of the memory bound).
     #[cfg(test)]
     pub fn tracked_chats(&self) -> usize {
-        self.per_chat.as_ref().map_or(0, |limiter| limiter.len())
+        self.per_chat.iter().chain(&self.per_direct_chat).map(|limiter| limiter.len()).sum()
     }
 }
 

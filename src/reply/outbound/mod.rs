@@ -185,20 +185,43 @@ impl OutboundScheduler {
     }
 
     /// Sends a rendered message; if the platform rejects its markup (Telegram's "can't parse
-    /// entities"), sends the same part as plain text instead.
+    /// entities"), sends the same part as plain text instead. Either is sent unthreaded if
+    /// the platform refuses its thread ([`OutboundScheduler::send_threaded_or_not`]).
     pub async fn send_or_plain(
         &self,
         message: OutboundMessage,
         dialect: MarkupDialect,
     ) -> Result<SentMessage, ChannelError> {
-        match self.send(message.clone()).await {
+        match self.send_threaded_or_not(message.clone()).await {
             Err(ChannelError::MarkupRejected { reason }) => {
                 tracing::info!(%reason, "the platform rejected a message's markup; sending it as plain text");
                 let mut plain = message;
                 plain.text = super::format::part_as_plain(&plain.text, dialect);
                 plain.format = TextFormat::Plain;
                 plain.idempotency_key = plain.idempotency_key.map(|key| format!("{key}:plain"));
-                self.send(plain).await
+                self.send_threaded_or_not(plain).await
+            }
+            other => other,
+        }
+    }
+
+    /// Sends a message; if the platform refuses a message threaded to another one (a 4xx:
+    /// the model's `[[reply_to: …]]` may name a message the platform does not know, or an
+    /// id not of its kind), sends it again unthreaded — a reply outside its thread beats a
+    /// lost one. The refused send did not land, so the retry keeps its idempotency key.
+    pub async fn send_threaded_or_not(&self, message: OutboundMessage) -> Result<SentMessage, ChannelError> {
+        match self.send(message.clone()).await {
+            Err(ChannelError::Rejected { reason }) if message.reply_to_message_id.is_some() => {
+                tracing::info!(
+                    channel = self.inner.channel.name(),
+                    chat_id = %message.target.chat.id,
+                    reply_to = message.reply_to_message_id.as_deref(),
+                    %reason,
+                    "the platform refused a threaded reply; sending it unthreaded"
+                );
+                let mut unthreaded = message;
+                unthreaded.reply_to_message_id = None;
+                self.send(unthreaded).await
             }
             other => other,
         }

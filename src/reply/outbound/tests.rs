@@ -18,6 +18,7 @@ fn channel_named(name: &str) -> Arc<MemoryChannel> {
     let capabilities = ChannelCapabilities {
         send_budget: SendBudget {
             per_chat: Some(Rate::new(1, Duration::from_secs(1))),
+            per_direct_chat: None,
             per_group: None,
             global: Some(Rate::new(30, Duration::from_secs(1))),
         },
@@ -303,4 +304,86 @@ async fn a_send_held_by_the_global_budget_waits_for_it_alone_not_a_per_chat_peri
     let waited = timed_send(&scheduler, start, text("c30", "hi")).await.unwrap();
     assert!(waited < Duration::from_millis(100), "waited {waited:?}");
     assert!(waited >= Duration::from_millis(30), "the global budget still applies: {waited:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_refused_its_thread_is_sent_unthreaded_and_other_refusals_stand() {
+    let channel = Arc::new(MemoryChannel::new("memory-unthreaded", "default"));
+    let scheduler = OutboundScheduler::new(channel.clone());
+    let refused = || ChannelError::Rejected { reason: "\"abc\" is not a Telegram message id".into() };
+    let mut threaded = text("a", "About that one.");
+    threaded.reply_to_message_id = Some("abc".into());
+    threaded.idempotency_key = Some("run-1:0".into());
+    channel.fail_next(OperationKind::Send, refused());
+    scheduler.send_or_plain(threaded, MarkupDialect::Markdown).await.expect("sent unthreaded");
+    let sent: Vec<(Option<String>, Option<String>)> = channel
+        .operations()
+        .into_iter()
+        .filter_map(|op| match op {
+            Operation::Sent { message, .. } => Some((message.reply_to_message_id, message.idempotency_key)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent, [(None, Some("run-1:0".to_owned()))], "unthreaded, under the same key");
+
+    channel.fail_next(OperationKind::Send, refused());
+    let error = scheduler.send_or_plain(text("a", "Not threaded."), MarkupDialect::Markdown).await;
+    assert_eq!(error, Err(refused()), "an unthreaded message refused is not sent again");
+}
+
+/// Telegram's shape of budget: a private chat bursts 3 then one a second; a group keeps
+/// one a second.
+fn bursty_in_private(name: &str) -> Arc<MemoryChannel> {
+    let capabilities = ChannelCapabilities {
+        send_budget: SendBudget {
+            per_chat: Some(Rate::new(1, Duration::from_secs(1))),
+            per_direct_chat: Some(Rate::spaced(Duration::from_secs(1), 3)),
+            per_group: Some(Rate::new(20, Duration::from_secs(60))),
+            global: Some(Rate::new(30, Duration::from_secs(1))),
+        },
+        ..ChannelCapabilities::unrestricted()
+    };
+    Arc::new(MemoryChannel::with_capabilities(name, "default", capabilities))
+}
+
+/// When each of `count` sends to `chat`, all asked for at once, went out.
+async fn quick_sends(scheduler: &OutboundScheduler, chat: ChatRef, count: usize) -> Vec<Duration> {
+    let start = Instant::now();
+    let target = Target { chat, thread_id: None };
+    let sends: Vec<_> = (0..count)
+        .map(|i| timed_send(scheduler, start, OutboundMessage::text(target.clone(), format!("answer {i}"))))
+        .collect();
+    let mut times = Vec::new();
+    for send in sends {
+        times.push(send.await.unwrap());
+    }
+    times
+}
+
+#[tokio::test(start_paused = true)]
+async fn three_quick_sends_to_a_private_chat_go_out_at_once_and_a_fourth_waits() {
+    let scheduler = OutboundScheduler::new(bursty_in_private("memory-private-burst"));
+    let times = quick_sends(&scheduler, ChatRef::new(ChatKind::Direct, "7"), 4).await;
+    assert!(times[..3].iter().all(|at| *at < Duration::from_millis(10)), "{times:?}");
+    assert!(times[3] >= Duration::from_millis(990) && times[3] < Duration::from_millis(1100), "{times:?}");
+    // After a quiet spell the burst is there again.
+    tokio::time::advance(Duration::from_secs(3)).await;
+    let times = quick_sends(&scheduler, ChatRef::new(ChatKind::Direct, "7"), 3).await;
+    assert!(times.iter().all(|at| *at < Duration::from_millis(10)), "{times:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_group_chat_keeps_to_one_send_a_second() {
+    let scheduler = OutboundScheduler::new(bursty_in_private("memory-group-strict"));
+    for kind in [ChatKind::Group, ChatKind::Channel] {
+        let times = quick_sends(&scheduler, ChatRef::new(kind, format!("{kind:?}")), 3).await;
+        assert!(times[0] < Duration::from_millis(10), "{kind:?}: {times:?}");
+        for (i, at) in times.iter().enumerate().skip(1) {
+            let due = Duration::from_secs(i as u64);
+            assert!(
+                *at >= due - Duration::from_millis(10) && *at < due + Duration::from_millis(100),
+                "{kind:?}: {times:?}"
+            );
+        }
+    }
 }

@@ -177,3 +177,28 @@ async fn a_reply_an_earlier_process_began_adopts_the_preview_it_sent_and_an_adop
     adopted.update("NO").await;
     assert_eq!(edits(&channel), 1, "a held-back silent prefix is no text either");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_preview_refused_its_thread_streams_unthreaded_and_its_final_is_edited_in() {
+    let (channel, mut preview) = setup(4096);
+    preview.thread_to(Some("no-such-message".into()));
+    channel.fail_next(OperationKind::Send, ChannelError::Rejected { reason: "message to reply not found".into() });
+    preview.update("The answer, streaming in slowly here").await;
+    assert_eq!(sends(&channel), 0, "the threaded send was refused");
+    preview.thread_to(Some("no-such-message".into()));
+    preview.update("The answer, streaming in slowly here, word").await;
+    let threads: Vec<Option<String>> = channel
+        .operations()
+        .into_iter()
+        .filter_map(|op| match op {
+            Operation::Sent { message, .. } => Some(message.reply_to_message_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(threads, [None], "sent again, unthreaded, and not threaded again");
+    let mut last = final_text("The whole answer.");
+    last.reply_to_message_id = Some("no-such-message".into());
+    let finished = preview.finish(&[last]).await;
+    assert!(matches!(finished, Finished::EditedInPlace { .. }), "{finished:?}");
+    assert_eq!(sends(&channel), 1);
+}
