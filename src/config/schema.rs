@@ -220,7 +220,8 @@ impl Default for MessagesConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReplyToMode {
-    /// Never, unless the model asks with `[[reply_to_current]]`.
+    /// Never, unless the model asks with a reply directive (`[[reply_to_current]]`,
+    /// `[[reply_to: <id>]]`; see `reply::directive`).
     #[default]
     Off,
     /// The first message of a reply.
