@@ -89,6 +89,14 @@ async fn telegram_groups_keep_to_one_message_a_second() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn telegram_never_sends_more_than_twenty_messages_in_any_minute_to_a_group() {
+    let budget = ferry_telegram::capabilities().send_budget;
+    let times = greedy(&budget, &[("-100500", ChatKind::Group)], 45).await;
+    within_window(&times, Duration::from_secs(60), 20).unwrap();
+    assert!(times[4] < Duration::from_secs(5), "a short exchange is not held back: {times:?}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn telegram_never_sends_more_than_thirty_messages_in_any_second() {
     let budget = ferry_telegram::capabilities().send_budget;
     let chats: Vec<String> = (1..=120).map(|chat| chat.to_string()).collect();
