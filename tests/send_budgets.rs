@@ -117,6 +117,16 @@ async fn discord_bursts_three_and_never_sends_more_than_five_in_any_five_seconds
 }
 
 #[tokio::test(start_paused = true)]
+async fn discord_never_sends_more_than_fifty_requests_in_any_second() {
+    let budget = ferry_discord::capabilities().send_budget;
+    let channels: Vec<String> = (1..=150).map(|channel| channel.to_string()).collect();
+    let channels: Vec<(&str, ChatKind)> = channels.iter().map(|c| (c.as_str(), ChatKind::Channel)).collect();
+    let times = greedy(&budget, &channels, 1).await;
+    within_window(&times, Duration::from_secs(1), 50).unwrap();
+    assert!(times.last().unwrap() < &Duration::from_millis(3_500), "still about 50 a second: {times:?}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn slack_bursts_three_then_keeps_to_one_message_a_second() {
     let budget = ferry_slack::capabilities().send_budget;
     for kind in [ChatKind::Direct, ChatKind::Channel] {

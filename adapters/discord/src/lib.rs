@@ -74,7 +74,10 @@ pub fn capabilities() -> ChannelCapabilities {
             per_chat: Some(Rate::spaced(Duration::from_millis(1750), 3)),
             per_direct_chat: None,
             per_group: None,
-            global: Some(Rate::new(50, Duration::from_secs(1))),
+            // Discord's global limit is 50 requests a second: 5 at once, then one every
+            // 23 ms, so no second holds more than 48 (5 + 1000 / 23). `Rate::new(50, 1 s)`
+            // let a burst of 50 come on top of the rate, about 99 in a flood's first second.
+            global: Some(Rate::spaced(Duration::from_millis(23), 5)),
         },
         replies_via_chat_events: false,
         send_reconciliation: ferry_channel::SendReconciliation::PlatformDeduplicates,
