@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{Origin, ToolContext, ToolError, TypedTool};
+use crate::reply::directive::{self, ReplyTarget};
 
 /// A message the tool delivered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,14 +65,26 @@ impl TypedTool for MessageTool {
                 if connected.is_empty() { "none".to_owned() } else { connected.join(", ") }
             ))
         })?;
-        let mut outbound = OutboundMessage::text(target.clone(), args.text.clone());
+        // Reply directives are for Ferry, never for the reader: a tag is taken out, and a
+        // `[[reply_to: <id>]]` threads the message where the channel can.
+        let stripped = directive::strip(&args.text);
+        let text = stripped.text.trim().to_owned();
+        if text.is_empty() {
+            return Err(ToolError::new("`text` holds only reply directives; there is nothing to send"));
+        }
+        let mut outbound = OutboundMessage::text(target.clone(), text.clone());
+        if let Some(ReplyTarget::Message(id)) = stripped.directives.reply_to
+            && channel.capabilities().supports_reply_to
+        {
+            outbound.reply_to_message_id = Some(id);
+        }
         outbound.idempotency_key = Some(format!("{}:{}", context.run_id, context.call_id));
         let sent = channel.send(outbound).await.map_err(|error| ToolError::new(format!("sending failed: {error}")))?;
         let send = ToolSend {
             channel: channel.name().to_owned(),
             account_id: channel.account_id().to_owned(),
             target: target.clone(),
-            text: args.text,
+            text,
             message_id: sent.message_id.clone(),
         };
         context.sends.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(send);

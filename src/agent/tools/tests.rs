@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ferry_channel::memory::{MemoryChannel, OperationKind};
-use ferry_channel::{ChannelError, ChatKind, ChatRef};
+use ferry_channel::memory::{MemoryChannel, Operation, OperationKind};
+use ferry_channel::{ChannelError, ChatKind, ChatRef, OutboundMessage};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -110,6 +110,33 @@ async fn message_goes_to_the_current_chat_by_default_and_is_recorded() {
     let recorded = sends.lock().unwrap().clone();
     assert_eq!(recorded.len(), 1);
     assert_eq!((recorded[0].channel.as_str(), recorded[0].text.as_str()), ("telegram", "hello there"));
+}
+
+#[tokio::test]
+async fn message_never_shows_reply_directives_and_threads_where_one_names_a_message() {
+    let telegram = Arc::new(MemoryChannel::new("telegram", "default"));
+    let channels = ChannelRegistry::new();
+    channels.register(telegram.clone());
+    let ctx = context(Some(telegram_dm()), channels);
+    let sends = ctx.sends.clone();
+    let args = r#"{"text":"[[ reply_to : 77 ]] Here it is. [[audio_as_voice]]"}"#;
+    let outcome = ToolRegistry::with_builtins().execute(&call("message", args), ctx.clone()).await;
+    assert!(!outcome.is_error, "{}", outcome.content);
+    let sent: Vec<OutboundMessage> = telegram
+        .operations()
+        .into_iter()
+        .filter_map(|op| match op {
+            Operation::Sent { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent.len(), 1);
+    assert_eq!((sent[0].text.as_str(), sent[0].reply_to_message_id.as_deref()), ("Here it is.", Some("77")));
+    assert_eq!(sends.lock().unwrap()[0].text, "Here it is.", "recorded as shown, for the reply's dedup");
+
+    let only_tags =
+        ToolRegistry::with_builtins().execute(&call("message", r#"{"text":"[[reply_to_current]]"}"#), ctx).await;
+    assert!(only_tags.is_error && only_tags.content.contains("only reply directives"), "{}", only_tags.content);
 }
 
 #[tokio::test]
