@@ -220,3 +220,26 @@ async fn a_bot_api_that_comes_up_after_the_gateway_is_connected_to_and_healthz_f
     assert_eq!((outages, recoveries), (1, 1), "logged once per outage and once on recovery:\n{log}");
     assert!(!log.contains(TOKEN), "the token is not logged");
 }
+
+#[tokio::test]
+async fn a_message_left_from_before_a_restart_waits_while_the_bot_api_is_down_and_is_answered() {
+    let (telegram, openai) = fakes().await;
+    openai.push(Turn::stall(Reply::text(["never"]), 0));
+    openai.set_responder(|request| Turn::text([format!("seen: {}", request.last_user_text().unwrap_or_default())]));
+    let gateway = daemon(&telegram, &openai, OPEN).await;
+    telegram.private_message(42, "Ada", "first question tok-a");
+    tokio::time::timeout(PATIENCE, openai.wait_for_request(0)).await.expect("the first run starts");
+    let home = gateway.crash();
+
+    // The next start finds the Bot API failing: the left-over message must wait for it.
+    telegram.server_error_storm("getMe", Duration::from_secs(5));
+    let config = config(TOKEN, &telegram, OPEN);
+    let (child, port) = spawn_gateway(home.path(), &config, &openai, Stdio::null());
+    let _gateway = Daemon { child, port, home: Some(home) };
+    daemon::channel_in_state(port, "telegram", "retrying").await;
+    daemon::channel_in_state(port, "telegram", "running").await;
+    telegram.private_message(42, "Ada", "second question tok-b");
+    let shown = messages(&telegram, 42, 1).await;
+    let text = &shown.last().unwrap().visible_text;
+    assert!(text.contains("tok-a") && text.contains("tok-b"), "the kept message is answered with the next: {shown:?}");
+}

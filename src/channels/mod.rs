@@ -86,6 +86,18 @@ impl ChannelRegistry {
         }
     }
 
+    /// Whether the channel `name` (on `account_id`, or any account) is one this process is
+    /// still trying to start: known, but not running yet. Messages for it wait rather than
+    /// being answered nowhere.
+    pub fn is_starting(&self, name: &str, account_id: Option<&str>) -> bool {
+        let states = self.health.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        states.iter().any(|state| {
+            state.name == name
+                && account_id.is_none_or(|account| state.account_id == account)
+                && matches!(state.health, ChannelHealth::Starting | ChannelHealth::Retrying { .. })
+        })
+    }
+
     /// Every channel this process runs or tries to run, with its state.
     pub fn states(&self) -> Vec<ChannelState> {
         self.health.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
@@ -129,6 +141,22 @@ mod tests {
         assert_eq!(labels, [("discord".to_owned(), "stopped"), ("slack".to_owned(), "running")], "first-seen order");
         registry.register(Arc::new(MemoryChannel::new("discord", "main")));
         assert!(registry.states().iter().all(|state| state.health == ChannelHealth::Running));
+    }
+
+    #[test]
+    fn a_channel_is_starting_until_it_runs_or_stops() {
+        let registry = ChannelRegistry::new();
+        assert!(!registry.is_starting("telegram", None), "unknown");
+        registry.set_health("telegram", "default", ChannelHealth::Starting);
+        assert!(registry.is_starting("telegram", None) && registry.is_starting("telegram", Some("default")));
+        assert!(!registry.is_starting("telegram", Some("other")));
+        let retrying = ChannelHealth::Retrying { last_error: "down".into(), attempts: 1, next_attempt_in_ms: 1000 };
+        registry.set_health("telegram", "default", retrying);
+        assert!(registry.is_starting("telegram", None));
+        registry.register(Arc::new(MemoryChannel::new("telegram", "default")));
+        assert!(!registry.is_starting("telegram", None), "running");
+        registry.set_health("slack", "default", ChannelHealth::Stopped { reason: "refused".into() });
+        assert!(!registry.is_starting("slack", None), "stopped for good");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::channels::ChannelRegistry;
 use crate::config::{Config, StreamingMode};
 use crate::metrics::{PreviewAction, metrics};
 use crate::queue::prompt::follow_up_prompt;
-use crate::queue::{RunExecutor, RunJob, RunReport};
+use crate::queue::{QueuedMessage, RunExecutor, RunJob, RunReport};
 use crate::reply::chunker::ChunkLimits;
 use crate::reply::ledger::{DeliveryLedger, OrphanPreview};
 use crate::reply::outbound::{OutboundScheduler, Schedulers};
@@ -40,9 +40,28 @@ pub(super) struct AgentExecutor {
     pub(super) ledger: DeliveryLedger,
 }
 
+/// The channel (and account, if named) a reply to `message` goes through: where it came
+/// from, or where a gateway client asked for the reply to be delivered.
+fn reply_channel(message: &QueuedMessage) -> (&str, Option<&str>) {
+    let inbound = &message.message;
+    match inbound.request.as_ref().and_then(|client| client.deliver.as_ref()) {
+        Some(delivery) => (&delivery.channel, delivery.account_id.as_deref()),
+        None => (&inbound.channel, Some(inbound.account_id.as_str())),
+    }
+}
+
 #[async_trait]
 impl RunExecutor for AgentExecutor {
     async fn execute(&self, mut job: RunJob) -> RunReport {
+        // Messages left from before a restart whose channel is still connecting (its
+        // platform was down at start-up) wait, journaled, instead of being answered nowhere.
+        if let Some(last) = job.messages.last() {
+            let (channel, account) = reply_channel(last);
+            if self.channels.get(channel, account).is_none() && self.channels.is_starting(channel, account) {
+                tracing::info!(%channel, session_key = %job.session_key, "the reply's channel is still connecting; its messages wait for it");
+                return RunReport { retry_later: job.messages, ..RunReport::default() };
+            }
+        }
         // Replies a killed process left unfinished are completed first, in this lane.
         let count = job.messages.len();
         let Settled { messages, preview: left_preview, answered } =
