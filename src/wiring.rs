@@ -174,7 +174,11 @@ fn start_failure(error: impl std::fmt::Display, permanent: bool) -> StartFailure
 async fn attach(dispatcher: &Dispatcher, channel: Arc<dyn ferry::channel::Channel>) -> Result<(), StartFailure> {
     let name = channel.name().to_owned();
     match dispatcher.attach(channel).await {
-        Ok(_) => Ok(()),
+        Ok(_) => {
+            // Messages that waited for this channel (it was down at start-up) run now.
+            dispatcher.scheduler().resume_kept(&name).await;
+            Ok(())
+        }
         Err(error) => {
             let permanent = matches!(error, ferry::channel::ChannelError::Unauthorized { .. });
             Err(start_failure(format!("starting the {name} channel: {error}"), permanent))

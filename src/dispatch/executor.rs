@@ -54,7 +54,8 @@ fn reply_channel(message: &QueuedMessage) -> (&str, Option<&str>) {
 impl RunExecutor for AgentExecutor {
     async fn execute(&self, mut job: RunJob) -> RunReport {
         // Messages left from before a restart whose channel is still connecting (its
-        // platform was down at start-up) wait, journaled, instead of being answered nowhere.
+        // platform was down at start-up) wait, journaled, instead of being answered nowhere;
+        // they run again once it connects (`Scheduler::resume_kept`).
         if let Some(last) = job.messages.last() {
             let (channel, account) = reply_channel(last);
             if self.channels.get(channel, account).is_none() && self.channels.is_starting(channel, account) {

@@ -68,8 +68,9 @@ pub struct RunReport {
     /// their reply delivered (the delivery ledger): the journal needs no second write.
     pub answered: bool,
     /// Messages the run could not answer for a passing reason (the model failed even after
-    /// retries): they stay journaled and are answered with the next message from their chat,
-    /// or after a restart, instead of being dropped.
+    /// retries, or its channel was still connecting): they stay journaled and are answered
+    /// with the next message from their chat, when their channel connects
+    /// ([`Scheduler::resume_kept`]), or after a restart, instead of being dropped.
     pub retry_later: Vec<QueuedMessage>,
 }
 
@@ -371,6 +372,30 @@ impl Scheduler {
     /// messages they deliver meanwhile queue behind the older ones being restored.
     pub fn hold(&self) {
         self.inner.holding.store(true, Ordering::Release);
+    }
+
+    /// Runs the messages kept for later ([`RunReport::retry_later`]) whose replies go
+    /// through `channel`, in every session with nothing running or waiting: the channel was
+    /// not connected when they ran, and now it is.
+    pub async fn resume_kept(&self, channel: &str) {
+        let mut starts = Vec::new();
+        {
+            let mut lanes = self.lanes();
+            for (key, lane) in lanes.iter_mut() {
+                if lane.active.is_some() || !lane.pending.is_empty() {
+                    continue;
+                }
+                let Some(first) = lane.parked.iter().find(|item| item.message.channel == channel) else { continue };
+                let place = ReplyPlace::of(first);
+                let (messages, others): (Vec<_>, Vec<_>) =
+                    std::mem::take(&mut lane.parked).into_iter().partition(|item| place.holds(item));
+                lane.parked = others;
+                starts.push(self.start_job(key, lane, Batch { place, messages }));
+            }
+        }
+        for start in starts {
+            self.apply(Effects { start: Some(start), ..Effects::default() }).await;
+        }
     }
 
     /// Schedules messages left in the journal by a previous process, per session in order,

@@ -537,3 +537,24 @@ mod shared_session {
         assert_eq!(for_a.ids, [kept.id, from_a.id]);
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn kept_messages_run_once_their_channel_is_back() {
+    let mut h = Harness::new().await;
+    let collect = settings(QueueMode::Collect);
+    let kept = h.message("a", "kept").await;
+    h.scheduler.submit(kept.clone(), collect).await;
+    let run = h.next_run().await;
+    run.finish.send(RunReport { retry_later: vec![kept.clone()], ..RunReport::default() }).unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(h.started.try_recv().is_err());
+
+    h.scheduler.resume_kept("discord").await;
+    assert!(h.started.try_recv().is_err(), "another channel coming up changes nothing");
+    h.scheduler.resume_kept("memory").await;
+    let rerun = h.next_run().await;
+    assert_eq!((rerun.prompt.as_str(), rerun.ids.as_slice()), ("kept", &[kept.id][..]));
+    rerun.finish.send(RunReport::default()).unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!((h.journaled().await, h.scheduler.busy_sessions()), (0, 0));
+}
