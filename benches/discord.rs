@@ -132,17 +132,7 @@ fn sends_to(discord: &FakeDiscord, channel: u64) -> Vec<Instant> {
 
 /// Waits until `channel` got `count` messages from the bot.
 async fn answers(discord: &FakeDiscord, channel: u64, count: usize) -> Vec<Instant> {
-    tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            let sends = sends_to(discord, channel);
-            if sends.len() >= count {
-                return sends;
-            }
-            tokio::time::sleep(Duration::from_micros(500)).await;
-        }
-    })
-    .await
-    .expect("answered")
+    gateway::at_least(count, || sends_to(discord, channel)).await
 }
 
 /// Phase 3: two messages at once from one user, each answered.

@@ -130,17 +130,7 @@ fn sends_to(slack: &FakeSlack, channel: &str) -> Vec<Instant> {
 
 /// Waits until `channel` got `count` messages from the bot.
 async fn answers(slack: &FakeSlack, channel: &str, count: usize) -> Vec<Instant> {
-    tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            let sends = sends_to(slack, channel);
-            if sends.len() >= count {
-                return sends;
-            }
-            tokio::time::sleep(Duration::from_micros(500)).await;
-        }
-    })
-    .await
-    .expect("answered")
+    gateway::at_least(count, || sends_to(slack, channel)).await
 }
 
 /// Phase 3: two DMs at once from one user, each answered.

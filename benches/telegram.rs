@@ -125,17 +125,7 @@ fn sends_to(telegram: &FakeTelegram, chat: i64) -> Vec<Instant> {
 
 /// Waits until `chat` got `count` messages from the bot.
 async fn answers(telegram: &FakeTelegram, chat: i64, count: usize) -> Vec<Instant> {
-    tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            let sends = sends_to(telegram, chat);
-            if sends.len() >= count {
-                return sends;
-            }
-            tokio::time::sleep(Duration::from_micros(500)).await;
-        }
-    })
-    .await
-    .expect("answered")
+    gateway::at_least(count, || sends_to(telegram, chat)).await
 }
 
 /// Phase 3: two messages at once from one user, each answered.

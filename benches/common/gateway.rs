@@ -64,6 +64,21 @@ impl Drop for BenchGateway {
     }
 }
 
+/// Polls `sends` until it holds at least `count` entries (for at most a minute).
+pub async fn at_least<T>(count: usize, mut sends: impl FnMut() -> Vec<T>) -> Vec<T> {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let sent = sends();
+            if sent.len() >= count {
+                return sent;
+            }
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
+    })
+    .await
+    .expect("answered")
+}
+
 /// The `p` quantile (0..=1) of `sorted` latencies.
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 * p) as usize).min(sorted.len().saturating_sub(1))]
