@@ -241,3 +241,29 @@ async fn a_message_left_from_before_a_restart_waits_while_the_bot_api_is_down_an
     let shown = messages(&telegram, 42, 1).await;
     assert!(shown[0].visible_text.contains("tok-a"), "answered once Telegram is back: {shown:?}");
 }
+
+#[tokio::test]
+async fn an_update_whose_entities_lie_outside_its_text_is_answered_and_the_channel_keeps_running() {
+    let (telegram, openai) = fakes().await;
+    openai.push(Turn::text(["hello"]));
+    openai.push(Turn::text(["answered despite the broken entities"]));
+    openai.push(Turn::text(["and the next one too"]));
+    let gateway = daemon(&telegram, &openai, OPEN).await;
+    telegram.private_message(42, "Ada", "hello");
+    messages(&telegram, 42, 1).await;
+    let broken = serde_json::json!({"message": {
+        "message_id": 900, "date": 1_700_000_000,
+        "chat": {"id": 42, "type": "private", "first_name": "Ada"},
+        "from": {"id": 42, "is_bot": false, "first_name": "Ada"},
+        "text": "hi @ferry",
+        "entities": [{"type": "mention", "offset": 500, "length": 12}, {"type": "bot_command", "offset": 3, "length": 99}]
+    }});
+    telegram.inject_update(broken);
+    let shown = messages(&telegram, 42, 2).await;
+    assert_eq!(shown[1].visible_text.trim(), "answered despite the broken entities");
+    telegram.private_message(42, "Ada", "still there?");
+    let shown = messages(&telegram, 42, 3).await;
+    assert_eq!(shown[2].visible_text.trim(), "and the next one too");
+    let health = daemon::health(gateway.port).await;
+    assert_eq!(daemon::channel_entry(&health, "telegram").unwrap()["state"], "running", "{health}");
+}

@@ -16,7 +16,7 @@
 
 use ferry_channel::{Attachment, AttachmentKind, ChatKind, ChatRef, InboundMessage, Sender};
 use teloxide::types::{
-    ChatKind as TgChatKind, Me, Message, MessageEntityKind, MessageEntityRef, MessageKind, PublicChatKind, Update,
+    ChatKind as TgChatKind, Me, Message, MessageEntity, MessageEntityKind, MessageKind, PublicChatKind, Update,
     UpdateKind, User, UserId,
 };
 
@@ -43,8 +43,15 @@ impl BotIdentity {
 /// Why an update does not reach the core; logged at debug level.
 pub(crate) type Skip = &'static str;
 
-/// Normalizes one update, or says why it is skipped.
+/// Normalizes one update, or says why it is skipped. Never panics: an update that would
+/// make the code below panic (a bug) is skipped like any other, so its offset is confirmed
+/// and it cannot stop the channel or come back after every restart.
 pub(crate) fn normalize(update: &Update, bot: &BotIdentity, account_id: &str) -> Result<InboundMessage, Skip> {
+    std::panic::catch_unwind(|| normalize_update(update, bot, account_id))
+        .unwrap_or(Err("update Ferry failed to read (a bug: normalizing it panicked)"))
+}
+
+fn normalize_update(update: &Update, bot: &BotIdentity, account_id: &str) -> Result<InboundMessage, Skip> {
     match &update.kind {
         UpdateKind::Message(message) => normalize_message(message, bot, account_id),
         UpdateKind::EditedMessage(_) => Err("edited message"),
@@ -67,9 +74,11 @@ fn normalize_message(message: &Message, bot: &BotIdentity, account_id: &str) -> 
     };
     let from = message.from.as_ref().ok_or("message without a sender")?;
 
+    // The raw entities, resolved here: teloxide's `parse_entities` slices the text at the
+    // offsets Telegram sent and panics on one out of range, which stopped the channel.
     let (text, entities) = match message.text() {
-        Some(text) => (text, message.parse_entities()),
-        None => (message.caption().unwrap_or_default(), message.parse_caption_entities()),
+        Some(text) => (text, message.entities()),
+        None => (message.caption().unwrap_or_default(), message.caption_entities()),
     };
     let entities = entities.unwrap_or_default();
     let attachments = attachments(message);
@@ -80,7 +89,7 @@ fn normalize_message(message: &Message, bot: &BotIdentity, account_id: &str) -> 
     let chat = ChatRef::new(kind, message.chat.id.0.to_string());
     let mut inbound = InboundMessage::new(CHANNEL_NAME, account_id, chat, sender(from), message.id.0.to_string(), text);
     inbound.thread_id = topic(message);
-    inbound.mentions_bot = entities.iter().any(|entity| mentions(entity, bot));
+    inbound.mentions_bot = entities.iter().any(|entity| mentions(text, entity, bot));
     if let Some(command) = strip_own_command_suffix(text, bot) {
         inbound.text = command;
     }
@@ -112,18 +121,38 @@ fn topic(message: &Message) -> Option<String> {
     is_forum.then(|| GENERAL_TOPIC.to_owned())
 }
 
-fn mentions(entity: &MessageEntityRef<'_>, bot: &BotIdentity) -> bool {
-    match entity.kind() {
-        // Entity offsets are UTF-16; MessageEntityRef::text resolves them.
-        MessageEntityKind::Mention => {
-            entity.text().strip_prefix('@').is_some_and(|name| name.eq_ignore_ascii_case(&bot.username))
-        }
+fn mentions(text: &str, entity: &MessageEntity, bot: &BotIdentity) -> bool {
+    // An entity whose span is not in the text (a hostile or broken update) names nobody.
+    let covered = || entity_text(text, entity.offset, entity.length);
+    match &entity.kind {
+        MessageEntityKind::Mention => covered()
+            .and_then(|mention| mention.strip_prefix('@'))
+            .is_some_and(|name| name.eq_ignore_ascii_case(&bot.username)),
         MessageEntityKind::TextMention { user } => user.id == bot.id,
         MessageEntityKind::BotCommand => {
-            command_target(entity.text()).is_some_and(|name| name.eq_ignore_ascii_case(&bot.username))
+            covered().and_then(command_target).is_some_and(|name| name.eq_ignore_ascii_case(&bot.username))
         }
         _ => false,
     }
+}
+
+/// The part of `text` an entity covers. Telegram counts `offset` and `length` in UTF-16
+/// code units; `None` when the span runs past the text or cuts a character in two.
+fn entity_text(text: &str, offset: usize, length: usize) -> Option<&str> {
+    let end = offset.checked_add(length)?;
+    // The byte index where `target` UTF-16 units of the text end, if that is between two
+    // characters of it.
+    let byte_at = |target: usize| -> Option<usize> {
+        let mut units = 0;
+        for (byte, character) in text.char_indices() {
+            if units >= target {
+                return (units == target).then_some(byte);
+            }
+            units += character.len_utf16();
+        }
+        (units == target).then_some(text.len())
+    };
+    text.get(byte_at(offset)?..byte_at(end)?)
 }
 
 /// The bot a `/command@botname` is addressed to.

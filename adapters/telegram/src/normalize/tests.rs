@@ -212,3 +212,41 @@ fn edits_channel_posts_service_messages_and_other_updates_are_skipped() {
     );
     assert_eq!(skipped(callback), "update kind Ferry does not handle");
 }
+
+#[test]
+fn entities_outside_the_text_are_ignored_and_the_message_still_arrives() {
+    // Offsets past the end, a length that overflows, a span that cuts the 👋 (two UTF-16
+    // units) in two: teloxide's own entity parsing panics on the first, which stopped the
+    // channel for good (the update was never confirmed, so it came back after each restart).
+    let text = "hi 👋 @ferry_bot";
+    for (offset, length) in [(500, 10), (3, usize::MAX), (4, 11), (0, 100), (usize::MAX, 1)] {
+        let entities = json!([{"type": "mention", "offset": offset, "length": length}]);
+        let inbound = normalized(message(group_chat(), json!({"text": text, "entities": entities})));
+        assert!(!inbound.mentions_bot, "({offset}, {length})");
+        assert_eq!(inbound.text, text);
+    }
+    let command = json!([{"type": "bot_command", "offset": 0, "length": 99}]);
+    let inbound = normalized(message(private_chat(), json!({"text": "/new@ferry_bot", "entities": command})));
+    assert_eq!(inbound.text, "/new", "the command still works; only the broken entity is ignored");
+}
+
+#[test]
+fn an_entity_span_is_read_in_utf16_units() {
+    let text = "hi 👋 @ferry_bot";
+    assert_eq!(super::entity_text(text, 6, 10), Some("@ferry_bot"));
+    assert_eq!(super::entity_text(text, 3, 2), Some("👋"));
+    assert_eq!(super::entity_text(text, 4, 2), None, "inside the surrogate pair");
+    assert_eq!(super::entity_text(text, 16, 0), Some(""));
+    assert_eq!(super::entity_text(text, 16, 1), None);
+    assert_eq!(super::entity_text(text, 17, 0), None);
+}
+
+proptest::proptest! {
+    #[test]
+    fn resolving_any_entity_span_never_panics_and_matches_utf16(text in "\\PC{0,40}", offset in 0usize..60, length in 0usize..60) {
+        if let Some(covered) = super::entity_text(&text, offset, length) {
+            let units: Vec<u16> = text.encode_utf16().collect();
+            proptest::prop_assert_eq!(String::from_utf16_lossy(&units[offset..offset + length]), covered);
+        }
+    }
+}
