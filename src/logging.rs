@@ -70,11 +70,26 @@ fn filter(verbosity: Verbosity, rust_log: Option<&str>) -> (EnvFilter, Option<St
     }
 }
 
+/// Crates that log what travels on the wire, whole, at DEBUG or TRACE: a WebSocket frame
+/// holds a `connect` request's `auth.token` (or a wrong token a client tried), a Discord
+/// IDENTIFY the bot token. Whatever the filter says, they log at INFO at most, so no level
+/// ever writes a secret.
+const WIRE_LOGGERS: [&str; 2] = ["tungstenite", "tokio_tungstenite"];
+
+/// `filter` with the wire loggers capped at INFO (see [`WIRE_LOGGERS`]).
+fn without_wire_dumps(filter: EnvFilter) -> EnvFilter {
+    WIRE_LOGGERS.iter().fold(filter, |filter, target| match format!("{target}=info").parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
+    })
+}
+
 /// Installs the global subscriber. `rust_log` is a `RUST_LOG`-style directive string; when
 /// it does not parse, the command's default level is used and a warning says so (a typo in
 /// `RUST_LOG` must not silence the daemon).
 pub fn init(format: LogFormat, verbosity: Verbosity, rust_log: Option<&str>) {
     let (env_filter, rejected) = filter(verbosity, rust_log);
+    let env_filter = without_wire_dumps(env_filter);
     let builder = tracing_subscriber::fmt().with_env_filter(env_filter).with_writer(std::io::stderr);
     let installed = match format {
         LogFormat::Pretty => builder.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).try_init(),

@@ -175,3 +175,24 @@ async fn a_client_following_a_run_at_shutdown_receives_the_whole_reply_and_new_c
     let output = tokio::time::timeout(PATIENCE, output).await.expect("the gateway stops").unwrap();
     assert!(output.status.success(), "{}", text(&output.stderr));
 }
+
+#[tokio::test]
+async fn no_log_level_writes_the_gateway_token_or_one_a_client_tried() {
+    let env = [("RUST_LOG", "trace"), ("FERRY__GATEWAY__AUTH_TOKEN", "s3cret-gateway-token")];
+    let daemon = Daemon::start(&env).await;
+    let refused = GatewayClient::connect(&daemon.ws_url(), Some("wrong-guess-4711"), "prober").await;
+    assert!(refused.is_err(), "a wrong token is refused");
+    let mut client = GatewayClient::connect(&daemon.ws_url(), Some("s3cret-gateway-token"), "operator").await.unwrap();
+    client.call("health", json!({})).await.unwrap();
+    drop(client);
+    let (output, _) = daemon.terminate().await;
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("TRACE") || stderr.contains("DEBUG"),
+        "the log is verbose: {}",
+        &stderr[..stderr.len().min(2000)]
+    );
+    for secret in ["s3cret-gateway-token", "wrong-guess-4711"] {
+        assert!(!stderr.contains(secret), "{secret} is in the log");
+    }
+}

@@ -41,6 +41,18 @@ impl Daemon {
 /// Writes `config` (the gateway's port is put in front) to `home/ferry.toml` and starts
 /// `ferry gateway` there with the model at `openai`; returns the process and its port.
 pub fn spawn_gateway(home: &Path, config: &str, openai: &FakeOpenAi, stderr: Stdio) -> (Child, u16) {
+    let rust_log = "ferry=debug,ferry_telegram=debug,ferry_discord=debug,ferry_slack=debug";
+    spawn_gateway_logging(home, config, openai, stderr, rust_log)
+}
+
+/// [`spawn_gateway`] with `RUST_LOG` set to `rust_log`.
+pub fn spawn_gateway_logging(
+    home: &Path,
+    config: &str,
+    openai: &FakeOpenAi,
+    stderr: Stdio,
+    rust_log: &str,
+) -> (Child, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     std::fs::write(home.join("ferry.toml"), format!("[gateway]\nport = {port}\n\n{config}\n")).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_ferry"))
@@ -49,7 +61,7 @@ pub fn spawn_gateway(home: &Path, config: &str, openai: &FakeOpenAi, stderr: Std
         .env("HOME", home)
         .env("OPENAI_BASE_URL", openai.url())
         .env("OPENAI_API_KEY", "sk-test")
-        .env("RUST_LOG", "ferry=debug,ferry_telegram=debug,ferry_discord=debug,ferry_slack=debug")
+        .env("RUST_LOG", rust_log)
         .current_dir(home)
         .stdout(Stdio::null())
         .stderr(stderr)
