@@ -122,42 +122,48 @@ pub async fn start_channels(
     let mut routes = Vec::new();
     #[cfg(feature = "telegram")]
     if config.channels.telegram.enabled {
-        let late = LateRoutes::new();
-        if config.channels.telegram.mode == ferry::config::TelegramMode::Webhook {
-            routes.push(late.at(ferry_telegram::WEBHOOK_PATH));
-        }
-        let (config, dispatcher) = (config.clone(), dispatcher.clone());
-        supervise(registry.clone(), ferry_telegram::CHANNEL_NAME, DEFAULT_ACCOUNT, Backoff::default(), move || {
-            let (config, dispatcher, late) = (config.clone(), dispatcher.clone(), late.clone());
-            async move {
-                start_telegram(&config, &dispatcher).await.map(|route| route.into_iter().for_each(|r| late.fill(r)))
-            }
-        })
-        .await;
+        let webhook = config.channels.telegram.mode == ferry::config::TelegramMode::Webhook;
+        let path = webhook.then_some(ferry_telegram::WEBHOOK_PATH);
+        routes
+            .extend(supervised(registry, config, dispatcher, ferry_telegram::CHANNEL_NAME, path, start_telegram).await);
     }
     #[cfg(feature = "discord")]
     if config.channels.discord.enabled {
-        let (config, dispatcher) = (config.clone(), dispatcher.clone());
-        supervise(registry.clone(), ferry_discord::CHANNEL_NAME, DEFAULT_ACCOUNT, Backoff::default(), move || {
-            let (config, dispatcher) = (config.clone(), dispatcher.clone());
-            async move { start_discord(&config, &dispatcher).await }
-        })
-        .await;
+        supervised(registry, config, dispatcher, ferry_discord::CHANNEL_NAME, None, start_discord).await;
     }
     #[cfg(feature = "slack")]
     if config.channels.slack.enabled {
-        let late = LateRoutes::new();
-        if config.channels.slack.mode == ferry::config::SlackMode::Http {
-            routes.push(late.at(ferry_slack::EVENTS_PATH));
-        }
-        let (config, dispatcher) = (config.clone(), dispatcher.clone());
-        supervise(registry.clone(), ferry_slack::CHANNEL_NAME, DEFAULT_ACCOUNT, Backoff::default(), move || {
-            let (config, dispatcher, late) = (config.clone(), dispatcher.clone(), late.clone());
-            async move { start_slack(&config, &dispatcher).await.map(|route| route.into_iter().for_each(|r| late.fill(r))) }
-        })
-        .await;
+        let http = config.channels.slack.mode == ferry::config::SlackMode::Http;
+        let path = http.then_some(ferry_slack::EVENTS_PATH);
+        routes.extend(supervised(registry, config, dispatcher, ferry_slack::CHANNEL_NAME, path, start_slack).await);
     }
     routes
+}
+
+/// Starts one adapter with `start` under a supervisor. Returns the route for its webhook
+/// path, if it has one: served from now on, by the channel's own routes once it runs.
+#[cfg(any(feature = "telegram", feature = "discord", feature = "slack"))]
+async fn supervised<F, Fut>(
+    registry: &ChannelRegistry,
+    config: &Arc<Config>,
+    dispatcher: &Dispatcher,
+    name: &'static str,
+    webhook_path: Option<&'static str>,
+    start: F,
+) -> Option<axum::Router>
+where
+    F: Fn(Arc<Config>, Dispatcher) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<Option<axum::Router>, StartFailure>> + Send,
+{
+    let late = LateRoutes::new();
+    let route = webhook_path.map(|path| late.at(path));
+    let (config, dispatcher) = (config.clone(), dispatcher.clone());
+    supervise(registry.clone(), name, DEFAULT_ACCOUNT, Backoff::default(), move || {
+        let (started, late) = (start(config.clone(), dispatcher.clone()), late.clone());
+        async move { started.await.map(|routes| routes.into_iter().for_each(|routes| late.fill(routes))) }
+    })
+    .await;
+    route
 }
 
 /// Whether retrying could help after an adapter's connection attempt failed: not when the
@@ -187,7 +193,7 @@ async fn attach(dispatcher: &Dispatcher, channel: Arc<dyn ferry::channel::Channe
 }
 
 #[cfg(feature = "telegram")]
-async fn start_telegram(config: &Config, dispatcher: &Dispatcher) -> Result<Option<axum::Router>, StartFailure> {
+async fn start_telegram(config: Arc<Config>, dispatcher: Dispatcher) -> Result<Option<axum::Router>, StartFailure> {
     use ferry::config::TelegramMode as Mode;
     use ferry_telegram::{TelegramChannel, TelegramConfig, TelegramError, TelegramMode};
 
@@ -208,12 +214,12 @@ async fn start_telegram(config: &Config, dispatcher: &Dispatcher) -> Result<Opti
     let channel = Arc::new(channel);
     let route = channel.webhook_router();
     tracing::info!(bot = %channel.bot_username(), mode = ?settings.mode, "telegram connected");
-    attach(dispatcher, channel).await?;
+    attach(&dispatcher, channel).await?;
     Ok(route)
 }
 
 #[cfg(feature = "discord")]
-async fn start_discord(config: &Config, dispatcher: &Dispatcher) -> Result<(), StartFailure> {
+async fn start_discord(config: Arc<Config>, dispatcher: Dispatcher) -> Result<Option<axum::Router>, StartFailure> {
     use ferry_discord::{DiscordChannel, DiscordConfig, DiscordError};
 
     let settings = &config.channels.discord;
@@ -227,11 +233,12 @@ async fn start_discord(config: &Config, dispatcher: &Dispatcher) -> Result<(), S
     })?;
     let channel = Arc::new(channel);
     tracing::info!(bot = %channel.bot_name(), bot_id = channel.bot_id(), "discord connected");
-    attach(dispatcher, channel).await
+    attach(&dispatcher, channel).await?;
+    Ok(None)
 }
 
 #[cfg(feature = "slack")]
-async fn start_slack(config: &Config, dispatcher: &Dispatcher) -> Result<Option<axum::Router>, StartFailure> {
+async fn start_slack(config: Arc<Config>, dispatcher: Dispatcher) -> Result<Option<axum::Router>, StartFailure> {
     use ferry::config::{ReplyToMode as CoreReplyToMode, SlackMode as Mode};
     use ferry_slack::{ReplyToMode, SlackChannel, SlackConfig, SlackError};
 
@@ -257,6 +264,6 @@ async fn start_slack(config: &Config, dispatcher: &Dispatcher) -> Result<Option<
     let channel = Arc::new(channel);
     let route = channel.events_router();
     tracing::info!(team = %channel.team(), bot_user = %channel.bot_user_id(), mode = ?settings.mode, "slack connected");
-    attach(dispatcher, channel).await?;
+    attach(&dispatcher, channel).await?;
     Ok(route)
 }

@@ -40,13 +40,33 @@ pub(super) struct AgentExecutor {
     pub(super) ledger: DeliveryLedger,
 }
 
-/// The channel (and account, if named) a reply to `message` goes through: where it came
-/// from, or where a gateway client asked for the reply to be delivered.
-fn reply_channel(message: &QueuedMessage) -> (&str, Option<&str>) {
+/// Where a reply to a message goes.
+struct Destination<'a> {
+    channel: &'a str,
+    /// The account, when named (a gateway client may leave it to the channel's only one).
+    account_id: Option<&'a str>,
+    target: Target,
+    /// The message the reply answers, when it goes back where that message came from.
+    answering: Option<String>,
+}
+
+/// Back where `message` came from, or where a gateway client asked for the reply to be
+/// delivered.
+fn destination(message: &QueuedMessage) -> Destination<'_> {
     let inbound = &message.message;
     match inbound.request.as_ref().and_then(|client| client.deliver.as_ref()) {
-        Some(delivery) => (&delivery.channel, delivery.account_id.as_deref()),
-        None => (&inbound.channel, Some(inbound.account_id.as_str())),
+        Some(delivery) => Destination {
+            channel: &delivery.channel,
+            account_id: delivery.account_id.as_deref(),
+            target: delivery.target.clone(),
+            answering: None,
+        },
+        None => Destination {
+            channel: &inbound.channel,
+            account_id: Some(&inbound.account_id),
+            target: Target::of(inbound),
+            answering: Some(inbound.message_id.clone()),
+        },
     }
 }
 
@@ -57,7 +77,7 @@ impl RunExecutor for AgentExecutor {
         // platform was down at start-up) wait, journaled, instead of being answered nowhere;
         // they run again once it connects (`Scheduler::resume_kept`).
         if let Some(last) = job.messages.last() {
-            let (channel, account) = reply_channel(last);
+            let Destination { channel, account_id: account, .. } = destination(last);
             if self.channels.get(channel, account).is_none() && self.channels.is_starting(channel, account) {
                 tracing::info!(%channel, session_key = %job.session_key, "the reply's channel is still connecting; its messages wait for it");
                 return RunReport { retry_later: job.messages, ..RunReport::default() };
@@ -77,18 +97,7 @@ impl RunExecutor for AgentExecutor {
         let Some(last) = job.messages.last() else { return RunReport::default() };
         let inbound = &last.message;
         let key = job.session_key.as_str();
-        // Where the reply goes: back where the message came from, or where a gateway
-        // client asked it to be delivered.
-        let delivery = inbound.request.as_ref().and_then(|client| client.deliver.as_ref());
-        let (channel_name, account_id, target, answering) = match delivery {
-            Some(delivery) => (&delivery.channel, delivery.account_id.as_deref(), delivery.target.clone(), None),
-            None => (
-                &inbound.channel,
-                Some(inbound.account_id.as_str()),
-                Target::of(inbound),
-                Some(inbound.message_id.clone()),
-            ),
-        };
+        let Destination { channel: channel_name, account_id, target, answering } = destination(last);
         let Some(channel) = self.channels.get(channel_name, account_id) else {
             tracing::error!(channel = %channel_name, account = ?account_id, "the reply's channel is not connected; it cannot be answered");
             return RunReport::default();

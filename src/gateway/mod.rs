@@ -206,11 +206,11 @@ impl Gateway {
         let mut server = tokio::spawn(axum::serve(listener, router).with_graceful_shutdown(shutdown).into_future());
         let draining = |server| Draining { state: self.state.clone(), stop: self.stop.clone(), hub: self.hub, server };
         tokio::select! {
-            _ = on_signal => Ok(draining(server)),
+            _ = on_signal => Ok(draining(Some(server))),
             served = &mut server => match served {
                 Ok(Err(error)) => Err(GatewayError::Serve(error)),
                 // The server ended without a signal (it cannot, short of an error); drain anyway.
-                Ok(Ok(())) | Err(_) => Ok(draining(tokio::spawn(async { Ok(()) }))),
+                Ok(Ok(())) | Err(_) => Ok(draining(None)),
             },
         }
     }
@@ -231,7 +231,8 @@ pub struct Draining {
     state: Arc<GatewayState>,
     stop: CancellationToken,
     hub: JoinHandle<()>,
-    server: JoinHandle<std::io::Result<()>>,
+    /// The server still finishing its graceful shutdown, unless it already ended.
+    server: Option<JoinHandle<std::io::Result<()>>>,
 }
 
 impl Draining {
@@ -246,7 +247,9 @@ impl Draining {
         if tokio::time::timeout(patience, self.state.connections.wait()).await.is_err() {
             tracing::warn!(open = self.state.connections.len(), "gateway connections did not close in time");
         }
-        let _ = tokio::time::timeout(patience, self.server).await;
+        if let Some(server) = self.server {
+            let _ = tokio::time::timeout(patience, server).await;
+        }
     }
 }
 

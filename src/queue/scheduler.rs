@@ -175,7 +175,8 @@ struct Active {
 /// The messages one run answers, all from one place.
 struct Batch {
     place: ReplyPlace,
-    /// Oldest first; never empty.
+    /// Oldest first. Empty only when the place's kept messages are what runs
+    /// ([`Scheduler::resume_kept`]); `start_job` puts them in front.
     messages: Vec<QueuedMessage>,
 }
 
@@ -279,13 +280,10 @@ impl Scheduler {
                 active.cancel.cancel();
                 // The newest message replaces what its own chat still had waiting; other
                 // chats' messages keep their turn.
-                effects
-                    .remove
-                    .extend(lane.pending.take_all(|item| item.same_place(&message)).iter().map(|item| item.id));
-                let (superseded, others) =
-                    std::mem::take(&mut lane.summarized).into_iter().partition(|item| item.same_place(&message));
-                lane.summarized = others;
-                effects.remove.extend(superseded.iter().map(|item: &QueuedMessage| item.id));
+                let place = ReplyPlace::of(&message);
+                let superseded = lane.pending.take_all(|item| place.holds(item)).into_iter();
+                let superseded = superseded.chain(lane.summarized.extract_if(.., |item| place.holds(item)));
+                effects.remove.extend(superseded.map(|item| item.id));
                 lane.pending.push_back(message);
                 lane.skip_quiet = true;
                 Submitted { admission: Admission::Interrupting, dropped: Vec::new() }
@@ -386,11 +384,9 @@ impl Scheduler {
                     continue;
                 }
                 let Some(first) = lane.parked.iter().find(|item| item.message.channel == channel) else { continue };
-                let place = ReplyPlace::of(first);
-                let (messages, others): (Vec<_>, Vec<_>) =
-                    std::mem::take(&mut lane.parked).into_iter().partition(|item| place.holds(item));
-                lane.parked = others;
-                starts.push(self.start_job(key, lane, Batch { place, messages }));
+                // Its place's kept messages join the run in `start_job`.
+                let batch = Batch { place: ReplyPlace::of(first), messages: Vec::new() };
+                starts.push(self.start_job(key, lane, batch));
             }
         }
         for start in starts {
@@ -437,21 +433,14 @@ impl Scheduler {
         Some(batch)
     }
 
-    /// Starts a run answering `batch` (never empty; one place), joined by the messages a
-    /// failed run kept and the summaries of dropped messages of the same place.
+    /// Starts a run answering `batch` (one place), joined by the messages a failed run kept
+    /// and the summaries of dropped messages of the same place; together never empty.
     fn start_job(&self, key: &str, lane: &mut Lane, batch: Batch) -> (String, RunJob, u64) {
-        let Batch { place, messages: mut batch } = batch;
-        if !lane.parked.is_empty() {
-            let (mut parked, others): (Vec<_>, Vec<_>) =
-                std::mem::take(&mut lane.parked).into_iter().partition(|item| place.holds(item));
-            lane.parked = others;
-            parked.append(&mut batch);
-            batch = parked;
-        }
+        let Batch { place, messages } = batch;
+        let mut batch: Vec<QueuedMessage> = lane.parked.extract_if(.., |item| place.holds(item)).collect();
+        batch.extend(messages);
         let token = self.inner.next_token.fetch_add(1, Ordering::Relaxed);
-        let (summarized, others): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut lane.summarized).into_iter().partition(|item| place.holds(item));
-        lane.summarized = others;
+        let summarized: Vec<QueuedMessage> = lane.summarized.extract_if(.., |item| place.holds(item)).collect();
         let summaries: Vec<String> = summarized.iter().map(|item| summary_line(&item.message.text)).collect();
         let prompt = follow_up_prompt(&batch, &summaries);
         let summarized = summarized.iter().map(|item| item.id).collect();

@@ -426,6 +426,23 @@ mod tests {
         Arc::new(MemoryChannel::with_capabilities("memory", "default", capabilities))
     }
 
+    /// Makes `turn` stream its text in blocks (any length, no idle wait); returns their style.
+    fn stream_blocks(turn: &mut ReplyTurn) -> BlockStyle {
+        let limits = ChunkLimits { min_chars: 1, ..ChunkLimits::default() };
+        let style = BlockStyle { limits, mode: BreakMode::TextEnd, idle: Duration::ZERO, delay: HumanDelay::Off };
+        let format = BlockFormat { text_limit: 4000, markup: MarkupDialect::TelegramHtml, max_lines: None };
+        let coalescer = Coalescer::new(
+            turn.scheduler.clone(),
+            turn.origin.target.clone(),
+            "run-1",
+            style.idle,
+            format,
+            style.delay,
+        );
+        turn.blocks = Some((BlockChunker::new(style.limits, style.mode), coalescer));
+        style
+    }
+
     fn turn(channel: &Arc<MemoryChannel>) -> ReplyTurn {
         turn_answering(channel, None, |_| {})
     }
@@ -520,20 +537,8 @@ mod tests {
     async fn streamed_blocks_are_threaded_as_the_finals_would_be() {
         let channel = telegram_like();
         let mut turn = turn_answering(&channel, Some("5"), |_| {});
-        let limits = ChunkLimits { min_chars: 1, ..ChunkLimits::default() };
-        let style = BlockStyle { limits, mode: BreakMode::TextEnd, idle: Duration::ZERO, delay: HumanDelay::Off };
+        let style = stream_blocks(&mut turn);
         turn.style.blocks = Some(style);
-        turn.blocks = Some((
-            BlockChunker::new(style.limits, style.mode),
-            Coalescer::new(
-                turn.scheduler.clone(),
-                turn.origin.target.clone(),
-                "run-1",
-                style.idle,
-                BlockFormat { text_limit: 4000, markup: MarkupDialect::TelegramHtml, max_lines: None },
-                style.delay,
-            ),
-        ));
         let (events, followed) = mpsc::unbounded_channel();
         let first = "[[ reply_to : 9 ]] First block.";
         let second = format!("{first} Second block.");
@@ -645,19 +650,7 @@ mod tests {
         let mut turn = turn(&channel);
         turn.style.verbose = true;
         turn.tools = Some(ToolSummaries::default());
-        let limits = ChunkLimits { min_chars: 1, ..ChunkLimits::default() };
-        let style = BlockStyle { limits, mode: BreakMode::TextEnd, idle: Duration::ZERO, delay: HumanDelay::Off };
-        turn.blocks = Some((
-            BlockChunker::new(style.limits, style.mode),
-            Coalescer::new(
-                turn.scheduler.clone(),
-                turn.origin.target.clone(),
-                "run-1",
-                style.idle,
-                BlockFormat { text_limit: 4000, markup: MarkupDialect::TelegramHtml, max_lines: None },
-                style.delay,
-            ),
-        ));
+        stream_blocks(&mut turn);
         let (events, followed) = mpsc::unbounded_channel();
         let args = serde_json::json!({ "zone": "UTC" });
         for stream in [
