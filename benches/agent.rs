@@ -141,6 +141,7 @@ fn runner(use_tool: bool, workspace: &std::path::Path) -> AgentRunner {
             timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(60),
             max_tool_rounds: 20,
+            max_reply_chars: 200_000,
             retry: RetryPolicy::default(),
             retry_after_output: RetryPolicy::after_output(Duration::from_secs(10)),
             compaction_reserve_tokens: 20_000,

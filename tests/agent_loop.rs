@@ -27,6 +27,7 @@ fn settings() -> RunSettings {
         timeout: Duration::from_secs(60),
         idle_timeout: Duration::from_secs(30),
         max_tool_rounds: 5,
+        max_reply_chars: 200_000,
         retry: RetryPolicy { max_retries: 1, base_delay: Duration::from_millis(50), max_delay: Duration::from_secs(5) },
         retry_after_output: RetryPolicy::after_output(Duration::from_millis(50)),
         compaction_reserve_tokens: 20_000,
@@ -612,4 +613,38 @@ async fn plugins_add_context_to_the_prompt_and_observe_tool_calls_and_the_end_of
         lines.push(tokio::time::timeout(Duration::from_secs(20), observed.recv()).await.unwrap().unwrap());
     }
     assert_eq!(lines, ["tool current_time error=false", "end completed with 4 messages"]);
+}
+
+#[tokio::test]
+async fn a_runaway_reply_is_cut_at_the_run_limit_with_a_note_and_the_model_stopped() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    // 40,000 characters of text, then a tool call the model never gets to make.
+    let chunks: Vec<String> = (0..400).map(|i| format!("{:<99}\n", format!("line {i}"))).collect();
+    fake.push(Reply::tool_calls([ToolCall::new("call_time", "current_time", "{}")]).with_text(chunks));
+    fake.push(Turn::text(["never asked for"]));
+    let (runner, _workspace) = runner(openai(&fake), RunSettings { max_reply_chars: 1_000, ..settings() });
+
+    let (outcome, events) = run(&runner, RunRequest::new("k", "write forever")).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let text = &outcome.payloads[0].text;
+    let (kept, note) = text.split_once("\n\n[Reply cut").expect("the reply says it was cut");
+    assert_eq!(kept.chars().count(), 1_000, "cut exactly at the limit");
+    assert!(note.contains("limit of 1000 characters"), "{note}");
+    assert_eq!(deltas(&events).last().unwrap().1, *text, "the user sees the note too");
+    assert!(!events.iter().any(|e| matches!(&e.stream, AgentStream::Tool(_))), "no tool ran after the cut");
+    assert_eq!(fake.requests().len(), 1, "the run ended with the cut reply");
+    assert_eq!(outcome.transcript[1], ChatMessage::Assistant { text: text.clone(), tool_calls: vec![] });
+}
+
+#[tokio::test]
+async fn the_reply_limit_counts_every_turn_of_a_run() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Reply::tool_calls([ToolCall::new("call_time", "current_time", "{}")]).with_text(["a".repeat(700)]));
+    fake.push(Turn::text(["b".repeat(200), "c".repeat(200)]));
+    let (runner, _workspace) = runner(openai(&fake), RunSettings { max_reply_chars: 1_000, ..settings() });
+
+    let (outcome, _) = run(&runner, RunRequest::new("k", "go")).await;
+    assert_eq!(outcome.payloads[0].text, "a".repeat(700), "within the limit: whole, and its tool ran");
+    let second = &outcome.payloads[1].text;
+    assert!(second.starts_with(&format!("{}{}\n\n[Reply cut", "b".repeat(200), "c".repeat(100))), "{second}");
 }

@@ -29,7 +29,7 @@ use super::providers::{ModelRequest, ProviderError, ResolvedModel, RetryPolicy};
 use super::skills::{SkillsCache, SkillsSnapshot};
 use super::steer::SteerInbox;
 use super::tools::{Origin, SessionCatalog, ToolContext, ToolRegistry, ToolSend, parse_arguments};
-use super::turn::{AssistantTurn, TurnAccumulator};
+use super::turn::{AssistantTurn, TextLimit, TurnAccumulator};
 use crate::channels::ChannelRegistry;
 use crate::config::AgentDefaults;
 use crate::hooks::{AgentEnd, Hooks};
@@ -46,6 +46,8 @@ pub struct RunSettings {
     pub idle_timeout: Duration,
     /// Model ↔ tool rounds before the model must answer without tools.
     pub max_tool_rounds: u32,
+    /// The most assistant text one run may produce (`agents.defaults.max_reply_chars`).
+    pub max_reply_chars: usize,
     pub retry: RetryPolicy,
     /// Retries of a model call that failed transiently after part of its reply was shown
     /// (a stall, a cut stream, a 5xx): the reply is streamed again from the start into the
@@ -61,6 +63,7 @@ impl RunSettings {
             timeout: Duration::from_secs(defaults.timeout_seconds),
             idle_timeout: Duration::from_secs(defaults.model_idle_timeout_seconds),
             max_tool_rounds: defaults.max_tool_rounds,
+            max_reply_chars: defaults.max_reply_chars,
             retry: RetryPolicy::default(),
             retry_after_output: RetryPolicy::after_output(Duration::from_millis(defaults.model_retry_after_output_ms)),
             compaction_reserve_tokens: defaults.compaction.reserve_tokens,
@@ -209,6 +212,8 @@ struct RunState {
     sends: Arc<Mutex<Vec<ToolSend>>>,
     /// Token accounting and overflow retries, for compaction.
     context: compact::ContextState,
+    /// Assistant text produced so far, in characters, against `max_reply_chars`.
+    reply_chars: usize,
 }
 
 impl AgentRunner {
@@ -302,6 +307,7 @@ impl AgentRunner {
             failures: Vec::new(),
             sends: Arc::new(Mutex::new(Vec::new())),
             context: compact::ContextState::default(),
+            reply_chars: 0,
         };
         let timeout = request.timeout.unwrap_or(parts.settings.timeout);
         let cancel = request.cancel.clone();
@@ -381,13 +387,26 @@ impl AgentRunner {
                 tools: if tools_allowed { tool_specs.clone() } else { Vec::new() },
                 max_output_tokens: None,
             };
-            let turn = self.call_compacting(model_request, state, events, request.steer.as_ref(), compactor).await?;
+            let limit = TextLimit {
+                chars_left: parts.settings.max_reply_chars.saturating_sub(state.reply_chars),
+                run_limit: parts.settings.max_reply_chars,
+            };
+            let turn =
+                self.call_compacting(model_request, state, events, request.steer.as_ref(), compactor, limit).await?;
             state.usage.add(turn.usage);
+            state.reply_chars += turn.text.chars().count();
             state
                 .messages
                 .push(ChatMessage::Assistant { text: turn.text.clone(), tool_calls: turn.tool_calls.clone() });
             if !turn.text.trim().is_empty() {
                 state.payloads.push(Payload { text: turn.text.clone(), is_error: false });
+            }
+            if turn.cut {
+                tracing::warn!(
+                    limit = parts.settings.max_reply_chars,
+                    "the reply reached its length limit; the run ends"
+                );
+                return Ok(());
             }
             let mut steered = drain(&mut request.steer);
             if turn.tool_calls.is_empty() {
@@ -435,12 +454,13 @@ impl AgentRunner {
         request: &ModelRequest,
         events: &RunEvents,
         steer: Option<&SteerInbox>,
+        limit: &TextLimit,
     ) -> Result<AssistantTurn, ProviderError> {
         let settings = &self.inner.parts.settings;
         let mut attempt = 0;
         let mut shown_retries = 0;
         loop {
-            let mut turn = TurnAccumulator::default();
+            let mut turn = TurnAccumulator::with_limit(limit.clone());
             let mut call = self.inner.model_metrics.request();
             let result = self.stream_once(request, events, &mut turn, steer, &mut call).await;
             call.ended(result.is_ok());
@@ -502,7 +522,11 @@ impl AgentRunner {
                     if event.is_output() {
                         call.output();
                     }
-                    turn.apply(event, events)
+                    turn.apply(event, events);
+                    if turn.is_cut() {
+                        // Dropping the stream ends the model's request: it stops generating.
+                        return Ok(());
+                    }
                 }
             }
         }

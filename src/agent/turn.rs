@@ -14,6 +14,36 @@ pub struct AssistantTurn {
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
     pub stop: StopReason,
+    /// The text reached the run's limit and was cut there (with a note saying so); the
+    /// model was stopped and the run ends with this turn.
+    pub cut: bool,
+}
+
+/// How much more text the run may produce, and what a cut reply ends with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextLimit {
+    /// Characters left for this reply.
+    pub chars_left: usize,
+    /// The run's whole limit, named in the note.
+    pub run_limit: usize,
+}
+
+impl TextLimit {
+    /// No limit to speak of: for callers that bound text elsewhere.
+    pub fn unlimited() -> Self {
+        Self { chars_left: usize::MAX, run_limit: usize::MAX }
+    }
+
+    /// What a cut reply ends with, so the user knows it is not the whole answer.
+    pub fn note(&self) -> String {
+        format!("\n\n[Reply cut: it reached the limit of {} characters.]", self.run_limit)
+    }
+}
+
+impl Default for TextLimit {
+    fn default() -> Self {
+        Self::unlimited()
+    }
 }
 
 /// Collects one model reply as it streams and emits its events.
@@ -25,9 +55,23 @@ pub struct TurnAccumulator {
     usage: Usage,
     stop: Option<StopReason>,
     shown: bool,
+    limit: TextLimit,
+    /// Characters in `text`, counted as deltas arrive (not the note).
+    chars: usize,
+    cut: bool,
 }
 
 impl TurnAccumulator {
+    /// An accumulator whose text stops at `limit`.
+    pub fn with_limit(limit: TextLimit) -> Self {
+        Self { limit, ..Self::default() }
+    }
+
+    /// Whether the text reached its limit; nothing more is taken from the model.
+    pub fn is_cut(&self) -> bool {
+        self.cut
+    }
+
     /// Whether anything reached listeners; after that, a failed call is not retried.
     pub fn has_shown_output(&self) -> bool {
         self.shown
@@ -44,8 +88,21 @@ impl TurnAccumulator {
 
     pub fn apply(&mut self, event: ModelEvent, events: &RunEvents) {
         match event {
+            ModelEvent::TextDelta(_) if self.cut => {}
             ModelEvent::TextDelta(delta) if delta.is_empty() => {}
-            ModelEvent::TextDelta(delta) => {
+            ModelEvent::TextDelta(mut delta) => {
+                let room = self.limit.chars_left.saturating_sub(self.chars);
+                match delta.char_indices().nth(room) {
+                    Some((cut_at, _)) => {
+                        delta.truncate(cut_at);
+                        delta.push_str(&self.limit.note());
+                        self.chars += room;
+                        self.cut = true;
+                        // Whatever the model had begun to call cannot be whole.
+                        self.calls.clear();
+                    }
+                    None => self.chars += delta.chars().count(),
+                }
                 self.text.push_str(&delta);
                 self.text_open = true;
                 self.shown = true;
@@ -55,6 +112,7 @@ impl TurnAccumulator {
                 self.shown = true;
                 events.assistant(AssistantEvent::Reasoning { delta });
             }
+            _ if self.cut => {}
             ModelEvent::ToolCallStart { index, id, name } => {
                 self.end_text(events);
                 self.shown = true;
@@ -87,7 +145,8 @@ impl TurnAccumulator {
             text: self.text,
             tool_calls: self.calls.into_values().collect(),
             usage: self.usage,
-            stop: self.stop.unwrap_or(StopReason::EndTurn),
+            stop: self.stop.unwrap_or(if self.cut { StopReason::MaxTokens } else { StopReason::EndTurn }),
+            cut: self.cut,
         }
     }
 

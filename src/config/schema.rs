@@ -97,6 +97,9 @@ pub struct AgentDefaults {
     pub model_retry_after_output_ms: u64,
     /// Model ↔ tool rounds in one run before the model must answer without tools.
     pub max_tool_rounds: u32,
+    /// The most assistant text one run may produce; the model is stopped there and the user
+    /// told the reply was cut, so a runaway reply cannot fill memory, the transcript or a chat.
+    pub max_reply_chars: usize,
     /// Runs in flight at once across all sessions (the global lane).
     pub max_concurrent: u32,
     /// Send the reply in blocks as it streams instead of one message at the end.
@@ -119,6 +122,7 @@ impl Default for AgentDefaults {
             model_idle_timeout_seconds: 120,
             model_retry_after_output_ms: 10_000,
             max_tool_rounds: 20,
+            max_reply_chars: 200_000,
             max_concurrent: 4,
             block_streaming: false,
             block_streaming_break: BlockStreamingBreak::TextEnd,
@@ -203,6 +207,9 @@ pub struct MessagesConfig {
     /// How long a reply's final messages keep being retried through 429s, timeouts and
     /// 5xx before Ferry gives up on them (SPEC §11).
     pub delivery_deadline_seconds: u64,
+    /// The longest message a user may send, in characters, on every channel and through
+    /// the gateway's `agent` and `chat.send`. A longer one is refused and its sender told.
+    pub max_inbound_chars: usize,
 }
 
 impl Default for MessagesConfig {
@@ -212,6 +219,7 @@ impl Default for MessagesConfig {
             reply_to_mode: ReplyToMode::default(),
             response_prefix: None,
             delivery_deadline_seconds: 600,
+            max_inbound_chars: 100_000,
         }
     }
 }

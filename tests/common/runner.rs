@@ -26,6 +26,7 @@ pub fn fake_model_runner(model_url: &str, workspace: &Path, channels: &ChannelRe
             timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(30),
             max_tool_rounds: 5,
+            max_reply_chars: 200_000,
             retry: RetryPolicy::default(),
             retry_after_output: RetryPolicy::after_output(Duration::from_secs(10)),
             compaction_reserve_tokens: 20_000,

@@ -13,7 +13,7 @@ use super::super::compaction::{
 use super::super::events::{CompactionEvent, RunEvents};
 use super::super::providers::{ModelRequest, ProviderError};
 use super::super::steer::SteerInbox;
-use super::super::turn::AssistantTurn;
+use super::super::turn::{AssistantTurn, TextLimit};
 use super::{AgentRunner, RunState};
 use crate::agent::ChatMessage;
 use crate::hooks::{AfterCompaction, BeforeCompaction};
@@ -37,8 +37,9 @@ impl AgentRunner {
         events: &RunEvents,
         steer: Option<&SteerInbox>,
         compactor: Option<&dyn Compactor>,
+        limit: TextLimit,
     ) -> Result<AssistantTurn, ProviderError> {
-        let Some(compactor) = compactor else { return self.call_model(&request, events, steer).await };
+        let Some(compactor) = compactor else { return self.call_model(&request, events, steer, &limit).await };
         let budget =
             ContextBudget::for_model(&self.inner.parts.model, self.inner.parts.settings.compaction_reserve_tokens);
         if compactor.needs_compaction(budget, &request.system, &state.messages, state.context.reported) {
@@ -51,7 +52,7 @@ impl AgentRunner {
             }
         }
         loop {
-            match self.call_model(&request, events, steer).await {
+            match self.call_model(&request, events, steer, &limit).await {
                 Err(ProviderError::ContextOverflow { message }) => {
                     if state.context.overflows >= MAX_OVERFLOW_COMPACTIONS {
                         return Err(ProviderError::ContextOverflow {
