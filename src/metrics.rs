@@ -128,7 +128,7 @@ pub enum InboundOutcome {
     Denied,
     /// An unknown DM sender, sent a pairing code.
     Pairing,
-    /// Refused by a full queue (`drop = "new"`); the sender was told.
+    /// Refused by a full queue (`drop = "new"`) or as too long; the sender was told.
     Rejected,
     /// It could not be recorded or routed; left unacknowledged for redelivery.
     Error,

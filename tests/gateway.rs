@@ -130,6 +130,23 @@ impl Client {
         }
     }
 
+    /// Frames up to the gateway's close frame: what it answered, and the close code and
+    /// reason (`None` if the socket ended without a close frame).
+    async fn until_closed(&mut self) -> (Vec<Value>, Option<(u16, String)>) {
+        let mut frames = Vec::new();
+        loop {
+            let message = tokio::time::timeout(PATIENCE, self.ws.next()).await.expect("no frame in time");
+            match message {
+                Some(Ok(Message::Text(text))) => frames.push(serde_json::from_str(&text).unwrap()),
+                Some(Ok(Message::Close(frame))) => {
+                    return (frames, frame.map(|frame| (u16::from(frame.code), frame.reason.to_string())));
+                }
+                Some(Ok(_)) => continue,
+                Some(Err(_)) | None => return (frames, None),
+            }
+        }
+    }
+
     /// `chat` events of `run_id` up to and including its terminal one.
     async fn chat_events(&mut self, run_id: &str) -> Vec<Value> {
         let mut seen: Vec<Value> = Vec::new();
@@ -235,7 +252,8 @@ async fn agent_answers_before_the_run_ends_and_wait_only_waits() {
     let (mut late, _) = Client::connect(&gw, "late").await;
     let snapshot = late.request("agent.wait", json!({"runId": "run-a", "timeoutMs": 0})).await;
     assert_eq!(snapshot["payload"]["status"], "ok");
-    let unknown = late.request("agent.wait", json!({"runId": "nope", "timeoutMs": 10})).await;
+    // An unknown run is not waited for, however long the client offers to wait.
+    let unknown = late.request("agent.wait", json!({"runId": "nope", "timeoutMs": 1_000_000_000_000u64})).await;
     assert_eq!(unknown["error"]["code"], "NOT_FOUND");
 }
 
@@ -434,26 +452,63 @@ async fn a_silent_client_is_dropped_after_the_handshake_window_and_oversized_fra
     assert!(waited.elapsed() >= Duration::from_secs(9), "not before the window ends");
 
     let (mut client, _) = Client::connect(&gw, "big").await;
-    let huge = format!(r#"{{"type":"req","id":"1","method":"health","params":{{"pad":"{}"}}}}"#, "x".repeat(26 << 20));
+    let huge = format!(r#"{{"type":"req","id":"1","method":"health","params":{{"pad":"{}"}}}}"#, "x".repeat(2 << 20));
     let _ = client.ws.send(Message::Text(huge.into())).await;
-    assert!(client.frame().await.is_none(), "a frame over 25 MiB is refused and the socket closed");
+    let (_, close) = client.until_closed().await;
+    let (code, reason) = close.expect("a close frame, not a reset");
+    assert_eq!((code, reason.as_str()), (1009, "frame over 1048576 bytes"), "message too big");
     let (mut other, _) = Client::connect(&gw, "small").await;
     assert_eq!(other.request("health", json!({})).await["payload"]["ok"], true, "the gateway carries on");
 }
 
 #[tokio::test]
+async fn a_frame_that_is_not_utf8_is_answered_invalid_request_and_closed_with_1007() {
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    let gw = gateway(Config::default()).await;
+    let (mut client, _) = Client::connect(&gw, "garbled").await;
+    let bytes = b"{\"type\":\"req\",\"id\":\"1\",\"method\":\"health\xff\xfe\"}".to_vec();
+    client.ws.send(Message::Frame(Frame::message(bytes, OpCode::Data(Data::Text), true))).await.unwrap();
+    let (frames, close) = client.until_closed().await;
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert_eq!(frames[0]["error"]["code"], "INVALID_REQUEST", "{frames:?}");
+    assert_eq!(frames[0]["id"], Value::Null);
+    assert_eq!(close.map(|(code, _)| code), Some(1007), "invalid frame payload data");
+}
+
+#[tokio::test]
+async fn a_message_over_the_inbound_limit_is_refused_with_a_clear_error() {
+    let mut config = Config::default();
+    config.messages.max_inbound_chars = 1_000;
+    let gw = gateway(config).await;
+    let (mut client, _) = Client::connect(&gw, "verbose").await;
+    for method in ["chat.send", "agent"] {
+        let params = json!({"message": "é".repeat(1_001), "idempotencyKey": format!("{method}-long")});
+        let refused = client.request(method, params).await;
+        assert_eq!(refused["error"]["code"], "INVALID_REQUEST", "{refused}");
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("1001 characters") && message.contains("messages.max_inbound_chars"), "{message}");
+    }
+    let fits = client.request("chat.send", json!({"message": "é".repeat(1_000), "idempotencyKey": "fits"})).await;
+    assert_eq!(fits["ok"], true, "exactly at the limit is fine: {fits}");
+    assert_eq!(gw.fake.requests().len(), 0, "nothing too long reached the model");
+}
+
+#[tokio::test]
 async fn a_connection_may_not_pile_up_unanswered_requests() {
     let gw = gateway(Config::default()).await;
+    gw.fake.push(Turn::Reply(Reply::text(["slow ", "reply"]).with_chunk_delay(Duration::from_secs(3))));
     let (mut client, _) = Client::connect(&gw, "greedy").await;
+    client.request("chat.send", json!({"message": "take your time", "idempotencyKey": "slow"})).await;
     for id in 0..=256 {
         let frame = json!({"type": "req", "id": format!("w{id}"), "method": "agent.wait",
-            "params": {"runId": "never", "timeoutMs": 2000}});
+            "params": {"runId": "slow", "timeoutMs": 1000}});
         client.send_text(&frame.to_string()).await;
     }
     let refused = client.response("w256").await;
     assert_eq!(refused["error"]["code"], "UNAVAILABLE", "{refused}");
     assert_eq!(refused["error"]["retryable"], true);
-    assert_eq!(client.response("w0").await["error"]["code"], "NOT_FOUND", "the others are answered in time");
+    assert_eq!(client.response("w0").await["payload"]["status"], "timeout", "the others are answered in time");
 }
 
 #[tokio::test]

@@ -34,7 +34,9 @@ use crate::queue::{Admission, QueueJournal, QueueSettings, QueuedMessage, RunExe
 use crate::reply::ledger::{DeliveryLedger, OrphanPreview};
 use crate::reply::outbound::Schedulers;
 use crate::reply::outbound::retry::RetryPolicy;
-use crate::routing::{Admitted, Clock, RouteDecision, Routed, Router, RoutingError, SessionKey, ThreadLabels};
+use crate::routing::{
+    Admitted, Clock, RouteDecision, Routed, Router, RoutingError, SessionKey, ThreadLabels, too_long,
+};
 use crate::session::{SessionStore, SqliteSessionStore};
 use crate::state::Database;
 use executor::AgentExecutor;
@@ -186,6 +188,11 @@ impl Dispatcher {
         self.inner.router.session_key_of(message)
     }
 
+    /// The longest message that runs, in characters (`messages.max_inbound_chars`).
+    pub fn max_inbound_chars(&self) -> usize {
+        self.inner.router.max_inbound_chars()
+    }
+
     pub fn store(&self) -> &Arc<dyn SessionStore> {
         &self.inner.store
     }
@@ -290,9 +297,12 @@ impl Dispatcher {
 
     async fn handle_in_span(&self, delivery: InboundDelivery) {
         let InboundDelivery { message, ack } = delivery;
-        let command = parse_command(&message.text);
-        // A message that runs is journaled in the same record that marks it as seen.
+        let oversized = too_long(&message.text, self.inner.router.max_inbound_chars()).is_some();
+        let command = if oversized { None } else { parse_command(&message.text) };
+        // A message that runs is journaled in the same record that marks it as seen; one too
+        // long to run is not journaled at all.
         let encoded = match command {
+            _ if oversized => None,
             Some(_) => None,
             None => match QueueJournal::encode(&message) {
                 Ok(encoded) => Some(encoded),
@@ -329,6 +339,10 @@ impl Dispatcher {
             RouteDecision::Pairing { reply } | RouteDecision::Denied { reply: Some(reply), .. } => {
                 ack.accept();
                 self.reply(&message, &reply).await;
+            }
+            RouteDecision::TooLong { chars, limit } => {
+                ack.accept();
+                self.reply(&message, &too_long_notice(chars, limit)).await;
             }
             RouteDecision::Run { session_key, prompt, .. } => {
                 ack.accept();
@@ -415,7 +429,13 @@ fn not_run(decision: &RouteDecision) -> Option<InboundOutcome> {
         RouteDecision::Ignored(_) => Some(InboundOutcome::Ignored),
         RouteDecision::Denied { .. } => Some(InboundOutcome::Denied),
         RouteDecision::Pairing { .. } => Some(InboundOutcome::Pairing),
+        RouteDecision::TooLong { .. } => Some(InboundOutcome::Rejected),
     }
+}
+
+/// Told to a user whose message was over `messages.max_inbound_chars`.
+fn too_long_notice(chars: usize, limit: usize) -> String {
+    format!("⚠️ Your message is too long for me: {chars} characters, and the limit is {limit}. Please send a shorter one.")
 }
 
 /// A notice's idempotency key: the message it answers and what it says, so a notice that

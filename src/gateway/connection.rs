@@ -108,8 +108,18 @@ pub async fn serve(socket: WebSocket, gateway: Arc<GatewayState>) {
                 continue;
             }
             Err(error) => {
-                // Includes frames over the size limit: the socket cannot go on after those.
-                tracing::debug!(client = %client.id, %error, "gateway client socket failed");
+                // A frame that breaks the protocol's rules: the socket cannot go on, but the
+                // client is told why with the close code RFC 6455 names for it.
+                match refusal(error, gateway.max_frame_bytes) {
+                    Ok(refusal) => {
+                        tracing::debug!(client = %client.id, code = refusal.code, "refusing a gateway client's frame");
+                        if let Some(error) = refusal.answer {
+                            outbox.push_response(Outgoing::response(Value::Null, Err(error)).to_text());
+                        }
+                        outbox.close_with(refusal.code, refusal.reason);
+                    }
+                    Err(error) => tracing::debug!(client = %client.id, %error, "gateway client socket failed"),
+                }
                 break;
             }
         };
@@ -200,7 +210,44 @@ async fn write_frames(mut sink: futures::stream::SplitSink<WebSocket, Message>, 
             }
         }
     }
+    if let Some((code, reason)) = outbox.close_frame() {
+        let _ = sink.send(Message::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
+    }
     let _ = sink.close().await;
+}
+
+/// Why a client's frame ended its connection, as the client is told.
+struct Refusal {
+    code: u16,
+    reason: String,
+    /// An `INVALID_REQUEST` answer, where the protocol promises one.
+    answer: Option<RpcError>,
+}
+
+/// The refusal for a frame the socket could not read, or the error back if the socket
+/// simply failed (the client went away, the connection broke).
+fn refusal(error: axum::Error, max_frame_bytes: usize) -> Result<Refusal, axum::Error> {
+    use tokio_tungstenite::tungstenite::Error as WsError;
+    let error = error.into_inner();
+    match error.downcast_ref::<WsError>() {
+        Some(WsError::Utf8(_)) => {
+            let message = "frames must be valid UTF-8 JSON text";
+            Ok(Refusal {
+                code: close_code::INVALID,
+                reason: message.to_owned(),
+                answer: Some(RpcError::invalid(message)),
+            })
+        }
+        Some(WsError::Capacity(_)) => Ok(Refusal {
+            code: close_code::SIZE,
+            reason: format!("frame over {max_frame_bytes} bytes"),
+            answer: None,
+        }),
+        Some(WsError::Protocol(problem)) => {
+            Ok(Refusal { code: close_code::PROTOCOL, reason: problem.to_string(), answer: None })
+        }
+        _ => Err(axum::Error::new(error)),
+    }
 }
 
 fn text(frame: Outgoing) -> Message {

@@ -14,7 +14,7 @@ use super::runs::{Claim, Waited};
 use super::webchat::{ACCOUNT_ID, CHANNEL_NAME};
 use crate::agent::ChatMessage;
 use crate::agent::tools::parse_chat;
-use crate::routing::SessionKey;
+use crate::routing::{SessionKey, too_long};
 
 /// `agent.wait`'s default wait.
 const DEFAULT_WAIT_MS: u64 = 30_000;
@@ -118,7 +118,7 @@ async fn agent(gateway: &GatewayState, client: &Client, params: AgentParams) -> 
         None => format!("agent:{}:main", gateway.agent_id),
     };
     let deliver = delivery(gateway, &params)?;
-    let submission = submission(params.message, params.idempotency_key, session_key)?;
+    let submission = submission(gateway, params.message, params.idempotency_key, session_key)?;
     let submission = Submission {
         request: ClientRequest {
             extra_system_prompt: params.extra_system_prompt,
@@ -136,7 +136,7 @@ async fn chat_send(gateway: &GatewayState, client: &Client, params: ChatSendPara
         Some(key) => gateway_session(gateway, key)?,
         None => client.session_key.clone(),
     };
-    let submission = submission(params.message, params.idempotency_key, session_key)?;
+    let submission = submission(gateway, params.message, params.idempotency_key, session_key)?;
     submit(gateway, client, submission).await
 }
 
@@ -165,9 +165,20 @@ fn delivery(gateway: &GatewayState, params: &AgentParams) -> Result<Option<Deliv
     Ok(Some(Delivery { channel, account_id: params.account_id.clone(), target }))
 }
 
-fn submission(message: String, key: String, session_key: String) -> Result<Submission, RpcError> {
+fn submission(
+    gateway: &GatewayState,
+    message: String,
+    key: String,
+    session_key: String,
+) -> Result<Submission, RpcError> {
     if message.trim().is_empty() {
         return Err(RpcError::invalid("params.message: must not be empty"));
+    }
+    let limit = gateway.dispatcher.max_inbound_chars();
+    if let Some(chars) = too_long(&message, limit) {
+        return Err(RpcError::invalid(format!(
+            "params.message: {chars} characters, over the limit of {limit} (messages.max_inbound_chars)"
+        )));
     }
     let key = key.trim().to_owned();
     if key.is_empty() || key.len() > MAX_KEY_LEN || key.chars().any(char::is_control) {

@@ -50,8 +50,16 @@ use crate::dispatch::Dispatcher;
 use hub::Hub;
 use webchat::WebChat;
 
-/// Frames larger than this are refused (SPEC §8).
-pub const MAX_FRAME_BYTES: usize = 25 * 1024 * 1024;
+/// The smallest limit on a WebSocket frame: room for any request with a message of up to
+/// 245,760 characters, so a client cannot make the gateway buffer more than this.
+pub const MIN_FRAME_BYTES: usize = 1024 * 1024;
+
+/// The largest frame a client may send: [`MIN_FRAME_BYTES`], or more when
+/// `messages.max_inbound_chars` needs it (4 bytes a character plus 64 KiB for the rest of the
+/// request). A larger frame closes the connection with 1009 (message too big).
+pub fn max_frame_bytes(max_inbound_chars: usize) -> usize {
+    max_inbound_chars.saturating_mul(4).saturating_add(64 * 1024).max(MIN_FRAME_BYTES)
+}
 
 /// What the gateway is built from.
 pub struct GatewayParts {
@@ -77,6 +85,8 @@ pub struct GatewayState {
     pub(crate) closing: CancellationToken,
     /// The open client connections, so a shutdown can wait for them to say goodbye.
     connections: TaskTracker,
+    /// See [`max_frame_bytes`].
+    pub(crate) max_frame_bytes: usize,
 }
 
 impl GatewayState {
@@ -159,6 +169,7 @@ impl Gateway {
             started: Instant::now(),
             closing: CancellationToken::new(),
             connections: TaskTracker::new(),
+            max_frame_bytes: max_frame_bytes(parts.config.messages.max_inbound_chars),
         };
         Ok(Self { state: Arc::new(state), stop, hub: hub_task, extra: Router::new() })
     }
@@ -255,8 +266,8 @@ impl Draining {
 
 async fn upgrade(ws: WebSocketUpgrade, State(state): State<Arc<GatewayState>>) -> Response {
     let connections = state.connections.clone();
-    ws.max_message_size(MAX_FRAME_BYTES)
-        .max_frame_size(MAX_FRAME_BYTES)
+    ws.max_message_size(state.max_frame_bytes)
+        .max_frame_size(state.max_frame_bytes)
         .on_upgrade(move |socket| connections.track_future(connection::serve(socket, state)))
 }
 

@@ -30,6 +30,8 @@ struct State {
     seq: u64,
     dropped: u64,
     closed: bool,
+    /// The close code and reason the writer ends the socket with, if not a plain close.
+    close_frame: Option<(u16, String)>,
 }
 
 struct Frame {
@@ -108,6 +110,21 @@ impl Outbox {
     pub fn close(&self) {
         self.lock().closed = true;
         self.ready.notify_waiters();
+    }
+
+    /// Like [`Outbox::close`], and the socket is closed with `code` and `reason` (RFC 6455
+    /// §7.4), so the client learns why.
+    pub fn close_with(&self, code: u16, reason: impl Into<String>) {
+        let mut state = self.lock();
+        state.close_frame.get_or_insert_with(|| (code, reason.into()));
+        state.closed = true;
+        drop(state);
+        self.ready.notify_waiters();
+    }
+
+    /// The code and reason given to [`Outbox::close_with`], if any.
+    pub fn close_frame(&self) -> Option<(u16, String)> {
+        self.lock().close_frame.clone()
     }
 
     pub fn is_closed(&self) -> bool {

@@ -157,6 +157,11 @@ impl RunRegistry {
         let mut ended = {
             let mut state = self.lock();
             state.expire(Instant::now());
+            // Nobody has accepted, or is accepting, a run by that id: waiting could only time
+            // out, so the answer is given now.
+            if !state.runs.contains_key(run_id) && !state.answers.contains_key(run_id) {
+                return Waited::Unknown;
+            }
             let entry = state.runs.entry(run_id.to_owned()).or_insert_with(|| RunEntry::new(true));
             entry.ended.subscribe()
         };
@@ -294,6 +299,28 @@ mod tests {
         assert_eq!(registry.wait("r1", Duration::ZERO).await, Waited::Unknown, "forgotten after 10 minutes");
         assert_eq!(registry.wait("never", Duration::from_millis(10)).await, Waited::Unknown);
         assert!(registry.lock().runs.is_empty(), "a waiter for an unknown run leaves nothing behind");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unknown_run_is_not_found_at_once_but_one_being_accepted_is_waited_for() {
+        let registry = std::sync::Arc::new(RunRegistry::default());
+        let asked = tokio::time::Instant::now();
+        assert_eq!(registry.wait("never", Duration::from_secs(600)).await, Waited::Unknown);
+        assert_eq!(tokio::time::Instant::now(), asked, "answered without waiting");
+
+        assert!(matches!(registry.claim("k"), Claim::New));
+        let waiter = {
+            let registry = registry.clone();
+            tokio::spawn(async move { registry.wait("k", Duration::from_secs(30)).await })
+        };
+        tokio::task::yield_now().await;
+        registry.answered("k", json!({}), "k");
+        registry.observe(&lifecycle("k", LifecycleEvent::Start { started_at: Utc::now(), merged_run_ids: vec![] }));
+        registry.observe(&lifecycle(
+            "k",
+            LifecycleEvent::End { ended_at: Utc::now(), aborted: false, merged_run_ids: Vec::new() },
+        ));
+        assert!(matches!(waiter.await.unwrap(), Waited::Ended(Snapshot { status: WaitStatus::Ok, .. })));
     }
 
     #[tokio::test]

@@ -148,6 +148,12 @@ impl MentionGate {
         Gate::Held
     }
 
+    /// Whether `message` would run rather than be held, without holding it.
+    pub fn addresses_bot(&self, message: &InboundMessage, require_mention: bool) -> bool {
+        let default_rules = MentionRules::default();
+        !require_mention || self.rules.get(&message.channel).unwrap_or(&default_rules).triggers(message)
+    }
+
     /// How many messages are held for a group.
     pub fn held(&self, history_key: &SessionKey) -> usize {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner).get(history_key).map_or(0, VecDeque::len)

@@ -77,6 +77,9 @@ pub enum RouteDecision {
     Pairing { reply: String },
     /// Not allowed. `reply`, when there is one, tells the sender what they can do.
     Denied { reason: DenyReason, reply: Option<String> },
+    /// Addressed to the bot, but longer than `messages.max_inbound_chars`: not run, and
+    /// the sender is told.
+    TooLong { chars: usize, limit: usize },
 }
 
 /// Why a message was ignored.
@@ -128,6 +131,8 @@ pub struct Router {
     /// Whether each channel's `thread_id` is a thread or a topic; see [`ThreadLabels`].
     thread_labels: ThreadLabels,
     clock: Arc<dyn Clock>,
+    /// `messages.max_inbound_chars`.
+    max_inbound_chars: usize,
 }
 
 impl Router {
@@ -151,6 +156,7 @@ impl Router {
             dedupe: DedupeStore::new(database, clock.clone()),
             thread_labels: ThreadLabels::new(),
             clock,
+            max_inbound_chars: config.messages.max_inbound_chars,
         })
     }
 
@@ -235,6 +241,14 @@ impl Router {
         };
         let session_key = self.session_key_of(message);
         let is_group = message.chat.kind != ChatKind::Direct;
+        // Checked before a group holds it as context, so an oversized message is never kept.
+        if let Some(chars) = too_long(&message.text, self.max_inbound_chars) {
+            if is_group && !self.mention.addresses_bot(message, require_mention) {
+                return Ok(RouteDecision::Ignored(IgnoreReason::NotMentioned));
+            }
+            tracing::info!(chars, limit = self.max_inbound_chars, "message too long; not run");
+            return Ok(RouteDecision::TooLong { chars, limit: self.max_inbound_chars });
+        }
         let prompt = if is_group {
             if self.redelivered(message) {
                 return Ok(RouteDecision::Duplicate);
@@ -248,6 +262,11 @@ impl Router {
         };
         tracing::debug!(%session_key, "message will run");
         Ok(RouteDecision::Run { session_key, prompt, is_group })
+    }
+
+    /// The longest message that runs, in characters (`messages.max_inbound_chars`).
+    pub fn max_inbound_chars(&self) -> usize {
+        self.max_inbound_chars
     }
 
     /// The session `message` belongs to: the one its gateway client named, else the one
@@ -305,4 +324,14 @@ impl Router {
             }
         }
     }
+}
+
+/// `text`'s length in characters when it is over `limit`; counting only when the bytes
+/// alone do not settle it.
+pub fn too_long(text: &str, limit: usize) -> Option<usize> {
+    if text.len() <= limit {
+        return None;
+    }
+    let chars = text.chars().count();
+    (chars > limit).then_some(chars)
 }
