@@ -286,3 +286,27 @@ async fn a_message_whose_routing_failed_is_routed_again_when_redelivered() {
     let again = harness.router.route(&stranger).await;
     assert!(again.is_err(), "the redelivery must be routed again, not dropped: {again:?}");
 }
+
+#[tokio::test]
+async fn a_message_over_the_inbound_limit_is_refused_and_never_held_as_context() {
+    let harness = Harness::new(|config| {
+        config.messages.max_inbound_chars = 10;
+        config.channels.telegram.dm_policy = DmPolicy::Open;
+        config.channels.telegram.groups.insert("-100".into(), GroupConfig::default());
+    })
+    .await;
+    let too_long = RouteDecision::TooLong { chars: 11, limit: 10 };
+    assert_eq!(harness.route(&dm("telegram", "7", "ééééééééééé")).await, too_long, "counted in characters");
+    assert!(matches!(harness.route(&dm("telegram", "7", "éééééééééé")).await, RouteDecision::Run { .. }));
+
+    // Not addressed to the bot: ignored like any other, and not kept for the next mention.
+    let chatter = group("-100", "1", "a very long aside");
+    assert_eq!(harness.route(&chatter).await, RouteDecision::Ignored(IgnoreReason::NotMentioned));
+    let mut mention = group("-100", "1", "@ferry hi");
+    mention.mentions_bot = true;
+    let (_, prompt, _) = run(harness.route(&mention).await);
+    assert_eq!(prompt, "@ferry hi", "the oversized aside was not held");
+    let mut long_mention = group("-100", "1", "@ferry_bot and more");
+    long_mention.mentions_bot = true;
+    assert_eq!(harness.route(&long_mention).await, RouteDecision::TooLong { chars: 19, limit: 10 });
+}

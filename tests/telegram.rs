@@ -288,3 +288,19 @@ async fn no_log_level_writes_the_bot_token_or_the_model_key() {
         assert!(leaks.is_empty(), "{secret} is in the log: {leaks:#?}");
     }
 }
+
+#[tokio::test]
+async fn a_message_over_the_inbound_limit_is_not_run_and_its_sender_is_told() {
+    let (telegram, openai) = fakes().await;
+    openai.push(Turn::text(["short enough"]));
+    let home = tempfile::tempdir().unwrap();
+    let config = format!("{}\n[messages]\nmax_inbound_chars = 50\n", config(TOKEN, &telegram, OPEN));
+    let _gateway = daemon_in(home, &config, &openai, "telegram").await;
+    telegram.private_message(42, "Ada", &"long words ".repeat(10));
+    let shown = messages(&telegram, 42, 1).await;
+    assert!(shown[0].visible_text.contains("too long for me: 110 characters, and the limit is 50"), "{shown:?}");
+    telegram.private_message(42, "Ada", "a short one");
+    let shown = messages(&telegram, 42, 2).await;
+    assert_eq!(shown[1].visible_text.trim(), "short enough");
+    assert_eq!(openai.requests().len(), 1, "only the short message reached the model");
+}

@@ -435,7 +435,9 @@ fn not_run(decision: &RouteDecision) -> Option<InboundOutcome> {
 
 /// Told to a user whose message was over `messages.max_inbound_chars`.
 fn too_long_notice(chars: usize, limit: usize) -> String {
-    format!("⚠️ Your message is too long for me: {chars} characters, and the limit is {limit}. Please send a shorter one.")
+    format!(
+        "⚠️ Your message is too long for me: {chars} characters, and the limit is {limit}. Please send a shorter one."
+    )
 }
 
 /// A notice's idempotency key: the message it answers and what it says, so a notice that

@@ -238,11 +238,9 @@ fn refusal(error: axum::Error, max_frame_bytes: usize) -> Result<Refusal, axum::
                 answer: Some(RpcError::invalid(message)),
             })
         }
-        Some(WsError::Capacity(_)) => Ok(Refusal {
-            code: close_code::SIZE,
-            reason: format!("frame over {max_frame_bytes} bytes"),
-            answer: None,
-        }),
+        Some(WsError::Capacity(_)) => {
+            Ok(Refusal { code: close_code::SIZE, reason: format!("frame over {max_frame_bytes} bytes"), answer: None })
+        }
         Some(WsError::Protocol(problem)) => {
             Ok(Refusal { code: close_code::PROTOCOL, reason: problem.to_string(), answer: None })
         }
