@@ -229,6 +229,35 @@ async fn a_wrong_or_missing_token_is_refused_and_the_socket_closed() {
 }
 
 #[tokio::test]
+async fn with_a_token_metrics_need_it_and_healthz_tells_strangers_only_ok() {
+    let mut config = Config::default();
+    config.gateway.auth_token = Some(Secret::new("s3cret"));
+    let gw = gateway(config).await;
+    let http = reqwest::Client::new();
+    let get = |path: &str, token: Option<&str>| {
+        let mut request = http.get(format!("http://{}{path}", gw.address));
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        request.send()
+    };
+    for token in [None, Some("guess"), Some("")] {
+        let refused = get("/metrics", token).await.unwrap();
+        assert_eq!(refused.status(), 401, "token {token:?}");
+        assert_eq!(refused.headers()["www-authenticate"], "Bearer");
+        assert!(!refused.text().await.unwrap().contains("ferry_"), "no metric leaks with the refusal");
+        let health: Value = get("/healthz", token).await.unwrap().json().await.unwrap();
+        assert_eq!(health, json!({"ok": true}), "nothing but ok for token {token:?}");
+    }
+    let metrics = get("/metrics", Some("s3cret")).await.unwrap();
+    assert_eq!(metrics.status(), 200);
+    assert!(metrics.text().await.unwrap().contains("# TYPE ferry_runs_started"));
+    let health: Value = get("/healthz", Some("s3cret")).await.unwrap().json().await.unwrap();
+    assert!(health["channels"].as_array().is_some_and(|channels| !channels.is_empty()), "{health}");
+    assert!(health["uptimeMs"].is_u64());
+}
+
+#[tokio::test]
 async fn agent_answers_before_the_run_ends_and_wait_only_waits() {
     let gw = gateway(Config::default()).await;
     let slow = Reply::text(["The ", "answer ", "is ", "42."]).with_chunk_delay(Duration::from_millis(250));

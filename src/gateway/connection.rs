@@ -257,7 +257,7 @@ fn close(code: u16, reason: &'static str) -> Message {
 }
 
 /// Compares secrets without revealing through timing how much of a guess was right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{State, WebSocketUpgrade};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::serve::ListenerExt;
@@ -102,6 +102,16 @@ impl GatewayState {
             "",
         );
         self.dispatcher.session_key_of(&message).into_string()
+    }
+
+    /// Whether an HTTP request carries `Authorization: Bearer <gateway.auth_token>`; always
+    /// true when no token is set (then the gateway listens on loopback only).
+    fn presents_token(&self, headers: &HeaderMap) -> bool {
+        let Some(expected) = &self.auth_token else { return true };
+        let presented = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
+        presented
+            .and_then(|value| value.strip_prefix("Bearer "))
+            .is_some_and(|token| connection::constant_time_eq(token.trim().as_bytes(), expected.as_bytes()))
     }
 
     /// `/healthz` and the `health` method.
@@ -286,10 +296,22 @@ async fn style_css() -> Response {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], webchat::assets::STYLE_CSS).into_response()
 }
 
-async fn healthz(State(state): State<Arc<GatewayState>>) -> Response {
-    axum::Json(state.health()).into_response()
+/// Everything with the token (or when none is set); without it only whether all is well, so
+/// a public address does not tell strangers which platforms the bot is on or why one failed.
+async fn healthz(State(state): State<Arc<GatewayState>>, headers: HeaderMap) -> Response {
+    let health = state.health();
+    if state.presents_token(&headers) {
+        return axum::Json(health).into_response();
+    }
+    axum::Json(json!({ "ok": health["ok"] })).into_response()
 }
 
-async fn metrics() -> Response {
+/// Prometheus text; when `gateway.auth_token` is set, only with it as a bearer token.
+async fn metrics(State(state): State<Arc<GatewayState>>, headers: HeaderMap) -> Response {
+    if !state.presents_token(&headers) {
+        let challenge = [(header::WWW_AUTHENTICATE, "Bearer")];
+        return (StatusCode::UNAUTHORIZED, challenge, "/metrics needs `Authorization: Bearer <gateway.auth_token>`")
+            .into_response();
+    }
     ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], crate::metrics::render()).into_response()
 }
