@@ -304,3 +304,39 @@ async fn a_message_over_the_inbound_limit_is_not_run_and_its_sender_is_told() {
     assert_eq!(shown[1].visible_text.trim(), "short enough");
     assert_eq!(openai.requests().len(), 1, "only the short message reached the model");
 }
+
+#[tokio::test]
+async fn typing_is_shown_only_in_chats_whose_run_started() {
+    let (telegram, openai) = fakes().await;
+    // The first run is slow; while it works, 30 other people write.
+    openai.push(Turn::Reply(Reply::text(["slow ", "answer"]).with_chunk_delay(Duration::from_millis(1500))));
+    for i in 0..30 {
+        openai.push(Turn::text([format!("answer {i}")]));
+    }
+    let home = tempfile::tempdir().unwrap();
+    let config = format!("{}\n[agents.defaults]\nmax_concurrent = 1\n", config(TOKEN, &telegram, OPEN));
+    let _gateway = daemon_in(home, &config, &openai, "telegram").await;
+    telegram.private_message(1, "First", "hello");
+    tokio::time::timeout(PATIENCE, async {
+        while openai.requests().is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap();
+    for chat in 100..130 {
+        telegram.private_message(chat, "Waiting", "me too");
+    }
+    messages(&telegram, 1, 1).await;
+    let typed: Vec<i64> = telegram.chat_actions().iter().map(|action| action.chat_id).collect();
+    let waiting_typed = typed.iter().filter(|chat| **chat >= 100).count();
+    assert!(typed.contains(&1), "the running chat shows typing: {typed:?}");
+    // While the first run worked, at most the one chat next in line could have started.
+    assert!(waiting_typed <= 1, "typing fired for messages still waiting: {typed:?}");
+    for chat in 100..130 {
+        messages(&telegram, chat, 1).await;
+    }
+    let typed = telegram.chat_actions();
+    assert!(typed.len() <= 31 + 31, "about one per run, not one per message and more: {}", typed.len());
+    assert_eq!(telegram.rate_limited_count(), 0);
+}

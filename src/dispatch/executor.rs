@@ -161,7 +161,7 @@ impl RunExecutor for AgentExecutor {
             }
         }
         // On until the reply is sent (dropped at the end of this function).
-        let _typing = Typing::start(channel.clone(), target.clone());
+        let _typing = Typing::start(scheduler.clone(), target.clone());
         let slot = job.global.enter(key);
         let (events, followed) = mpsc::unbounded_channel();
         let reset = &self.config.session.reset;

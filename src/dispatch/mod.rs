@@ -3,7 +3,7 @@
 //! Each channel's messages are handled by [`INBOUND_SHARDS`] tasks, split by chat (one
 //! chat's messages stay in order). For each delivery: route it (access, pairing, mention
 //! gating, session key, dedupe); handle a command at once; otherwise record it as seen and
-//! journal it in one group-committed write, acknowledge it to the platform, show typing,
+//! journal it in one group-committed write, acknowledge it to the platform,
 //! and hand it to the queue scheduler, which runs the agent through
 //! [`executor::AgentExecutor`] and sends the reply. Users are told when their message was
 //! refused or dropped. Each delivery counts once in `ferry_inbound_messages_total`, under
@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::sync::Arc;
 
-use ferry_channel::{Channel, InboundDelivery, InboundMessage, OutboundMessage, Target};
+use ferry_channel::{Channel, InboundDelivery, InboundMessage, OutboundMessage};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -369,12 +369,9 @@ impl Dispatcher {
         tracing::debug!(admission = ?submitted.admission, "message admitted");
         let outcome =
             if submitted.admission == Admission::Rejected { InboundOutcome::Rejected } else { InboundOutcome::Run };
+        // Typing is shown by the run once it starts (and only then: a flood of waiting
+        // messages must not fire an indicator each).
         metrics().inbound(&message.channel, outcome);
-        // A run that starts shows typing itself for as long as it works; a message that
-        // waits gets one indicator now, so the sender sees it was taken.
-        if !matches!(submitted.admission, Admission::Started | Admission::Rejected) {
-            self.typing(&message).await;
-        }
         if submitted.admission == Admission::Rejected {
             self.reply(&message, QUEUE_FULL).await;
         }
@@ -407,15 +404,6 @@ impl Dispatcher {
         match scheduler.send(notice).await {
             Ok(sent) => self.sent(message, &sent.message_id, &text),
             Err(error) => tracing::warn!(%error, "sending a notice failed"),
-        }
-    }
-
-    async fn typing(&self, message: &InboundMessage) {
-        let Some(channel) = self.inner.channels.get(&message.channel, Some(&message.account_id)) else { return };
-        if channel.capabilities().supports_typing
-            && let Err(error) = channel.typing(&Target::of(message)).await
-        {
-            tracing::debug!(%error, "typing indicator failed");
         }
     }
 }

@@ -5,11 +5,12 @@
 //! until the handle is dropped — when the reply is done — and gives up after
 //! [`TYPING_SAFETY_STOP`] in any case, so a stuck run never leaves a chat "typing" forever.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_channel::{Channel, Target};
+use ferry_channel::Target;
 use tokio_util::sync::{CancellationToken, DropGuard};
+
+use super::outbound::OutboundScheduler;
 
 /// How often the indicator is renewed while the run is active.
 pub const TYPING_REFRESH: Duration = Duration::from_secs(6);
@@ -23,10 +24,11 @@ pub struct Typing {
 }
 
 impl Typing {
-    /// Shows typing in `target` now and keeps it on. Does nothing on a channel without
-    /// typing indicators.
-    pub fn start(channel: Arc<dyn Channel>, target: Target) -> Self {
-        if !channel.capabilities().supports_typing {
+    /// Shows typing in `target` now and keeps it on, through the account's outbound
+    /// scheduler (see [`OutboundScheduler::typing`]: budgets, at most one per chat every
+    /// few seconds). Does nothing on a channel without typing indicators.
+    pub fn start(scheduler: OutboundScheduler, target: Target) -> Self {
+        if !scheduler.channel().capabilities().supports_typing {
             return Self { _stop: None };
         }
         let stop = CancellationToken::new();
@@ -34,9 +36,7 @@ impl Typing {
         tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + TYPING_SAFETY_STOP;
             loop {
-                if let Err(error) = channel.typing(&target).await {
-                    tracing::debug!(channel = channel.name(), %error, "typing indicator failed");
-                }
+                scheduler.typing(&target).await;
                 let next = tokio::time::Instant::now() + TYPING_REFRESH;
                 if next >= deadline {
                     break;
@@ -53,6 +53,8 @@ impl Typing {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use ferry_channel::memory::{MemoryChannel, Operation};
     use ferry_channel::{ChatKind, ChatRef};
 
@@ -76,7 +78,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn typing_is_refreshed_every_six_seconds_until_the_reply_is_done() {
         let channel = Arc::new(MemoryChannel::new("memory", "default"));
-        let typing = Typing::start(channel.clone(), target());
+        let typing = Typing::start(OutboundScheduler::new(channel.clone()), target());
         settle().await;
         assert_eq!(typings(&channel), 1, "shown at once");
         for _ in 0..13 {
@@ -93,7 +95,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn typing_stops_after_two_minutes_even_if_the_run_does_not() {
         let channel = Arc::new(MemoryChannel::new("memory", "default"));
-        let _typing = Typing::start(channel.clone(), target());
+        let _typing = Typing::start(OutboundScheduler::new(channel.clone()), target());
         for _ in 0..60 {
             tokio::time::advance(Duration::from_secs(6)).await;
             settle().await;

@@ -137,6 +137,24 @@ impl Budgets {
         Ok(())
     }
 
+    /// Takes room for a call that is skipped when there is none (a typing indicator). The
+    /// account's budget is checked first: a skip then costs at most a cell of the budget
+    /// that refills fastest, never the chat's own, which the chat's next reply needs.
+    pub fn try_acquire_spare(&self, chat: &str, kind: ChatKind) -> bool {
+        let key = chat.to_owned();
+        if self.global.as_ref().is_some_and(|limiter| limiter.check().is_err()) {
+            return false;
+        }
+        if let (Some(limiter), ChatKind::Group | ChatKind::Channel) = (&self.per_group, kind)
+            && limiter.check_key(&key).is_err()
+        {
+            return false;
+        }
+        let room = self.chat_budget(kind).is_none_or(|limiter| limiter.check_key(&key).is_ok());
+        self.forget_idle_chats();
+        room
+    }
+
     /// The per-chat budget a chat of `kind` draws on.
     fn chat_budget(&self, kind: ChatKind) -> Option<&Keyed> {
         match (kind, &self.per_direct_chat) {

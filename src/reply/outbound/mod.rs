@@ -33,6 +33,7 @@ use ferry_channel::{
     Target, TextFormat,
 };
 use tokio::sync::oneshot;
+use tokio::time::{Duration, Instant};
 
 use budget::{Budgets, Taken};
 use retry::RetryPolicy;
@@ -42,6 +43,13 @@ use crate::metrics::{Op, OutboundMetrics, Reconciled, metrics};
 /// Delivered idempotency keys remembered; a retry comes within seconds, so the most recent
 /// few thousand are plenty.
 const REMEMBERED_KEYS: usize = 4096;
+
+/// The least time between two typing indicators in one chat: platforms show one for five
+/// seconds or more, so a sooner one adds nothing but a call.
+pub const TYPING_MIN_GAP: Duration = Duration::from_secs(4);
+
+/// Chats whose last typing time is kept before the stale ones are swept out.
+const TYPING_CHATS_SWEPT_ABOVE: usize = 1024;
 
 /// Whether a call must happen or may be merged away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +128,8 @@ struct Inner {
     /// Chats with calls waiting or in flight; a chat is here exactly while its task runs.
     chats: Mutex<HashMap<String, ChatQueue>>,
     delivered: Mutex<DeliveredKeys>,
+    /// When each chat was last shown typing, for [`TYPING_MIN_GAP`].
+    typing_shown: Mutex<HashMap<String, Instant>>,
     /// The channel's `ferry_outbound_*` series, looked up once.
     metrics: OutboundMetrics,
 }
@@ -152,9 +162,15 @@ impl OutboundScheduler {
                 retry,
                 chats: Mutex::new(HashMap::new()),
                 delivered: Mutex::new(DeliveredKeys::default()),
+                typing_shown: Mutex::new(HashMap::new()),
                 metrics: counters,
             }),
         }
+    }
+
+    /// The channel this scheduler sends to.
+    pub fn channel(&self) -> &Arc<dyn Channel> {
+        &self.inner.channel
     }
 
     /// Sends a message (a final reply or a turn's first preview) and returns the platform's
@@ -267,6 +283,28 @@ impl OutboundScheduler {
         self.submit(&target, Call::Delete(message), Priority::Final).await
     }
 
+    /// Shows "typing…" in `target` when it is worth a call: not within [`TYPING_MIN_GAP`] of
+    /// the chat's last indicator, and only if the account's budgets have room right now. An
+    /// indicator never waits for room, so it can never hold up a reply or draw a 429.
+    /// Returns whether it was shown.
+    pub async fn typing(&self, target: &Target) -> bool {
+        let channel = &self.inner.channel;
+        if !channel.capabilities().supports_typing || !self.inner.typing_due(&target.chat.id) {
+            return false;
+        }
+        if !self.inner.budgets.try_acquire_spare(&target.chat.id, target.chat.kind) {
+            tracing::trace!(channel = channel.name(), "no room in the send budget; typing skipped");
+            return false;
+        }
+        match channel.typing(target).await {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::debug!(channel = channel.name(), %error, "typing indicator failed");
+                false
+            }
+        }
+    }
+
     async fn submit(&self, target: &Target, call: Call, priority: Priority) -> Result<Delivery, ChannelError> {
         let chat = target.chat.id.clone();
         let kind = target.chat.kind;
@@ -357,6 +395,20 @@ impl ChatQueue {
 }
 
 impl Inner {
+    /// Whether `chat` may be shown typing now; if so, now is noted as its last time.
+    fn typing_due(&self, chat: &str) -> bool {
+        let now = Instant::now();
+        let mut shown = self.typing_shown.lock().unwrap_or_else(PoisonError::into_inner);
+        if shown.get(chat).is_some_and(|at| now.duration_since(*at) < TYPING_MIN_GAP) {
+            return false;
+        }
+        if shown.len() >= TYPING_CHATS_SWEPT_ABOVE {
+            shown.retain(|_, at| now.duration_since(*at) < TYPING_MIN_GAP);
+        }
+        shown.insert(chat.to_owned(), now);
+        true
+    }
+
     /// After a call made in place: a worker takes over what queued meanwhile, or the chat
     /// is forgotten.
     fn hand_over(self: Arc<Self>, chat: String) {

@@ -387,3 +387,44 @@ async fn a_group_chat_keeps_to_one_send_a_second() {
         }
     }
 }
+
+fn typings(channel: &MemoryChannel) -> Vec<String> {
+    channel
+        .operations()
+        .iter()
+        .filter_map(|op| match op {
+            Operation::Typing { target } => Some(target.chat.id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn typing_is_shown_at_most_once_per_chat_every_few_seconds() {
+    let channel = channel();
+    let scheduler = OutboundScheduler::new(channel.clone());
+    assert!(scheduler.typing(&target("a")).await);
+    assert!(!scheduler.typing(&target("a")).await, "again at once: nothing to add");
+    assert!(scheduler.typing(&target("b")).await, "another chat is not held back");
+    tokio::time::advance(TYPING_MIN_GAP - Duration::from_millis(1)).await;
+    assert!(!scheduler.typing(&target("a")).await);
+    tokio::time::advance(Duration::from_millis(1)).await;
+    assert!(scheduler.typing(&target("a")).await, "due again after the gap");
+    assert_eq!(typings(&channel), ["a", "b", "a"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn typing_takes_from_the_send_budget_and_is_skipped_rather_than_waiting_for_it() {
+    let channel = channel();
+    let scheduler = OutboundScheduler::new(channel.clone());
+    // 30 chats take the account's whole second of budget (30 calls a second).
+    for chat in 0..30 {
+        assert!(scheduler.typing(&target(&format!("c{chat}"))).await);
+    }
+    assert!(!scheduler.typing(&target("late")).await, "no room: skipped, not queued");
+    assert_eq!(typings(&channel).len(), 30);
+    // A reply still goes out: it waits for the budget, which refills.
+    let start = Instant::now();
+    scheduler.send(text("late", "the answer")).await.expect("sent");
+    assert!(start.elapsed() <= Duration::from_millis(100), "a refilled cell, not a long wait");
+}
