@@ -40,15 +40,32 @@ impl BotIdentity {
     }
 }
 
-/// Why an update does not reach the core; logged at debug level.
+/// Why an update does not reach the core; see [`log_skipped`].
 pub(crate) type Skip = &'static str;
+
+/// A message none of whose kinds teloxide could read (a negative entity offset, say).
+const UNREADABLE_MESSAGE: Skip = "message Ferry's Telegram client cannot read (malformed fields)";
+/// An update teloxide could not read at all.
+const UNREADABLE_UPDATE: Skip = "update Ferry's Telegram client cannot parse";
+/// An update whose normalizing panicked: a bug in Ferry.
+const PANICKED: Skip = "update Ferry failed to read (a bug: normalizing it panicked)";
+
+/// Logs a skipped update: at debug level when skipping is normal (an edit, a service
+/// message), as a warning when the update was malformed or hit a bug, so an operator sees
+/// messages that were lost that way.
+pub(crate) fn log_skipped(account_id: &str, update_id: u32, skip: Skip) {
+    if [UNREADABLE_MESSAGE, UNREADABLE_UPDATE, PANICKED].contains(&skip) {
+        tracing::warn!(channel = CHANNEL_NAME, account_id, update_id, reason = skip, "update skipped");
+    } else {
+        tracing::debug!(channel = CHANNEL_NAME, account_id, update_id, reason = skip, "update skipped");
+    }
+}
 
 /// Normalizes one update, or says why it is skipped. Never panics: an update that would
 /// make the code below panic (a bug) is skipped like any other, so its offset is confirmed
 /// and it cannot stop the channel or come back after every restart.
 pub(crate) fn normalize(update: &Update, bot: &BotIdentity, account_id: &str) -> Result<InboundMessage, Skip> {
-    std::panic::catch_unwind(|| normalize_update(update, bot, account_id))
-        .unwrap_or(Err("update Ferry failed to read (a bug: normalizing it panicked)"))
+    std::panic::catch_unwind(|| normalize_update(update, bot, account_id)).unwrap_or(Err(PANICKED))
 }
 
 fn normalize_update(update: &Update, bot: &BotIdentity, account_id: &str) -> Result<InboundMessage, Skip> {
@@ -56,14 +73,18 @@ fn normalize_update(update: &Update, bot: &BotIdentity, account_id: &str) -> Res
         UpdateKind::Message(message) => normalize_message(message, bot, account_id),
         UpdateKind::EditedMessage(_) => Err("edited message"),
         UpdateKind::ChannelPost(_) | UpdateKind::EditedChannelPost(_) => Err("channel post"),
-        UpdateKind::Error(_) => Err("update Ferry's Telegram client cannot parse"),
+        UpdateKind::Error(_) => Err(UNREADABLE_UPDATE),
         _ => Err("update kind Ferry does not handle"),
     }
 }
 
 fn normalize_message(message: &Message, bot: &BotIdentity, account_id: &str) -> Result<InboundMessage, Skip> {
-    if !matches!(message.kind, MessageKind::Common(_)) {
-        return Err("service message");
+    match &message.kind {
+        MessageKind::Common(_) => {}
+        // What teloxide makes of a message none of whose kinds it could read, such as one
+        // with a negative entity offset: not a service message, a malformed one.
+        MessageKind::Empty {} => return Err(UNREADABLE_MESSAGE),
+        _ => return Err("service message"),
     }
     let kind = match &message.chat.kind {
         TgChatKind::Private(_) => ChatKind::Direct,

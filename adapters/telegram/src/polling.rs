@@ -31,7 +31,7 @@ use tracing::{debug, info, warn};
 
 use crate::CHANNEL_NAME;
 use crate::error::redact;
-use crate::normalize::{BotIdentity, normalize};
+use crate::normalize::{BotIdentity, log_skipped, normalize};
 use crate::offset::OffsetLedger;
 
 /// The first wait after a failed `getUpdates`; doubled per failure up to [`BACKOFF_MAX`].
@@ -149,7 +149,7 @@ impl Poller {
                     in_flight.push(InFlight::Delivered(update.id, receiver));
                 }
                 Err(skip) => {
-                    debug!(channel = CHANNEL_NAME, account_id = %self.account_id, update_id = update.id.0, reason = skip, "update skipped");
+                    log_skipped(&self.account_id, update.id.0, skip);
                     in_flight.push(InFlight::Skipped(update.id));
                 }
             }

@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use crate::CHANNEL_NAME;
-use crate::normalize::{BotIdentity, normalize};
+use crate::normalize::{BotIdentity, log_skipped, normalize};
 
 /// The path the gateway serves Telegram's webhook on (SPEC §8).
 pub const WEBHOOK_PATH: &str = "/telegram-webhook";
@@ -61,7 +61,7 @@ async fn receive(State(state): State<Arc<WebhookState>>, headers: HeaderMap, bod
     let message = match normalize(&update, &state.identity, &state.account_id) {
         Ok(message) => message,
         Err(skip) => {
-            debug!(channel = CHANNEL_NAME, account_id = %state.account_id, update_id = update.id.0, reason = skip, "update skipped");
+            log_skipped(&state.account_id, update.id.0, skip);
             return StatusCode::OK;
         }
     };

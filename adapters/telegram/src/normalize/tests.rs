@@ -200,6 +200,11 @@ fn edits_channel_posts_service_messages_and_other_updates_are_skipped() {
     let joined = message(group_chat(), json!({"new_chat_members": [alice()]}));
     assert_eq!(skipped(update("message", joined)), "service message");
 
+    // A negative offset cannot be read as an entity, so teloxide reads no kind of message.
+    let malformed =
+        message(private_chat(), json!({"text": "hello", "entities": [{"type": "bold", "offset": -1, "length": 3}]}));
+    assert_eq!(skipped(update("message", malformed)), UNREADABLE_MESSAGE);
+
     let sticker = message(
         private_chat(),
         json!({"sticker": {"file_id": "st", "file_unique_id": "u",
