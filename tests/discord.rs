@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use ferry_fakes::{DiscordSentMessage, DiscordUser, FakeDiscord, FakeOpenAi, Mention, Reply, Turn};
+use serde_json::json;
 
 #[path = "common/daemon.rs"]
 mod daemon;
@@ -292,4 +293,33 @@ async fn an_unknown_dm_gets_a_pairing_code_and_other_bots_are_ignored() {
     sentinel(&discord, &openai).await;
     assert_eq!(discord.messages_in(30).len(), 1, "only the sentinel's answer, nothing for the bot");
     assert_eq!(openai.requests().len(), 1, "no run for the stranger or the bot");
+}
+
+#[tokio::test]
+async fn malformed_gateway_events_are_skipped_and_the_channel_keeps_answering() {
+    let (discord, openai) = fakes().await;
+    let gateway = daemon(&discord, &openai, ACCESS).await;
+    let (dm, _) = discord.dm(&user(), "warm-up");
+    openai.push(Turn::text(["warm"]));
+    wait_for(&discord, dm, |shown| !shown.is_empty()).await;
+    let author = user().to_json();
+    for data in [
+        json!({"id": "not-a-snowflake", "channel_id": dm.to_string(), "author": author, "content": "x"}),
+        json!({"id": "77", "channel_id": dm.to_string(), "author": author, "content": 42}),
+        json!({"id": "78", "channel_id": dm.to_string(), "content": "no author"}),
+        json!({"id": "79", "channel_id": dm.to_string(), "author": author, "content": "x", "type": 123456,
+               "timestamp": "yesterday", "mentions": "everyone", "attachments": [{"id": []}]}),
+        json!(null),
+        json!("a string"),
+    ] {
+        discord.inject_raw("MESSAGE_CREATE", data);
+    }
+    discord.inject_raw("GUILD_CREATE", json!({"id": {"nested": true}}));
+    discord.inject_raw("NOT_AN_EVENT_DISCORD_HAS", json!([1, 2, 3]));
+    openai.push(Turn::text(["still here"]));
+    discord.inject_message(dm, &user(), "are you there?");
+    let shown = wait_for(&discord, dm, |shown| shown.iter().any(|m| m.content == "still here")).await;
+    assert_eq!(shown.len(), 2, "nothing was answered for the malformed events: {shown:?}");
+    let health = daemon::health(gateway.port).await;
+    assert_eq!(daemon::channel_entry(&health, "discord").unwrap()["state"], "running", "{health}");
 }

@@ -343,3 +343,31 @@ async fn each_thread_is_its_own_session() {
     let alpha = requests[2].body["messages"].to_string();
     assert!(alpha.contains("alpha question") && !alpha.contains("beta question"), "thread A continues: {alpha}");
 }
+
+#[tokio::test]
+async fn malformed_events_are_acknowledged_and_skipped_and_the_channel_keeps_answering() {
+    let (slack, openai) = fakes().await;
+    let gateway = daemon(&slack, &openai, OPEN).await;
+    let malformed = [
+        serde_json::json!({"type": "message", "channel": 42, "user": ["U1"], "text": {"not": "text"}}),
+        serde_json::json!({"type": "message", "channel_type": "im"}),
+        serde_json::json!({"type": "app_mention", "channel": "C1"}),
+        serde_json::json!({"type": "message", "channel": "DU1", "channel_type": "im", "user": "U1",
+                           "text": "x", "files": "not a list", "thread_ts": 17}),
+        serde_json::json!({"type": "an_event_slack_never_sent", "payload": [null, {}]}),
+    ];
+    let events: Vec<_> = malformed.into_iter().map(|body| slack.event(body)).collect();
+    for event in &events {
+        slack.deliver(event);
+    }
+    openai.push(Turn::text(["still here"]));
+    slack.dm("U1", "are you there?");
+    assert_eq!(messages(&slack, "DU1", 1).await[0].text, "still here");
+    tokio::time::timeout(PATIENCE, slack.wait_for_all_acked()).await.expect("every envelope acknowledged");
+    for event in &events {
+        assert_eq!(slack.deliveries(&event.event_id), 1, "a malformed event is not redelivered");
+    }
+    assert_eq!(openai.requests().len(), 1, "nothing ran for the malformed events");
+    let health = daemon::health(gateway.port).await;
+    assert_eq!(daemon::channel_entry(&health, "slack").unwrap()["state"], "running", "{health}");
+}

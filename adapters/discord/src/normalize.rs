@@ -41,8 +41,30 @@ pub(crate) enum Place {
 /// Why a message does not reach the core; logged at debug level.
 pub(crate) type Skip = &'static str;
 
-/// Normalizes one message written in `place`, or says why it is skipped.
+/// Normalizes one message written in `place`, or says why it is skipped. Never panics: a
+/// message that would make the code below panic (a bug) is skipped and logged, so it can
+/// never stop the channel.
 pub(crate) fn normalize(
+    message: &Message,
+    place: &Place,
+    bot: &BotIdentity,
+    account_id: &str,
+    group_dms: bool,
+) -> Result<InboundMessage, Skip> {
+    std::panic::catch_unwind(|| normalize_message(message, place, bot, account_id, group_dms)).unwrap_or_else(|_| {
+        tracing::warn!(
+            channel = CHANNEL_NAME,
+            message_id = message.id.get(),
+            "normalizing a message panicked; skipped"
+        );
+        Err(PANICKED)
+    })
+}
+
+/// Why a message whose normalizing panicked is skipped.
+pub(crate) const PANICKED: Skip = "message Ferry failed to read (a bug: normalizing it panicked)";
+
+fn normalize_message(
     message: &Message,
     place: &Place,
     bot: &BotIdentity,

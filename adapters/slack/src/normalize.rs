@@ -43,12 +43,23 @@ pub(crate) struct Normalized {
     pub(crate) kind_unknown: bool,
 }
 
-/// Normalizes one event, or says why it is skipped.
+/// Normalizes one event, or says why it is skipped. Never panics: an event that would make
+/// the code below panic (a bug) is skipped and logged, so it can never stop the channel.
 pub(crate) fn normalize(
     event: &SlackEventCallbackBody,
     bot: &BotIdentity,
     account_id: &str,
 ) -> Result<Normalized, Skip> {
+    std::panic::catch_unwind(|| normalize_event(event, bot, account_id)).unwrap_or_else(|_| {
+        tracing::warn!(channel = CHANNEL_NAME, "normalizing an event panicked; skipped");
+        Err(PANICKED)
+    })
+}
+
+/// Why an event whose normalizing panicked is skipped.
+pub(crate) const PANICKED: Skip = "event Ferry failed to read (a bug: normalizing it panicked)";
+
+fn normalize_event(event: &SlackEventCallbackBody, bot: &BotIdentity, account_id: &str) -> Result<Normalized, Skip> {
     match event {
         SlackEventCallbackBody::Message(message) => normalize_message(message, bot, account_id),
         SlackEventCallbackBody::AppMention(mention) => {

@@ -301,6 +301,13 @@ impl FakeDiscord {
         self.inject(channel, author, content, None)
     }
 
+    /// Dispatches `data` as a `t` event on the live session exactly as given, however wrong:
+    /// for tests of payloads Discord should never send.
+    pub fn inject_raw(&self, event: &str, data: Value) {
+        lock(&self.shared.state).dispatch(event, data);
+        self.shared.notify();
+    }
+
     fn inject(&self, channel: u64, author: &DiscordUser, content: &str, reply_to: Option<u64>) -> u64 {
         let id = {
             let mut state = lock(&self.shared.state);
