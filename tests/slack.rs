@@ -371,3 +371,29 @@ async fn malformed_events_are_acknowledged_and_skipped_and_the_channel_keeps_ans
     let health = daemon::health(gateway.port).await;
     assert_eq!(daemon::channel_entry(&health, "slack").unwrap()["state"], "running", "{health}");
 }
+
+#[tokio::test]
+async fn no_log_level_writes_a_token_the_signing_secret_or_the_model_key() {
+    for mode in ["", HTTP] {
+        let (slack, openai) = fakes().await;
+        openai.push(Turn::text(["hi"]));
+        let home = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(home.path().join("stderr.log")).unwrap();
+        let extra = format!("{OPEN}\n{mode}");
+        let config = config(FakeSlack::BOT_TOKEN, &slack, "", &extra);
+        let (child, port) = daemon::spawn_gateway_logging(home.path(), &config, &openai, Stdio::from(log), "trace");
+        let gateway = Daemon { child, port, home: None };
+        daemon::channel_in_state(port, "slack", "running").await;
+        let dm = slack.dm("U1", "hello");
+        if mode == HTTP {
+            events_client(&gateway).deliver(&dm.payload).await;
+        }
+        messages(&slack, "DU1", 1).await;
+        let log = std::fs::read_to_string(home.path().join("stderr.log")).unwrap();
+        assert!(log.contains("TRACE"), "the log is at trace level");
+        for secret in [FakeSlack::BOT_TOKEN, FakeSlack::APP_TOKEN, FakeSlack::SIGNING_SECRET, "sk-test"] {
+            let leaks: Vec<&str> = log.lines().filter(|line| line.contains(secret)).take(3).collect();
+            assert!(leaks.is_empty(), "{secret} is in the {mode:?} log: {leaks:#?}");
+        }
+    }
+}
