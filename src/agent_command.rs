@@ -33,6 +33,10 @@ pub async fn agent(global: &GlobalArgs, args: AgentArgs, env: &Environment) -> a
         bail!("--timeout must be at least 1 second");
     }
     let config = &loaded.config;
+    let limit = config.messages.max_inbound_chars;
+    if let Some(chars) = ferry::routing::too_long(&args.message, limit) {
+        bail!("the message is {chars} characters; messages.max_inbound_chars allows {limit}");
+    }
     let url = gateway_url(config);
     let token = config.gateway.auth_token.as_ref().map(|token| token.expose().to_owned());
     let client_id = format!("cli-{}", uuid::Uuid::new_v4());

@@ -146,3 +146,16 @@ async fn timeout_and_provider_failures_exit_non_zero_with_a_clear_line() {
     assert!(stderr.contains("rejected the request: model `nope` does not exist"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+#[tokio::test]
+async fn a_message_over_the_inbound_limit_is_refused_before_anything_runs() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    let url = fake.url();
+    let long = "x".repeat(101);
+    let env = [("OPENAI_BASE_URL", url.as_str()), ("FERRY__MESSAGES__MAX_INBOUND_CHARS", "100")];
+    let output = ferry(&["agent", "--message", &long], &env).await;
+    assert!(!output.status.success());
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("the message is 101 characters; messages.max_inbound_chars allows 100"), "{stderr}");
+    assert!(fake.requests().is_empty(), "nothing reached the model");
+}
