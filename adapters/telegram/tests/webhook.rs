@@ -86,3 +86,20 @@ async fn skipped_updates_are_acknowledged_at_once() {
     let response = reqwest::Client::new().post(&url).header(SECRET_HEADER, SECRET).json(&edited).send().await.unwrap();
     assert_eq!(response.status(), 200);
 }
+
+#[tokio::test]
+async fn a_body_over_two_megabytes_is_refused_without_being_read_whole() {
+    let (_telegram, channel, url) = serve().await;
+    let mut inbound = channel.start().await.unwrap();
+    let client = reqwest::Client::new();
+    let mut huge = update(8, "x");
+    huge["message"]["text"] = serde_json::Value::String("x".repeat(3 << 20));
+    let refused = client.post(&url).header(SECRET_HEADER, SECRET).json(&huge).send().await.unwrap();
+    assert_eq!(refused.status(), 413, "payload too large");
+    let ok = client.post(&url).header(SECRET_HEADER, SECRET).json(&update(9, "small")).send();
+    let ok = tokio::spawn(ok);
+    let delivery = tokio::time::timeout(PATIENCE, inbound.next()).await.expect("delivered").unwrap();
+    assert_eq!(delivery.message.text, "small", "the oversized update never reached the core");
+    delivery.ack.accept();
+    assert_eq!(ok.await.unwrap().unwrap().status(), 200);
+}
