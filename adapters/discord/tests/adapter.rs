@@ -10,6 +10,7 @@ use ferry_channel::{
 use ferry_discord::{DiscordChannel, DiscordConfig, DiscordError};
 use ferry_fakes::{DiscordUser, FakeDiscord, Mention};
 use futures::StreamExt;
+use tokio::io::AsyncReadExt;
 
 /// Generous bound for waiting on explicit signals; never a measurement.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -202,6 +203,24 @@ async fn gateway_url_overrides_the_url_that_rest_hands_out() {
     assert_eq!(rest.identify_count(), 0);
     gateway.dm(&ada(), "via the other gateway");
     assert_eq!(next(&mut inbound).await.message.text, "via the other gateway");
+}
+
+#[tokio::test]
+async fn a_wss_gateway_url_is_dialled_over_tls() {
+    // Every other test dials the fake's plain ws:// gateway. This one makes the gateway build
+    // its TLS client (rustls 0.23 through tokio-tungstenite), which would panic instead if the
+    // graph ever held a second rustls crypto provider (see DEPENDENCIES.md).
+    let rest = FakeDiscord::start(TOKEN).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mut config = config(&rest);
+    config.gateway_url = Some(format!("wss://{}", listener.local_addr().unwrap()));
+    let channel = DiscordChannel::connect(config).await.expect("connect");
+    let _inbound = channel.start().await.expect("start");
+    let (mut socket, _) = tokio::time::timeout(PATIENCE, listener.accept()).await.expect("the gateway dials").unwrap();
+    // A TLS record header (type, version, length) and the first byte of its handshake message.
+    let mut first = [0u8; 6];
+    tokio::time::timeout(PATIENCE, socket.read_exact(&mut first)).await.expect("bytes in time").unwrap();
+    assert_eq!((first[0], first[5]), (0x16, 0x01), "a handshake record holding a ClientHello: {first:?}");
 }
 
 fn keyed(target: &Target, text: &str, key: &str) -> OutboundMessage {
