@@ -328,19 +328,8 @@ async fn malformed_gateway_events_are_skipped_and_the_channel_keeps_answering() 
 async fn no_log_level_writes_the_bot_token_or_the_model_key() {
     let (discord, openai) = fakes().await;
     openai.push(Turn::text(["hi"]));
-    let home = tempfile::tempdir().unwrap();
-    let log = std::fs::File::create(home.path().join("stderr.log")).unwrap();
-    let config = config(TOKEN, &discord, ACCESS);
-    let (child, port) = daemon::spawn_gateway_logging(home.path(), &config, &openai, Stdio::from(log), "trace");
-    let _gateway = Daemon { child, port, home: None };
-    daemon::channel_in_state(port, "discord", "running").await;
+    let gateway = daemon::gateway_at_trace(&config(TOKEN, &discord, ACCESS), &openai, "discord").await;
     let (dm, _) = discord.dm(&user(), "hello");
     wait_for(&discord, dm, |shown| !shown.is_empty()).await;
-    let log = std::fs::read_to_string(home.path().join("stderr.log")).unwrap();
-    assert!(log.contains("TRACE"), "the log is at trace level");
-    // The bot token (also as serenity sends it, `Bot <token>`), and the model's API key.
-    for secret in [TOKEN, "sk-test"] {
-        let leaks: Vec<&str> = log.lines().filter(|line| line.contains(secret)).take(3).collect();
-        assert!(leaks.is_empty(), "{secret} is in the log: {leaks:#?}");
-    }
+    daemon::assert_log_free_of(&gateway, &[TOKEN, "sk-test"]);
 }

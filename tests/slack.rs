@@ -377,23 +377,14 @@ async fn no_log_level_writes_a_token_the_signing_secret_or_the_model_key() {
     for mode in ["", HTTP] {
         let (slack, openai) = fakes().await;
         openai.push(Turn::text(["hi"]));
-        let home = tempfile::tempdir().unwrap();
-        let log = std::fs::File::create(home.path().join("stderr.log")).unwrap();
-        let extra = format!("{OPEN}\n{mode}");
-        let config = config(FakeSlack::BOT_TOKEN, &slack, "", &extra);
-        let (child, port) = daemon::spawn_gateway_logging(home.path(), &config, &openai, Stdio::from(log), "trace");
-        let gateway = Daemon { child, port, home: None };
-        daemon::channel_in_state(port, "slack", "running").await;
+        let config = config(FakeSlack::BOT_TOKEN, &slack, "", &format!("{OPEN}\n{mode}"));
+        let gateway = daemon::gateway_at_trace(&config, &openai, "slack").await;
         let dm = slack.dm("U1", "hello");
         if mode == HTTP {
             events_client(&gateway).deliver(&dm.payload).await;
         }
         messages(&slack, "DU1", 1).await;
-        let log = std::fs::read_to_string(home.path().join("stderr.log")).unwrap();
-        assert!(log.contains("TRACE"), "the log is at trace level");
-        for secret in [FakeSlack::BOT_TOKEN, FakeSlack::APP_TOKEN, FakeSlack::SIGNING_SECRET, "sk-test"] {
-            let leaks: Vec<&str> = log.lines().filter(|line| line.contains(secret)).take(3).collect();
-            assert!(leaks.is_empty(), "{secret} is in the {mode:?} log: {leaks:#?}");
-        }
+        let secrets = [FakeSlack::BOT_TOKEN, FakeSlack::APP_TOKEN, FakeSlack::SIGNING_SECRET, "sk-test"];
+        daemon::assert_log_free_of(&gateway, &secrets);
     }
 }

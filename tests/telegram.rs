@@ -272,21 +272,11 @@ async fn an_update_whose_entities_lie_outside_its_text_is_answered_and_the_chann
 async fn no_log_level_writes_the_bot_token_or_the_model_key() {
     let (telegram, openai) = fakes().await;
     openai.push(Turn::text(["hi"]));
-    let home = tempfile::tempdir().unwrap();
-    let log = std::fs::File::create(home.path().join("stderr.log")).unwrap();
-    let config = config(TOKEN, &telegram, OPEN);
-    let (child, port) = daemon::spawn_gateway_logging(home.path(), &config, &openai, Stdio::from(log), "trace");
-    let _gateway = Daemon { child, port, home: None };
-    daemon::channel_in_state(port, "telegram", "running").await;
+    let gateway = daemon::gateway_at_trace(&config(TOKEN, &telegram, OPEN), &openai, "telegram").await;
     telegram.private_message(42, "Ada", "hello");
     messages(&telegram, 42, 1).await;
-    let log = std::fs::read_to_string(home.path().join("stderr.log")).unwrap();
-    assert!(log.contains("TRACE"), "the log is at trace level");
     // The bot token, and the model's API key (`sk-test`, see `spawn_gateway`).
-    for secret in [TOKEN, "sk-test"] {
-        let leaks: Vec<&str> = log.lines().filter(|line| line.contains(secret)).take(3).collect();
-        assert!(leaks.is_empty(), "{secret} is in the log: {leaks:#?}");
-    }
+    daemon::assert_log_free_of(&gateway, &[TOKEN, "sk-test"]);
 }
 
 #[tokio::test]

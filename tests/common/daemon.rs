@@ -70,6 +70,28 @@ pub fn spawn_gateway_logging(
     (child, port)
 }
 
+/// `ferry gateway` at `RUST_LOG=trace` with its stderr in `<home>/stderr.log`, once
+/// `channel` is running: for tests that no secret reaches the log at any level.
+pub async fn gateway_at_trace(config: &str, openai: &FakeOpenAi, channel: &str) -> Daemon {
+    let home = tempfile::tempdir().unwrap();
+    let log = std::fs::File::create(home.path().join("stderr.log")).unwrap();
+    let (child, port) = spawn_gateway_logging(home.path(), config, openai, Stdio::from(log), "trace");
+    let daemon = Daemon { child, port, home: Some(home) };
+    channel_in_state(port, channel, "running").await;
+    daemon
+}
+
+/// Asserts that the trace log of a [`gateway_at_trace`] daemon holds none of `secrets`.
+pub fn assert_log_free_of(daemon: &Daemon, secrets: &[&str]) {
+    let home = daemon.home.as_ref().expect("the daemon's home");
+    let log = std::fs::read_to_string(home.path().join("stderr.log")).unwrap();
+    assert!(log.contains("TRACE"), "the log is at trace level");
+    for secret in secrets {
+        let leaks: Vec<&str> = log.lines().filter(|line| line.contains(secret)).take(3).collect();
+        assert!(leaks.is_empty(), "{secret} is in the log: {leaks:#?}");
+    }
+}
+
 /// The gateway's `/healthz` JSON once it answers.
 pub async fn health(port: u16) -> serde_json::Value {
     let url = format!("http://127.0.0.1:{port}/healthz");
