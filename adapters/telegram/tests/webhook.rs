@@ -103,3 +103,18 @@ async fn a_body_over_two_megabytes_is_refused_without_being_read_whole() {
     delivery.ack.accept();
     assert_eq!(ok.await.unwrap().unwrap().status(), 200);
 }
+
+#[tokio::test]
+async fn an_update_whose_entities_lie_outside_its_text_is_delivered_and_answered_200() {
+    let (_telegram, channel, url) = serve().await;
+    let mut inbound = channel.start().await.unwrap();
+    let client = reqwest::Client::new();
+    let mut broken = update(10, "hi @ferry");
+    broken["message"]["entities"] = json!([{"type": "mention", "offset": 500, "length": 12}]);
+    let post = tokio::spawn(client.post(&url).header(SECRET_HEADER, SECRET).json(&broken).send());
+    let delivery = tokio::time::timeout(PATIENCE, inbound.next()).await.expect("delivered").unwrap();
+    assert_eq!(delivery.message.text, "hi @ferry");
+    delivery.ack.accept();
+    let response = tokio::time::timeout(PATIENCE, post).await.expect("answered").unwrap().unwrap();
+    assert_eq!(response.status(), 200, "answered, not a connection closed without a response");
+}
