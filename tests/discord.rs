@@ -333,3 +333,36 @@ async fn no_log_level_writes_the_bot_token_or_the_model_key() {
     wait_for(&discord, dm, |shown| !shown.is_empty()).await;
     daemon::assert_log_free_of(&gateway, &[TOKEN, "sk-test"]);
 }
+
+#[tokio::test]
+async fn a_gateway_event_that_panics_serenity_restarts_the_shard_and_later_messages_are_answered() {
+    let (discord, openai) = fakes().await;
+    let gateway = daemon(&discord, &openai, ACCESS).await;
+    let (dm, _) = discord.dm(&user(), "warm-up");
+    openai.push(Turn::text(["warm"]));
+    wait_for(&discord, dm, |shown| !shown.is_empty()).await;
+    // serenity 0.12.5's ImageHash parser slices this 32-byte avatar inside a character and
+    // panics in the shard runner, which then stops for good unless Ferry restarts it.
+    let mut author = user().to_json();
+    author["avatar"] = json!(format!("a{}a", "é".repeat(15)));
+    discord.inject_raw(
+        "MESSAGE_CREATE",
+        json!({"id": "77", "channel_id": dm.to_string(), "author": author, "content": "poison",
+               "timestamp": "2024-01-01T00:00:00+00:00", "type": 0, "tts": false, "mention_everyone": false,
+               "mentions": [], "mention_roles": [], "attachments": [], "embeds": [], "pinned": false}),
+    );
+    tokio::time::timeout(PATIENCE, async {
+        while discord.identify_count() < 2 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the shard identifies again");
+    tokio::time::timeout(PATIENCE, discord.wait_for_session()).await.expect("a live session");
+    openai.push(Turn::text(["still here"]));
+    discord.inject_message(dm, &user(), "are you there?");
+    let shown = wait_for(&discord, dm, |shown| shown.iter().any(|m| m.content == "still here")).await;
+    assert_eq!(shown.len(), 2, "the poisoned event was not answered: {shown:?}");
+    let health = daemon::health(gateway.port).await;
+    assert_eq!(daemon::channel_entry(&health, "discord").unwrap()["state"], "running", "{health}");
+}

@@ -162,6 +162,7 @@ impl Channel for DiscordChannel {
         let (client_gone, gone) = tokio::sync::oneshot::channel();
         tokio::spawn(forwarder.run(messages, tx, gone));
         let account_id = self.account_id.clone();
+        crate::shard_watch::restart_shards_after_panics(client.shard_manager.clone(), account_id.clone());
         tokio::spawn(async move {
             // Dropped when the client stops, however it stops: the forwarder then ends the
             // inbound stream and the core reports the channel as stopped.

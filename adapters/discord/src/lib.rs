@@ -45,6 +45,7 @@ mod gateway;
 mod nonce;
 mod normalize;
 mod rest;
+mod shard_watch;
 
 pub use channel::{DiscordChannel, intents};
 pub use config::{DEFAULT_API_URL, DiscordConfig};
