@@ -67,6 +67,17 @@ fn run(cli: Cli, env: &Environment) -> anyhow::Result<()> {
     }
 }
 
+/// The stack of each runtime thread. Platform payloads are parsed on these threads, and the
+/// deepest one serde_json lets through (128 levels) must fit: a Telegram update with a
+/// `reply_to_message` chain that deep took ~140 KiB a level in teloxide's parser and
+/// overflowed tokio's default 2 MiB, aborting the whole process. The memory is reserved,
+/// not used: only pages a thread touches count.
+const THREAD_STACK_BYTES: usize = 64 * 1024 * 1024;
+
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")
+    tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(THREAD_STACK_BYTES)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
 }

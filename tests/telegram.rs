@@ -330,3 +330,46 @@ async fn typing_is_shown_only_in_chats_whose_run_started() {
     assert!(typed.len() <= 31 + 31, "about one per run, not one per message and more: {}", typed.len());
     assert_eq!(telegram.rate_limited_count(), 0);
 }
+
+/// An update whose message replies to a message that replies to a message… `depth` times:
+/// as deep as serde_json lets a document go. Telegram itself sends one level.
+fn reply_chain(update_id: i64, depth: i64) -> serde_json::Value {
+    let chat = serde_json::json!({"id": 42, "type": "private", "first_name": "Ada"});
+    let mut message = serde_json::json!({"message_id": 1, "date": 0, "chat": chat, "text": "leaf"});
+    for id in 0..depth {
+        message = serde_json::json!({"message_id": id + 2, "date": 0, "chat": chat, "text": "n", "reply_to_message": message});
+    }
+    message["from"] = serde_json::json!({"id": 42, "is_bot": false, "first_name": "Ada"});
+    serde_json::json!({"update_id": update_id, "message": message})
+}
+
+#[tokio::test]
+async fn a_reply_chain_as_deep_as_json_allows_does_not_bring_the_gateway_down() {
+    // Polling: the chain comes back from getUpdates (without "update_id"; the fake numbers it).
+    let (telegram, openai) = fakes().await;
+    openai.set_responder(|request| Turn::text([format!("echo: {}", request.last_user_text().unwrap_or_default())]));
+    let mut gateway = daemon(&telegram, &openai, OPEN).await;
+    telegram.inject_update(serde_json::json!({"message": reply_chain(0, 125)["message"]}));
+    telegram.private_message(42, "Ada", "after the chain");
+    let shown = messages(&telegram, 42, 1).await;
+    assert!(shown.iter().any(|m| m.visible_text.contains("after the chain")), "{shown:?}");
+    assert!(gateway.child.try_wait().unwrap().is_none(), "the gateway is still running");
+
+    // Webhook: the chain is POSTed with the right secret.
+    let (telegram, openai) = fakes().await;
+    openai.push(Turn::text(["still here"]));
+    let extra = "mode = \"webhook\"\nwebhook_secret = \"right\"\ndm_policy = \"open\"\nallow_from = [\"*\"]";
+    let mut gateway = daemon(&telegram, &openai, extra).await;
+    telegram.private_message(42, "Ada", "hi");
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{}/telegram-webhook", gateway.port);
+    let secret = ("X-Telegram-Bot-Api-Secret-Token", "right");
+    let chain = client.post(&url).header(secret.0, secret.1).json(&reply_chain(7, 125)).send().await.unwrap();
+    assert_eq!(chain.status(), 200, "skipped like any update Ferry cannot read, so Telegram moves on");
+    assert!(gateway.child.try_wait().unwrap().is_none(), "the gateway is still running");
+    let hi = serde_json::json!({"update_id": 8, "message": {"message_id": 9, "date": 0,
+        "chat": {"id": 42, "type": "private", "first_name": "Ada"},
+        "from": {"id": 42, "is_bot": false, "first_name": "Ada"}, "text": "hi"}});
+    assert_eq!(client.post(&url).header(secret.0, secret.1).json(&hi).send().await.unwrap().status(), 200);
+    assert!(messages(&telegram, 42, 1).await.iter().any(|m| m.visible_text == "still here"));
+}

@@ -38,6 +38,7 @@ mod error;
 mod normalize;
 mod offset;
 mod polling;
+mod salvage;
 mod webhook;
 
 pub use channel::TelegramChannel;

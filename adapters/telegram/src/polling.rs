@@ -23,7 +23,7 @@ use std::time::Duration;
 use ferry_channel::{Ack, AckOutcome, AckReceiver, InboundDelivery};
 use teloxide::payloads::GetUpdatesSetters;
 use teloxide::requests::{Request, Requester};
-use teloxide::types::{AllowedUpdate, Update, UpdateId};
+use teloxide::types::{AllowedUpdate, UpdateId};
 use teloxide::{ApiError, Bot, RequestError};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -33,6 +33,7 @@ use crate::CHANNEL_NAME;
 use crate::error::redact;
 use crate::normalize::{BotIdentity, log_skipped, normalize};
 use crate::offset::OffsetLedger;
+use crate::salvage::{Fetched, salvage};
 
 /// The first wait after a failed `getUpdates`; doubled per failure up to [`BACKOFF_MAX`].
 pub(crate) const BACKOFF_MIN: Duration = Duration::from_secs(1);
@@ -79,7 +80,16 @@ impl Poller {
                 result = request.send() => result,
                 () = tx.closed() => break,
             };
-            let updates = match result {
+            // A batch teloxide cannot read as a whole is read update by update, so one
+            // unreadable update is skipped instead of blocking every one after it.
+            let result = match result {
+                Ok(updates) => Ok(updates.into_iter().map(|update| Fetched::Read(Box::new(update))).collect()),
+                Err(RequestError::InvalidJson { raw, source }) => {
+                    salvage(&raw).ok_or(RequestError::InvalidJson { raw, source })
+                }
+                Err(error) => Err(error),
+            };
+            let updates: Vec<Fetched> = match result {
                 Ok(updates) => {
                     if let Some(outage) = outage.take() {
                         info!(
@@ -132,9 +142,17 @@ impl Poller {
     }
 
     /// Hands a batch to the core in update order. `None` when the core is gone.
-    async fn deliver(&self, updates: Vec<Update>, tx: &mpsc::Sender<InboundDelivery>) -> Option<Vec<InFlight>> {
+    async fn deliver(&self, updates: Vec<Fetched>, tx: &mpsc::Sender<InboundDelivery>) -> Option<Vec<InFlight>> {
         let mut in_flight = Vec::with_capacity(updates.len());
         for update in updates {
+            let update = match update {
+                Fetched::Read(update) => update,
+                Fetched::Unreadable(id) => {
+                    warn!(channel = CHANNEL_NAME, account_id = %self.account_id, update_id = id.0, "update Ferry's Telegram client cannot read (nested too deep, or malformed); skipped");
+                    in_flight.push(InFlight::Skipped(id));
+                    continue;
+                }
+            };
             match normalize(&update, &self.identity, &self.account_id) {
                 Ok(message) => {
                     let (ack, receiver) = Ack::pair();
@@ -175,7 +193,13 @@ impl Poller {
             RequestError::Api(ApiError::InvalidToken) => "the bot token was revoked",
             _ => "network or Telegram trouble",
         };
-        let error = redact(&error.to_string(), &self.token);
+        let error = match error {
+            // Not the body itself: it holds users' messages, and may be megabytes long.
+            RequestError::InvalidJson { source, raw } => {
+                format!("a response Ferry cannot read ({} bytes): {source}", raw.len())
+            }
+            error => redact(&error.to_string(), &self.token),
+        };
         warn!(
             channel = CHANNEL_NAME,
             account_id = %self.account_id,

@@ -53,9 +53,12 @@ async fn receive(State(state): State<Arc<WebhookState>>, headers: HeaderMap, bod
     }
     let update: Update = match serde_json::from_slice(&body) {
         Ok(update) => update,
+        // Answered 200, like any skipped update: Telegram delivers a bot's updates in order
+        // and retries a refused one, so refusing it would hold up every update after it,
+        // and it will not read better the next time.
         Err(error) => {
-            warn!(channel = CHANNEL_NAME, account_id = %state.account_id, %error, "webhook body is not a Telegram update; refused");
-            return StatusCode::BAD_REQUEST;
+            warn!(channel = CHANNEL_NAME, account_id = %state.account_id, %error, "webhook body Ferry cannot read as a Telegram update; skipped");
+            return StatusCode::OK;
         }
     };
     let message = match normalize(&update, &state.identity, &state.account_id) {
