@@ -482,10 +482,14 @@ async fn a_silent_client_is_dropped_after_the_handshake_window_and_oversized_fra
 
     let (mut client, _) = Client::connect(&gw, "big").await;
     let huge = format!(r#"{{"type":"req","id":"1","method":"health","params":{{"pad":"{}"}}}}"#, "x".repeat(2 << 20));
-    let _ = client.ws.send(Message::Text(huge.into())).await;
+    let _ = client.ws.send(Message::Text(huge.clone().into())).await;
     let (_, close) = client.until_closed().await;
     let (code, reason) = close.expect("a close frame, not a reset");
     assert_eq!((code, reason.as_str()), (1009, "frame over 1048576 bytes"), "message too big");
+    // The same before the handshake.
+    let mut early = Client::open(&gw).await;
+    let _ = early.ws.send(Message::Text(huge.into())).await;
+    assert_eq!(early.until_closed().await.1.map(|(code, _)| code), Some(1009), "before connect too");
     let (mut other, _) = Client::connect(&gw, "small").await;
     assert_eq!(other.request("health", json!({})).await["payload"]["ok"], true, "the gateway carries on");
 }
@@ -503,6 +507,13 @@ async fn a_frame_that_is_not_utf8_is_answered_invalid_request_and_closed_with_10
     assert_eq!(frames[0]["error"]["code"], "INVALID_REQUEST", "{frames:?}");
     assert_eq!(frames[0]["id"], Value::Null);
     assert_eq!(close.map(|(code, _)| code), Some(1007), "invalid frame payload data");
+
+    let mut early = Client::open(&gw).await;
+    let bytes = b"{\"type\":\"req\",\"id\":\"c\",\"method\":\"connect\xff\"}".to_vec();
+    early.ws.send(Message::Frame(Frame::message(bytes, OpCode::Data(Data::Text), true))).await.unwrap();
+    let (frames, close) = early.until_closed().await;
+    assert_eq!(frames.first().map(|frame| frame["error"]["code"].clone()), Some(json!("INVALID_REQUEST")));
+    assert_eq!(close.map(|(code, _)| code), Some(1007), "before connect too");
 }
 
 #[tokio::test]

@@ -68,7 +68,16 @@ pub async fn serve(socket: WebSocket, gateway: Arc<GatewayState>) {
             return;
         }
         Ok(Some(Err(error))) => {
-            tracing::debug!(%error, "a gateway client failed before the handshake");
+            match refusal(error, gateway.max_frame_bytes) {
+                Ok(refusal) => {
+                    if let Some(error) = refusal.answer {
+                        let _ = sink.send(text(Outgoing::response(Value::Null, Err(error)))).await;
+                    }
+                    let frame = CloseFrame { code: refusal.code, reason: refusal.reason.into() };
+                    let _ = sink.send(Message::Close(Some(frame))).await;
+                }
+                Err(error) => tracing::debug!(%error, "a gateway client failed before the handshake"),
+            }
             return;
         }
         Ok(None) => return,
