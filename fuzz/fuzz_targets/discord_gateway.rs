@@ -1,0 +1,26 @@
+//! A Discord gateway frame, read as serenity's shard reads it; a `MESSAGE_CREATE`'s message
+//! normalized as written in each kind of place (`adapters/discord/src/normalize.rs`). The
+//! same bytes are also read as the channel object a REST lookup returns
+//! (`place_of` in `adapters/discord/src/gateway.rs`).
+//!
+//! Asserts: never panics; a message that reaches the core no longer holds the bot's
+//! `<@id>` / `<@!id>` mention (it is cut and reported as `mentions_bot`), and has text, an
+//! attachment or a mention.
+#![no_main]
+
+use ferry_discord::fuzzing::{BOT_ID, PLACES, channel_place, gateway_frame};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|frame: &[u8]| {
+    let _ = channel_place(frame);
+    let Some(outcomes) = gateway_frame(frame) else { return };
+    assert!(outcomes.is_empty() || outcomes.len() == PLACES);
+    let mention = format!("<@{BOT_ID}>");
+    let nickname = format!("<@!{BOT_ID}>");
+    for message in outcomes.into_iter().flatten() {
+        assert_eq!(message.channel, "discord");
+        assert_ne!(message.sender.id, BOT_ID.to_string(), "the bot's own message: {message:?}");
+        assert!(!message.text.contains(&mention) && !message.text.contains(&nickname), "{message:?}");
+        assert!(!message.text.is_empty() || !message.attachments.is_empty() || message.mentions_bot, "{message:?}");
+    }
+});

@@ -1,0 +1,74 @@
+//! A model's markdown reply rendered for a channel's markup and split into messages
+//! (`src/reply/format`: `render`, `split`, `render_messages`).
+//!
+//! The first byte of the input chooses the dialect, the next three a text limit (100 to
+//! 1123) and a line limit (none, or 4 to 30); the rest, as UTF-8 (lossy), is the reply.
+//! Asserts, as the property tests do (`reply::format::invariants`): every part within the
+//! limits (Telegram counted in UTF-16 units) and not blank; Telegram HTML parts with only
+//! Telegram's tags, balanced, and whole entities; code fences balanced in every markdown part;
+//! no text lost in the split; a reply that renders to something gives at least one part. For
+//! Telegram, Discord and Slack the same holds with the platform's own limits
+//! (`capabilities()`: 4096 UTF-16 units, 2000 characters and 17 lines, 40 000 characters).
+#![no_main]
+
+use ferry::reply::format::invariants::{fences_balanced, keeps_text, telegram_well_formed};
+use ferry::reply::format::split::measure;
+use ferry::reply::format::{render, render_messages, split};
+use ferry_channel::{ChannelCapabilities, MarkupDialect};
+use libfuzzer_sys::fuzz_target;
+
+const DIALECTS: [MarkupDialect; 5] = [
+    MarkupDialect::Plain,
+    MarkupDialect::Markdown,
+    MarkupDialect::TelegramHtml,
+    MarkupDialect::DiscordMarkdown,
+    MarkupDialect::SlackMrkdwn,
+];
+
+fn check(rendered: &str, parts: &[String], dialect: MarkupDialect, limit: usize, max_lines: Option<usize>) {
+    for part in parts {
+        assert!(measure(part, dialect) <= limit, "{} > {limit}: {part:?}", measure(part, dialect));
+        let lines = part.split('\n').count();
+        assert!(lines <= max_lines.unwrap_or(usize::MAX), "{lines} lines: {part:?}");
+        assert!(!part.trim().is_empty(), "a blank part");
+        match dialect {
+            MarkupDialect::TelegramHtml => {
+                if let Err(problem) = telegram_well_formed(part) {
+                    panic!("{problem}");
+                }
+            }
+            MarkupDialect::Plain => {}
+            _ => assert!(fences_balanced(part), "unbalanced fence: {part:?}"),
+        }
+    }
+    if let Err(problem) = keeps_text(rendered, parts, dialect) {
+        panic!("{dialect:?}: {problem}");
+    }
+    if !rendered.trim().is_empty() {
+        assert!(!parts.is_empty(), "{rendered:?} gave no parts");
+    }
+}
+
+fn platform(dialect: MarkupDialect) -> Option<ChannelCapabilities> {
+    match dialect {
+        MarkupDialect::TelegramHtml => Some(ferry_telegram::capabilities()),
+        MarkupDialect::DiscordMarkdown => Some(ferry_discord::capabilities()),
+        MarkupDialect::SlackMrkdwn => Some(ferry_slack::capabilities()),
+        _ => None,
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let [selector, low, high, lines, reply @ ..] = data else { return };
+    let dialect = DIALECTS[usize::from(*selector) % DIALECTS.len()];
+    let limit = 100 + usize::from(u16::from_le_bytes([*low, *high]) % 1024);
+    let max_lines = (*lines >= 27).then(|| 4 + usize::from(lines % 27));
+    let markdown = String::from_utf8_lossy(reply);
+
+    let rendered = render(&markdown, dialect);
+    check(&rendered, &split(&rendered, dialect, limit, max_lines), dialect, limit, max_lines);
+    if let Some(capabilities) = platform(dialect) {
+        let parts = render_messages(&markdown, &capabilities);
+        check(&rendered, &parts, dialect, capabilities.text_limit, capabilities.max_lines);
+    }
+});
