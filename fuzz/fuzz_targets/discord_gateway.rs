@@ -10,9 +10,30 @@
 
 use ferry_discord::fuzzing::{BOT_ID, PLACES, channel_place, gateway_frame};
 use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+
+/// Whether `frame` holds a string serenity 0.12.5 panics on: its `ImageHash::from_str` (user
+/// avatars, guild icons…) slices a 32- or 34-byte hash two bytes at a time, inside a
+/// character when the hash is not ASCII (found by this target; FUZZING.md). Ferry cannot
+/// fix it, and only Discord's gateway sends these frames, with hex hashes; such frames are
+/// skipped so the target goes on finding anything else.
+fn trips_serenity_image_hash(frame: &[u8]) -> bool {
+    fn walk(value: &Value) -> bool {
+        match value {
+            Value::String(s) => (s.len() == 32 || s.len() == 34) && !s.is_ascii(),
+            Value::Array(items) => items.iter().any(walk),
+            Value::Object(fields) => fields.values().any(walk),
+            _ => false,
+        }
+    }
+    serde_json::from_slice::<Value>(frame).is_ok_and(|value| walk(&value))
+}
 
 fuzz_target!(|frame: &[u8]| {
     let _ = channel_place(frame);
+    if trips_serenity_image_hash(frame) {
+        return;
+    }
     let Some(outcomes) = gateway_frame(frame) else { return };
     assert!(outcomes.is_empty() || outcomes.len() == PLACES);
     let mention = format!("<@{BOT_ID}>");

@@ -5,7 +5,9 @@ The payloads are the ones Ferry's tests use: the shapes tests/fakes sends (Teleg
 updates, Discord gateway frames, Slack events and envelopes, OpenAI and Anthropic SSE
 streams), the frames of tests/gateway.rs, config/default.toml and the README's config
 examples, and markdown like the reply formatter's tests. Inputs libFuzzer found that
-crashed a target are added by hand as regression-<what>; this script leaves them alone.
+crashed a target are added by hand as regression-<what> (a fixed bug) or limit-<what> (a
+documented limit, FUZZING.md); telegram_entities takes a structured input, so its seeds
+(generated-*) are a few inputs from a fuzzing run. This script leaves all of those alone.
 """
 
 import json

@@ -304,5 +304,3 @@ proptest! {
         prop_assert_eq!(texts(&streamed), whole.iter().map(String::as_str).collect::<Vec<_>>());
     }
 }
-
-
