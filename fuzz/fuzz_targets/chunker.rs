@@ -52,7 +52,8 @@ fn has_uncarried_fence(text: &str, max_chars: usize) -> bool {
         let indent = line.len() - marker.len();
         let len =
             marker.chars().take_while(|&c| c == '`').count().max(marker.chars().take_while(|&c| c == '~').count());
-        indent <= 3 && len >= 3 && line.trim_end().chars().count() + 1 + (1 + indent + len) > max_chars / 2
+        // The whole line, trailing whitespace included: a cut inside it is refused as well.
+        indent <= 3 && len >= 3 && line.chars().count() + 1 + (1 + indent + len) > max_chars / 2
     })
 }
 

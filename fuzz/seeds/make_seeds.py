@@ -12,7 +12,6 @@ documented limit, FUZZING.md); telegram_entities takes a structured input, so it
 
 import json
 import pathlib
-import shutil
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SEEDS = pathlib.Path(__file__).resolve().parent
@@ -235,7 +234,7 @@ for name, frame in frames.items():
 write("gateway_frame", "not_json", "{not json")
 
 # ---- Config: the shipped defaults and the README's examples ---------------------------------
-shutil.copyfile(ROOT / "config" / "default.toml", (SEEDS / "config_load").mkdir(parents=True, exist_ok=True) or SEEDS / "config_load" / "default.toml")
+write("config_load", "default.toml", (ROOT / "config" / "default.toml").read_bytes())
 readme = (ROOT / "README.md").read_text()
 blocks = readme.split("```toml\n")[1:]
 for index, block in enumerate(blocks):

@@ -158,7 +158,7 @@ mod tests {
         let request = parse_request(&format!(r#"{{"type":"req","id":{id},"method":"health"}}"#)).unwrap();
         let answer = Outgoing::response(request.id, Ok(json!({}))).to_text();
         // The nearest f64 to the id, as any correctly rounding JSON reader (a browser's) has it.
-        assert!(answer.contains(r#""id":6.666666666666667e59"#), "{answer}");
+        assert!(answer.contains(r#""id":6.666666666666667e+59"#), "{answer}");
     }
 
     #[test]
