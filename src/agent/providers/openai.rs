@@ -310,8 +310,9 @@ mod tests {
     /// stopped the reply again, as `EndTurn`, overwriting the tool-use stop before it.
     #[test]
     fn the_reply_stops_once_even_if_done_comes_twice() {
-        let events = decode_all(&[r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#, "[DONE]", "[DONE]"])
-            .unwrap();
+        let events =
+            decode_all(&[r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#, "[DONE]", "[DONE]"])
+                .unwrap();
         assert_eq!(events, [ModelEvent::Stop(StopReason::ToolUse)]);
     }
 
