@@ -172,7 +172,9 @@ fn first_definition(text: &str, span: Range<usize>, name: &str) -> Option<(Strin
     let (document, _) = toml::de::DeTable::parse_recoverable(&probe);
     let (mut path, table) = table_holding(document.get_ref(), PROBE_KEY)?;
     let (first, _) = table.iter().find(|(key, _)| key.get_ref().as_ref() == name)?;
-    let line = text[..first.span().start].matches('\n').count() + 1;
+    // The span is in `probe`, which is longer or shorter than `text` after the repeat; the
+    // probe key has no newline, so line numbers are the same in both.
+    let line = probe.get(..first.span().start)?.matches('\n').count() + 1;
     path.push(name.to_owned());
     Some((path.join("."), line))
 }
@@ -276,6 +278,17 @@ mod tests {
             duplicate_key(text, start..start + 4),
             "duplicate key hooks.internal.command:new.path (first set on line 2)"
         );
+    }
+
+    /// Found by fuzzing (fuzz/seeds/config_load/regression-duplicate-table): the first
+    /// definition's position was read in the probed text but used in the original, past its
+    /// end here, and loading the file panicked.
+    #[test]
+    fn a_definition_found_after_the_repeat_does_not_panic() {
+        let text = "[c]\n[c]\n =\n[c]\n[c]\n =\n  =";
+        let error = text.parse::<toml::Table>().unwrap_err();
+        let message = toml_error(text, error.message(), error.span().unwrap_or(0..0));
+        assert!(message.starts_with("table [c] is defined twice"), "{message}");
     }
 
     #[test]

@@ -102,15 +102,29 @@ pub fn locate(explicit: Option<&Path>, env: &Environment) -> Result<Option<PathB
 
 /// Locates, reads, layers, deserializes and validates the configuration.
 pub fn load(explicit: Option<&Path>, env: &Environment) -> Result<LoadedConfig, ConfigError> {
-    let path = locate(explicit, env)?;
-    let source = path.clone().map_or(ConfigSource::Defaults, ConfigSource::File);
-    let file_text = match &path {
-        Some(path) => Some(read_toml(path)?),
-        None => None,
-    };
+    match locate(explicit, env)? {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|error| ConfigError::Read { path: path.clone(), reason: error.to_string() })?;
+            load_text(&text, &path, env)
+        }
+        None => layer(None, ConfigSource::Defaults, env),
+    }
+}
 
+/// [`load`] for a file already read: checks `text` is TOML, then layers, deserializes and
+/// validates it as the contents of `path`, which errors name. Public so that the config
+/// loader can be fuzzed without the file system (`fuzz/fuzz_targets/config_load.rs`); any
+/// text gives a config or an error, never a panic.
+pub fn load_text(text: &str, path: &Path, env: &Environment) -> Result<LoadedConfig, ConfigError> {
+    check_toml(text, path)?;
+    layer(Some(text), ConfigSource::File(path.to_owned()), env)
+}
+
+/// Layers the file's text (if any) and the environment, then deserializes and validates.
+fn layer(file_text: Option<&str>, source: ConfigSource, env: &Environment) -> Result<LoadedConfig, ConfigError> {
     let mut builder = config::Config::builder();
-    if let Some(text) = &file_text {
+    if let Some(text) = file_text {
         builder = builder.add_source(config::File::from_str(text, config::FileFormat::Toml));
     }
     let mut overrides = config::Environment::with_prefix(ENV_PREFIX)
@@ -156,19 +170,17 @@ pub fn load(explicit: Option<&Path>, env: &Environment) -> Result<LoadedConfig, 
     Ok(LoadedConfig { config, source, warnings, environment: env.clone() })
 }
 
-/// Reads the file and checks it is TOML, so a syntax error points at a line and column.
-fn read_toml(path: &Path) -> Result<String, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| ConfigError::Read { path: path.to_owned(), reason: error.to_string() })?;
+/// Checks the file's text is TOML, so a syntax error points at a line and column.
+fn check_toml(text: &str, path: &Path) -> Result<(), ConfigError> {
     if let Err(error) = text.parse::<toml::Table>() {
         let span = error.span().unwrap_or(0..0);
         let before = &text[..span.start.min(text.len())];
         let line = before.matches('\n').count() + 1;
         let column = before.rsplit('\n').next().map_or(0, |tail| tail.chars().count()) + 1;
-        let message = explain::toml_error(&text, error.message(), span);
+        let message = explain::toml_error(text, error.message(), span);
         return Err(ConfigError::Syntax { path: path.to_owned(), line, column, message });
     }
-    Ok(text)
+    Ok(())
 }
 
 /// Blames the environment variable that sets the key (or a table above it) if there is

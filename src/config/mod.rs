@@ -30,7 +30,7 @@ pub use error::{ConfigError, ConfigWarning, Violation};
 pub use human_delay::{HumanDelay, NATURAL_DELAY_MS};
 pub use load::{
     CONFIG_FILE_NAME, CONFIG_FILE_VAR, ConfigSource, ENV_PREFIX, ENV_SEPARATOR, LoadedConfig, default_locations,
-    env_var_for, load, locate,
+    env_var_for, load, load_text, locate,
 };
 pub use schema::*;
 pub use secret::{REDACTED, Secret};

@@ -150,6 +150,17 @@ mod tests {
         assert!(error.message.contains("\"res\""), "{}", error.message);
     }
 
+    /// Found by fuzzing (fuzz/seeds/gateway_frame/regression-large-numeric-id): a numeric id
+    /// past 64 bits was read one ulp off, so the response's id was not the request's.
+    #[test]
+    fn a_large_numeric_id_is_echoed_as_the_client_sent_it() {
+        let id = "666666666666666666666666666666666666666666666666666666666662";
+        let request = parse_request(&format!(r#"{{"type":"req","id":{id},"method":"health"}}"#)).unwrap();
+        let answer = Outgoing::response(request.id, Ok(json!({}))).to_text();
+        // The nearest f64 to the id, as any correctly rounding JSON reader (a browser's) has it.
+        assert!(answer.contains(r#""id":6.666666666666667e+59"#), "{answer}");
+    }
+
     #[test]
     fn frames_serialize_as_the_protocol_says() {
         let ok = Outgoing::response(json!("a"), Ok(json!({"x": 1})));

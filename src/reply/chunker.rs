@@ -32,6 +32,9 @@
 //! caller's [`BreakMode`]; the chunker offers [`text_end`](BlockChunker::text_end) and
 //! [`message_end`](BlockChunker::message_end) and does the right thing for its mode.
 
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod invariants;
 mod plan;
 mod scan;
 

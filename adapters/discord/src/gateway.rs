@@ -227,7 +227,7 @@ impl Forwarder {
 }
 
 /// A channel object's meaning for routing, or `None` if it is not one Ferry understands.
-fn place_of(channel: &Value, id: ChannelId) -> Option<Place> {
+pub(crate) fn place_of(channel: &Value, id: ChannelId) -> Option<Place> {
     let kind = channel.get("type").and_then(Value::as_u64)?;
     if kind == DM {
         return Some(Place::Direct);

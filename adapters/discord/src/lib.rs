@@ -41,6 +41,9 @@ use ferry_channel::{ChannelCapabilities, MarkupDialect, Rate, SendBudget};
 mod channel;
 mod config;
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod gateway;
 mod nonce;
 mod normalize;

@@ -118,9 +118,17 @@ fn strip_bot_mentions(content: &str, bot: UserId) -> (String, bool) {
         return (content.to_owned(), false);
     }
     // The space after a mention goes with it; everything else (code indentation) stays.
+    // Until none is left: cutting one can join its neighbours into another
+    // (`<<@id>@id>`). Each pass that changes anything shortens the text, so this ends.
     let mut stripped = content.to_owned();
-    for token in [&nickname, &plain] {
-        stripped = stripped.replace(&format!("{token} "), "").replace(token.as_str(), "");
+    loop {
+        let before = stripped.len();
+        for token in [&nickname, &plain] {
+            stripped = stripped.replace(&format!("{token} "), "").replace(token.as_str(), "");
+        }
+        if stripped.len() == before {
+            break;
+        }
     }
     (stripped.trim().to_owned(), true)
 }

@@ -41,6 +41,9 @@ mod client;
 mod config;
 mod error;
 mod events;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod inbound;
 mod lookup;
 mod normalize;

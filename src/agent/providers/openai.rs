@@ -177,15 +177,13 @@ pub struct ChunkDecoder {
 impl StreamDecoder for ChunkDecoder {
     fn decode(&mut self, event: SseEvent) -> Result<Vec<ModelEvent>, ProviderError> {
         let data = event.data.trim();
-        if data.is_empty() {
+        // Nothing after `[DONE]` counts, another `[DONE]` included: the reply stops once.
+        if data.is_empty() || self.done {
             return Ok(Vec::new());
         }
         if data == "[DONE]" {
             self.done = true;
             return Ok(vec![ModelEvent::Stop(self.stop.take().unwrap_or(StopReason::EndTurn))]);
-        }
-        if self.done {
-            return Ok(Vec::new());
         }
         let chunk: Chunk<'_> = serde_json::from_str(data).map_err(|error| ProviderError::Malformed {
             message: format!("chunk is not a completion chunk ({error})"),
@@ -306,6 +304,16 @@ mod tests {
                 ModelEvent::Stop(StopReason::ToolUse),
             ]
         );
+    }
+
+    /// Found by fuzzing (fuzz/seeds/sse_decoders/regression-double-done): a second `[DONE]`
+    /// stopped the reply again, as `EndTurn`, overwriting the tool-use stop before it.
+    #[test]
+    fn the_reply_stops_once_even_if_done_comes_twice() {
+        let events =
+            decode_all(&[r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#, "[DONE]", "[DONE]"])
+                .unwrap();
+        assert_eq!(events, [ModelEvent::Stop(StopReason::ToolUse)]);
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub mod slack;
 pub mod split;
 pub mod telegram;
 
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod invariants;
 #[cfg(test)]
 mod properties;
 

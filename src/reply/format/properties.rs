@@ -1,9 +1,11 @@
 //! Properties of render + split over generated replies: every part fits the limits and is
-//! well formed on its own, and splitting loses nothing but the whitespace at the breaks.
+//! well formed on its own, and splitting loses nothing but the whitespace at the breaks. The
+//! checks themselves are in `invariants`, shared with the fuzz targets.
 
 use ferry_channel::MarkupDialect;
 use proptest::prelude::*;
 
+use super::invariants::{fences_balanced, rejoins, telegram_well_formed};
 use super::split::measure;
 use super::{render, split};
 
@@ -55,72 +57,6 @@ fn reply(with_code: bool) -> impl Strategy<Value = String> {
 
 fn dialect() -> impl Strategy<Value = MarkupDialect> {
     proptest::sample::select(DIALECTS.to_vec())
-}
-
-/// Fence lines toggle; a part must end with every fence closed.
-fn fences_balanced(part: &str) -> bool {
-    let mut open: Option<usize> = None;
-    for line in part.lines() {
-        let line = line.trim_start_matches([' ', '>', '\t']);
-        let ticks = line.chars().take_while(|&c| c == '`').count();
-        if ticks < 3 {
-            continue;
-        }
-        let rest = &line[ticks..];
-        match open {
-            Some(len) if ticks >= len && rest.trim().is_empty() => open = None,
-            None if !rest.contains('`') => open = Some(ticks),
-            _ => {}
-        }
-    }
-    open.is_none()
-}
-
-const TELEGRAM_TAGS: [&str; 7] = ["b", "i", "s", "code", "pre", "a", "blockquote"];
-const TELEGRAM_ENTITIES: [&str; 4] = ["&amp;", "&lt;", "&gt;", "&quot;"];
-
-/// Only Telegram's tags, properly nested and all closed; `&` only in whole entities.
-fn telegram_well_formed(part: &str) -> Result<(), String> {
-    let mut open: Vec<&str> = Vec::new();
-    let mut rest = part;
-    while let Some(index) = rest.find(['<', '&']) {
-        rest = &rest[index..];
-        if rest.starts_with('&') {
-            let entity =
-                TELEGRAM_ENTITIES.iter().find(|e| rest.starts_with(**e)).ok_or(format!("bare & in {part:?}"))?;
-            rest = &rest[entity.len()..];
-            continue;
-        }
-        let end = rest.find('>').ok_or(format!("unclosed tag in {part:?}"))?;
-        let tag = &rest[1..end];
-        rest = &rest[end + 1..];
-        if let Some(name) = tag.strip_prefix('/') {
-            if open.pop() != Some(name) {
-                return Err(format!("</{name}> does not match in {part:?}"));
-            }
-        } else {
-            let name = tag.split(' ').next().unwrap_or_default();
-            if !TELEGRAM_TAGS.contains(&name) {
-                return Err(format!("<{tag}> is not a Telegram tag in {part:?}"));
-            }
-            open.push(name);
-        }
-    }
-    if open.is_empty() { Ok(()) } else { Err(format!("{open:?} left open in {part:?}")) }
-}
-
-/// `parts` are `input` in order, with only whitespace between them and around them.
-fn rejoins(input: &str, parts: &[String]) -> Result<(), String> {
-    let mut cursor = 0;
-    for part in parts {
-        let rest = &input[cursor..];
-        let offset = rest.find(part.as_str()).ok_or(format!("{part:?} not found after {cursor}"))?;
-        if !rest[..offset].trim().is_empty() {
-            return Err(format!("{:?} lost before {part:?}", &rest[..offset]));
-        }
-        cursor += offset + part.len();
-    }
-    if input[cursor..].trim().is_empty() { Ok(()) } else { Err(format!("{:?} lost at the end", &input[cursor..])) }
 }
 
 proptest! {

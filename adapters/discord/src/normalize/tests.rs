@@ -38,6 +38,16 @@ fn only_the_bots_own_mentions_are_cut_and_counted() {
     assert_eq!(other.text, "<@7> hi");
 }
 
+/// Found by fuzzing (fuzz/seeds/discord_gateway/regression-nested-mention): cutting the
+/// inner mention of `<<@900>@900>` left a whole one behind.
+#[test]
+fn a_mention_formed_by_cutting_another_is_cut_too() {
+    let text = "<<@900>@900> hi <<@!900>@!900>";
+    let normalized = normalize(&message(text, json!({})), &guild(), &bot(), "default", false).unwrap();
+    assert!(normalized.mentions_bot);
+    assert_eq!(normalized.text, "hi");
+}
+
 #[test]
 fn a_bare_mention_is_kept_as_an_empty_addressed_message() {
     let normalized = normalize(&message("<@900>", json!({})), &guild(), &bot(), "default", false).unwrap();

@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora in fuzz/seeds/<target>/ (run from anywhere; rewrites them).
+
+The payloads are the ones Ferry's tests use: the shapes tests/fakes sends (Telegram
+updates, Discord gateway frames, Slack events and envelopes, OpenAI and Anthropic SSE
+streams), the frames of tests/gateway.rs, config/default.toml and the README's config
+examples, and markdown like the reply formatter's tests. Inputs libFuzzer found that
+crashed a target are added by hand as regression-<what> (a fixed bug) or limit-<what> (a
+documented limit, FUZZING.md); telegram_entities takes a structured input, so its seeds
+(generated-*) are a few inputs from a fuzzing run. This script leaves all of those alone.
+"""
+
+import json
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SEEDS = pathlib.Path(__file__).resolve().parent
+
+
+def write(target, name, data):
+    directory = SEEDS / target
+    directory.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    (directory / name).write_bytes(data)
+
+
+def compact(value):
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+# ---- Telegram: updates as the webhook and getUpdates deliver them ----------------------------
+alice = {"id": 42, "is_bot": False, "first_name": "Alice", "last_name": "Liddell", "username": "alice"}
+private = {"id": 42, "type": "private", "first_name": "Alice"}
+group = {"id": -100123, "type": "supergroup", "title": "Team"}
+forum = {"id": -100777, "type": "supergroup", "title": "Forum", "is_forum": True}
+bot = {"id": 999, "is_bot": True, "first_name": "Ferry", "username": "ferry_bot"}
+
+
+def message(chat, **extra):
+    body = {"message_id": 7, "date": 1_700_000_000, "chat": chat, "from": alice}
+    body.update(extra)
+    return body
+
+
+def update(body, kind="message"):
+    return compact({"update_id": 1, kind: body})
+
+
+telegram = {
+    "private_text": update(message(private, text="hello")),
+    "group_mention": update(message(group, text="@ferry_bot hi", entities=[{"type": "mention", "offset": 0, "length": 10}])),
+    "command_for_bot": update(message(group, text="/new@ferry_bot now", entities=[{"type": "bot_command", "offset": 0, "length": 14}])),
+    "text_mention": update(message(group, text="Ferry, hi", entities=[{"type": "text_mention", "offset": 0, "length": 5, "user": bot}])),
+    "entity_out_of_range": update(message(group, text="hi", entities=[{"type": "mention", "offset": 5, "length": 10}])),
+    "entity_cuts_surrogate": update(message(group, text="😀@ferry_bot", entities=[{"type": "mention", "offset": 1, "length": 11}])),
+    "forum_topic_reply": update(message(forum, text="in topic", is_topic_message=True, message_thread_id=55,
+                                        reply_to_message=message(forum, message_id=55, forum_topic_created={"name": "T", "icon_color": 7322096}))),
+    "reply_to_bot": update(message(group, text="yes", reply_to_message=message(group, message_id=6, text="question?", **{"from": bot}))),
+    "photo_caption": update(message(private, caption="look", photo=[{"file_id": "p1", "file_unique_id": "u1", "width": 90, "height": 90, "file_size": 1000},
+                                                                     {"file_id": "p2", "file_unique_id": "u2", "width": 800, "height": 800}])),
+    "document": update(message(private, document={"file_id": "d", "file_unique_id": "du", "file_name": "a.pdf", "mime_type": "application/pdf", "file_size": 5})),
+    "voice": update(message(private, voice={"file_id": "v", "file_unique_id": "vu", "duration": 3, "mime_type": "audio/ogg"})),
+    "edited": update(message(private, text="edit", edit_date=1_700_000_100), "edited_message"),
+    "channel_post": update(message({"id": -1009, "type": "channel", "title": "News"}, text="post"), "channel_post"),
+    "service_join": update(message(group, new_chat_members=[alice])),
+    "sticker_only": update(message(private, sticker={"file_id": "s", "file_unique_id": "su", "type": "regular", "width": 1, "height": 1, "is_animated": False, "is_video": False})),
+}
+for name, body in telegram.items():
+    write("telegram_update", name, body)
+
+# ---- Discord: gateway frames as the fake gateway sends them; channel objects -----------------
+user = {"id": "42", "username": "alice", "global_name": "alice", "discriminator": "0", "avatar": None, "bot": False}
+discord_bot = {"id": "999", "username": "ferry", "global_name": "ferry", "discriminator": "0", "avatar": None, "bot": True}
+
+
+def discord_message(content, guild=True, kind=0, **extra):
+    body = {
+        "id": "1001", "channel_id": "900", "author": user, "content": content,
+        "timestamp": "2026-01-02T03:04:05.000000+00:00", "edited_timestamp": None, "tts": False,
+        "mention_everyone": False, "mentions": [], "mention_roles": [], "attachments": [], "embeds": [],
+        "pinned": False, "type": kind,
+    }
+    if guild:
+        body["guild_id"] = "1"
+    body.update(extra)
+    return body
+
+
+def dispatch(event, data, seq=1):
+    return compact({"op": 0, "t": event, "s": seq, "d": data})
+
+
+discord = {
+    "hello": compact({"op": 10, "d": {"heartbeat_interval": 41250}}),
+    "heartbeat_ack": compact({"op": 11}),
+    "invalid_session": compact({"op": 9, "d": False}),
+    "ready": dispatch("READY", {"v": 10, "user": discord_bot, "guilds": [], "session_id": "s1",
+                                "resume_gateway_url": "ws://127.0.0.1:1", "shard": [0, 1],
+                                "application": {"id": "999", "flags": 0}}),
+    "message_dm": dispatch("MESSAGE_CREATE", discord_message("hello", guild=False)),
+    "message_mention": dispatch("MESSAGE_CREATE", discord_message("<@999> hi <@!999>", mentions=[discord_bot])),
+    "message_only_mention": dispatch("MESSAGE_CREATE", discord_message("<@999>", mentions=[discord_bot])),
+    "message_reply": dispatch("MESSAGE_CREATE", discord_message(
+        "sure", kind=19, message_reference={"message_id": "1000", "channel_id": "900"},
+        referenced_message=discord_message("question?", id="1000", author=discord_bot))),
+    "message_attachment": dispatch("MESSAGE_CREATE", discord_message("", attachments=[
+        {"id": "5", "filename": "a.png", "size": 10, "url": "https://cdn.example/a.png",
+         "proxy_url": "https://cdn.example/a.png", "content_type": "image/png"}])),
+    "message_own": dispatch("MESSAGE_CREATE", discord_message("mine", author=discord_bot)),
+    "message_system": dispatch("MESSAGE_CREATE", discord_message("", kind=7)),
+    "resumed": dispatch("RESUMED", {}),
+    "channel_thread": compact({"id": "900", "type": 11, "guild_id": "1", "parent_id": "800", "name": "channel-900"}),
+    "channel_dm": compact({"id": "900", "type": 1, "name": "channel-900"}),
+}
+for name, body in discord.items():
+    write("discord_gateway", name, body)
+
+# ---- Slack: Events API bodies and Socket Mode envelopes as the fake Slack sends them -------
+def slack_callback(event, event_id="Ev1"):
+    event.setdefault("ts", "1700000000.000100")
+    event.setdefault("event_ts", event["ts"])
+    return {"token": "legacy-verification-token", "team_id": "T1", "api_app_id": "A1",
+            "type": "event_callback", "event_id": event_id, "event_time": 1700000000,
+            "authorizations": [{"team_id": "T1", "user_id": "UBOT", "is_bot": True}], "event": event}
+
+
+def slack_message(channel, channel_type, text, **extra):
+    body = {"type": "message", "channel": channel, "channel_type": channel_type, "user": "U42", "text": text,
+            "client_msg_id": "msg-1"}
+    body.update(extra)
+    return body
+
+
+slack_events = {
+    "dm": slack_message("DU42", "im", "hello"),
+    "channel_mention": slack_message("C1", "channel", "<@UBOT> hi"),
+    "thread_reply": slack_message("C1", "channel", "in thread", thread_ts="1699999999.000100"),
+    "private_channel": slack_message("G1", "group", "<@UBOT|ferry> there"),
+    "app_mention": {"type": "app_mention", "channel": "G7", "user": "U42", "text": "<@UBOT> hi"},
+    "bot_own": {"type": "message", "channel": "C1", "channel_type": "channel", "bot_id": "BBOT", "text": "mine", "subtype": "bot_message"},
+    "edit": {"type": "message", "channel": "C1", "subtype": "message_changed", "hidden": True,
+             "message": {"type": "message", "user": "U42", "text": "new", "ts": "1.1"}, "previous_message": {"type": "message", "text": "old", "ts": "1.1"}},
+    "file_share": slack_message("DU42", "im", "", subtype="file_share", files=[
+        {"id": "F1", "name": "a.png", "mimetype": "image/png", "url_private": "https://files.example/a.png"}]),
+}
+for name, event in slack_events.items():
+    callback = slack_callback(event)
+    write("slack_events", "events_api_" + name, compact(callback))
+    write("slack_events", "socket_" + name, compact({"envelope_id": "env-1", "type": "events_api", "accepts_response_payload": False,
+                                                    "retry_attempt": 0, "retry_reason": "", "payload": callback}))
+write("slack_events", "url_verification", compact({"token": "t", "challenge": "abc", "type": "url_verification"}))
+write("slack_events", "socket_hello", compact({"type": "hello", "num_connections": 1,
+                                               "debug_info": {"host": "fake-slack", "approximate_connection_time": 3600},
+                                               "connection_info": {"app_id": "A1"}}))
+write("slack_events", "socket_disconnect", compact({"type": "disconnect", "reason": "refresh_requested", "debug_info": {"host": "fake-slack"}}))
+
+# ---- SSE: OpenAI and Anthropic streams as the fake model servers send them ------------------
+# The first byte chooses how the body is cut into network chunks.
+def openai_chunk(delta, finish=None, usage=None, with_usage=False):
+    chunk = {"id": "chatcmpl-fake1", "object": "chat.completion.chunk", "created": 1700000000, "model": "gpt-fake",
+             "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}] if delta is not None else []}
+    if with_usage:
+        chunk["usage"] = usage
+    return "data: " + compact(chunk) + "\n\n"
+
+
+openai_text = "".join([
+    openai_chunk({"role": "assistant", "content": ""}, with_usage=True),
+    openai_chunk({"reasoning_content": "Thinking…"}, with_usage=True),
+    openai_chunk({"content": "Hello"}, with_usage=True),
+    openai_chunk({"content": ", wörld 😀"}, with_usage=True),
+    openai_chunk({}, finish="stop", with_usage=True),
+    openai_chunk(None, usage={"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}, with_usage=True),
+    "data: [DONE]\n\n",
+])
+openai_tools = "".join([
+    openai_chunk({"role": "assistant", "content": ""}),
+    openai_chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": ""}}]}),
+    openai_chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{\"path\":"}}]}),
+    openai_chunk({"tool_calls": [{"index": 0, "function": {"arguments": "\"a.txt\"}"}}]}),
+    openai_chunk({}, finish="tool_calls"),
+    "data: [DONE]\n\n",
+])
+openai_error = ": keep-alive\r\n\r\ndata: " + compact({"error": {"message": "maximum context length exceeded", "type": "invalid_request_error", "code": "context_length_exceeded"}}) + "\r\n\r\n"
+
+
+def anthropic_event(name, data):
+    return "event: " + name + "\ndata: " + compact(data) + "\n\n"
+
+
+anthropic_text = "".join([
+    anthropic_event("message_start", {"type": "message_start", "message": {"id": "msg_fake1", "type": "message", "role": "assistant", "model": "claude-fake", "content": [],
+                                                                             "stop_reason": None, "stop_sequence": None,
+                                                                             "usage": {"input_tokens": 12, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1}}}),
+    anthropic_event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
+    anthropic_event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Hmm"}}),
+    anthropic_event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "fake-signature-1"}}),
+    anthropic_event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+    anthropic_event("content_block_start", {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
+    anthropic_event("ping", {"type": "ping"}),
+    anthropic_event("content_block_delta", {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Hello, wörld 😀"}}),
+    anthropic_event("content_block_stop", {"type": "content_block_stop", "index": 1}),
+    anthropic_event("content_block_start", {"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}}}),
+    anthropic_event("content_block_delta", {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": "{\"path\":\"a.txt\"}"}}),
+    anthropic_event("content_block_stop", {"type": "content_block_stop", "index": 2}),
+    anthropic_event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None}, "usage": {"output_tokens": 9}}),
+    anthropic_event("message_stop", {"type": "message_stop"}),
+])
+anthropic_error = anthropic_event("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 1}}}) + \
+    anthropic_event("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+for name, body in {"openai_text": openai_text, "openai_tools": openai_tools, "openai_error": openai_error,
+                   "anthropic_text": anthropic_text, "anthropic_error": anthropic_error,
+                   "anthropic_cut": anthropic_text[: len(anthropic_text) // 2]}.items():
+    for seed in (0x00, 0x37):
+        write("sse_decoders", f"{name}_{seed:02x}", bytes([seed]) + body.encode())
+
+# ---- Gateway: WebSocket RPC frames as tests/gateway.rs sends them --------------------------
+frames = {
+    "connect": {"type": "req", "id": "c1", "method": "connect",
+                "params": {"auth": {"token": "secret"}, "client": {"id": "web-1", "version": "1.0"}}},
+    "chat_send": {"type": "req", "id": 2, "method": "chat.send", "params": {"message": "hi", "idempotencyKey": "k1"}},
+    "agent": {"type": "req", "id": "3", "method": "agent",
+              "params": {"message": "hi", "idempotencyKey": "k2", "sessionKey": "agent:main:web:direct:x", "timeout": 30,
+                         "deliver": True, "channel": "telegram", "to": "42"}},
+    "history": {"type": "req", "id": 4, "method": "chat.history", "params": {"limit": 20}},
+    "health": {"type": "req", "id": "h", "method": "health"},
+    "wrong_type": {"type": "res", "id": 7, "method": "x"},
+    "bad_id": {"type": "req", "id": {"a": 1}, "method": "health"},
+    "unknown_field": {"type": "req", "id": 1, "method": "health", "extra": True},
+}
+for name, frame in frames.items():
+    write("gateway_frame", name, compact(frame))
+write("gateway_frame", "not_json", "{not json")
+
+# ---- Config: the shipped defaults and the README's examples ---------------------------------
+write("config_load", "default.toml", (ROOT / "config" / "default.toml").read_bytes())
+readme = (ROOT / "README.md").read_text()
+blocks = readme.split("```toml\n")[1:]
+for index, block in enumerate(blocks):
+    write("config_load", f"readme_{index:02d}.toml", block.split("```")[0])
+write("config_load", "syntax_error.toml", "[gateway]\nport = \n")
+write("config_load", "duplicate_key.toml", "[gateway]\nport = 1\nport = 2\n")
+write("config_load", "huge_integer.toml", "[gateway]\nport = 99999999999999999999\n")
+write("config_load", "unknown_key.toml", "[gatway]\nport = 8080\n")
+
+# ---- Reply formatting and block chunking ----------------------------------------------------
+replies = {
+    "mixed": "# Heading\n\n**Done** — see `x < y` & [a link](https://example.com/a?b=1&c=2)\n\n- item\n- **item** two\n  - nested\n\n> quoted *text*\n",
+    "code": "Here:\n\n```rust\nfn main() {\n    println!(\"<hi> & bye\");\n}\n```\n\nAnd ~~gone~~ text with 😀 and 日本語.",
+    "table": "| a | b |\n|---|--:|\n| 1 | 22 |\n| <script> | AT&T |\n",
+    "slack_mentions": "Hey <@U123> and <!here>: 1. first\n2. second\n- [ ] task\n- [x] done",
+    "long_word": "averyveryveryverylongwordwithoutanybreaksatallinsideitwhatsoeverreally " * 20,
+    "long_code": "```python\n" + "".join(f"print({i})  # line {i}\n" for i in range(60)) + "```\n",
+}
+headers = {"format_split": [bytes([d, 0x64, 0x00, 0x00]) for d in range(5)] + [bytes([3, 0x10, 0x01, 40])],
+           "chunker": [bytes([0x3C, 0x00, 0x80, 0, 5, 13]), bytes([0xC8, 0x00, 0x00, 1, 0, 33]), bytes([0x28, 0x00, 0xFF, 2, 1, 1])]}
+for target, prefixes in headers.items():
+    for name, text in replies.items():
+        for index, prefix in enumerate(prefixes):
+            write(target, f"{name}_{index}", prefix + text.encode())
