@@ -1,6 +1,6 @@
 use proptest::prelude::*;
 
-use super::invariants::{fences_balanced, is_break_space, rebuild};
+use super::invariants::{fences_balanced, rebuild};
 use super::*;
 
 fn limits(min_chars: usize, max_chars: usize, break_preference: BreakPreference) -> ChunkLimits {
