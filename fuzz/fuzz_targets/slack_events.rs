@@ -24,9 +24,8 @@ fn check(message: &InboundMessage) {
 }
 
 fuzz_target!(|body: &[u8]| {
-    for outcome in [events_api_body(body), socket_mode_frame(body)].into_iter().flatten() {
-        if let Ok((message, _kind_unknown)) = outcome {
-            check(&message);
-        }
+    let outcomes = [events_api_body(body), socket_mode_frame(body)];
+    for (message, _kind_unknown) in outcomes.into_iter().flatten().flatten() {
+        check(&message);
     }
 });
