@@ -53,6 +53,14 @@ async fn wait_for(
     .unwrap_or_else(|_| panic!("channel {channel} shows {:?}", discord.messages_in(channel)))
 }
 
+/// The DM with [`user`], once a first message there was answered (the session is live).
+async fn warmed_up_dm(discord: &FakeDiscord, openai: &FakeOpenAi) -> u64 {
+    let (dm, _) = discord.dm(&user(), "warm-up");
+    openai.push(Turn::text(["warm"]));
+    wait_for(discord, dm, |shown| !shown.is_empty()).await;
+    dm
+}
+
 fn user() -> DiscordUser {
     DiscordUser::new(4242, "ada")
 }
@@ -299,9 +307,7 @@ async fn an_unknown_dm_gets_a_pairing_code_and_other_bots_are_ignored() {
 async fn malformed_gateway_events_are_skipped_and_the_channel_keeps_answering() {
     let (discord, openai) = fakes().await;
     let gateway = daemon(&discord, &openai, ACCESS).await;
-    let (dm, _) = discord.dm(&user(), "warm-up");
-    openai.push(Turn::text(["warm"]));
-    wait_for(&discord, dm, |shown| !shown.is_empty()).await;
+    let dm = warmed_up_dm(&discord, &openai).await;
     let author = user().to_json();
     for data in [
         json!({"id": "not-a-snowflake", "channel_id": dm.to_string(), "author": author, "content": "x"}),
@@ -320,8 +326,7 @@ async fn malformed_gateway_events_are_skipped_and_the_channel_keeps_answering() 
     discord.inject_message(dm, &user(), "are you there?");
     let shown = wait_for(&discord, dm, |shown| shown.iter().any(|m| m.content == "still here")).await;
     assert_eq!(shown.len(), 2, "nothing was answered for the malformed events: {shown:?}");
-    let health = daemon::health(gateway.port).await;
-    assert_eq!(daemon::channel_entry(&health, "discord").unwrap()["state"], "running", "{health}");
+    daemon::assert_running(gateway.port, "discord").await;
 }
 
 #[tokio::test]
@@ -338,9 +343,7 @@ async fn no_log_level_writes_the_bot_token_or_the_model_key() {
 async fn a_gateway_event_that_panics_serenity_restarts_the_shard_and_later_messages_are_answered() {
     let (discord, openai) = fakes().await;
     let gateway = daemon(&discord, &openai, ACCESS).await;
-    let (dm, _) = discord.dm(&user(), "warm-up");
-    openai.push(Turn::text(["warm"]));
-    wait_for(&discord, dm, |shown| !shown.is_empty()).await;
+    let dm = warmed_up_dm(&discord, &openai).await;
     // serenity 0.12.5's ImageHash parser slices this 32-byte avatar inside a character and
     // panics in the shard runner, which then stops for good unless Ferry restarts it.
     let mut author = user().to_json();
@@ -363,6 +366,5 @@ async fn a_gateway_event_that_panics_serenity_restarts_the_shard_and_later_messa
     discord.inject_message(dm, &user(), "are you there?");
     let shown = wait_for(&discord, dm, |shown| shown.iter().any(|m| m.content == "still here")).await;
     assert_eq!(shown.len(), 2, "the poisoned event was not answered: {shown:?}");
-    let health = daemon::health(gateway.port).await;
-    assert_eq!(daemon::channel_entry(&health, "discord").unwrap()["state"], "running", "{health}");
+    daemon::assert_running(gateway.port, "discord").await;
 }

@@ -368,8 +368,7 @@ async fn malformed_events_are_acknowledged_and_skipped_and_the_channel_keeps_ans
         assert_eq!(slack.deliveries(&event.event_id), 1, "a malformed event is not redelivered");
     }
     assert_eq!(openai.requests().len(), 1, "nothing ran for the malformed events");
-    let health = daemon::health(gateway.port).await;
-    assert_eq!(daemon::channel_entry(&health, "slack").unwrap()["state"], "running", "{health}");
+    daemon::assert_running(gateway.port, "slack").await;
 }
 
 #[tokio::test]

@@ -264,8 +264,7 @@ async fn an_update_whose_entities_lie_outside_its_text_is_answered_and_the_chann
     telegram.private_message(42, "Ada", "still there?");
     let shown = messages(&telegram, 42, 3).await;
     assert_eq!(shown[2].visible_text.trim(), "and the next one too");
-    let health = daemon::health(gateway.port).await;
-    assert_eq!(daemon::channel_entry(&health, "telegram").unwrap()["state"], "running", "{health}");
+    daemon::assert_running(gateway.port, "telegram").await;
 }
 
 #[tokio::test]

@@ -15,19 +15,11 @@
 //! it; fences when a line has a fence marker in its middle (an open bug).
 #![no_main]
 
-use ferry::reply::format::invariants::{fences_balanced, keeps_text, telegram_well_formed};
+use ferry::reply::format::invariants::{DIALECTS, fences_balanced, keeps_text, telegram_well_formed};
 use ferry::reply::format::split::measure;
 use ferry::reply::format::{render, render_messages, split};
 use ferry_channel::{ChannelCapabilities, MarkupDialect};
 use libfuzzer_sys::fuzz_target;
-
-const DIALECTS: [MarkupDialect; 5] = [
-    MarkupDialect::Plain,
-    MarkupDialect::Markdown,
-    MarkupDialect::TelegramHtml,
-    MarkupDialect::DiscordMarkdown,
-    MarkupDialect::SlackMrkdwn,
-];
 
 /// Whether `rendered` has a line that looks like a fence line (a run of three or more
 /// backticks or tildes after at most a quote, list marker or indent) and takes more than half

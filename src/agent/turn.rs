@@ -29,20 +29,16 @@ pub struct TextLimit {
 }
 
 impl TextLimit {
-    /// No limit to speak of: for callers that bound text elsewhere.
-    pub fn unlimited() -> Self {
-        Self { chars_left: usize::MAX, run_limit: usize::MAX }
-    }
-
     /// What a cut reply ends with, so the user knows it is not the whole answer.
     pub fn note(&self) -> String {
         format!("\n\n[Reply cut: it reached the limit of {} characters.]", self.run_limit)
     }
 }
 
+/// No limit to speak of: for callers that bound text elsewhere.
 impl Default for TextLimit {
     fn default() -> Self {
-        Self::unlimited()
+        Self { chars_left: usize::MAX, run_limit: usize::MAX }
     }
 }
 

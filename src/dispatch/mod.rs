@@ -302,8 +302,8 @@ impl Dispatcher {
         // A message that runs is journaled in the same record that marks it as seen; one too
         // long to run is not journaled at all.
         let encoded = match command {
-            _ if oversized => None,
             Some(_) => None,
+            None if oversized => None,
             None => match QueueJournal::encode(&message) {
                 Ok(encoded) => Some(encoded),
                 Err(error) => {

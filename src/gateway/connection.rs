@@ -73,8 +73,7 @@ pub async fn serve(socket: WebSocket, gateway: Arc<GatewayState>) {
                     if let Some(error) = refusal.answer {
                         let _ = sink.send(text(Outgoing::response(Value::Null, Err(error)))).await;
                     }
-                    let frame = CloseFrame { code: refusal.code, reason: refusal.reason.into() };
-                    let _ = sink.send(Message::Close(Some(frame))).await;
+                    let _ = sink.send(close(refusal.code, refusal.reason)).await;
                 }
                 Err(error) => tracing::debug!(%error, "a gateway client failed before the handshake"),
             }
@@ -220,7 +219,7 @@ async fn write_frames(mut sink: futures::stream::SplitSink<WebSocket, Message>, 
         }
     }
     if let Some((code, reason)) = outbox.close_frame() {
-        let _ = sink.send(Message::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
+        let _ = sink.send(close(code, reason)).await;
     }
     let _ = sink.close().await;
 }
@@ -261,8 +260,8 @@ fn text(frame: Outgoing) -> Message {
     Message::Text(frame.to_text().into())
 }
 
-fn close(code: u16, reason: &'static str) -> Message {
-    Message::Close(Some(CloseFrame { code, reason: Utf8Bytes::from_static(reason) }))
+fn close(code: u16, reason: impl Into<Utf8Bytes>) -> Message {
+    Message::Close(Some(CloseFrame { code, reason: reason.into() }))
 }
 
 /// Compares secrets without revealing through timing how much of a guess was right.

@@ -126,7 +126,13 @@ pub async fn channel_in_state(port: u16, name: &str, state: &str) -> serde_json:
     last
 }
 
-/// The `/healthz` entry of the channel `name`.
+/// Asserts that `/healthz` shows the channel `name` running now.
+pub async fn assert_running(port: u16, name: &str) {
+    let health = health(port).await;
+    assert_eq!(channel_entry(&health, name).and_then(|entry| entry["state"].as_str()), Some("running"), "{health}");
+}
+
+/// The entry of channel `name` in a `/healthz` answer.
 pub fn channel_entry<'a>(health: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
     health["channels"].as_array()?.iter().find(|entry| entry["name"] == name)
 }

@@ -103,6 +103,17 @@ impl Harness {
         self.started.recv().await.expect("a run starts")
     }
 
+    /// A message from `chat` whose run could not deliver and kept it for later (its
+    /// channel was down), once the lane settled.
+    async fn kept_after_a_failed_run(&mut self, chat: &str, text: &str) -> QueuedMessage {
+        let kept = self.message(chat, text).await;
+        self.scheduler.submit(kept.clone(), settings(QueueMode::Collect)).await;
+        let run = self.next_run().await;
+        run.finish.send(RunReport { retry_later: vec![kept.clone()], ..RunReport::default() }).unwrap();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        kept
+    }
+
     async fn journaled(&self) -> usize {
         self.journal.unanswered.lock().unwrap().len()
     }
@@ -519,11 +530,7 @@ mod shared_session {
     async fn a_kept_message_joins_only_a_run_for_its_own_chat() {
         let mut h = Harness::new().await;
         let collect = settings(QueueMode::Collect);
-        let kept = h.message("a", "kept").await;
-        h.scheduler.submit(kept.clone(), collect).await;
-        let run = h.next_run().await;
-        run.finish.send(RunReport { retry_later: vec![kept.clone()], ..RunReport::default() }).unwrap();
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        let kept = h.kept_after_a_failed_run("a", "kept").await;
         let from_b = h.message("b", "from b").await;
         h.scheduler.submit(from_b.clone(), collect).await;
         let for_b = h.next_run().await;
@@ -541,12 +548,7 @@ mod shared_session {
 #[tokio::test(start_paused = true)]
 async fn kept_messages_run_once_their_channel_is_back() {
     let mut h = Harness::new().await;
-    let collect = settings(QueueMode::Collect);
-    let kept = h.message("a", "kept").await;
-    h.scheduler.submit(kept.clone(), collect).await;
-    let run = h.next_run().await;
-    run.finish.send(RunReport { retry_later: vec![kept.clone()], ..RunReport::default() }).unwrap();
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    let kept = h.kept_after_a_failed_run("a", "kept").await;
     assert!(h.started.try_recv().is_err());
 
     h.scheduler.resume_kept("discord").await;

@@ -6,6 +6,15 @@ use ferry_channel::MarkupDialect;
 
 use super::part_as_plain;
 
+/// Every markup a reply is rendered in, for checks that go through them all.
+pub const DIALECTS: [MarkupDialect; 5] = [
+    MarkupDialect::Plain,
+    MarkupDialect::Markdown,
+    MarkupDialect::TelegramHtml,
+    MarkupDialect::DiscordMarkdown,
+    MarkupDialect::SlackMrkdwn,
+];
+
 /// Fence lines toggle; a part must end with every fence closed.
 pub fn fences_balanced(part: &str) -> bool {
     let mut open: Option<usize> = None;

@@ -5,17 +5,9 @@
 use ferry_channel::MarkupDialect;
 use proptest::prelude::*;
 
-use super::invariants::{fences_balanced, rejoins, telegram_well_formed};
+use super::invariants::{DIALECTS, fences_balanced, rejoins, telegram_well_formed};
 use super::split::measure;
 use super::{render, split};
-
-const DIALECTS: [MarkupDialect; 5] = [
-    MarkupDialect::Plain,
-    MarkupDialect::Markdown,
-    MarkupDialect::TelegramHtml,
-    MarkupDialect::DiscordMarkdown,
-    MarkupDialect::SlackMrkdwn,
-];
 
 const CODE_BLOCK: &str = "\n```rust\nfn main() {\n    println!(\"<hi> & bye\");\n\n    let x = 1;\n}\n```\n";
 
