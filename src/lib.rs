@@ -22,6 +22,7 @@ pub mod gateway;
 pub mod hooks;
 pub mod logging;
 pub mod metrics;
+pub mod models;
 pub mod queue;
 pub mod reply;
 pub mod routing;

@@ -14,6 +14,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::sync::{broadcast, mpsc};
 
+use crate::models::{ModelUsed, ReasoningDisplay};
+
 /// How many events the bus buffers for a slow observer before it starts losing the oldest.
 pub const BUS_CAPACITY: usize = 4096;
 
@@ -53,6 +55,13 @@ pub enum LifecycleEvent {
         /// (`collect` mode), whose waiters wait for this run.
         #[serde(rename = "mergedRunIds", skip_serializing_if = "Vec::is_empty")]
         merged_run_ids: Vec<String>,
+        /// The model the run asks first (failover may end with another; see `End`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        model: Option<ModelUsed>,
+        /// How the session shows the model's reasoning (`/reasoning`); listeners that
+        /// render reasoning (the web chat) follow it.
+        #[serde(skip_serializing_if = "ReasoningDisplay::is_off")]
+        reasoning: ReasoningDisplay,
     },
     End {
         #[serde(rename = "endedAt")]
@@ -61,6 +70,9 @@ pub enum LifecycleEvent {
         /// Client run ids whose messages this run took while it ran (steering).
         #[serde(rename = "mergedRunIds", skip_serializing_if = "Vec::is_empty")]
         merged_run_ids: Vec<String>,
+        /// The model that answered last, when one did.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        model: Option<ModelUsed>,
     },
     Error {
         error: String,
@@ -69,6 +81,9 @@ pub enum LifecycleEvent {
         /// As for `End`.
         #[serde(rename = "mergedRunIds", skip_serializing_if = "Vec::is_empty")]
         merged_run_ids: Vec<String>,
+        /// As for `End`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        model: Option<ModelUsed>,
     },
 }
 
@@ -253,10 +268,11 @@ impl Drop for RunEvents {
                 error: "the run failed unexpectedly".to_owned(),
                 ended_at,
                 merged_run_ids: Vec::new(),
+                model: None,
             });
         } else {
             // The run's future was dropped before it finished: it was aborted from outside.
-            self.lifecycle(LifecycleEvent::End { ended_at, aborted: true, merged_run_ids: Vec::new() });
+            self.lifecycle(LifecycleEvent::End { ended_at, aborted: true, merged_run_ids: Vec::new(), model: None });
         }
     }
 }
@@ -292,10 +308,21 @@ mod tests {
     #[test]
     fn seq_strictly_increases_and_only_one_terminal_event_is_sent() {
         let (events, rx) = emitter();
-        events.lifecycle(LifecycleEvent::Start { started_at: Utc::now(), merged_run_ids: Vec::new() });
+        events.lifecycle(LifecycleEvent::Start {
+            started_at: Utc::now(),
+            merged_run_ids: Vec::new(),
+            model: None,
+            reasoning: ReasoningDisplay::Off,
+        });
         events.assistant(AssistantEvent::Delta { delta: "hi".into(), text: "hi".into() });
-        events.lifecycle(LifecycleEvent::End { ended_at: Utc::now(), aborted: false, merged_run_ids: Vec::new() });
+        events.lifecycle(LifecycleEvent::End {
+            ended_at: Utc::now(),
+            aborted: false,
+            merged_run_ids: Vec::new(),
+            model: None,
+        });
         events.lifecycle(LifecycleEvent::Error {
+            model: None,
             error: "late".into(),
             ended_at: Utc::now(),
             merged_run_ids: Vec::new(),
@@ -310,7 +337,12 @@ mod tests {
     #[test]
     fn dropping_an_unfinished_run_emits_an_aborted_end() {
         let (events, rx) = emitter();
-        events.lifecycle(LifecycleEvent::Start { started_at: Utc::now(), merged_run_ids: Vec::new() });
+        events.lifecycle(LifecycleEvent::Start {
+            started_at: Utc::now(),
+            merged_run_ids: Vec::new(),
+            model: None,
+            reasoning: ReasoningDisplay::Off,
+        });
         drop(events);
         let seen = collect(rx);
         assert!(matches!(
@@ -324,7 +356,12 @@ mod tests {
         let (tx, rx) = mpsc::unbounded_channel();
         let result = std::panic::catch_unwind(move || {
             let events = RunEvents::new("run-1", "k", EventBus::new(), Some(tx));
-            events.lifecycle(LifecycleEvent::Start { started_at: Utc::now(), merged_run_ids: Vec::new() });
+            events.lifecycle(LifecycleEvent::Start {
+                started_at: Utc::now(),
+                merged_run_ids: Vec::new(),
+                model: None,
+                reasoning: ReasoningDisplay::Off,
+            });
             panic!("tool exploded");
         });
         assert!(result.is_err());
@@ -338,7 +375,12 @@ mod tests {
         let bus = EventBus::new();
         let mut observer = bus.subscribe();
         let events = RunEvents::new("run-9", "k", bus.clone(), None);
-        events.lifecycle(LifecycleEvent::Start { started_at: Utc::now(), merged_run_ids: Vec::new() });
+        events.lifecycle(LifecycleEvent::Start {
+            started_at: Utc::now(),
+            merged_run_ids: Vec::new(),
+            model: None,
+            reasoning: ReasoningDisplay::Off,
+        });
         let received = observer.recv().await.unwrap();
         assert_eq!((received.run_id.as_str(), received.seq), ("run-9", 1));
     }

@@ -293,7 +293,12 @@ impl AgentRunner {
         let span = tracing::info_span!("run", run_id = %request.run_id, session_key = %request.session_key);
         let started_at = Utc::now();
         let merged_run_ids = std::mem::take(&mut request.merged_run_ids);
-        events.lifecycle(LifecycleEvent::Start { started_at, merged_run_ids });
+        events.lifecycle(LifecycleEvent::Start {
+            started_at,
+            merged_run_ids,
+            model: None,
+            reasoning: Default::default(),
+        });
         let run_metrics = metrics().run_started();
 
         let mut history = std::mem::take(&mut request.history);
@@ -322,18 +327,21 @@ impl AgentRunner {
         let unconsumed_steer = request.steer.as_ref().map(SteerInbox::close).unwrap_or_default();
         let merged_run_ids = request.steer.as_ref().map(SteerInbox::taken_run_ids).unwrap_or_default();
         let (status, terminal, end) = match result {
-            Ok(Ok(())) => {
-                (RunStatus::Completed, LifecycleEvent::End { ended_at, aborted: false, merged_run_ids }, RunEnd::Ok)
-            }
+            Ok(Ok(())) => (
+                RunStatus::Completed,
+                LifecycleEvent::End { ended_at, aborted: false, merged_run_ids, model: None },
+                RunEnd::Ok,
+            ),
             Ok(Err(error)) => {
                 span.in_scope(|| tracing::warn!(%error, "the model call failed; the user gets an error reply"));
                 state.payloads.push(Payload { text: error.user_message(), is_error: true });
-                let terminal = LifecycleEvent::Error { error: error.to_string(), ended_at, merged_run_ids };
+                let terminal =
+                    LifecycleEvent::Error { error: error.to_string(), ended_at, merged_run_ids, model: None };
                 (RunStatus::Failed { error }, terminal, RunEnd::Error)
             }
             Err(reason) => {
                 span.in_scope(|| tracing::info!(?reason, "run aborted"));
-                let terminal = LifecycleEvent::End { ended_at, aborted: true, merged_run_ids };
+                let terminal = LifecycleEvent::End { ended_at, aborted: true, merged_run_ids, model: None };
                 (RunStatus::Aborted(reason), terminal, RunEnd::Aborted)
             }
         };

@@ -132,7 +132,7 @@ impl RunRegistry {
         let AgentStream::Lifecycle(lifecycle) = &event.stream else { return };
         let mut state = self.lock();
         match lifecycle {
-            LifecycleEvent::Start { started_at, merged_run_ids } => {
+            LifecycleEvent::Start { started_at, merged_run_ids, .. } => {
                 let entry = state.known(&event.run_id);
                 entry.started_at = Some(*started_at);
                 entry.aliases.clone_from(merged_run_ids);
@@ -140,12 +140,12 @@ impl RunRegistry {
                     state.known(alias).started_at = Some(*started_at);
                 }
             }
-            LifecycleEvent::End { ended_at, aborted, merged_run_ids } => {
+            LifecycleEvent::End { ended_at, aborted, merged_run_ids, .. } => {
                 let status = if *aborted { WaitStatus::Timeout } else { WaitStatus::Ok };
                 state.entry_aliases(&event.run_id, merged_run_ids);
                 state.end(&event.run_id, status, *ended_at, None);
             }
-            LifecycleEvent::Error { error, ended_at, merged_run_ids } => {
+            LifecycleEvent::Error { error, ended_at, merged_run_ids, .. } => {
                 state.entry_aliases(&event.run_id, merged_run_ids);
                 state.end(&event.run_id, WaitStatus::Error, *ended_at, Some(error.clone()));
             }
@@ -278,7 +278,15 @@ mod tests {
     async fn waiters_get_the_end_or_time_out_and_late_ones_get_the_snapshot() {
         let registry = std::sync::Arc::new(RunRegistry::default());
         registry.answered("r1", json!({}), "r1");
-        registry.observe(&lifecycle("r1", LifecycleEvent::Start { started_at: Utc::now(), merged_run_ids: vec![] }));
+        registry.observe(&lifecycle(
+            "r1",
+            LifecycleEvent::Start {
+                started_at: Utc::now(),
+                merged_run_ids: vec![],
+                model: None,
+                reasoning: Default::default(),
+            },
+        ));
         let waited = registry.wait("r1", Duration::from_millis(100)).await;
         assert!(matches!(waited, Waited::StillRunning { started_at: Some(_) }));
 
@@ -289,7 +297,7 @@ mod tests {
         tokio::task::yield_now().await;
         registry.observe(&lifecycle(
             "r1",
-            LifecycleEvent::End { ended_at: Utc::now(), aborted: false, merged_run_ids: Vec::new() },
+            LifecycleEvent::End { ended_at: Utc::now(), aborted: false, merged_run_ids: Vec::new(), model: None },
         ));
         assert!(matches!(waiter.await.unwrap(), Waited::Ended(Snapshot { status: WaitStatus::Ok, .. })));
 
@@ -315,10 +323,18 @@ mod tests {
         };
         tokio::task::yield_now().await;
         registry.answered("k", json!({}), "k");
-        registry.observe(&lifecycle("k", LifecycleEvent::Start { started_at: Utc::now(), merged_run_ids: vec![] }));
         registry.observe(&lifecycle(
             "k",
-            LifecycleEvent::End { ended_at: Utc::now(), aborted: false, merged_run_ids: Vec::new() },
+            LifecycleEvent::Start {
+                started_at: Utc::now(),
+                merged_run_ids: vec![],
+                model: None,
+                reasoning: Default::default(),
+            },
+        ));
+        registry.observe(&lifecycle(
+            "k",
+            LifecycleEvent::End { ended_at: Utc::now(), aborted: false, merged_run_ids: Vec::new(), model: None },
         ));
         assert!(matches!(waiter.await.unwrap(), Waited::Ended(Snapshot { status: WaitStatus::Ok, .. })));
     }
@@ -329,15 +345,30 @@ mod tests {
         registry.answered("a", json!({}), "a");
         registry.answered("b", json!({}), "b");
         let merged = vec!["a".to_owned()];
-        registry.observe(&lifecycle("b", LifecycleEvent::Start { started_at: Utc::now(), merged_run_ids: merged }));
         registry.observe(&lifecycle(
             "b",
-            LifecycleEvent::Error { error: "boom".into(), ended_at: Utc::now(), merged_run_ids: Vec::new() },
+            LifecycleEvent::Start {
+                started_at: Utc::now(),
+                merged_run_ids: merged,
+                model: None,
+                reasoning: Default::default(),
+            },
+        ));
+        registry.observe(&lifecycle(
+            "b",
+            LifecycleEvent::Error {
+                error: "boom".into(),
+                ended_at: Utc::now(),
+                merged_run_ids: Vec::new(),
+                model: None,
+            },
         ));
         let Waited::Ended(snapshot) = registry.wait("a", Duration::ZERO).await else { panic!("a ended with b") };
         assert_eq!((snapshot.status, snapshot.error.as_deref()), (WaitStatus::Error, Some("boom")));
-        let aborted =
-            lifecycle("c", LifecycleEvent::End { ended_at: Utc::now(), aborted: true, merged_run_ids: Vec::new() });
+        let aborted = lifecycle(
+            "c",
+            LifecycleEvent::End { ended_at: Utc::now(), aborted: true, merged_run_ids: Vec::new(), model: None },
+        );
         registry.observe(&aborted);
         assert!(matches!(
             registry.wait("c", Duration::ZERO).await,

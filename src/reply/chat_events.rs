@@ -199,7 +199,12 @@ mod tests {
     }
 
     fn end(aborted: bool) -> AgentEvent {
-        event(AgentStream::Lifecycle(LifecycleEvent::End { ended_at: Utc::now(), aborted, merged_run_ids: Vec::new() }))
+        event(AgentStream::Lifecycle(LifecycleEvent::End {
+            ended_at: Utc::now(),
+            aborted,
+            merged_run_ids: Vec::new(),
+            model: None,
+        }))
     }
 
     fn texts(events: &[ChatEvent]) -> Vec<(ChatState, Option<String>)> {
@@ -292,6 +297,7 @@ mod tests {
             error: "The model provider is unavailable.".into(),
             ended_at: Utc::now(),
             merged_run_ids: Vec::new(),
+            model: None,
         }));
         let events = chat.on_event(&failed);
         assert_eq!(events[0].state, ChatState::Error);

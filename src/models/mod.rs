@@ -1,0 +1,34 @@
+//! Model access: which model answers a run, with which credentials, and how hard it thinks.
+//!
+//! One provider key serving everyone made one 429 or one expired key an outage for every
+//! chat. This room keeps model access as robust as delivery:
+//!
+//! - [`levels`]: the thinking level a model is asked for and how its reasoning is shown;
+//! - [`profiles`]: several credentials per provider, their rotation and cooldowns, kept in
+//!   the state database so a restart does not hammer a dead key.
+//!
+//! Providers (`agent::providers`) stay translators of one request; choosing and failing
+//! over between them happens here.
+
+pub mod levels;
+
+pub use levels::{ReasoningDisplay, ThinkingLevel};
+
+use serde::Serialize;
+
+/// Which model answered, and with which credentials: for lifecycle events, `/status` and
+/// logs. The profile is the operator's id for a key (`default`, `backup`), never key
+/// material.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ModelUsed {
+    pub provider: String,
+    pub model: String,
+    pub profile: String,
+}
+
+impl ModelUsed {
+    /// `provider/model (profile)`, as `/status` shows it.
+    pub fn describe(&self) -> String {
+        format!("{}/{} (profile {})", self.provider, self.model, self.profile)
+    }
+}
