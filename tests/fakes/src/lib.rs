@@ -7,7 +7,11 @@
 //! The model fakes, [`FakeOpenAi`] and [`FakeAnthropic`], replay a script of [`Turn`]s: one
 //! turn per request, rendered in the provider's own streaming format and error shape, so the
 //! same scenario (a tool call split mid-JSON, a 429, a stalled or cut stream) can be run
-//! against each provider client.
+//! against each provider client. Each API key can be given a [`KeyBehaviour`] (rate-limited,
+//! revoked, out of credit, overloaded, stalled) to test failover between auth profiles, and
+//! the Anthropic fake validates extended thinking (budget bounds, signed `thinking` blocks
+//! handed back intact) as strictly as the real API. [`RecordedRequest`] reads back what the
+//! client sent: the key, the user's words, the thinking knobs.
 //!
 //! [`FakeTelegram`] is the Bot API: injected updates served through `getUpdates` long polling,
 //! `sendMessage` / `editMessageText` / `deleteMessage` checked against Telegram's limits and
@@ -25,9 +29,11 @@
 
 mod anthropic;
 mod discord;
+mod keys;
 mod model_script;
 mod model_server;
 mod openai;
+mod recorded;
 mod server;
 mod slack;
 mod sse;
@@ -40,9 +46,10 @@ pub use discord::{
     STORM_RETRY_AFTER as DISCORD_STORM_RETRY_AFTER, SentMessage as DiscordSentMessage,
     TEXT_LIMIT as DISCORD_TEXT_LIMIT,
 };
+pub use keys::KeyBehaviour;
 pub use model_script::{HttpError, Reply, StopReason, ToolCall, Turn, Usage};
-pub use model_server::RecordedRequest;
 pub use openai::FakeOpenAi;
+pub use recorded::RecordedRequest;
 pub use server::FakeServer;
 pub use slack::{
     APP_ID as SLACK_APP_ID, BOT_ID as SLACK_BOT_ID, BOT_USER_ID as SLACK_BOT_USER_ID, Call as SlackCall,

@@ -108,6 +108,7 @@ impl From<HttpError> for Turn {
 /// That order is the one both providers use, so one `Reply` renders faithfully for each.
 #[derive(Clone, Debug, Default)]
 pub struct Reply {
+    redacted_thinking: Vec<String>,
     thinking: Vec<String>,
     text: Vec<String>,
     tool_calls: Vec<ToolCall>,
@@ -152,6 +153,16 @@ impl Reply {
         self
     }
 
+    /// Appends an Anthropic `redacted_thinking` block carrying this opaque `data`, sent before
+    /// the thinking and text blocks as one `content_block_start` with no deltas (the real API
+    /// sends reasoning its safety systems flagged this way). Call it again for more blocks.
+    /// The fake remembers the data it sent, and accepts it back in a later request's history.
+    /// OpenAI-compatible servers have no such thing, so the OpenAI fake leaves it out.
+    pub fn with_redacted_thinking(mut self, data: impl Into<String>) -> Self {
+        self.redacted_thinking.push(data.into());
+        self
+    }
+
     /// Appends one more tool call after those already set.
     pub fn with_tool_call(mut self, call: ToolCall) -> Self {
         self.tool_calls.push(call);
@@ -176,6 +187,11 @@ impl Reply {
     pub fn with_stop_reason(mut self, stop_reason: StopReason) -> Self {
         self.stop_reason = Some(stop_reason);
         self
+    }
+
+    /// The `data` of each redacted thinking block, in order.
+    pub fn redacted_thinking(&self) -> &[String] {
+        &self.redacted_thinking
     }
 
     /// The reasoning pieces, in streaming order.

@@ -1,15 +1,14 @@
 //! The provider-independent half of a fake model server: the script queue, the responder that
-//! answers once the script is used up, the request log, the optional API key, the count of open
-//! streams, and the request pipeline that every provider shares.
+//! answers once the script is used up, the request log, the registered API keys, the count of
+//! open streams, and the request pipeline that every provider shares.
 //!
-//! Each provider supplies a [`Dialect`]: how it checks headers and bodies, how its errors look,
-//! and how a [`Reply`] is rendered as its stream events or its JSON document. Keeping the
-//! pipeline here means both fakes record, authenticate and consume turns in the same order, so
-//! a test written against one behaves the same against the other.
+//! Each provider supplies a [`Dialect`]: how it reads the key and checks headers and bodies,
+//! how its errors look, and how a [`Reply`] is rendered as its stream events or its JSON
+//! document. Keeping the pipeline here means both fakes record, authenticate and consume turns
+//! in the same order, so a test written against one behaves the same against the other.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
-use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -24,66 +23,10 @@ use serde_json::{Map, Value};
 use tokio::sync::watch;
 
 use crate::FakeServer;
+use crate::keys::{Admission, Fault, KeyBehaviour, KeyTable};
 use crate::model_script::{HttpError, Reply, Turn};
+use crate::recorded::RecordedRequest;
 use crate::sse::{self, Ending, Event, OpenStream};
-
-/// One request as the fake received it, recorded before any check so rejected requests show up
-/// too.
-#[derive(Clone, Debug)]
-pub struct RecordedRequest {
-    /// The request path, e.g. `/v1/chat/completions`.
-    pub path: String,
-    /// Headers by lowercase name; repeated headers are joined with `", "`.
-    pub headers: BTreeMap<String, String>,
-    /// The parsed JSON body, or `Value::Null` when the body was not valid JSON.
-    pub body: Value,
-}
-
-impl RecordedRequest {
-    /// The value of a header, by case-insensitive name.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(&name.to_ascii_lowercase()).map(String::as_str)
-    }
-
-    /// The text of every `user` message in the body's `messages`, in order. Works for both
-    /// OpenAI Chat Completions and Anthropic Messages bodies: `content` is either a string or
-    /// an array of parts whose `{"type":"text","text":…}` parts are joined with `\n` (other
-    /// parts, such as images or Anthropic `tool_result` blocks, are ignored). A user message
-    /// with no text part at all (an Anthropic turn carrying only tool results) is skipped;
-    /// OpenAI tool results have their own `tool` role and never count.
-    pub fn user_texts(&self) -> Vec<String> {
-        let Some(messages) = self.body.get("messages").and_then(Value::as_array) else { return Vec::new() };
-        messages
-            .iter()
-            .filter(|message| message.get("role").and_then(Value::as_str) == Some("user"))
-            .filter_map(|message| content_text(message.get("content")?))
-            .collect()
-    }
-
-    /// The text of the last `user` message that has text (see [`RecordedRequest::user_texts`]):
-    /// what a responder usually answers. Note that Anthropic bodies merge consecutive user
-    /// messages into one, while OpenAI bodies keep them apart.
-    pub fn last_user_text(&self) -> Option<String> {
-        self.user_texts().pop()
-    }
-}
-
-/// The text of a message `content`: the string itself, or its text parts joined by newlines;
-/// `None` when it has no text part.
-fn content_text(content: &Value) -> Option<String> {
-    match content {
-        Value::String(text) => Some(text.clone()),
-        Value::Array(parts) => {
-            let texts: Vec<&str> = parts
-                .iter()
-                .filter(|part| part.get("type").and_then(Value::as_str) == Some("text"))
-                .filter_map(|part| part.get("text").and_then(Value::as_str))
-                .collect();
-            (!texts.is_empty()).then(|| texts.join("\n"))
-        }
-        _ => None,
-    }
-}
 
 /// Computes the turn for a request the script has no turn for.
 type Responder = Arc<dyn Fn(&RecordedRequest) -> Turn + Send + Sync + 'static>;
@@ -108,30 +51,54 @@ impl TurnContext<'_> {
     }
 }
 
-/// A provider's wire format. Associated functions only: a dialect has no state of its own.
+/// A provider's wire format. Associated functions only; what a provider must remember between
+/// requests (Anthropic's thinking signatures) lives in its [`Dialect::State`], owned by the fake.
 pub(crate) trait Dialect: Send + Sync + 'static {
     /// Used in error messages the fake makes up, e.g. `fake OpenAI`.
     const NAME: &'static str;
     /// The paths answered with `POST`.
     const PATHS: &'static [&'static str];
 
+    /// Per-fake provider state, shared by all requests.
+    type State: Send + Sync + 'static;
+
+    /// A fresh state for a fake that is starting.
+    fn new_state() -> io::Result<Self::State>;
+
     /// The provider's error JSON for this status; `error_type` overrides the status default.
     fn error_body(status: StatusCode, error_type: Option<&str>, message: &str) -> Value;
 
-    /// Authentication and required-header checks, in the provider's order.
-    fn check_headers(headers: &HeaderMap, api_key: Option<&str>) -> Result<(), Rejection>;
+    /// The API key a request presents, from the provider's auth header.
+    fn presented_key(headers: &HeaderMap) -> Option<&str>;
 
-    /// Required-field checks on a body that parsed as a JSON object.
-    fn check_body(body: &Map<String, Value>) -> Result<(), Rejection>;
+    /// The provider's 401 for a request whose key is missing, unknown or revoked.
+    fn unauthorized(headers: &HeaderMap) -> Rejection;
+
+    /// A faulty key's answer; `model` is the one the body named (`fake-model` if none), for
+    /// providers that name it in the message.
+    fn key_fault(fault: Fault, model: &str) -> Response;
+
+    /// Required-header checks other than authentication, which the pipeline does first.
+    fn check_headers(_headers: &HeaderMap) -> Result<(), Rejection> {
+        Ok(())
+    }
+
+    /// Checks on a body that parsed as a JSON object: required fields, and whatever the
+    /// provider validates against what it sent earlier.
+    fn check_body(state: &Self::State, headers: &HeaderMap, body: &Map<String, Value>) -> Result<(), Rejection>;
 
     /// The provider's "prompt too long" error.
     fn context_overflow() -> Response;
 
     /// A reply as the provider's stream of SSE events, including the finishing events.
-    fn stream_events(reply: &Reply, context: &TurnContext<'_>) -> Vec<Event>;
+    fn stream_events(state: &Self::State, reply: &Reply, context: &TurnContext<'_>) -> Vec<Event>;
 
     /// A reply as the provider's non-streaming JSON document.
-    fn complete(reply: &Reply, context: &TurnContext<'_>) -> Value;
+    fn complete(state: &Self::State, reply: &Reply, context: &TurnContext<'_>) -> Value;
+
+    /// What a [`KeyBehaviour::Stall`] key gets before the silence: the framing a real server
+    /// sends as soon as it accepts a request.
+    fn stall_events(context: &TurnContext<'_>) -> Vec<Event>;
 
     /// An error response in the provider's shape.
     fn error(status: StatusCode, error_type: Option<&str>, message: &str) -> Response {
@@ -168,26 +135,28 @@ pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a s
 }
 
 /// State shared between the handle a test holds and the server's handlers.
-struct Shared<D> {
+struct Shared<D: Dialect> {
     turns: Mutex<VecDeque<Turn>>,
     /// Answers requests once `turns` is empty; `None` answers them with a 500.
     responder: Mutex<Option<Responder>>,
     requests: Mutex<Vec<RecordedRequest>>,
     /// Number of recorded requests, so tests can wait for one without polling.
     recorded: watch::Sender<usize>,
-    api_key: Mutex<Option<String>>,
+    /// Empty until a test registers a key; from then on every request is authenticated.
+    keys: Mutex<KeyTable>,
     /// `true` once the handle is dropped; releases stalled streams.
     closing: watch::Sender<bool>,
     /// How many streamed bodies are alive (sending, or held open by a stall). Each body holds
     /// an [`OpenStream`] that counts down when hyper drops it: at the end, when the client goes
     /// away, or when the server stops.
     open_streams: Arc<watch::Sender<usize>>,
-    dialect: PhantomData<D>,
+    /// What the provider remembers between requests, e.g. Anthropic's thinking-signature key.
+    provider: D::State,
 }
 
 /// Locks ignoring poisoning: a test that panicked while holding a lock must not turn every
 /// later request into a second, confusing panic.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -204,7 +173,7 @@ impl<D: Dialect> Shared<D> {
 }
 
 /// A running fake model server of one dialect. The public per-provider handles wrap this.
-pub(crate) struct ModelFake<D> {
+pub(crate) struct ModelFake<D: Dialect> {
     server: FakeServer,
     shared: Arc<Shared<D>>,
 }
@@ -216,10 +185,10 @@ impl<D: Dialect> ModelFake<D> {
             responder: Mutex::new(None),
             requests: Mutex::new(Vec::new()),
             recorded: watch::Sender::new(0),
-            api_key: Mutex::new(None),
+            keys: Mutex::new(KeyTable::default()),
             closing: watch::Sender::new(false),
             open_streams: Arc::new(watch::Sender::new(0)),
-            dialect: PhantomData,
+            provider: D::new_state()?,
         });
         let mut router = Router::new();
         for path in D::PATHS {
@@ -234,8 +203,13 @@ impl<D: Dialect> ModelFake<D> {
         &self.server
     }
 
-    pub(crate) fn set_api_key(&self, key: Option<String>) {
-        *lock(&self.shared.api_key) = key;
+    /// The provider's own state, e.g. for signing thinking text on a test's behalf.
+    pub(crate) fn provider_state(&self) -> &D::State {
+        &self.shared.provider
+    }
+
+    pub(crate) fn set_key(&self, key: String, behaviour: KeyBehaviour) {
+        lock(&self.shared.keys).set(key, behaviour);
     }
 
     pub(crate) fn push(&self, turn: Turn) {
@@ -264,6 +238,10 @@ impl<D: Dialect> ModelFake<D> {
         lock(&self.shared.requests).clone()
     }
 
+    pub(crate) fn requests_with_key(&self, key: &str) -> usize {
+        lock(&self.shared.requests).iter().filter(|request| request.api_key().as_deref() == Some(key)).count()
+    }
+
     pub(crate) async fn wait_for_request(&self, index: usize) -> RecordedRequest {
         let mut recorded = self.shared.recorded.subscribe();
         // The sender lives in `self.shared`, so the channel cannot close while we wait.
@@ -272,7 +250,7 @@ impl<D: Dialect> ModelFake<D> {
     }
 }
 
-impl<D> Drop for ModelFake<D> {
+impl<D: Dialect> Drop for ModelFake<D> {
     fn drop(&mut self) {
         // Before `server` drops: a stalled stream would otherwise hold graceful shutdown open.
         self.shared.closing.send_replace(true);
@@ -297,9 +275,10 @@ fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_secs()).unwrap_or_default()
 }
 
-/// The pipeline every request goes through: record, check headers, parse and check the body,
-/// then consume one scripted turn, or ask the responder when the script is empty. Rejected
-/// requests do not consume a turn and are not shown to the responder.
+/// The pipeline every request goes through: record, authenticate (a faulty key is answered
+/// here), check the other headers, parse and check the body, then consume one scripted turn,
+/// or ask the responder when the script is empty. Rejected requests and requests with a
+/// faulty key do not consume a turn and are not shown to the responder.
 async fn handle<D: Dialect>(
     State(shared): State<Arc<Shared<D>>>,
     uri: Uri,
@@ -314,8 +293,16 @@ async fn handle<D: Dialect>(
     };
     let index = shared.record(recorded.clone());
 
-    let api_key = lock(&shared.api_key).clone();
-    if let Err(rejection) = D::check_headers(&headers, api_key.as_deref()) {
+    let admission = lock(&shared.keys).admit(D::presented_key(&headers));
+    match admission {
+        Admission::Serve | Admission::Stall => {}
+        Admission::Unauthorized => return D::unauthorized(&headers).into_response(),
+        Admission::Fault(fault) => {
+            let model = recorded.body.get("model").and_then(Value::as_str).unwrap_or("fake-model");
+            return D::key_fault(fault, model);
+        }
+    }
+    if let Err(rejection) = D::check_headers(&headers) {
         return rejection.into_response();
     }
     let request = match parsed {
@@ -326,8 +313,15 @@ async fn handle<D: Dialect>(
             return D::error(StatusCode::BAD_REQUEST, None, &message);
         }
     };
-    if let Err(rejection) = D::check_body(&request) {
+    if let Err(rejection) = D::check_body(&shared.provider, &headers, &request) {
         return rejection.into_response();
+    }
+
+    let context = TurnContext { index, request: &request, created: unix_now() };
+    let open_stream = || OpenStream::new(Arc::clone(&shared.open_streams));
+    if admission == Admission::Stall {
+        let stall = Ending::Stall { after_deltas: 0 };
+        return sse::stream_response(D::stall_events(&context), stall, None, shared.closing.subscribe(), open_stream());
     }
 
     let scripted = lock(&shared.turns).pop_front();
@@ -341,15 +335,13 @@ async fn handle<D: Dialect>(
             }
         },
     };
-    let context = TurnContext { index, request: &request, created: unix_now() };
     let stream = |reply: &Reply, ending: Ending| {
-        let events = D::stream_events(reply, &context);
-        let open = OpenStream::new(Arc::clone(&shared.open_streams));
-        sse::stream_response(events, ending, reply.chunk_delay(), shared.closing.subscribe(), open)
+        let events = D::stream_events(&shared.provider, reply, &context);
+        sse::stream_response(events, ending, reply.chunk_delay(), shared.closing.subscribe(), open_stream())
     };
     match turn {
         Turn::Reply(reply) if context.wants_stream() => stream(&reply, Ending::Complete),
-        Turn::Reply(reply) => json_response(StatusCode::OK, D::complete(&reply, &context)),
+        Turn::Reply(reply) => json_response(StatusCode::OK, D::complete(&shared.provider, &reply, &context)),
         Turn::Error(error) => error_response::<D>(&error),
         Turn::ContextOverflow => D::context_overflow(),
         Turn::Stall { reply, after_deltas } => stream(&reply, Ending::Stall { after_deltas }),
@@ -382,10 +374,16 @@ fn next_from_responder<D: Dialect>(
 
 fn error_response<D: Dialect>(error: &HttpError) -> Response {
     let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut response = D::error(status, error.overridden_type(), error.message());
-    if let Some(seconds) = error.retry_after_secs() {
-        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    let response = D::error(status, error.overridden_type(), error.message());
+    match error.retry_after_secs() {
+        Some(seconds) => with_retry_after(response, seconds),
+        None => response,
     }
+}
+
+/// Adds `retry-after: <seconds>`, as both providers send with 429s.
+pub(crate) fn with_retry_after(mut response: Response, seconds: u64) -> Response {
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     response
 }
 

@@ -14,8 +14,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
+use crate::keys::{Fault, KeyBehaviour};
 use crate::model_script::{Reply, StopReason, Turn};
-use crate::model_server::{Dialect, ModelFake, RecordedRequest, Rejection, TurnContext, header_str, json_response};
+use crate::model_server::{Dialect, ModelFake, Rejection, TurnContext, header_str, json_response, with_retry_after};
+use crate::recorded::RecordedRequest;
 use crate::sse::{Event, EventKind};
 
 /// A running fake OpenAI-compatible server; dropping it stops the server.
@@ -39,9 +41,24 @@ impl FakeOpenAi {
     }
 
     /// Requires `Authorization: Bearer <key>` on every request from now on; others get a 401.
+    /// The same as [`FakeOpenAi::with_key`] with [`KeyBehaviour::Healthy`], so it combines with
+    /// keys registered that way.
     pub fn with_api_key(self, key: impl Into<String>) -> Self {
-        self.inner.set_api_key(Some(key.into()));
+        self.with_key(key, KeyBehaviour::Healthy)
+    }
+
+    /// Registers `key` (sent as `Authorization: Bearer <key>`) with this behaviour. From then on
+    /// a request with a missing or unregistered key gets OpenAI's 401 `invalid_api_key`; a
+    /// faulty key gets its fault without consuming a scripted turn. See [`KeyBehaviour`].
+    pub fn with_key(self, key: impl Into<String>, behaviour: KeyBehaviour) -> Self {
+        self.set_key(key, behaviour);
         self
+    }
+
+    /// Registers `key` or changes its behaviour while the fake runs, e.g. to heal a
+    /// rate-limited key; takes effect from the next request.
+    pub fn set_key(&self, key: impl Into<String>, behaviour: KeyBehaviour) {
+        self.inner.set_key(key.into(), behaviour);
     }
 
     /// The base URL including `/v1`, as OpenAI clients expect (`https://api.openai.com/v1`).
@@ -106,6 +123,11 @@ impl FakeOpenAi {
     /// Every request received so far, in arrival order, including rejected ones.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.inner.requests()
+    }
+
+    /// How many recorded requests presented this API key, whatever they were answered.
+    pub fn requests_with_key(&self, key: &str) -> usize {
+        self.inner.requests_with_key(key)
     }
 
     /// Waits until the request at 0-based `index` has arrived and returns it. Waits forever if
@@ -195,6 +217,12 @@ impl Dialect for OpenAiDialect {
     const NAME: &'static str = "fake OpenAI";
     const PATHS: &'static [&'static str] = &["/v1/chat/completions", "/chat/completions"];
 
+    type State = ();
+
+    fn new_state() -> io::Result<()> {
+        Ok(())
+    }
+
     fn error_body(status: StatusCode, error_type: Option<&str>, message: &str) -> Value {
         if let Some(error_type) = error_type {
             return error_json(message, error_type, None, Some(error_type));
@@ -208,11 +236,12 @@ impl Dialect for OpenAiDialect {
         error_json(message, error_type, None, code)
     }
 
-    fn check_headers(headers: &HeaderMap, api_key: Option<&str>) -> Result<(), Rejection> {
-        let Some(expected) = api_key else { return Ok(()) };
-        let given = header_str(headers, "authorization").and_then(|value| value.strip_prefix("Bearer "));
-        let body = match given {
-            Some(given) if given == expected => return Ok(()),
+    fn presented_key(headers: &HeaderMap) -> Option<&str> {
+        header_str(headers, "authorization").and_then(|value| value.strip_prefix("Bearer "))
+    }
+
+    fn unauthorized(headers: &HeaderMap) -> Rejection {
+        let body = match Self::presented_key(headers) {
             Some(given) => error_json(
                 &format!(
                     "Incorrect API key provided: {}. You can find your API key at https://platform.openai.com/account/api-keys.",
@@ -230,10 +259,14 @@ impl Dialect for OpenAiDialect {
                 None,
             ),
         };
-        Err(Rejection::new(StatusCode::UNAUTHORIZED, body))
+        Rejection::new(StatusCode::UNAUTHORIZED, body)
     }
 
-    fn check_body(body: &Map<String, Value>) -> Result<(), Rejection> {
+    fn key_fault(fault: Fault, model: &str) -> Response {
+        key_fault(fault, model)
+    }
+
+    fn check_body(_state: &(), _headers: &HeaderMap, body: &Map<String, Value>) -> Result<(), Rejection> {
         if !body.get("model").is_some_and(Value::is_string) {
             let error = error_json("you must provide a model parameter", "invalid_request_error", None, None);
             return Err(Rejection::new(StatusCode::BAD_REQUEST, error));
@@ -261,7 +294,7 @@ impl Dialect for OpenAiDialect {
         json_response(StatusCode::BAD_REQUEST, error)
     }
 
-    fn stream_events(reply: &Reply, context: &TurnContext<'_>) -> Vec<Event> {
+    fn stream_events(_state: &(), reply: &Reply, context: &TurnContext<'_>) -> Vec<Event> {
         let include_usage = wants_usage(context);
         let writer = ChunkWriter { context, include_usage };
         let mut events = vec![writer.delta(EventKind::Framing, json!({ "role": "assistant", "content": "" }), None)];
@@ -292,7 +325,7 @@ impl Dialect for OpenAiDialect {
         events
     }
 
-    fn complete(reply: &Reply, context: &TurnContext<'_>) -> Value {
+    fn complete(_state: &(), reply: &Reply, context: &TurnContext<'_>) -> Value {
         let mut message = Map::new();
         message.insert("role".into(), "assistant".into());
         let text = reply.full_text();
@@ -328,6 +361,42 @@ impl Dialect for OpenAiDialect {
             }],
             "usage": usage_json(reply),
         })
+    }
+
+    /// Nothing: an OpenAI-compatible server sends its first chunk (the role) only once the
+    /// model produces output, so a hung upstream shows as headers and silence.
+    fn stall_events(_context: &TurnContext<'_>) -> Vec<Event> {
+        Vec::new()
+    }
+}
+
+/// A faulty key's answer as OpenAI sends it.
+fn key_fault(fault: Fault, model: &str) -> Response {
+    match fault {
+        Fault::RateLimited { retry_after_secs } => {
+            let message = format!(
+                "Rate limit reached for {model} in organization org-fake on requests per min (RPM): Limit 3, Used 3, \
+                 Requested 1. Please try again in {retry_after_secs}s. Visit \
+                 https://platform.openai.com/account/rate-limits to learn more."
+            );
+            let body = error_json(&message, "requests", None, Some("rate_limit_exceeded"));
+            with_retry_after(json_response(StatusCode::TOO_MANY_REQUESTS, body), retry_after_secs)
+        }
+        // Really a 429, told apart from a rate limit only by its type and code.
+        Fault::Billing => json_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            error_json(
+                "You exceeded your current quota, please check your plan and billing details. For more information \
+                 on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.",
+                "insufficient_quota",
+                None,
+                Some("insufficient_quota"),
+            ),
+        ),
+        Fault::Overloaded => json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            error_json("The server is overloaded or not ready yet.", "server_error", None, None),
+        ),
     }
 }
 

@@ -7,9 +7,9 @@ use serde_json::{Value, json};
 use crate::soon;
 use crate::sse_client::{BodyEnd, SseEvent, SseReader};
 
-const KEY: &str = "sk-ant-test";
+pub(crate) const KEY: &str = "sk-ant-test";
 
-async fn start() -> FakeAnthropic {
+pub(crate) async fn start() -> FakeAnthropic {
     FakeAnthropic::start().await.expect("start fake Anthropic").with_api_key(KEY)
 }
 
@@ -22,7 +22,7 @@ fn messages_body(stream: bool) -> Value {
     })
 }
 
-fn request(fake: &FakeAnthropic, body: &Value) -> reqwest::RequestBuilder {
+pub(crate) fn request(fake: &FakeAnthropic, body: &Value) -> reqwest::RequestBuilder {
     reqwest::Client::new()
         .post(format!("{}/v1/messages", fake.url()))
         .header("x-api-key", KEY)
@@ -30,12 +30,12 @@ fn request(fake: &FakeAnthropic, body: &Value) -> reqwest::RequestBuilder {
         .json(body)
 }
 
-async fn post(fake: &FakeAnthropic, body: &Value) -> reqwest::Response {
+pub(crate) async fn post(fake: &FakeAnthropic, body: &Value) -> reqwest::Response {
     soon(request(fake, body).send()).await.expect("send request")
 }
 
 /// The events of a complete stream, checking each `data.type` matches its event name.
-async fn stream_events(response: reqwest::Response) -> Vec<(String, Value)> {
+pub(crate) async fn stream_events(response: reqwest::Response) -> Vec<(String, Value)> {
     assert_eq!(response.status(), StatusCode::OK);
     let content_type = response.headers()["content-type"].to_str().unwrap().to_owned();
     assert!(content_type.starts_with("text/event-stream"), "{content_type}");
@@ -44,7 +44,7 @@ async fn stream_events(response: reqwest::Response) -> Vec<(String, Value)> {
     named(&events)
 }
 
-fn named(events: &[SseEvent]) -> Vec<(String, Value)> {
+pub(crate) fn named(events: &[SseEvent]) -> Vec<(String, Value)> {
     events
         .iter()
         .map(|event| {
@@ -61,7 +61,7 @@ fn names(events: &[(String, Value)]) -> Vec<&str> {
 }
 
 /// The `delta[field]` strings of every `content_block_delta` of this delta type.
-fn deltas(events: &[(String, Value)], delta_type: &str, field: &str) -> Vec<String> {
+pub(crate) fn deltas(events: &[(String, Value)], delta_type: &str, field: &str) -> Vec<String> {
     events
         .iter()
         .filter(|(_, data)| data["delta"]["type"] == delta_type)
@@ -69,7 +69,7 @@ fn deltas(events: &[(String, Value)], delta_type: &str, field: &str) -> Vec<Stri
         .collect()
 }
 
-async fn error_body(response: reqwest::Response, status: StatusCode) -> Value {
+pub(crate) async fn error_body(response: reqwest::Response, status: StatusCode) -> Value {
     assert_eq!(response.status(), status);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["type"], "error");

@@ -1,9 +1,11 @@
 //! Drives the fake model servers with a plain HTTP client and checks the bytes they send.
 
 mod anthropic;
+mod keys;
 mod openai;
 mod responder;
 mod sse_client;
+mod thinking;
 
 use std::future::Future;
 use std::time::Duration;

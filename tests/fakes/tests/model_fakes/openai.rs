@@ -131,6 +131,35 @@ async fn reasoning_streams_before_content_and_length_maps_to_length() {
 }
 
 #[tokio::test]
+async fn inline_think_tags_are_sent_verbatim_as_content() {
+    // DeepSeek-R1 behind llama.cpp without a reasoning parser: the reasoning is in the content.
+    let pieces = ["<think>\nThe user", " greets me.\n</think>", "\n\nHello!"];
+    let fake = start().await;
+    fake.push(Turn::text(pieces)).push(Turn::text(pieces));
+    let chunks = stream_chunks(post(&fake, &chat_body(true)).await).await;
+    assert_eq!(deltas(&chunks, "content"), pieces);
+    assert!(deltas(&chunks, "reasoning_content").is_empty());
+
+    let completion: Value = post(&fake, &chat_body(false)).await.json().await.unwrap();
+    assert_eq!(completion["choices"][0]["message"]["content"], pieces.concat());
+    assert!(completion["choices"][0]["message"].get("reasoning_content").is_none());
+}
+
+#[tokio::test]
+async fn reasoning_effort_and_max_tokens_are_recorded() {
+    let fake = start().await;
+    fake.push(Turn::text(["ok"]));
+    let mut body = chat_body(false);
+    body["reasoning_effort"] = "low".into();
+    body["max_completion_tokens"] = 2048.into();
+    assert_eq!(post(&fake, &body).await.status(), StatusCode::OK);
+    let recorded = fake.requests().remove(0);
+    assert_eq!(recorded.reasoning_effort().as_deref(), Some("low"));
+    assert_eq!(recorded.max_tokens(), Some(2048));
+    assert_eq!(recorded.thinking_budget(), None);
+}
+
+#[tokio::test]
 async fn non_streaming_request_gets_a_chat_completion() {
     let fake = start().await;
     fake.push(

@@ -2,9 +2,13 @@
 //!
 //! It speaks the wire format Ferry's Anthropic client must handle in production: named SSE
 //! events (`message_start`, `content_block_start` / `_delta` / `_stop`, `message_delta`,
-//! `message_stop`, `ping`), `thinking` blocks with a closing `signature_delta`, `tool_use` blocks
-//! whose input arrives as `input_json_delta` pieces, the `x-api-key` and `anthropic-version`
-//! headers, and errors shaped `{"type":"error","error":{"type","message"}}`.
+//! `message_stop`, `ping`), `thinking` blocks with a closing `signature_delta`, opaque
+//! `redacted_thinking` blocks, `tool_use` blocks whose input arrives as `input_json_delta`
+//! pieces, the `x-api-key` and `anthropic-version` headers, and errors shaped
+//! `{"type":"error","error":{"type","message"}}`. Extended thinking is validated strictly, as
+//! the real API does it; see [`thinking`].
+
+mod thinking;
 
 use std::io;
 use std::sync::Arc;
@@ -13,8 +17,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
-use crate::model_script::{Reply, StopReason, Turn};
-use crate::model_server::{Dialect, ModelFake, RecordedRequest, Rejection, TurnContext, header_str};
+use self::thinking::ThinkingLedger;
+use crate::keys::{Fault, KeyBehaviour};
+use crate::model_script::{Reply, StopReason, Turn, Usage};
+use crate::model_server::{Dialect, ModelFake, Rejection, TurnContext, header_str, json_response, with_retry_after};
+use crate::recorded::RecordedRequest;
 use crate::sse::{Event, EventKind};
 
 /// A running fake Anthropic Messages server; dropping it stops the server.
@@ -37,10 +44,32 @@ impl FakeAnthropic {
         Ok(Self { inner: ModelFake::start().await? })
     }
 
-    /// Requires `x-api-key: <key>` on every request from now on; others get a 401.
+    /// Requires `x-api-key: <key>` on every request from now on; others get a 401. The same as
+    /// [`FakeAnthropic::with_key`] with [`KeyBehaviour::Healthy`], so it combines with keys
+    /// registered that way.
     pub fn with_api_key(self, key: impl Into<String>) -> Self {
-        self.inner.set_api_key(Some(key.into()));
+        self.with_key(key, KeyBehaviour::Healthy)
+    }
+
+    /// Registers `key` (sent as `x-api-key: <key>`) with this behaviour. From then on a request
+    /// with a missing or unregistered key gets Anthropic's 401 `authentication_error`; a faulty
+    /// key gets its fault without consuming a scripted turn. See [`KeyBehaviour`].
+    pub fn with_key(self, key: impl Into<String>, behaviour: KeyBehaviour) -> Self {
+        self.set_key(key, behaviour);
         self
+    }
+
+    /// Registers `key` or changes its behaviour while the fake runs, e.g. to heal a
+    /// rate-limited key; takes effect from the next request.
+    pub fn set_key(&self, key: impl Into<String>, behaviour: KeyBehaviour) {
+        self.inner.set_key(key.into(), behaviour);
+    }
+
+    /// The `signature` this fake issues for a thinking block whose full text is `thinking`,
+    /// and accepts back when thinking is enabled: a test can build a valid history by hand.
+    /// Signatures differ between fakes, as they are keyed by a secret drawn at start.
+    pub fn sign_thinking(&self, thinking: &str) -> String {
+        self.inner.provider_state().sign(thinking)
     }
 
     /// The base URL without `/v1`, as Anthropic clients expect (`https://api.anthropic.com`).
@@ -107,6 +136,11 @@ impl FakeAnthropic {
         self.inner.requests()
     }
 
+    /// How many recorded requests presented this API key, whatever they were answered.
+    pub fn requests_with_key(&self, key: &str) -> usize {
+        self.inner.requests_with_key(key)
+    }
+
     /// Waits until the request at 0-based `index` has arrived and returns it. Waits forever if
     /// it never comes, so wrap it in `tokio::time::timeout`.
     pub async fn wait_for_request(&self, index: usize) -> RecordedRequest {
@@ -117,10 +151,17 @@ impl FakeAnthropic {
 /// The Anthropic Messages wire format.
 pub(crate) struct AnthropicDialect;
 
+/// Anthropic's own status for `overloaded_error`; not a registered HTTP status.
+const OVERLOADED: StatusCode = match StatusCode::from_u16(529) {
+    Ok(status) => status,
+    Err(_) => StatusCode::SERVICE_UNAVAILABLE,
+};
+
 fn error_json(error_type: &str, message: &str) -> Value {
     json!({ "type": "error", "error": { "type": error_type, "message": message } })
 }
 
+/// A 400 `invalid_request_error`, the API's answer to any request it will not run.
 fn invalid_request(message: &str) -> Rejection {
     Rejection::new(StatusCode::BAD_REQUEST, error_json("invalid_request_error", message))
 }
@@ -135,11 +176,6 @@ fn stop_reason(reason: StopReason) -> &'static str {
 
 fn message_id(context: &TurnContext<'_>) -> String {
     format!("msg_fake{}", context.index + 1)
-}
-
-/// Thinking blocks end with a signature the client must send back verbatim in the next turn.
-fn signature(context: &TurnContext<'_>) -> String {
-    format!("fake-signature-{}", context.index + 1)
 }
 
 /// A tool call's input as a JSON value; scripted invalid JSON is kept as a string so a
@@ -193,6 +229,12 @@ impl Dialect for AnthropicDialect {
     const NAME: &'static str = "fake Anthropic";
     const PATHS: &'static [&'static str] = &["/v1/messages", "/messages"];
 
+    type State = ThinkingLedger;
+
+    fn new_state() -> io::Result<ThinkingLedger> {
+        ThinkingLedger::new()
+    }
+
     fn error_body(status: StatusCode, error_type: Option<&str>, message: &str) -> Value {
         let default_type = match status.as_u16() {
             400 => "invalid_request_error",
@@ -208,24 +250,30 @@ impl Dialect for AnthropicDialect {
         error_json(error_type.unwrap_or(default_type), message)
     }
 
-    fn check_headers(headers: &HeaderMap, api_key: Option<&str>) -> Result<(), Rejection> {
-        if let Some(expected) = api_key {
-            let message = match header_str(headers, "x-api-key") {
-                Some(given) if given == expected => None,
-                Some(_) => Some("invalid x-api-key"),
-                None => Some("x-api-key header is required"),
-            };
-            if let Some(message) = message {
-                return Err(Rejection::new(StatusCode::UNAUTHORIZED, error_json("authentication_error", message)));
-            }
-        }
+    fn presented_key(headers: &HeaderMap) -> Option<&str> {
+        header_str(headers, "x-api-key")
+    }
+
+    fn unauthorized(headers: &HeaderMap) -> Rejection {
+        let message = match Self::presented_key(headers) {
+            Some(_) => "invalid x-api-key",
+            None => "x-api-key header is required",
+        };
+        Rejection::new(StatusCode::UNAUTHORIZED, error_json("authentication_error", message))
+    }
+
+    fn key_fault(fault: Fault, _model: &str) -> Response {
+        key_fault(fault)
+    }
+
+    fn check_headers(headers: &HeaderMap) -> Result<(), Rejection> {
         if header_str(headers, "anthropic-version").is_none() {
             return Err(invalid_request("anthropic-version: header is required"));
         }
         Ok(())
     }
 
-    fn check_body(body: &Map<String, Value>) -> Result<(), Rejection> {
+    fn check_body(ledger: &ThinkingLedger, headers: &HeaderMap, body: &Map<String, Value>) -> Result<(), Rejection> {
         if !body.get("model").is_some_and(Value::is_string) {
             return Err(invalid_request("model: Field required"));
         }
@@ -235,41 +283,28 @@ impl Dialect for AnthropicDialect {
         if !body.get("messages").is_some_and(Value::is_array) {
             return Err(invalid_request("messages: Field required"));
         }
-        Ok(())
+        ledger.check(headers, body)
     }
 
     fn context_overflow() -> Response {
         invalid_request("prompt is too long: 210000 tokens > 200000 maximum").into_response()
     }
 
-    fn stream_events(reply: &Reply, context: &TurnContext<'_>) -> Vec<Event> {
+    fn stream_events(ledger: &ThinkingLedger, reply: &Reply, context: &TurnContext<'_>) -> Vec<Event> {
         let usage = reply.usage();
-        let start = json!({
-            "type": "message_start",
-            "message": {
-                "id": message_id(context),
-                "type": "message",
-                "role": "assistant",
-                "model": context.model(),
-                "content": [],
-                "stop_reason": null,
-                "stop_sequence": null,
-                "usage": {
-                    "input_tokens": usage.input_tokens,
-                    "cache_creation_input_tokens": 0,
-                    "cache_read_input_tokens": 0,
-                    "output_tokens": 1,
-                },
-            },
-        });
-        let mut writer = BlockWriter { events: vec![event(EventKind::Framing, "message_start", start)], next_index: 0 };
+        let mut writer = BlockWriter { events: vec![message_start(context, usage)], next_index: 0 };
 
+        for data in reply.redacted_thinking() {
+            ledger.issue_redacted(data);
+            writer.block(json!({ "type": "redacted_thinking", "data": data }), []);
+        }
         if !reply.thinking().is_empty() {
+            let signature = ledger.sign(&reply.full_thinking());
             let deltas = reply
                 .thinking()
                 .iter()
                 .map(|piece| (EventKind::Delta, json!({ "type": "thinking_delta", "thinking": piece })))
-                .chain([(EventKind::Framing, json!({ "type": "signature_delta", "signature": signature(context) }))]);
+                .chain([(EventKind::Framing, json!({ "type": "signature_delta", "signature": signature }))]);
             writer.block(json!({ "type": "thinking", "thinking": "" }), deltas);
         }
         if !reply.text_pieces().is_empty() {
@@ -301,12 +336,16 @@ impl Dialect for AnthropicDialect {
         events
     }
 
-    fn complete(reply: &Reply, context: &TurnContext<'_>) -> Value {
+    fn complete(ledger: &ThinkingLedger, reply: &Reply, context: &TurnContext<'_>) -> Value {
         let mut content = Vec::new();
+        for data in reply.redacted_thinking() {
+            ledger.issue_redacted(data);
+            content.push(json!({ "type": "redacted_thinking", "data": data }));
+        }
         if !reply.thinking().is_empty() {
-            content.push(
-                json!({ "type": "thinking", "thinking": reply.full_thinking(), "signature": signature(context) }),
-            );
+            let thinking = reply.full_thinking();
+            let signature = ledger.sign(&thinking);
+            content.push(json!({ "type": "thinking", "thinking": thinking, "signature": signature }));
         }
         if !reply.text_pieces().is_empty() {
             content.push(json!({ "type": "text", "text": reply.full_text() }));
@@ -330,6 +369,56 @@ impl Dialect for AnthropicDialect {
             "stop_sequence": null,
             "usage": { "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens },
         })
+    }
+
+    fn stall_events(context: &TurnContext<'_>) -> Vec<Event> {
+        vec![message_start(context, Usage::default())]
+    }
+}
+
+/// The first event of every stream, sent as soon as the request is accepted.
+fn message_start(context: &TurnContext<'_>, usage: Usage) -> Event {
+    let start = json!({
+        "type": "message_start",
+        "message": {
+            "id": message_id(context),
+            "type": "message",
+            "role": "assistant",
+            "model": context.model(),
+            "content": [],
+            "stop_reason": null,
+            "stop_sequence": null,
+            "usage": {
+                "input_tokens": usage.input_tokens,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+                "output_tokens": 1,
+            },
+        },
+    });
+    event(EventKind::Framing, "message_start", start)
+}
+
+/// A faulty key's answer as Anthropic sends it.
+fn key_fault(fault: Fault) -> Response {
+    match fault {
+        Fault::RateLimited { retry_after_secs } => {
+            let message = "This request would exceed the rate limit for your organization (org-fake) of 50 requests \
+                           per minute. For details, refer to: https://docs.claude.com/en/api/rate-limits. You can see \
+                           the response headers for current usage. Please reduce the prompt length or the maximum \
+                           tokens requested, or try again later.";
+            let response = json_response(StatusCode::TOO_MANY_REQUESTS, error_json("rate_limit_error", message));
+            with_retry_after(response, retry_after_secs)
+        }
+        Fault::Billing => json_response(
+            StatusCode::PAYMENT_REQUIRED,
+            error_json(
+                "billing_error",
+                "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to \
+                 upgrade or purchase credits.",
+            ),
+        ),
+        Fault::Overloaded => json_response(OVERLOADED, error_json("overloaded_error", "Overloaded")),
     }
 }
 
