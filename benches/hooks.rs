@@ -79,7 +79,7 @@ fn hooks(c: &mut Criterion) {
     let call = ToolCall { id: "call_1".into(), name: "current_time".into(), arguments: r#"{"zone":"UTC"}"#.into() };
     let mut transcript = vec![
         ChatMessage::user("what time is it?"),
-        ChatMessage::Assistant { text: String::new(), tool_calls: vec![call.clone()] },
+        ChatMessage::assistant(String::new(), vec![call.clone()]),
         ChatMessage::ToolResult {
             call_id: "call_1".into(),
             name: "current_time".into(),

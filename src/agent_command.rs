@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use ferry::agent::providers::resolve_model;
+use ferry::models::health_store::HealthStore;
+use ferry::models::{ModelCatalog, ModelRouter};
 use ferry::agent::tools::ToolRegistry;
 use ferry::agent::{AbortReason, AgentRunner, EventBus, RunRequest, RunSettings, RunStatus, RunnerParts};
 use ferry::channels::ChannelRegistry;
@@ -180,7 +181,8 @@ impl Printer {
 
 /// The run in this process, on the state directory the daemon would use.
 async fn embedded(config: &Config, args: AgentArgs, env: &Environment) -> anyhow::Result<()> {
-    let model = resolve_model(config, env)?;
+    let catalog = ModelCatalog::resolve(config, env)?;
+    let model = catalog.primary();
     if model.is_fallback_echo {
         tracing::warn!("{ECHO_WARNING}");
     }
@@ -192,8 +194,9 @@ async fn embedded(config: &Config, args: AgentArgs, env: &Environment) -> anyhow
     let store = Arc::new(SqliteSessionStore::new(database.clone()));
 
     tracing::info!(model = %model.label(), %session_key, "running one agent turn (embedded)");
+    let router = ModelRouter::new(catalog).with_health(HealthStore::new(database.clone())).await;
     let runner = AgentRunner::new(RunnerParts {
-        model,
+        model: router,
         tools: ToolRegistry::with_builtins(),
         bus: EventBus::new(),
         settings: RunSettings::from_config(&config.agents.defaults),

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use ferry::agent::providers::resolve_model;
+use ferry::models::health_store::HealthStore;
+use ferry::models::{ModelCatalog, ModelRouter};
 use ferry::agent::tools::ToolRegistry;
 use ferry::agent::{AgentRunner, EventBus, RunSettings, RunnerParts};
 use ferry::channels::ChannelRegistry;
@@ -37,7 +38,8 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     // First, so a port another process holds stops the start before anything is opened.
     let listener = Gateway::bind(&config).await.map_err(bind_failure)?;
     let address = listener.local_addr().context("reading the gateway's address")?;
-    let model = resolve_model(&config, env)?;
+    let catalog = ModelCatalog::resolve(&config, env)?;
+    let model = catalog.primary();
     if model.is_fallback_echo {
         tracing::warn!("{ECHO_WARNING}");
     }
@@ -47,8 +49,9 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     let channels = ChannelRegistry::new();
     let bus = EventBus::new();
     tracing::info!(model = %model.label(), state_dir = %state_dir.display(), "starting the gateway");
+    let router = ModelRouter::new(catalog).with_health(HealthStore::new(database.clone())).await;
     let runner = AgentRunner::new(RunnerParts {
-        model,
+        model: router,
         tools: ToolRegistry::with_builtins(),
         bus: bus.clone(),
         settings: RunSettings::from_config(&config.agents.defaults),

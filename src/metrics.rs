@@ -223,6 +223,19 @@ struct ProviderLabels {
     provider: String,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct FailoverLabels {
+    from: String,
+    to: String,
+    reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct CooldownLabels {
+    provider: String,
+    reason: String,
+}
+
 type HistogramFamily<S> = Family<S, Histogram, fn() -> Histogram>;
 
 /// Every metric Ferry exports, registered in one registry. Get it with [`metrics()`].
@@ -245,6 +258,9 @@ pub struct Metrics {
     model_request: HistogramFamily<ProviderLabels>,
     model_first_token: HistogramFamily<ProviderLabels>,
     model_errors: Family<ProviderLabels, Counter>,
+    model_failovers: Family<FailoverLabels, Counter>,
+    profile_cooldowns: Family<CooldownLabels, Counter>,
+    profiles_cooling: Gauge,
 }
 
 impl Metrics {
@@ -349,6 +365,25 @@ impl Metrics {
             "Model requests that failed (refused, broken off, or idle too long), retried ones included",
             model_errors.clone(),
         );
+        let model_failovers = Family::<FailoverLabels, Counter>::default();
+        registry.register(
+            "ferry_model_failovers",
+            "Model calls moved to other credentials or another model before any output, by from, to \
+             (provider/model@profile) and reason",
+            model_failovers.clone(),
+        );
+        let profile_cooldowns = Family::<CooldownLabels, Counter>::default();
+        registry.register(
+            "ferry_auth_profile_cooldowns",
+            "Auth profiles put on cooldown, by provider and reason (rate_limit, overloaded, auth, billing, timeout)",
+            profile_cooldowns.clone(),
+        );
+        let profiles_cooling = Gauge::default();
+        registry.register(
+            "ferry_auth_profiles_cooling",
+            "Auth profiles cooling down or disabled right now",
+            profiles_cooling.clone(),
+        );
 
         // Series with fixed labels exist from the start, so a rate over them is defined
         // before the first event.
@@ -378,6 +413,9 @@ impl Metrics {
             model_request,
             model_first_token,
             model_errors,
+            model_failovers,
+            profile_cooldowns,
+            profiles_cooling,
         }
     }
 
@@ -446,6 +484,24 @@ impl Metrics {
             first_token: self.model_first_token.get_or_create_owned(&labels),
             errors: self.model_errors.get_or_create_owned(&labels),
         }
+    }
+}
+
+impl Metrics {
+    /// A model call moved from one `provider/model@profile` to another for `reason`.
+    pub fn model_failover(&self, from: &str, to: &str, reason: &str) {
+        let labels = FailoverLabels { from: from.to_owned(), to: to.to_owned(), reason: reason.to_owned() };
+        self.model_failovers.get_or_create(&labels).inc();
+    }
+
+    /// A profile of `provider` was put on cooldown for `reason`.
+    pub fn profile_cooldown(&self, provider: &str, reason: &str) {
+        self.profile_cooldowns.get_or_create(&CooldownLabels { provider: provider.to_owned(), reason: reason.to_owned() }).inc();
+    }
+
+    /// `ferry_auth_profiles_cooling`, kept equal to the profiles cooling now.
+    pub fn profiles_cooling(&self) -> &Gauge {
+        &self.profiles_cooling
     }
 }
 

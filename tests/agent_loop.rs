@@ -133,7 +133,7 @@ async fn openai_streams_a_text_reply_as_ordered_deltas() {
     assert_eq!(request.body["model"], "test-model");
     assert_eq!(
         outcome.transcript,
-        [ChatMessage::user("hi"), ChatMessage::Assistant { text: "Hello, world!".into(), tool_calls: vec![] }]
+        [ChatMessage::user("hi"), ChatMessage::assistant("Hello, world!", vec![])]
     );
 }
 
@@ -633,7 +633,7 @@ async fn a_runaway_reply_is_cut_at_the_run_limit_with_a_note_and_the_model_stopp
     assert_eq!(deltas(&events).last().unwrap().1, *text, "the user sees the note too");
     assert!(!events.iter().any(|e| matches!(&e.stream, AgentStream::Tool(_))), "no tool ran after the cut");
     assert_eq!(fake.requests().len(), 1, "the run ended with the cut reply");
-    assert_eq!(outcome.transcript[1], ChatMessage::Assistant { text: text.clone(), tool_calls: vec![] });
+    assert_eq!(outcome.transcript[1], ChatMessage::assistant(text.clone(), vec![]));
 }
 
 #[tokio::test]

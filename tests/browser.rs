@@ -337,7 +337,7 @@ async fn seed_transcript(state_dir: &Path, key: &str, count: usize) -> Result<()
     let entries: Vec<ChatMessage> = (0..count)
         .map(|index| match seeded_message(index) {
             ("user", text) => ChatMessage::user(text),
-            (_, text) => ChatMessage::Assistant { text, tool_calls: Vec::new() },
+            (_, text) => ChatMessage::assistant(text, Vec::new()),
         })
         .collect();
     store.close_run(key, "seed", &entries, Usage::default()).await?;

@@ -14,6 +14,10 @@ pub enum ChatMessage {
         text: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
+        /// The model's signed thinking blocks (Anthropic extended thinking), kept verbatim:
+        /// a tool-use loop must send them back unmodified or the API refuses it.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        thinking: Vec<ThinkingBlock>,
     },
     /// The answer to one tool call, matched to it by `call_id`.
     ToolResult {
@@ -28,6 +32,20 @@ impl ChatMessage {
     pub fn user(text: impl Into<String>) -> Self {
         ChatMessage::User { text: text.into() }
     }
+
+    /// An assistant message without thinking blocks.
+    pub fn assistant(text: impl Into<String>, tool_calls: Vec<ToolCall>) -> Self {
+        ChatMessage::Assistant { text: text.into(), tool_calls, thinking: Vec::new() }
+    }
+}
+
+/// A thinking block as the model produced it. Only its producer can read the signature or
+/// the redacted data; Ferry stores and returns them untouched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ThinkingBlock {
+    Thinking { thinking: String, signature: String },
+    Redacted { data: String },
 }
 
 /// A tool call the model made. `arguments` is the raw JSON text the model produced, which

@@ -10,6 +10,7 @@
 //! - [`prompt`] and [`skills`]: what goes into the system prompt.
 
 mod change_cache;
+pub mod inline_reasoning;
 pub mod compaction;
 pub mod conversation;
 pub mod events;

@@ -25,7 +25,7 @@ use super::compaction::Compactor;
 use super::conversation::{ChatMessage, ToolCall, Usage};
 use super::events::{AgentEvent, AssistantEvent, EventBus, LifecycleEvent, RunEvents, ToolEvent, truncate_for_event};
 use super::prompt::{BootstrapCache, system_prompt};
-use super::providers::{ModelRequest, ProviderError, ResolvedModel, RetryPolicy};
+use super::providers::{ModelProvider, ModelRequest, ProviderError, ResolvedModel, RetryPolicy};
 use super::skills::{SkillsCache, SkillsSnapshot};
 use super::steer::SteerInbox;
 use super::tools::{Origin, SessionCatalog, ToolContext, ToolRegistry, ToolSend, parse_arguments};
@@ -33,7 +33,10 @@ use super::turn::{AssistantTurn, TextLimit, TurnAccumulator};
 use crate::channels::ChannelRegistry;
 use crate::config::AgentDefaults;
 use crate::hooks::{AgentEnd, Hooks};
-use crate::metrics::{ModelCall, ModelMetrics, RunEnd, metrics};
+use crate::metrics::{ModelCall, RunEnd, metrics};
+use crate::models::{
+    Attempt, Candidate, FailoverReason, ModelRouter, ModelUsed, ReasoningDisplay, ThinkingLevel,
+};
 
 /// What a tool call gets when a queued user message arrived before it started (steering).
 pub const SKIPPED_FOR_STEER: &str = "skipped due to queued user message";
@@ -55,6 +58,8 @@ pub struct RunSettings {
     pub retry_after_output: RetryPolicy,
     /// Tokens kept free below the model's context window (`agents.defaults.compaction`).
     pub compaction_reserve_tokens: u32,
+    /// `agents.defaults.thinking`: how hard models think unless a session chose otherwise.
+    pub thinking: ThinkingLevel,
 }
 
 impl RunSettings {
@@ -67,13 +72,15 @@ impl RunSettings {
             retry: RetryPolicy::default(),
             retry_after_output: RetryPolicy::after_output(Duration::from_millis(defaults.model_retry_after_output_ms)),
             compaction_reserve_tokens: defaults.compaction.reserve_tokens,
+            thinking: defaults.thinking,
         }
     }
 }
 
 /// Everything a runner needs, assembled by whoever embeds Ferry (the gateway, the CLI).
 pub struct RunnerParts {
-    pub model: ResolvedModel,
+    /// The models and credentials runs may use; `ResolvedModel::into()` for one client.
+    pub model: ModelRouter,
     pub tools: ToolRegistry,
     pub bus: EventBus,
     pub settings: RunSettings,
@@ -96,8 +103,8 @@ struct Inner {
     parts: RunnerParts,
     skills: SkillsCache,
     bootstrap: BootstrapCache,
-    /// The provider's `ferry_model_*` series, looked up once.
-    model_metrics: ModelMetrics,
+    /// The primary model as one client (compaction on request, `/status`).
+    primary: ResolvedModel,
 }
 
 /// One run's input.
@@ -118,6 +125,12 @@ pub struct RunRequest {
     pub steer: Option<SteerInbox>,
     /// Other client run ids this run answers (see [`LifecycleEvent::Start`]).
     pub merged_run_ids: Vec<String>,
+    /// The model the session chose with `/model`: the only one tried (no fallbacks).
+    pub model: Option<Candidate>,
+    /// The session's `/think` level; `None` for `agents.defaults.thinking`.
+    pub thinking: Option<ThinkingLevel>,
+    /// The session's `/reasoning`, announced in the start event for listeners.
+    pub reasoning: ReasoningDisplay,
 }
 
 impl RunRequest {
@@ -134,6 +147,9 @@ impl RunRequest {
             origin: None,
             steer: None,
             merged_run_ids: Vec::new(),
+            model: None,
+            thinking: None,
+            reasoning: ReasoningDisplay::Off,
         }
     }
 }
@@ -185,6 +201,10 @@ pub struct RunOutcome {
     pub unconsumed_steer: Vec<String>,
     pub started_at: DateTime<Utc>,
     pub ended_at: DateTime<Utc>,
+    /// The model and profile that answered the run's last model call, if one did.
+    pub model: Option<ModelUsed>,
+    /// Told to the user beside the answer, once (e.g. that the model cannot think).
+    pub notices: Vec<String>,
 }
 
 /// A run started in the background.
@@ -214,17 +234,27 @@ struct RunState {
     context: compact::ContextState,
     /// Assistant text produced so far, in characters, against `max_reply_chars`.
     reply_chars: usize,
+    /// The model and profile that answered the last call.
+    answered: Option<ModelUsed>,
+    /// Notices for the user beside the answer (a model that cannot think).
+    notices: Vec<String>,
 }
 
 impl AgentRunner {
     pub fn new(parts: RunnerParts) -> Self {
         let skills = SkillsCache::new(&parts.workspace);
         let bootstrap = BootstrapCache::new(&parts.workspace);
-        let model_metrics = metrics().model(parts.model.provider.name());
-        Self { inner: Arc::new(Inner { parts, skills, bootstrap, model_metrics }) }
+        let primary = parts.model.primary();
+        Self { inner: Arc::new(Inner { parts, skills, bootstrap, primary }) }
     }
 
+    /// The primary model as one client.
     pub fn model(&self) -> &ResolvedModel {
+        &self.inner.primary
+    }
+
+    /// Which model and credentials answer each call.
+    pub fn router(&self) -> &ModelRouter {
         &self.inner.parts.model
     }
 
@@ -313,6 +343,8 @@ impl AgentRunner {
             sends: Arc::new(Mutex::new(Vec::new())),
             context: compact::ContextState::default(),
             reply_chars: 0,
+            answered: None,
+            notices: Vec::new(),
         };
         let timeout = request.timeout.unwrap_or(parts.settings.timeout);
         let cancel = request.cancel.clone();
@@ -359,6 +391,8 @@ impl AgentRunner {
             unconsumed_steer,
             started_at,
             ended_at,
+            model: state.answered,
+            notices: state.notices,
         };
         persist(outcome.transcript.clone(), outcome.usage).await;
         events.lifecycle(terminal);
@@ -389,23 +423,33 @@ impl AgentRunner {
         loop {
             let tools_allowed = rounds < parts.settings.max_tool_rounds;
             let model_request = ModelRequest {
-                model: parts.model.model.clone(),
+                // Each attempt names its own model (see `call_model`).
+                model: String::new(),
                 system: system.clone(),
                 messages: state.messages.clone(),
                 tools: if tools_allowed { tool_specs.clone() } else { Vec::new() },
                 max_output_tokens: None,
+                thinking: request.thinking.unwrap_or(parts.settings.thinking),
             };
             let limit = TextLimit {
                 chars_left: parts.settings.max_reply_chars.saturating_sub(state.reply_chars),
                 run_limit: parts.settings.max_reply_chars,
             };
-            let turn =
-                self.call_compacting(model_request, state, events, request.steer.as_ref(), compactor, limit).await?;
+            let call = CallContext {
+                session_key: &request.session_key,
+                chosen: request.model.as_ref(),
+                steer: request.steer.as_ref(),
+            };
+            let turn = self.call_compacting(model_request, state, events, &call, compactor, limit).await?;
             state.usage.add(turn.usage);
             state.reply_chars += turn.text.chars().count();
             state
                 .messages
-                .push(ChatMessage::Assistant { text: turn.text.clone(), tool_calls: turn.tool_calls.clone() });
+                .push(ChatMessage::Assistant {
+                    text: turn.text.clone(),
+                    tool_calls: turn.tool_calls.clone(),
+                    thinking: turn.thinking.clone(),
+                });
             if !turn.text.trim().is_empty() {
                 state.payloads.push(Payload { text: turn.text.clone(), is_error: false });
             }
@@ -456,34 +500,79 @@ impl AgentRunner {
         }
     }
 
-    /// One model call with the idle watchdog, retried while nothing was shown.
+    /// One model call with the idle watchdog. Before anything was shown, a failure worth
+    /// switching for moves to the next profile or model (issue 20); the last one left is
+    /// retried as before. After output, a passing failure is asked again into the same place.
     async fn call_model(
         &self,
         request: &ModelRequest,
+        state: &mut RunState,
         events: &RunEvents,
-        steer: Option<&SteerInbox>,
+        call: &CallContext<'_>,
         limit: &TextLimit,
     ) -> Result<AssistantTurn, ProviderError> {
         let settings = &self.inner.parts.settings;
+        let router = &self.inner.parts.model;
+        let mut route = router.route(call.session_key, call.chosen);
+        let Some(mut target) = route.next_attempt() else { return Err(route.unavailable(None)) };
+        let mut request = request.clone();
+        let wanted = request.thinking;
         let mut attempt = 0;
         let mut shown_retries = 0;
         loop {
+            request.model.clone_from(&target.candidate.model);
+            request.thinking = self.thinking_for(&target, wanted);
             let mut turn = TurnAccumulator::with_limit(limit.clone());
-            let mut call = self.inner.model_metrics.request();
-            let result = self.stream_once(request, events, &mut turn, steer, &mut call).await;
-            call.ended(result.is_ok());
-            match result {
-                Ok(()) => return Ok(turn.finish(events)),
-                Err(error) if !turn.has_shown_output() && error.is_retryable() => {
+            let metrics = router.model_metrics(&target.candidate.provider.name);
+            let mut timer = metrics.request();
+            let client = target.profile.client.clone();
+            let result = self.stream_once(client.as_ref(), &request, events, &mut turn, call.steer, &mut timer).await;
+            timer.ended(result.is_ok());
+            let error = match result {
+                Ok(()) => {
+                    router.succeeded(call.session_key, &target);
+                    state.answered = Some(target.used());
+                    return Ok(turn.finish(events));
+                }
+                Err(error) => error,
+            };
+            let shown = turn.has_shown_output();
+            if !shown && !request.thinking.is_off() && refuses_thinking(&error) {
+                let model = target.candidate.label();
+                tracing::warn!(%model, %error, "the model refused a thinking setting; asking without one");
+                if router.mark_cannot_think(&model) {
+                    state.notices.push(format!("ℹ️ {model} cannot think, so it answers without thinking."));
+                }
+                continue;
+            }
+            match error {
+                error if !shown && error.failover_reason().is_some() => {
+                    let reason = error.failover_reason().unwrap_or(FailoverReason::Timeout);
+                    router.failed(&target, reason, error.retry_after());
+                    if let Some(next) = route.next_attempt() {
+                        tracing::warn!(from = %target.label(), to = %next.label(), reason = reason.as_str(), %error, "model call failed; failing over");
+                        metrics_failover(&target, &next, reason);
+                        target = next;
+                        attempt = 0;
+                        continue;
+                    }
+                    // Nothing else may answer: the last one is retried once if it may pass.
+                    let delay = error.is_retryable().then(|| settings.retry.delay(attempt, error.retry_after())).flatten();
+                    let Some(delay) = delay else { return Err(route.unavailable(Some(&error))) };
+                    tracing::warn!(%error, attempt = attempt + 1, delay_ms = delay.as_millis() as u64, "model call failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                error if !shown && error.is_retryable() => {
                     let Some(delay) = settings.retry.delay(attempt, error.retry_after()) else { return Err(error) };
                     tracing::warn!(%error, attempt = attempt + 1, delay_ms = delay.as_millis() as u64, "model call failed; retrying");
                     tokio::time::sleep(delay).await;
                     attempt += 1;
                 }
                 // Part of the reply is on screen, but no tool ran from this call (its calls
-                // run only once the stream is whole): the reply is asked for again and
-                // streamed from the start into the same place.
-                Err(error) if error.is_transient() && !turn.has_tool_calls() => {
+                // run only once the stream is whole): the reply is asked for again, of the
+                // same model, and streamed from the start into the same place.
+                error if error.is_transient() && !turn.has_tool_calls() => {
                     let Some(delay) = settings.retry_after_output.delay(shown_retries, error.retry_after()) else {
                         return Err(error);
                     };
@@ -493,16 +582,27 @@ impl AgentRunner {
                     events.assistant(AssistantEvent::Restart { attempt: shown_retries });
                 }
                 // Sent again after a compaction, it would show its output twice.
-                Err(ProviderError::ContextOverflow { message }) if turn.has_shown_output() => {
+                ProviderError::ContextOverflow { message } if shown => {
                     return Err(ProviderError::Stream { message: format!("context overflow after output: {message}") });
                 }
-                Err(error) => return Err(error),
+                error => return Err(error),
             }
+        }
+    }
+
+    /// The thinking level to ask `target` for: none where it cannot think.
+    fn thinking_for(&self, target: &Attempt, wanted: ThinkingLevel) -> ThinkingLevel {
+        let provider = &target.candidate.provider;
+        if wanted.is_off() || !provider.can_think() || self.inner.parts.model.cannot_think(&target.candidate.label()) {
+            ThinkingLevel::Off
+        } else {
+            wanted
         }
     }
 
     async fn stream_once(
         &self,
+        provider: &dyn ModelProvider,
         request: &ModelRequest,
         events: &RunEvents,
         turn: &mut TurnAccumulator,
@@ -511,9 +611,8 @@ impl AgentRunner {
     ) -> Result<(), ProviderError> {
         let parts = &self.inner.parts;
         let idle = parts.settings.idle_timeout;
-        let mut stream = tokio::time::timeout(idle, parts.model.provider.stream(request))
-            .await
-            .map_err(|_| ProviderError::Idle(idle))??;
+        let mut stream =
+            tokio::time::timeout(idle, provider.stream(request)).await.map_err(|_| ProviderError::Idle(idle))??;
         loop {
             match tokio::time::timeout(idle, stream.next()).await {
                 Err(_) => return Err(ProviderError::Idle(idle)),
@@ -587,6 +686,32 @@ impl AgentRunner {
 
 fn tool_result(call: &ToolCall, content: String, is_error: bool) -> ChatMessage {
     ChatMessage::ToolResult { call_id: call.id.clone(), name: call.name.clone(), content, is_error }
+}
+
+/// What a model call needs to know about its run.
+pub(super) struct CallContext<'a> {
+    pub(super) session_key: &'a str,
+    /// The session's `/model` choice.
+    pub(super) chosen: Option<&'a Candidate>,
+    pub(super) steer: Option<&'a SteerInbox>,
+}
+
+/// Whether a refused request says the model has no thinking knob (an OpenAI-compatible
+/// server that does not know `reasoning_effort`, a model without extended thinking).
+fn refuses_thinking(error: &ProviderError) -> bool {
+    match error {
+        ProviderError::Rejected { status: 400 | 422, message } => {
+            let message = message.to_lowercase();
+            ["reasoning_effort", "reasoning effort", "thinking", "reasoning is not supported"]
+                .iter()
+                .any(|phrase| message.contains(phrase))
+        }
+        _ => false,
+    }
+}
+
+fn metrics_failover(from: &Attempt, to: &Attempt, reason: FailoverReason) {
+    metrics().model_failover(&from.label(), &to.label(), reason.as_str());
 }
 
 /// Every steering message waiting right now.

@@ -3,8 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use super::conversation::{ToolCall, Usage};
+use super::conversation::{ThinkingBlock, ToolCall, Usage};
 use super::events::{AssistantEvent, RunEvents};
+use super::inline_reasoning::{InlineReasoning, Piece};
 use super::providers::{ModelEvent, StopReason};
 
 /// A finished assistant message.
@@ -12,6 +13,8 @@ use super::providers::{ModelEvent, StopReason};
 pub struct AssistantTurn {
     pub text: String,
     pub tool_calls: Vec<ToolCall>,
+    /// Signed thinking blocks, for the next call of a tool-use loop.
+    pub thinking: Vec<ThinkingBlock>,
     pub usage: Usage,
     pub stop: StopReason,
     /// The text reached the run's limit and was cut there (with a note saying so); the
@@ -55,6 +58,9 @@ pub struct TurnAccumulator {
     /// Characters in `text`, counted as deltas arrive (not the note).
     chars: usize,
     cut: bool,
+    /// Takes `<think>…</think>` blocks out of the text as it streams.
+    inline: InlineReasoning,
+    thinking: Vec<ThinkingBlock>,
 }
 
 impl TurnAccumulator {
@@ -85,31 +91,16 @@ impl TurnAccumulator {
     pub fn apply(&mut self, event: ModelEvent, events: &RunEvents) {
         match event {
             ModelEvent::TextDelta(_) if self.cut => {}
-            ModelEvent::TextDelta(delta) if delta.is_empty() => {}
-            ModelEvent::TextDelta(mut delta) => {
-                let room = self.limit.chars_left.saturating_sub(self.chars);
-                match delta.char_indices().nth(room) {
-                    Some((cut_at, _)) => {
-                        delta.truncate(cut_at);
-                        delta.push_str(&self.limit.note());
-                        self.chars += room;
-                        self.cut = true;
-                        // Whatever the model had begun to call cannot be whole.
-                        self.calls.clear();
-                    }
-                    None => self.chars += delta.chars().count(),
-                }
-                self.text.push_str(&delta);
-                self.text_open = true;
-                self.shown = true;
-                events.assistant(AssistantEvent::Delta { delta, text: self.text.clone() });
+            ModelEvent::TextDelta(delta) => {
+                let pieces = self.inline.push(&delta);
+                self.apply_pieces(pieces, events);
             }
-            ModelEvent::ReasoningDelta(delta) => {
-                self.shown = true;
-                events.assistant(AssistantEvent::Reasoning { delta });
-            }
+            ModelEvent::ReasoningDelta(delta) => self.reasoning(delta, events),
+            ModelEvent::Thinking(block) => self.thinking.push(block),
             _ if self.cut => {}
             ModelEvent::ToolCallStart { index, id, name } => {
+                let held = self.inline.finish();
+                self.apply_pieces(held, events);
                 self.end_text(events);
                 self.shown = true;
                 self.calls.insert(index, ToolCall { id, name, arguments: String::new() });
@@ -135,15 +126,60 @@ impl TurnAccumulator {
 
     /// Closes the reply: ends the open text run and the message.
     pub fn finish(mut self, events: &RunEvents) -> AssistantTurn {
+        if !self.cut {
+            let held = self.inline.finish();
+            self.apply_pieces(held, events);
+        }
         self.end_text(events);
         events.assistant(AssistantEvent::MessageEnd { text: self.text.clone() });
         AssistantTurn {
             text: self.text,
             tool_calls: self.calls.into_values().collect(),
+            thinking: self.thinking,
             usage: self.usage,
             stop: self.stop.unwrap_or(if self.cut { StopReason::MaxTokens } else { StopReason::EndTurn }),
             cut: self.cut,
         }
+    }
+
+    fn apply_pieces(&mut self, pieces: Vec<Piece>, events: &RunEvents) {
+        for piece in pieces {
+            match piece {
+                Piece::Answer(text) => self.text_delta(text, events),
+                Piece::Reasoning(text) => self.reasoning(text, events),
+            }
+        }
+    }
+
+    fn reasoning(&mut self, delta: String, events: &RunEvents) {
+        if delta.is_empty() {
+            return;
+        }
+        self.shown = true;
+        events.assistant(AssistantEvent::Reasoning { delta });
+    }
+
+    /// Answer text: kept within the run's limit and streamed to listeners.
+    fn text_delta(&mut self, mut delta: String, events: &RunEvents) {
+        if self.cut || delta.is_empty() {
+            return;
+        }
+        let room = self.limit.chars_left.saturating_sub(self.chars);
+        match delta.char_indices().nth(room) {
+            Some((cut_at, _)) => {
+                delta.truncate(cut_at);
+                delta.push_str(&self.limit.note());
+                self.chars += room;
+                self.cut = true;
+                // Whatever the model had begun to call cannot be whole.
+                self.calls.clear();
+            }
+            None => self.chars += delta.chars().count(),
+        }
+        self.text.push_str(&delta);
+        self.text_open = true;
+        self.shown = true;
+        events.assistant(AssistantEvent::Delta { delta, text: self.text.clone() });
     }
 
     fn end_text(&mut self, events: &RunEvents) {

@@ -19,6 +19,7 @@ mod error;
 mod explain;
 mod human_delay;
 mod load;
+mod model_choice;
 mod ranges;
 mod schema;
 mod secret;
@@ -28,6 +29,7 @@ mod variants;
 pub use environment::Environment;
 pub use error::{ConfigError, ConfigWarning, Violation};
 pub use human_delay::{HumanDelay, NATURAL_DELAY_MS};
+pub use model_choice::ModelSetting;
 pub use load::{
     CONFIG_FILE_NAME, CONFIG_FILE_VAR, ConfigSource, ENV_PREFIX, ENV_SEPARATOR, LoadedConfig, default_locations,
     env_var_for, load, load_text, locate,

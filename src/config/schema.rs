@@ -7,10 +7,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
 use super::Secret;
 use super::human_delay::HumanDelay;
+use super::model_choice::ModelSetting;
+pub use crate::models::ThinkingLevel;
 
 /// The whole configuration.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -58,9 +61,26 @@ pub struct ProviderConfig {
     pub kind: ProviderKind,
     /// The API root; defaults to the vendor's public endpoint for `openai` / `anthropic`.
     pub base_url: Option<String>,
+    /// The key of the profile named `default`; `profiles` adds more.
     pub api_key: Option<Secret>,
     /// The model's context window in tokens; compaction keeps prompts below it.
     pub context_window: Option<u32>,
+    /// Credentials by id, tried in this order (then least recently used); a failing one
+    /// cools down while the others answer (issue 20).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub profiles: IndexMap<String, ProfileConfig>,
+}
+
+/// The id of the profile a provider's bare `api_key` (or its vendor's environment key) is.
+pub const DEFAULT_PROFILE: &str = "default";
+
+/// One credential of a provider: the key itself, or the environment variable holding it.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileConfig {
+    pub api_key: Option<Secret>,
+    /// Read at start-up, so the key need not be written in the config file.
+    pub api_key_env: Option<String>,
 }
 
 /// The wire protocol a provider speaks.
@@ -85,9 +105,15 @@ pub struct AgentsConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentDefaults {
-    /// `PROVIDER/MODEL`, e.g. `openai/gpt-4o-mini`. Unset: a provider from the environment
-    /// (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`), else the offline echo provider.
-    pub model: Option<String>,
+    /// `PROVIDER/MODEL`, e.g. `openai/gpt-4o-mini`, or `{ primary, fallbacks }`. Unset: a
+    /// provider from the environment (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`), else the
+    /// offline echo provider.
+    pub model: Option<ModelSetting>,
+    /// The models `/model` may choose (`PROVIDER/MODEL`); empty means the primary and its
+    /// fallbacks.
+    pub models: Vec<String>,
+    /// How hard models think unless a session chose otherwise (`/think`).
+    pub thinking: ThinkingLevel,
     /// A run longer than this is aborted.
     pub timeout_seconds: u64,
     /// A model stream that sends nothing for this long is aborted.
@@ -118,6 +144,8 @@ impl Default for AgentDefaults {
     fn default() -> Self {
         Self {
             model: None,
+            models: Vec::new(),
+            thinking: ThinkingLevel::Off,
             timeout_seconds: 600,
             model_idle_timeout_seconds: 120,
             model_retry_after_output_ms: 10_000,

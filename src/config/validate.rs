@@ -7,9 +7,10 @@ use std::net::IpAddr;
 use super::error::{Violation, one_line};
 use super::human_delay::HumanDelay;
 use super::schema::{
-    AgentDefaults, Config, DmPolicy, GatewayConfig, HooksConfig, ModelsConfig, QueueConfig, ResetMode, SessionConfig,
-    SlackMode, TelegramMode,
+    AgentDefaults, Config, DEFAULT_PROFILE, DmPolicy, GatewayConfig, HooksConfig, ModelsConfig, ProviderConfig,
+    QueueConfig, ResetMode, SessionConfig, SlackMode, TelegramMode,
 };
+use super::model_choice::ModelSetting;
 use super::{Secret, ranges};
 
 /// Channel names the core knows; `messages.queue.by_channel` keys must be one of these.
@@ -36,7 +37,7 @@ pub fn validate(config: &Config) -> Result<(), Violation> {
 pub fn warnings(config: &Config) -> Vec<Violation> {
     let used = providers_in_use(config);
     let model = match &config.agents.defaults.model {
-        Some(model) => format!("agents.defaults.model is {model:?}"),
+        Some(model) => format!("agents.defaults.model is {:?}", model.chain().collect::<Vec<_>>().join(", ")),
         None => "agents.defaults.model is not set".to_owned(),
     };
     config
@@ -54,7 +55,9 @@ pub fn warnings(config: &Config) -> Vec<Violation> {
 /// names a model (fallbacks, per-agent models) belongs here, or its provider is reported as
 /// unused.
 fn providers_in_use(config: &Config) -> BTreeSet<&str> {
-    let models = config.agents.defaults.model.iter();
+    let defaults = &config.agents.defaults;
+    let chain = defaults.model.iter().flat_map(ModelSetting::chain);
+    let models = chain.chain(defaults.models.iter().map(String::as_str));
     models.filter_map(|model| model.split_once('/').map(|(provider, _)| provider)).collect()
 }
 
@@ -112,28 +115,50 @@ fn models(models: &ModelsConfig) -> Result<(), Violation> {
         if let Some(base_url) = &provider.base_url {
             http_url(&format!("{key}.base_url"), base_url)?;
         }
+        profiles(&key, provider)?;
+    }
+    Ok(())
+}
+
+/// Each profile names one key; a bare `api_key` is the profile `default`, so it cannot be
+/// given twice.
+fn profiles(key: &str, provider: &ProviderConfig) -> Result<(), Violation> {
+    if provider.api_key.is_some() && provider.profiles.contains_key(DEFAULT_PROFILE) {
+        return Err(Violation::new(
+            format!("{key}.api_key"),
+            format!("is the profile \"{DEFAULT_PROFILE}\", which [{key}.profiles.{DEFAULT_PROFILE}] defines too; keep one"),
+        ));
+    }
+    for (id, profile) in &provider.profiles {
+        let key = format!("{key}.profiles.{id}");
+        if id.trim().is_empty() {
+            return Err(Violation::new(key, "a profile id must not be empty"));
+        }
+        match (&profile.api_key, &profile.api_key_env) {
+            (Some(_), Some(_)) => {
+                return Err(Violation::new(key, "set either api_key or api_key_env, not both"));
+            }
+            (None, None) => return Err(Violation::new(key, "needs api_key or api_key_env (the variable holding the key)")),
+            (None, Some(var)) if var.trim().is_empty() || var.contains('=') => {
+                return Err(Violation::new(format!("{key}.api_key_env"), "must name an environment variable"));
+            }
+            _ => {}
+        }
     }
     Ok(())
 }
 
 fn agent_defaults(defaults: &AgentDefaults, models: &ModelsConfig) -> Result<(), Violation> {
     const KEY: &str = "agents.defaults";
-    if let Some(model) = &defaults.model {
-        let (provider, model_name) = model.split_once('/').ok_or_else(|| {
-            Violation::new(
-                format!("{KEY}.model"),
-                format!("{model:?} must be PROVIDER/MODEL, e.g. \"openai/gpt-4o-mini\""),
-            )
-        })?;
-        if provider.is_empty() || model_name.is_empty() {
-            return Err(Violation::new(format!("{KEY}.model"), format!("{model:?} must be PROVIDER/MODEL")));
+    if let Some(setting) = &defaults.model {
+        let key = if setting.fallbacks.is_empty() { format!("{KEY}.model") } else { format!("{KEY}.model.primary") };
+        model_reference(&key, &setting.primary, models)?;
+        for (index, fallback) in setting.fallbacks.iter().enumerate() {
+            model_reference(&format!("{KEY}.model.fallbacks[{index}]"), fallback, models)?;
         }
-        if !models.providers.contains_key(provider) && !IMPLICIT_PROVIDERS.contains(&provider) {
-            return Err(Violation::new(
-                format!("{KEY}.model"),
-                format!("provider {provider:?} is not defined: add [models.providers.{provider}]"),
-            ));
-        }
+    }
+    for (index, allowed) in defaults.models.iter().enumerate() {
+        model_reference(&format!("{KEY}.models[{index}]"), allowed, models)?;
     }
     let chunk = &defaults.block_streaming_chunk;
     if chunk.max_chars < chunk.min_chars {
@@ -148,6 +173,23 @@ fn agent_defaults(defaults: &AgentDefaults, models: &ModelsConfig) -> Result<(),
         return Err(Violation::new(
             format!("{KEY}.human_delay.max_ms"),
             format!("must be at least min_ms ({min_ms}), got {max_ms}"),
+        ));
+    }
+    Ok(())
+}
+
+/// A `PROVIDER/MODEL` whose provider exists.
+fn model_reference(key: &str, reference: &str, models: &ModelsConfig) -> Result<(), Violation> {
+    let (provider, model_name) = reference.split_once('/').ok_or_else(|| {
+        Violation::new(key, format!("{reference:?} must be PROVIDER/MODEL, e.g. \"openai/gpt-4o-mini\""))
+    })?;
+    if provider.is_empty() || model_name.is_empty() {
+        return Err(Violation::new(key, format!("{reference:?} must be PROVIDER/MODEL")));
+    }
+    if !models.providers.contains_key(provider) && !IMPLICIT_PROVIDERS.contains(&provider) {
+        return Err(Violation::new(
+            key,
+            format!("provider {provider:?} is not defined: add [models.providers.{provider}]"),
         ));
     }
     Ok(())

@@ -4,15 +4,24 @@
 //! chat. This room keeps model access as robust as delivery:
 //!
 //! - [`levels`]: the thinking level a model is asked for and how its reasoning is shown;
+//! - [`catalog`]: the models and credentials the config names, as ready clients;
 //! - [`profiles`]: several credentials per provider, their rotation and cooldowns, kept in
-//!   the state database so a restart does not hammer a dead key.
+//!   the state database ([`health_store`]) so a restart does not hammer a dead key;
+//! - [`router`]: the attempts of one model call, and what a failure does to them.
 //!
 //! Providers (`agent::providers`) stay translators of one request; choosing and failing
 //! over between them happens here.
 
+pub mod catalog;
+pub mod health_store;
 pub mod levels;
+pub mod profiles;
+pub mod router;
 
 pub use levels::{ReasoningDisplay, ThinkingLevel};
+pub use catalog::{Candidate, ModelCatalog};
+pub use profiles::FailoverReason;
+pub use router::{Attempt, ModelRouter, Route};
 
 use serde::Serialize;
 

@@ -58,7 +58,7 @@ with no preamble.";
 pub fn estimate_message(message: &ChatMessage) -> u64 {
     let chars = match message {
         ChatMessage::User { text } => text.chars().count(),
-        ChatMessage::Assistant { text, tool_calls } => {
+        ChatMessage::Assistant { text, tool_calls, .. } => {
             text.chars().count()
                 + tool_calls
                     .iter()
@@ -162,7 +162,7 @@ pub fn summarize_request(
                     .push_str(&format!("Summary of what came before:\n{}\n\n", text[SUMMARY_HEADER.len()..].trim()));
             }
             ChatMessage::User { text } => transcript.push_str(&format!("User: {text}\n\n")),
-            ChatMessage::Assistant { text, tool_calls } => {
+            ChatMessage::Assistant { text, tool_calls, .. } => {
                 if !text.trim().is_empty() {
                     transcript.push_str(&format!("Assistant: {text}\n\n"));
                 }
@@ -194,6 +194,7 @@ pub fn summarize_request(
         messages: vec![ChatMessage::user(ask)],
         tools: Vec::new(),
         max_output_tokens: Some(SUMMARY_MAX_TOKENS),
+        thinking: Default::default(),
     }
 }
 
@@ -275,7 +276,7 @@ mod tests {
     }
 
     fn answer(text: &str) -> ChatMessage {
-        ChatMessage::Assistant { text: text.into(), tool_calls: Vec::new() }
+        ChatMessage::assistant(text, Vec::new())
     }
 
     fn calls(ids: &[&str]) -> ChatMessage {
@@ -285,6 +286,7 @@ mod tests {
                 .iter()
                 .map(|id| ToolCall { id: (*id).into(), name: "current_time".into(), arguments: "{}".into() })
                 .collect(),
+            thinking: Vec::new(),
         }
     }
 
@@ -304,6 +306,7 @@ mod tests {
         let call = ChatMessage::Assistant {
             text: "abcd".into(),
             tool_calls: vec![ToolCall { id: "1".into(), name: "ab".into(), arguments: "cdefgh".into() }],
+            thinking: Vec::new(),
         };
         assert_eq!(estimate_message(&call), 3 + MESSAGE_OVERHEAD_TOKENS, "tool calls count too");
         assert_eq!(estimate(&"s".repeat(8), &[user("abcd")]), 2 + 1 + MESSAGE_OVERHEAD_TOKENS);

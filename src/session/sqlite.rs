@@ -556,7 +556,7 @@ mod tests {
         let (store, _dir) = store().await;
         let session = store.resolve("k", Utc::now(), &DAILY).await.unwrap().session;
         store.begin_run("k", &session.session_id, "run-1").await.unwrap();
-        let entries = [ChatMessage::user("hi"), ChatMessage::Assistant { text: "hello".into(), tool_calls: vec![] }];
+        let entries = [ChatMessage::user("hi"), ChatMessage::assistant("hello", vec![])];
         store.append("k", "run-1", &entries).await.unwrap();
         store.append("k", "run-1", &[ChatMessage::user("again")]).await.unwrap();
         assert_eq!(store.history(&session.session_id).await.unwrap().len(), 3);
@@ -578,7 +578,7 @@ mod tests {
         assert_eq!(opened.resolved.started, Some(ResetReason::New));
         assert!(opened.history.unwrap().is_empty());
         let session_id = opened.resolved.session.session_id;
-        let entries = [ChatMessage::user("hi"), ChatMessage::Assistant { text: "hello".into(), tool_calls: vec![] }];
+        let entries = [ChatMessage::user("hi"), ChatMessage::assistant("hello", vec![])];
         let usage = Usage { input_tokens: 3, output_tokens: 2 };
         assert_eq!(store.close_run("k", "run-1", &entries, usage).await.unwrap(), TranscriptSaved::Saved);
         assert_eq!(store.database.commit_stats().writes, 2);
@@ -598,7 +598,7 @@ mod tests {
     async fn a_compaction_entry_replaces_the_entries_it_summarized_in_the_context() {
         let (store, _dir) = store().await;
         let opened = store.open_run("k", Utc::now(), &DAILY, "run-1").await.unwrap();
-        let answer = |text: &str| ChatMessage::Assistant { text: text.into(), tool_calls: vec![] };
+        let answer = |text: &str| ChatMessage::assistant(text, vec![]);
         let entries = [ChatMessage::user("q1"), answer("a1"), ChatMessage::user("q2"), answer("a2")];
         store.append("k", "run-1", &entries).await.unwrap();
         let entry = CompactionEntry { summary: "they asked twice".into(), keep_from: 2, tokens_before: 40 };

@@ -14,6 +14,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (3, "sessions and queued messages", include_str!("../../migrations/0003_sessions.sql")),
     (4, "leaner hot path: sessions keyed by key", include_str!("../../migrations/0004_leaner_hot_path.sql")),
     (5, "dedupe and queued messages move to the inbound log", include_str!("../../migrations/0005_inbound_log.sql")),
+    (6, "auth profiles' cooldowns", include_str!("../../migrations/0006_auth_profiles.sql")),
 ];
 
 /// Why the schema could not be brought up to date.

@@ -1,6 +1,6 @@
 //! Anthropic Messages over SSE: text, tool use (`input_json_delta`) and thinking blocks.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::http::{self, looks_like_context_overflow};
 use super::sse::{SseEvent, StreamDecoder, decode_stream, sse_events};
 use super::{ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, StopReason};
-use crate::agent::conversation::{ChatMessage, Usage};
+use crate::agent::conversation::{ChatMessage, ThinkingBlock, Usage};
 use crate::config::Secret;
 
 /// Anthropic's public endpoint, used when a provider sets no `base_url`.
@@ -62,12 +62,19 @@ impl ModelProvider for AnthropicProvider {
 /// (the API requires user and assistant turns to alternate), and tool results travel as
 /// `tool_result` blocks of a user turn.
 pub fn request_body(request: &ModelRequest) -> Value {
+    let budget = request.thinking.anthropic_budget();
+    // Thinking blocks matter only in the tool-use loop answering the latest user message
+    // (the API ignores earlier ones), and only while thinking is on.
+    let loop_start = request.messages.iter().rposition(|message| matches!(message, ChatMessage::User { .. }));
     let mut messages: Vec<(&str, Vec<Value>)> = Vec::new();
-    for message in &request.messages {
+    for (position, message) in request.messages.iter().enumerate() {
         let (role, blocks) = match message {
             ChatMessage::User { text } => ("user", vec![json!({ "type": "text", "text": text })]),
-            ChatMessage::Assistant { text, tool_calls } => {
+            ChatMessage::Assistant { text, tool_calls, thinking } => {
                 let mut blocks = Vec::new();
+                if budget.is_some() && loop_start.is_none_or(|start| position > start) {
+                    blocks.extend(thinking.iter().map(thinking_block));
+                }
                 // The API refuses empty text blocks.
                 if !text.is_empty() {
                     blocks.push(json!({ "type": "text", "text": text }));
@@ -98,14 +105,19 @@ pub fn request_body(request: &ModelRequest) -> Value {
             _ => messages.push((role, blocks)),
         }
     }
+    let max_tokens = request.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
     let mut body = json!({
         "model": request.model,
-        "max_tokens": request.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        // Thinking counts against max_tokens: room for the budget and a full answer.
+        "max_tokens": budget.map_or(max_tokens, |budget| budget + max_tokens),
         "messages": messages.into_iter().map(|(role, content)| json!({ "role": role, "content": content })).collect::<Vec<_>>(),
         "stream": true,
     });
     if !request.system.is_empty() {
         body["system"] = request.system.clone().into();
+    }
+    if let Some(budget) = budget {
+        body["thinking"] = json!({ "type": "enabled", "budget_tokens": budget });
     }
     if !request.tools.is_empty() {
         body["tools"] = request
@@ -117,12 +129,24 @@ pub fn request_body(request: &ModelRequest) -> Value {
     body
 }
 
+/// A stored thinking block as the API wants it back: unmodified, with its signature.
+fn thinking_block(block: &ThinkingBlock) -> Value {
+    match block {
+        ThinkingBlock::Thinking { thinking, signature } => {
+            json!({ "type": "thinking", "thinking": thinking, "signature": signature })
+        }
+        ThinkingBlock::Redacted { data } => json!({ "type": "redacted_thinking", "data": data }),
+    }
+}
+
 /// Turns Messages stream events into model events.
 #[derive(Debug, Default)]
 pub struct EventDecoder {
     usage: Usage,
     stop: Option<StopReason>,
     tool_blocks: BTreeSet<usize>,
+    /// Thinking blocks being streamed, by index: their text and signature so far.
+    thinking: BTreeMap<usize, (String, String)>,
     done: bool,
 }
 
@@ -159,6 +183,13 @@ impl StreamDecoder for EventDecoder {
                             name: field("name").to_owned(),
                         });
                     }
+                    (Some("thinking"), Some(index)) => {
+                        self.thinking.insert(index, (String::new(), String::new()));
+                    }
+                    (Some("redacted_thinking"), _) => {
+                        let data = block.and_then(|b| b.get("data")).and_then(Value::as_str).unwrap_or_default();
+                        events.push(ModelEvent::Thinking(ThinkingBlock::Redacted { data: data.to_owned() }));
+                    }
                     (Some("text"), _) => {
                         if let Some(text) =
                             block.and_then(|b| b.get("text")).and_then(Value::as_str).filter(|t| !t.is_empty())
@@ -175,7 +206,18 @@ impl StreamDecoder for EventDecoder {
                     |key: &str| delta.and_then(|d| d.get(key)).and_then(Value::as_str).unwrap_or_default().to_owned();
                 match delta.and_then(|d| d.get("type")).and_then(Value::as_str) {
                     Some("text_delta") => events.push(ModelEvent::TextDelta(field("text"))),
-                    Some("thinking_delta") => events.push(ModelEvent::ReasoningDelta(field("thinking"))),
+                    Some("thinking_delta") => {
+                        let piece = field("thinking");
+                        if let Some((text, _)) = index.and_then(|index| self.thinking.get_mut(&index)) {
+                            text.push_str(&piece);
+                        }
+                        events.push(ModelEvent::ReasoningDelta(piece));
+                    }
+                    Some("signature_delta") => {
+                        if let Some((_, signature)) = index.and_then(|index| self.thinking.get_mut(&index)) {
+                            signature.push_str(&field("signature"));
+                        }
+                    }
                     Some("input_json_delta") => {
                         let partial = field("partial_json");
                         if let Some(index) = index.filter(|index| self.tool_blocks.contains(index))
@@ -184,13 +226,16 @@ impl StreamDecoder for EventDecoder {
                             events.push(ModelEvent::ToolCallDelta { index, arguments: partial });
                         }
                     }
-                    // signature_delta, citations_delta and future kinds carry nothing to show.
+                    // citations_delta and future kinds carry nothing to show.
                     _ => {}
                 }
             }
             "content_block_stop" => {
                 if let Some(index) = index.filter(|index| self.tool_blocks.contains(index)) {
                     events.push(ModelEvent::ToolCallEnd { index });
+                }
+                if let Some((thinking, signature)) = index.and_then(|index| self.thinking.remove(&index)) {
+                    events.push(ModelEvent::Thinking(ThinkingBlock::Thinking { thinking, signature }));
                 }
             }
             "message_delta" => {
@@ -307,6 +352,7 @@ mod tests {
                         ToolCall { id: "t1".into(), name: "x".into(), arguments: "{\"k\":1}".into() },
                         ToolCall { id: "t2".into(), name: "y".into(), arguments: "{broken".into() },
                     ],
+                    thinking: Vec::new(),
                 },
                 ChatMessage::ToolResult {
                     call_id: "t1".into(),
@@ -323,6 +369,7 @@ mod tests {
             ],
             tools: vec![],
             max_output_tokens: None,
+            thinking: Default::default(),
         };
         let body = request_body(&request);
         let messages = body["messages"].as_array().unwrap();

@@ -95,6 +95,7 @@ mod tests {
             messages: vec![ChatMessage::user("first"), ChatMessage::user("say this back please, in parts")],
             tools: vec![],
             max_output_tokens: None,
+            thinking: Default::default(),
         };
         let events: Vec<_> = EchoProvider.stream(&request).await.unwrap().collect().await;
         let text: String = events

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::models::FailoverReason;
+
 /// A failed model call. [`ProviderError::user_message`] is what a chat user sees: one
 /// friendly line, never a stack trace, a URL with a key or a raw response body.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -17,6 +19,15 @@ pub enum ProviderError {
     ContextOverflow { message: String },
     #[error("the model provider refused the credentials (HTTP {status})")]
     Unauthorized { status: u16 },
+    /// The account behind the key is out of credit or quota (402, `insufficient_quota`).
+    #[error("the model provider's account is out of credit or quota (HTTP {status}): {message}")]
+    Billing { status: u16, message: String },
+    /// Every model and key that may answer is cooling down after errors, or just failed;
+    /// `back_at` is the soonest one may answer again, when known.
+    /// `chosen`: the model is the one the session chose with `/model`, which does not fail
+    /// over to another.
+    #[error("no model is available ({})", reason.as_str())]
+    Unavailable { back_at: Option<chrono::DateTime<chrono::Utc>>, reason: FailoverReason, chosen: bool },
     #[error("the model provider rejected the request (HTTP {status}): {message}")]
     Rejected { status: u16, message: String },
     #[error("the model stream sent nothing for {} s", .0.as_secs())]
@@ -43,7 +54,28 @@ impl ProviderError {
     /// request: worth asking again later (a stall, a cut stream, a 429 or 5xx, no connection),
     /// even after part of the reply was shown, and worth keeping the user's message for.
     pub fn is_transient(&self) -> bool {
-        self.is_retryable() || matches!(self, ProviderError::Idle(_))
+        match self {
+            ProviderError::Unavailable { reason, .. } => {
+                !matches!(reason, FailoverReason::Auth | FailoverReason::Billing)
+            }
+            _ => self.is_retryable() || matches!(self, ProviderError::Idle(_)),
+        }
+    }
+
+    /// Why this failure is worth trying other credentials or another model for, before any
+    /// output was shown; `None` for failures another key would meet too (a bad request,
+    /// content policy, a context overflow — that one goes to compaction).
+    pub fn failover_reason(&self) -> Option<FailoverReason> {
+        match self {
+            ProviderError::RateLimited { .. } => Some(FailoverReason::RateLimit),
+            ProviderError::Server { status: 529, .. } => Some(FailoverReason::Overloaded),
+            ProviderError::Server { .. } | ProviderError::Connect { .. } | ProviderError::Idle(_) => {
+                Some(FailoverReason::Timeout)
+            }
+            ProviderError::Unauthorized { .. } => Some(FailoverReason::Auth),
+            ProviderError::Billing { .. } => Some(FailoverReason::Billing),
+            _ => None,
+        }
     }
 
     /// The wait the provider asked for, if any.
@@ -75,6 +107,25 @@ impl ProviderError {
                 "⚠️ The model provider refused this bot's credentials; its operator needs to check the API key."
                     .to_owned()
             }
+            ProviderError::Billing { .. } => {
+                "⚠️ The model provider's account for this bot is out of credit; its operator needs to top it up."
+                    .to_owned()
+            }
+            ProviderError::Unavailable { back_at, reason, chosen } => {
+                let which = if *chosen { "The model you chose with /model" } else { "The model" };
+                let why = match reason {
+                    FailoverReason::RateLimit => "it is receiving too many requests",
+                    FailoverReason::Overloaded => "its provider is overloaded",
+                    FailoverReason::Auth => "its provider refused this bot's credentials",
+                    FailoverReason::Billing => "the provider account is out of credit",
+                    FailoverReason::Timeout => "its provider is not responding",
+                };
+                let when = match back_at {
+                    Some(at) => format!(" It may be back at {} UTC.", at.format("%H:%M")),
+                    None => String::new(),
+                };
+                format!("⚠️ {which} is unavailable right now: {why}.{when}")
+            }
             ProviderError::Rejected { message, .. } => {
                 format!("⚠️ The model provider rejected the request: {}", first_line(message, 200))
             }
@@ -88,13 +139,15 @@ impl ProviderError {
     fn advice(&self) -> Option<&'static str> {
         match self {
             ProviderError::RateLimited { .. } => Some("Please try again in a minute."),
+            ProviderError::Unavailable { chosen: true, .. } => Some("Send /model default to use the default models."),
+            ProviderError::Unavailable { .. } => Some("Please try again later."),
             ProviderError::Connect { .. } => Some("Please try again later."),
             ProviderError::ContextOverflow { .. } => Some("Send /new to start a fresh one."),
             ProviderError::Server { .. }
             | ProviderError::Idle(_)
             | ProviderError::Stream { .. }
             | ProviderError::Malformed { .. } => Some("Please try again."),
-            ProviderError::Unauthorized { .. } | ProviderError::Rejected { .. } => None,
+            ProviderError::Unauthorized { .. } | ProviderError::Billing { .. } | ProviderError::Rejected { .. } => None,
         }
     }
 }

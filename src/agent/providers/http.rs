@@ -43,6 +43,9 @@ pub fn classify(status: StatusCode, retry_after: Option<Duration>, body: &str) -
         return ProviderError::ContextOverflow { message };
     }
     let status_code = status.as_u16();
+    if status_code == 402 || looks_like_billing(code.as_deref(), &message) {
+        return ProviderError::Billing { status: status_code, message };
+    }
     match status {
         StatusCode::TOO_MANY_REQUESTS => ProviderError::RateLimited { retry_after, message },
         StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => ProviderError::Unauthorized { status: status_code },
@@ -89,6 +92,18 @@ pub fn looks_like_context_overflow(code: Option<&str>, message: &str) -> bool {
     ]
     .iter()
     .any(|phrase| message.contains(phrase))
+}
+
+/// Whether an error says the account is out of credit or quota: OpenAI's 429
+/// `insufficient_quota`, Anthropic's `billing_error`, and the words other vendors use.
+pub fn looks_like_billing(code: Option<&str>, message: &str) -> bool {
+    if matches!(code, Some("insufficient_quota" | "billing_error" | "billing_hard_limit_reached")) {
+        return true;
+    }
+    let message = message.to_lowercase();
+    ["exceeded your current quota", "credit balance is too low", "insufficient credits", "payment required"]
+        .iter()
+        .any(|phrase| message.contains(phrase))
 }
 
 /// `retry-after-ms` (OpenAI) or `retry-after` in seconds or as an HTTP date.
@@ -158,6 +173,14 @@ mod tests {
             classify(StatusCode::BAD_REQUEST, None, r#"{"error":{"message":"tools[0] invalid"}}"#),
             ProviderError::Rejected { status: 400, message: "tools[0] invalid".into() }
         );
+    }
+
+    #[test]
+    fn quota_and_credit_errors_are_billing_even_as_a_429() {
+        let openai = r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","code":"insufficient_quota"}}"#;
+        assert!(matches!(classify(StatusCode::TOO_MANY_REQUESTS, None, openai), ProviderError::Billing { .. }));
+        let anthropic = r#"{"type":"error","error":{"type":"billing_error","message":"Your credit balance is too low"}}"#;
+        assert!(matches!(classify(StatusCode::PAYMENT_REQUIRED, None, anthropic), ProviderError::Billing { status: 402, .. }));
     }
 
     #[test]

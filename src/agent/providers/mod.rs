@@ -25,11 +25,12 @@ use futures::stream::BoxStream;
 use serde::Serialize;
 
 pub use error::ProviderError;
-pub use resolve::{ResolvedModel, resolve_model};
+pub use resolve::{ResolveError, ResolvedModel, resolve_model};
 pub use retry::RetryPolicy;
 pub use sse::{SseEvent, StreamDecoder, decode_stream, sse_events};
 
-use super::conversation::{ChatMessage, Usage};
+use super::conversation::{ChatMessage, ThinkingBlock, Usage};
+use crate::models::ThinkingLevel;
 
 /// The context window assumed for an OpenAI-compatible model of unknown size: what current
 /// OpenAI models offer (128k tokens). A smaller local model needs `context_window` set, or it
@@ -46,6 +47,8 @@ pub struct ModelRequest {
     pub tools: Vec<ToolSpec>,
     /// Cap on the reply's length; providers that require one use their own default.
     pub max_output_tokens: Option<u32>,
+    /// How hard the model is asked to think (`/think`); `Off` sends no thinking knob.
+    pub thinking: ThinkingLevel,
 }
 
 /// A tool as the model sees it: a name, what it is for, and its parameters' JSON schema.
@@ -63,6 +66,9 @@ pub struct ToolSpec {
 pub enum ModelEvent {
     TextDelta(String),
     ReasoningDelta(String),
+    /// A complete, signed thinking block, to be sent back verbatim in a tool-use loop.
+    /// Carries nothing to show (its text came as `ReasoningDelta`s).
+    Thinking(ThinkingBlock),
     /// A tool call begins. `index` identifies it among the calls of this reply.
     ToolCallStart {
         index: usize,
@@ -87,7 +93,7 @@ impl ModelEvent {
     /// Whether the event shows anything to a user. Once something was shown, a failed call
     /// is not retried: the retry could say something different.
     pub fn is_output(&self) -> bool {
-        !matches!(self, ModelEvent::Usage(_) | ModelEvent::Stop(_))
+        !matches!(self, ModelEvent::Usage(_) | ModelEvent::Stop(_) | ModelEvent::Thinking(_))
     }
 }
 

@@ -62,10 +62,10 @@ pub fn request_body(request: &ModelRequest) -> Value {
     for message in &request.messages {
         messages.push(match message {
             ChatMessage::User { text } => json!({ "role": "user", "content": text }),
-            ChatMessage::Assistant { text, tool_calls } if tool_calls.is_empty() => {
+            ChatMessage::Assistant { text, tool_calls, .. } if tool_calls.is_empty() => {
                 json!({ "role": "assistant", "content": text })
             }
-            ChatMessage::Assistant { text, tool_calls } => json!({
+            ChatMessage::Assistant { text, tool_calls, .. } => json!({
                 "role": "assistant",
                 "content": if text.is_empty() { Value::Null } else { Value::from(text.as_str()) },
                 "tool_calls": tool_calls.iter().map(|call| json!({
@@ -99,6 +99,9 @@ pub fn request_body(request: &ModelRequest) -> Value {
     }
     if let Some(max) = request.max_output_tokens {
         body["max_tokens"] = max.into();
+    }
+    if !request.thinking.is_off() {
+        body["reasoning_effort"] = request.thinking.as_str().into();
     }
     body
 }
@@ -352,6 +355,7 @@ mod tests {
                 ChatMessage::Assistant {
                     text: String::new(),
                     tool_calls: vec![ToolCall { id: "c1".into(), name: "current_time".into(), arguments: "{}".into() }],
+                    thinking: Vec::new(),
                 },
                 ChatMessage::ToolResult {
                     call_id: "c1".into(),
@@ -366,6 +370,7 @@ mod tests {
                 parameters: std::sync::Arc::new(json!({"type":"object"})),
             }],
             max_output_tokens: None,
+            thinking: Default::default(),
         };
         let body = request_body(&request);
         assert_eq!(body["messages"][0], json!({"role":"system","content":"be brief"}));

@@ -14,7 +14,7 @@ use super::super::events::{CompactionEvent, RunEvents};
 use super::super::providers::{ModelRequest, ProviderError};
 use super::super::steer::SteerInbox;
 use super::super::turn::{AssistantTurn, TextLimit};
-use super::{AgentRunner, RunState};
+use super::{AgentRunner, CallContext, RunState};
 use crate::agent::ChatMessage;
 use crate::hooks::{AfterCompaction, BeforeCompaction};
 
@@ -35,13 +35,13 @@ impl AgentRunner {
         mut request: ModelRequest,
         state: &mut RunState,
         events: &RunEvents,
-        steer: Option<&SteerInbox>,
+        call: &CallContext<'_>,
         compactor: Option<&dyn Compactor>,
         limit: TextLimit,
     ) -> Result<AssistantTurn, ProviderError> {
-        let Some(compactor) = compactor else { return self.call_model(&request, events, steer, &limit).await };
-        let budget =
-            ContextBudget::for_model(&self.inner.parts.model, self.inner.parts.settings.compaction_reserve_tokens);
+        let steer = call.steer;
+        let Some(compactor) = compactor else { return self.call_model(&request, state, events, call, &limit).await };
+        let budget = ContextBudget::for_model(&self.inner.primary, self.inner.parts.settings.compaction_reserve_tokens);
         if compactor.needs_compaction(budget, &request.system, &state.messages, state.context.reported) {
             match self.compact(state, events, steer, compactor, budget, false).await {
                 Ok(()) => request.messages.clone_from(&state.messages),
@@ -52,7 +52,7 @@ impl AgentRunner {
             }
         }
         loop {
-            match self.call_model(&request, events, steer, &limit).await {
+            match self.call_model(&request, state, events, call, &limit).await {
                 Err(ProviderError::ContextOverflow { message }) => {
                     if state.context.overflows >= MAX_OVERFLOW_COMPACTIONS {
                         return Err(ProviderError::ContextOverflow {
@@ -107,7 +107,7 @@ impl AgentRunner {
         }
         let result = compactor
             .compact(CompactRequest {
-                model: &self.inner.parts.model,
+                model: &self.inner.primary,
                 budget,
                 messages: &state.messages,
                 compactable: state.first_new,

@@ -1,0 +1,275 @@
+//! Which model and which credentials answer a model call, and what a failure does to them.
+//!
+//! Every model call asks the [`ModelRouter`] for a [`Route`]: the candidates (the primary
+//! model and its fallbacks, or the model a session chose with `/model`), each with its
+//! ready profiles in rotation order. The agent loop takes attempts from the route until one
+//! answers; each failure worth switching for puts its profile on cooldown (counted, logged,
+//! persisted) so the next call does not hit it again. A session keeps the profile that last
+//! answered it while that profile is ready, which keeps the provider's prompt cache warm.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::ModelUsed;
+use super::catalog::{Candidate, ModelCatalog, Profile};
+use super::health_store::HealthStore;
+use super::profiles::{Availability, FailoverReason, ProfileBook, ProfileHealth};
+use crate::agent::providers::{ProviderError, ResolvedModel};
+use crate::metrics::{ModelMetrics, metrics};
+
+/// Sessions whose last answering profile is remembered; past this the memory starts over
+/// (stickiness is an optimisation: losing it costs one cold prompt cache).
+const STICKY_SESSIONS: usize = 10_000;
+
+/// Chooses models and credentials for every run of one agent.
+pub struct ModelRouter {
+    catalog: ModelCatalog,
+    book: ProfileBook,
+    /// The model and profile that last answered each session.
+    answered: Mutex<HashMap<String, ModelUsed>>,
+    /// Where cooldowns are kept across restarts, when there is a state database.
+    health: Option<HealthStore>,
+    model_metrics: HashMap<String, ModelMetrics>,
+    /// Models (`provider/model`) that refused a thinking setting: asked without one.
+    cannot_think: Mutex<HashSet<String>>,
+}
+
+/// One try: a model, and the credentials to ask it with.
+#[derive(Clone)]
+pub struct Attempt {
+    pub candidate: Candidate,
+    pub profile: Profile,
+}
+
+impl Attempt {
+    /// `provider/model@profile`, for logs and the failover metric.
+    pub fn label(&self) -> String {
+        format!("{}/{}@{}", self.candidate.provider.name, self.candidate.model, self.profile.id)
+    }
+
+    pub fn used(&self) -> ModelUsed {
+        ModelUsed {
+            provider: self.candidate.provider.name.clone(),
+            model: self.candidate.model.clone(),
+            profile: self.profile.id.clone(),
+        }
+    }
+}
+
+impl ModelRouter {
+    pub fn new(catalog: ModelCatalog) -> Self {
+        let mut model_metrics = HashMap::new();
+        for candidate in catalog.chain.iter().chain(&catalog.allowed) {
+            let name = &candidate.provider.name;
+            if !model_metrics.contains_key(name) {
+                model_metrics.insert(name.clone(), metrics().model(name));
+            }
+        }
+        Self {
+            catalog,
+            book: ProfileBook::new(),
+            answered: Mutex::new(HashMap::new()),
+            health: None,
+            model_metrics,
+            cannot_think: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Keeps cooldowns in `store`, first restoring the ones it holds: a restart inside a
+    /// cooldown does not try the cooling key again.
+    pub async fn with_health(mut self, store: HealthStore) -> Self {
+        match store.load().await {
+            Ok(rows) => self.book.restore(rows),
+            Err(error) => tracing::warn!(%error, "cannot read the auth profiles' cooldowns; starting with none"),
+        }
+        self.health = Some(store);
+        self.update_cooling_gauge();
+        self
+    }
+
+    pub fn catalog(&self) -> &ModelCatalog {
+        &self.catalog
+    }
+
+    /// The primary model as one client, for callers outside the failover loop.
+    pub fn primary(&self) -> ResolvedModel {
+        self.catalog.primary()
+    }
+
+    /// The attempts for one model call of `session_key`: the `chosen` model only (a
+    /// session's `/model`), else the primary and its fallbacks.
+    pub fn route(&self, session_key: &str, chosen: Option<&Candidate>) -> Route<'_> {
+        let candidates = match chosen {
+            Some(candidate) => vec![candidate.clone()],
+            None => self.catalog.chain.clone(),
+        };
+        let sticky = lock(&self.answered).get(session_key).cloned();
+        Route {
+            router: self,
+            candidates,
+            chosen: chosen.is_some(),
+            next_candidate: 0,
+            pending: Vec::new(),
+            sticky,
+            now: Utc::now(),
+        }
+    }
+
+    /// The provider's request metrics.
+    pub fn model_metrics(&self, provider: &str) -> ModelMetrics {
+        match self.model_metrics.get(provider) {
+            Some(found) => found.clone(),
+            None => metrics().model(provider),
+        }
+    }
+
+    /// `attempt` answered `session_key`: its profile is healthy and the session sticks to it.
+    pub fn succeeded(&self, session_key: &str, attempt: &Attempt) {
+        let provider = &attempt.candidate.provider.name;
+        self.book.mark_used(provider, &attempt.profile.id, Utc::now());
+        if let Some(health) = self.book.mark_success(provider, &attempt.profile.id) {
+            self.persist(health);
+            self.update_cooling_gauge();
+        }
+        let mut answered = lock(&self.answered);
+        let unchanged = answered.get(session_key).is_some_and(|used| {
+            used.provider == *provider && used.profile == attempt.profile.id && used.model == attempt.candidate.model
+        });
+        if !unchanged {
+            if answered.len() >= STICKY_SESSIONS {
+                answered.clear();
+            }
+            answered.insert(session_key.to_owned(), attempt.used());
+        }
+    }
+
+    /// `attempt` failed for `reason`: its profile cools down (and the cooldown is kept).
+    pub fn failed(&self, attempt: &Attempt, reason: FailoverReason, retry_after: Option<Duration>) {
+        let provider = &attempt.candidate.provider.name;
+        let health = self.book.mark_failure(provider, &attempt.profile.id, reason, retry_after, Utc::now());
+        tracing::warn!(
+            provider = %provider,
+            profile = %attempt.profile.id,
+            reason = reason.as_str(),
+            until = ?health.cooling_until,
+            "auth profile put on cooldown"
+        );
+        metrics().profile_cooldown(provider, reason.as_str());
+        self.persist(health);
+        self.update_cooling_gauge();
+    }
+
+    /// The model and profile that last answered `session_key`, for `/status`.
+    pub fn last_answered(&self, session_key: &str) -> Option<ModelUsed> {
+        lock(&self.answered).get(session_key).cloned()
+    }
+
+    /// Whether `model` (`provider/model`) refused a thinking setting before.
+    pub fn cannot_think(&self, model: &str) -> bool {
+        lock(&self.cannot_think).contains(model)
+    }
+
+    /// Records that `model` refused a thinking setting; true the first time.
+    pub fn mark_cannot_think(&self, model: &str) -> bool {
+        lock(&self.cannot_think).insert(model.to_owned())
+    }
+
+    fn persist(&self, health: ProfileHealth) {
+        let Some(store) = self.health.clone() else { return };
+        // Off the model call's path: losing a cooldown to a crash costs one more failed call.
+        tokio::spawn(async move {
+            if let Err(error) = store.save(health).await {
+                tracing::warn!(%error, "cannot keep an auth profile's cooldown");
+            }
+        });
+    }
+
+    fn update_cooling_gauge(&self) {
+        let cooling = self.book.cooling_count(Utc::now());
+        metrics().profiles_cooling().set(i64::try_from(cooling).unwrap_or(i64::MAX));
+    }
+}
+
+/// The attempts left for one model call.
+pub struct Route<'r> {
+    router: &'r ModelRouter,
+    candidates: Vec<Candidate>,
+    chosen: bool,
+    next_candidate: usize,
+    /// The current candidate's ready profiles not tried yet, last first.
+    pending: Vec<Attempt>,
+    sticky: Option<ModelUsed>,
+    now: DateTime<Utc>,
+}
+
+impl Route<'_> {
+    /// The next attempt: the current candidate's next ready profile, else the next
+    /// candidate's first. Cooling profiles are never tried.
+    pub fn next_attempt(&mut self) -> Option<Attempt> {
+        loop {
+            if let Some(attempt) = self.pending.pop() {
+                // A profile may have started cooling since the candidate was ordered (a
+                // fallback on the same provider).
+                if self.router.book.is_ready(&attempt.candidate.provider.name, &attempt.profile.id, Utc::now()) {
+                    return Some(attempt);
+                }
+                continue;
+            }
+            let candidate = self.candidates.get(self.next_candidate)?.clone();
+            self.next_candidate += 1;
+            let provider = &candidate.provider;
+            let sticky = self.sticky.as_ref().filter(|used| used.provider == provider.name).map(|used| &*used.profile);
+            let order = self.router.book.order(&provider.name, &provider.profile_ids, sticky, self.now);
+            self.pending = order
+                .into_iter()
+                .rev()
+                .filter(|(_, availability)| matches!(availability, Availability::Ready))
+                .filter_map(|(id, _)| provider.profile(id).cloned())
+                .map(|profile| Attempt { candidate: candidate.clone(), profile })
+                .collect();
+        }
+    }
+
+    /// The error for a call no attempt could answer: the soonest any candidate is back, and
+    /// why they are out (`last` when a call just failed; else the cooling reason).
+    pub fn unavailable(&self, last: Option<&ProviderError>) -> ProviderError {
+        let now = Utc::now();
+        let back_at = self
+            .candidates
+            .iter()
+            .filter_map(|candidate| {
+                self.router.book.soonest_ready(&candidate.provider.name, &candidate.provider.profile_ids, now)
+            })
+            .min();
+        let reason = last
+            .and_then(ProviderError::failover_reason)
+            .or_else(|| self.candidates.iter().find_map(|candidate| self.cooling_reason(candidate, now)))
+            .unwrap_or(FailoverReason::Timeout);
+        ProviderError::Unavailable { back_at, reason, chosen: self.chosen }
+    }
+
+    fn cooling_reason(&self, candidate: &Candidate, now: DateTime<Utc>) -> Option<FailoverReason> {
+        let provider = &candidate.provider;
+        self.router.book.order(&provider.name, &provider.profile_ids, None, now).into_iter().find_map(
+            |(_, availability)| match availability {
+                Availability::Cooling { reason, .. } => Some(reason),
+                Availability::Ready => None,
+            },
+        )
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A router with one model and one credential: tests, and embedders that bring their own
+/// provider.
+impl From<ResolvedModel> for ModelRouter {
+    fn from(model: ResolvedModel) -> Self {
+        ModelRouter::new(ModelCatalog::single(model))
+    }
+}
