@@ -134,7 +134,8 @@ fn runner(use_tool: bool, workspace: &std::path::Path) -> AgentRunner {
             model: "instant".into(),
             context_window: None,
             is_fallback_echo: false,
-        },
+        }
+        .into(),
         tools,
         bus: EventBus::new(),
         settings: RunSettings {
@@ -145,6 +146,7 @@ fn runner(use_tool: bool, workspace: &std::path::Path) -> AgentRunner {
             retry: RetryPolicy::default(),
             retry_after_output: RetryPolicy::after_output(Duration::from_secs(10)),
             compaction_reserve_tokens: 20_000,
+            thinking: Default::default(),
         },
         workspace: workspace.to_owned(),
         channels: ChannelRegistry::new(),

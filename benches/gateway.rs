@@ -57,7 +57,7 @@ async fn load() {
     let channels = ChannelRegistry::new();
     let bus = EventBus::new();
     let runner = AgentRunner::new(RunnerParts {
-        model,
+        model: model.into(),
         tools: ToolRegistry::with_builtins(),
         bus: bus.clone(),
         settings: RunSettings::from_config(&config.agents.defaults),

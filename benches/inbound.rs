@@ -239,7 +239,8 @@ fn runner(bus: &EventBus, workspace: &std::path::Path, channels: &ChannelRegistr
             model: "instant".into(),
             context_window: None,
             is_fallback_echo: false,
-        },
+        }
+        .into(),
         tools: ToolRegistry::with_builtins(),
         bus: bus.clone(),
         settings: RunSettings {
@@ -250,6 +251,7 @@ fn runner(bus: &EventBus, workspace: &std::path::Path, channels: &ChannelRegistr
             retry: RetryPolicy::default(),
             retry_after_output: RetryPolicy::after_output(Duration::from_secs(10)),
             compaction_reserve_tokens: 20_000,
+            thinking: Default::default(),
         },
         workspace: workspace.to_owned(),
         channels: channels.clone(),

@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use ferry::models::health_store::HealthStore;
-use ferry::models::{ModelCatalog, ModelRouter};
 use ferry::agent::tools::ToolRegistry;
 use ferry::agent::{AbortReason, AgentRunner, EventBus, RunRequest, RunSettings, RunStatus, RunnerParts};
 use ferry::channels::ChannelRegistry;
 use ferry::config::{Config, Environment};
 use ferry::gateway::client::{ClientError, GatewayClient};
+use ferry::models::health_store::HealthStore;
+use ferry::models::{ModelCatalog, ModelRouter};
 use ferry::session::{SqliteSessionStore, run_in_session};
 use ferry::state;
 use serde_json::{Value, json};

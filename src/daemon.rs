@@ -6,8 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use ferry::models::health_store::HealthStore;
-use ferry::models::{ModelCatalog, ModelRouter};
 use ferry::agent::tools::ToolRegistry;
 use ferry::agent::{AgentRunner, EventBus, RunSettings, RunnerParts};
 use ferry::channels::ChannelRegistry;
@@ -15,6 +13,8 @@ use ferry::config::{self, Environment};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::gateway::{Gateway, GatewayError, GatewayParts};
 use ferry::hooks::{GatewayEvent, Hooks};
+use ferry::models::health_store::HealthStore;
+use ferry::models::{ModelCatalog, ModelRouter};
 use ferry::routing::SystemClock;
 use ferry::session::SqliteSessionStore;
 use ferry::state;

@@ -496,7 +496,9 @@ impl Metrics {
 
     /// A profile of `provider` was put on cooldown for `reason`.
     pub fn profile_cooldown(&self, provider: &str, reason: &str) {
-        self.profile_cooldowns.get_or_create(&CooldownLabels { provider: provider.to_owned(), reason: reason.to_owned() }).inc();
+        self.profile_cooldowns
+            .get_or_create(&CooldownLabels { provider: provider.to_owned(), reason: reason.to_owned() })
+            .inc();
     }
 
     /// `ferry_auth_profiles_cooling`, kept equal to the profiles cooling now.

@@ -18,6 +18,7 @@ use ferry::agent::{
 use ferry::channels::ChannelRegistry;
 use ferry::config::Secret;
 use ferry::hooks::{AfterToolCall, AgentEnd, AgentStartChange, BeforeAgentStart, HookResult, Hooks, Plugin};
+use ferry::models::FailoverReason;
 use ferry_fakes::{FakeAnthropic, FakeOpenAi, HttpError, Reply, ToolCall, Turn};
 use futures::StreamExt;
 
@@ -31,6 +32,7 @@ fn settings() -> RunSettings {
         retry: RetryPolicy { max_retries: 1, base_delay: Duration::from_millis(50), max_delay: Duration::from_secs(5) },
         retry_after_output: RetryPolicy::after_output(Duration::from_millis(50)),
         compaction_reserve_tokens: 20_000,
+        thinking: Default::default(),
     }
 }
 
@@ -45,7 +47,8 @@ fn hooked_runner(
 ) -> (AgentRunner, tempfile::TempDir) {
     let workspace = tempfile::tempdir().expect("workspace");
     let runner = AgentRunner::new(RunnerParts {
-        model: ResolvedModel { provider, model: "test-model".into(), context_window: None, is_fallback_echo: false },
+        model: ResolvedModel { provider, model: "test-model".into(), context_window: None, is_fallback_echo: false }
+            .into(),
         tools: ToolRegistry::with_builtins(),
         bus: EventBus::new(),
         settings,
@@ -131,10 +134,7 @@ async fn openai_streams_a_text_reply_as_ordered_deltas() {
     assert_eq!(request.header("authorization"), Some("Bearer sk-test"));
     assert_eq!(request.body["messages"][1], serde_json::json!({"role": "user", "content": "hi"}));
     assert_eq!(request.body["model"], "test-model");
-    assert_eq!(
-        outcome.transcript,
-        [ChatMessage::user("hi"), ChatMessage::assistant("Hello, world!", vec![])]
-    );
+    assert_eq!(outcome.transcript, [ChatMessage::user("hi"), ChatMessage::assistant("Hello, world!", vec![])]);
 }
 
 #[tokio::test]
@@ -312,11 +312,19 @@ async fn server_errors_are_retried_once_then_reported() {
     let (runner, _workspace) = runner(anthropic(&fake), settings());
 
     let (outcome, events) = run(&runner, RunRequest::new("k", "hi")).await;
-    assert!(matches!(outcome.status, RunStatus::Failed { error: ProviderError::Server { status: 503, .. } }));
+    // With no other credential or model, the one there is was retried once, then put on
+    // cooldown; the user is told when it may be back.
+    assert!(matches!(
+        outcome.status,
+        RunStatus::Failed {
+            error: ProviderError::Unavailable { reason: FailoverReason::Timeout, back_at: Some(_), .. }
+        }
+    ));
     assert_eq!(fake.requests().len(), 2);
     assert_eq!(outcome.payloads.len(), 1);
     assert!(outcome.payloads[0].is_error);
-    assert!(outcome.payloads[0].text.contains("internal error"), "{}", outcome.payloads[0].text);
+    assert!(outcome.payloads[0].text.contains("unavailable"), "{}", outcome.payloads[0].text);
+    assert!(outcome.payloads[0].text.contains("It may be back at"), "{}", outcome.payloads[0].text);
     assert!(matches!(terminal(&events), LifecycleEvent::Error { .. }));
 }
 
@@ -335,7 +343,11 @@ async fn client_errors_and_context_overflow_are_not_retried() {
     let provider = Arc::new(OpenAiProvider::new("p", &fake.url(), Some(Secret::new("wrong-key-value"))));
     let (runner, _workspace) = runner_with(provider);
     let (outcome, events) = run(&runner, RunRequest::new("k", "hi")).await;
-    assert!(matches!(outcome.status, RunStatus::Failed { error: ProviderError::Unauthorized { status: 401 } }));
+    assert!(matches!(
+        outcome.status,
+        RunStatus::Failed { error: ProviderError::Unavailable { reason: FailoverReason::Auth, .. } }
+    ));
+    assert!(outcome.payloads[0].text.contains("credentials"), "{}", outcome.payloads[0].text);
     let everything = format!("{events:?}{:?}", outcome.payloads);
     assert!(!everything.contains("wrong-key-value"), "the key leaked: {everything}");
 }

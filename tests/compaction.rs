@@ -77,7 +77,7 @@ impl World {
         let hooks_seen = CompactionWatcher::default();
         let parts = fake_model_runner(&fake.url(), workspace.path(), &channels);
         let runner = AgentRunner::new(RunnerParts {
-            model: ResolvedModel { context_window, ..parts.model.clone() },
+            model: ResolvedModel { context_window, ..parts.model.primary() }.into(),
             settings: RunSettings { compaction_reserve_tokens: reserve_tokens, ..parts.settings },
             hooks: Hooks::builder().register(0, hooks_seen.clone()).build(),
             ..parts

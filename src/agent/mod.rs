@@ -10,10 +10,10 @@
 //! - [`prompt`] and [`skills`]: what goes into the system prompt.
 
 mod change_cache;
-pub mod inline_reasoning;
 pub mod compaction;
 pub mod conversation;
 pub mod events;
+pub mod inline_reasoning;
 pub mod prompt;
 pub mod providers;
 pub mod run;

@@ -34,9 +34,7 @@ use crate::channels::ChannelRegistry;
 use crate::config::AgentDefaults;
 use crate::hooks::{AgentEnd, Hooks};
 use crate::metrics::{ModelCall, RunEnd, metrics};
-use crate::models::{
-    Attempt, Candidate, FailoverReason, ModelRouter, ModelUsed, ReasoningDisplay, ThinkingLevel,
-};
+use crate::models::{Attempt, Candidate, FailoverReason, ModelRouter, ModelUsed, ReasoningDisplay, ThinkingLevel};
 
 /// What a tool call gets when a queued user message arrived before it started (steering).
 pub const SKIPPED_FOR_STEER: &str = "skipped due to queued user message";
@@ -443,13 +441,11 @@ impl AgentRunner {
             let turn = self.call_compacting(model_request, state, events, &call, compactor, limit).await?;
             state.usage.add(turn.usage);
             state.reply_chars += turn.text.chars().count();
-            state
-                .messages
-                .push(ChatMessage::Assistant {
-                    text: turn.text.clone(),
-                    tool_calls: turn.tool_calls.clone(),
-                    thinking: turn.thinking.clone(),
-                });
+            state.messages.push(ChatMessage::Assistant {
+                text: turn.text.clone(),
+                tool_calls: turn.tool_calls.clone(),
+                thinking: turn.thinking.clone(),
+            });
             if !turn.text.trim().is_empty() {
                 state.payloads.push(Payload { text: turn.text.clone(), is_error: false });
             }
@@ -557,7 +553,8 @@ impl AgentRunner {
                         continue;
                     }
                     // Nothing else may answer: the last one is retried once if it may pass.
-                    let delay = error.is_retryable().then(|| settings.retry.delay(attempt, error.retry_after())).flatten();
+                    let delay =
+                        error.is_retryable().then(|| settings.retry.delay(attempt, error.retry_after())).flatten();
                     let Some(delay) = delay else { return Err(route.unavailable(Some(&error))) };
                     tracing::warn!(%error, attempt = attempt + 1, delay_ms = delay.as_millis() as u64, "model call failed; retrying");
                     tokio::time::sleep(delay).await;

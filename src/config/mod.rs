@@ -29,11 +29,11 @@ mod variants;
 pub use environment::Environment;
 pub use error::{ConfigError, ConfigWarning, Violation};
 pub use human_delay::{HumanDelay, NATURAL_DELAY_MS};
-pub use model_choice::ModelSetting;
 pub use load::{
     CONFIG_FILE_NAME, CONFIG_FILE_VAR, ConfigSource, ENV_PREFIX, ENV_SEPARATOR, LoadedConfig, default_locations,
     env_var_for, load, load_text, locate,
 };
+pub use model_choice::ModelSetting;
 pub use schema::*;
 pub use secret::{REDACTED, Secret};
 pub use validate::{CHANNEL_NAMES, IMPLICIT_PROVIDERS, INTERNAL_HOOK_EVENTS, compile_mention_pattern};

@@ -81,8 +81,7 @@ mod tests {
     fn a_string_and_a_table_both_read_and_round_trip() {
         let one: Holder = toml::from_str(r#"model = "openai/gpt-4o""#).unwrap();
         assert_eq!(one.model, ModelSetting::one("openai/gpt-4o"));
-        let chain: Holder =
-            toml::from_str("[model]\nprimary = \"a/x\"\nfallbacks = [\"b/y\", \"c/z\"]\n").unwrap();
+        let chain: Holder = toml::from_str("[model]\nprimary = \"a/x\"\nfallbacks = [\"b/y\", \"c/z\"]\n").unwrap();
         assert_eq!(chain.model.chain().collect::<Vec<_>>(), ["a/x", "b/y", "c/z"]);
         let again: Holder = toml::from_str(&toml::to_string(&chain).unwrap()).unwrap();
         assert_eq!(again.model, chain.model);

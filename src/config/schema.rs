@@ -78,8 +78,11 @@ pub const DEFAULT_PROFILE: &str = "default";
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileConfig {
+    // Exactly one of the two is set, so the other is left out when the config is shown.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key: Option<Secret>,
     /// Read at start-up, so the key need not be written in the config file.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
 }
 

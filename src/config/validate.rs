@@ -6,11 +6,11 @@ use std::net::IpAddr;
 
 use super::error::{Violation, one_line};
 use super::human_delay::HumanDelay;
+use super::model_choice::ModelSetting;
 use super::schema::{
     AgentDefaults, Config, DEFAULT_PROFILE, DmPolicy, GatewayConfig, HooksConfig, ModelsConfig, ProviderConfig,
     QueueConfig, ResetMode, SessionConfig, SlackMode, TelegramMode,
 };
-use super::model_choice::ModelSetting;
 use super::{Secret, ranges};
 
 /// Channel names the core knows; `messages.queue.by_channel` keys must be one of these.
@@ -126,7 +126,9 @@ fn profiles(key: &str, provider: &ProviderConfig) -> Result<(), Violation> {
     if provider.api_key.is_some() && provider.profiles.contains_key(DEFAULT_PROFILE) {
         return Err(Violation::new(
             format!("{key}.api_key"),
-            format!("is the profile \"{DEFAULT_PROFILE}\", which [{key}.profiles.{DEFAULT_PROFILE}] defines too; keep one"),
+            format!(
+                "is the profile \"{DEFAULT_PROFILE}\", which [{key}.profiles.{DEFAULT_PROFILE}] defines too; keep one"
+            ),
         ));
     }
     for (id, profile) in &provider.profiles {
@@ -138,7 +140,9 @@ fn profiles(key: &str, provider: &ProviderConfig) -> Result<(), Violation> {
             (Some(_), Some(_)) => {
                 return Err(Violation::new(key, "set either api_key or api_key_env, not both"));
             }
-            (None, None) => return Err(Violation::new(key, "needs api_key or api_key_env (the variable holding the key)")),
+            (None, None) => {
+                return Err(Violation::new(key, "needs api_key or api_key_env (the variable holding the key)"));
+            }
             (None, Some(var)) if var.trim().is_empty() || var.contains('=') => {
                 return Err(Violation::new(format!("{key}.api_key_env"), "must name an environment variable"));
             }

@@ -247,9 +247,9 @@ fn provider_entry(
         "openai" if env.var("OPENAI_API_KEY").is_some() || env.var("OPENAI_BASE_URL").is_some() => {
             Ok(implicit(ProviderKind::Openai, "OPENAI_BASE_URL", "OPENAI_API_KEY", openai::DEFAULT_BASE_URL))
         }
-        "anthropic" if env.var("ANTHROPIC_API_KEY").is_some() || env.var("ANTHROPIC_BASE_URL").is_some() => {
-            Ok(implicit(ProviderKind::Anthropic, "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", anthropic::DEFAULT_BASE_URL))
-        }
+        "anthropic" if env.var("ANTHROPIC_API_KEY").is_some() || env.var("ANTHROPIC_BASE_URL").is_some() => Ok(
+            implicit(ProviderKind::Anthropic, "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", anthropic::DEFAULT_BASE_URL),
+        ),
         "openai" => Err(ResolveError::new(
             key,
             format!("{reference:?} needs [models.providers.openai] or the OPENAI_API_KEY environment variable"),
@@ -376,10 +376,10 @@ mod tests {
         let mut config = with_model("local/llama3");
         let from_env = ProfileConfig { api_key: None, api_key_env: Some("KEY_C".into()) };
         let inline = ProfileConfig { api_key: Some(Secret::new("b")), api_key_env: None };
-        config
-            .models
-            .providers
-            .insert("local".into(), provider(ProviderKind::Openai, Some("a"), &[("zeta", inline), ("alpha", from_env)]));
+        config.models.providers.insert(
+            "local".into(),
+            provider(ProviderKind::Openai, Some("a"), &[("zeta", inline), ("alpha", from_env)]),
+        );
         let catalog = ModelCatalog::resolve(&config, &env(&[("KEY_C", "c")])).unwrap();
         assert_eq!(catalog.chain[0].provider.profile_ids, ["default", "zeta", "alpha"]);
 

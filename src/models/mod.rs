@@ -18,8 +18,8 @@ pub mod levels;
 pub mod profiles;
 pub mod router;
 
-pub use levels::{ReasoningDisplay, ThinkingLevel};
 pub use catalog::{Candidate, ModelCatalog};
+pub use levels::{ReasoningDisplay, ThinkingLevel};
 pub use profiles::FailoverReason;
 pub use router::{Attempt, ModelRouter, Route};
 

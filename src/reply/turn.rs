@@ -607,6 +607,8 @@ mod tests {
             unconsumed_steer: Vec::new(),
             started_at: Utc::now(),
             ended_at: Utc::now(),
+            model: None,
+            notices: Vec::new(),
         }
     }
 

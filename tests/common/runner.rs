@@ -19,7 +19,8 @@ pub fn fake_model_runner(model_url: &str, workspace: &Path, channels: &ChannelRe
             model: "test".into(),
             context_window: None,
             is_fallback_echo: false,
-        },
+        }
+        .into(),
         tools: ToolRegistry::with_builtins(),
         bus: EventBus::new(),
         settings: RunSettings {
@@ -30,6 +31,7 @@ pub fn fake_model_runner(model_url: &str, workspace: &Path, channels: &ChannelRe
             retry: RetryPolicy::default(),
             retry_after_output: RetryPolicy::after_output(Duration::from_secs(10)),
             compaction_reserve_tokens: 20_000,
+            thinking: Default::default(),
         },
         workspace: workspace.to_owned(),
         channels: channels.clone(),

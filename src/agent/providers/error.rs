@@ -118,7 +118,7 @@ impl ProviderError {
                     FailoverReason::Overloaded => "its provider is overloaded",
                     FailoverReason::Auth => "its provider refused this bot's credentials",
                     FailoverReason::Billing => "the provider account is out of credit",
-                    FailoverReason::Timeout => "its provider is not responding",
+                    FailoverReason::Timeout => "its provider is failing or not responding",
                 };
                 let when = match back_at {
                     Some(at) => format!(" It may be back at {} UTC.", at.format("%H:%M")),

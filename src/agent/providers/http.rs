@@ -179,8 +179,12 @@ mod tests {
     fn quota_and_credit_errors_are_billing_even_as_a_429() {
         let openai = r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","code":"insufficient_quota"}}"#;
         assert!(matches!(classify(StatusCode::TOO_MANY_REQUESTS, None, openai), ProviderError::Billing { .. }));
-        let anthropic = r#"{"type":"error","error":{"type":"billing_error","message":"Your credit balance is too low"}}"#;
-        assert!(matches!(classify(StatusCode::PAYMENT_REQUIRED, None, anthropic), ProviderError::Billing { status: 402, .. }));
+        let anthropic =
+            r#"{"type":"error","error":{"type":"billing_error","message":"Your credit balance is too low"}}"#;
+        assert!(matches!(
+            classify(StatusCode::PAYMENT_REQUIRED, None, anthropic),
+            ProviderError::Billing { status: 402, .. }
+        ));
     }
 
     #[test]

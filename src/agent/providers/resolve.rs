@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use super::ModelProvider;
 use crate::config::{Config, Environment};
-pub use crate::models::catalog::ResolveError;
 use crate::models::catalog::ModelCatalog;
+pub use crate::models::catalog::ResolveError;
 
 /// A provider ready to call, with the model name to ask it for.
 #[derive(Clone)]
