@@ -1,7 +1,7 @@
 //! Chat commands handled before the queue (SPEC §3.6): `/new`, `/reset`, `/stop` (and
-//! plain stop words), `/queue …`, `/status`, `/verbose`. They act at once — `/stop` in particular is
+//! plain stop words), `/queue …`, `/status`, `/verbose`, `/model`, `/think`, `/reasoning`. They act at once — `/stop` in particular is
 //! never queued behind the run it is meant to stop.
 
 mod parse;
 
-pub use parse::{ControlCommand, QueueCommand, VerboseCommand, parse_command};
+pub use parse::{ControlCommand, ModelCommand, QueueCommand, SettingCommand, VerboseCommand, parse_command};

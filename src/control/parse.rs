@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::config::{DropPolicy, QueueMode};
+use crate::models::{ReasoningDisplay, ThinkingLevel};
 
 /// A command a user sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +23,32 @@ pub enum ControlCommand {
     /// `/compact [instructions]`: summarize the older conversation now; the words after
     /// the command guide the summary.
     Compact(Option<String>),
+    /// `/model [provider/model | alias | number | default]`
+    Model(ModelCommand),
+    /// `/think [off|minimal|low|medium|high|default]`
+    Think(SettingCommand<ThinkingLevel>),
+    /// `/reasoning [off|on|stream]`
+    Reasoning(SettingCommand<ReasoningDisplay>),
+}
+
+/// What `/model` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelCommand {
+    /// `/model` alone: list the choices and the current model.
+    Show,
+    /// `/model default`: back to the configured models (with their fallbacks).
+    Reset,
+    /// `/model <choice>`: checked against the allowed models by the dispatcher.
+    Set(String),
+}
+
+/// A per-session setting command: show it, set it, go back to the default, or a mistake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettingCommand<T> {
+    Show,
+    Set(T),
+    Reset,
+    Invalid(String),
 }
 
 /// What `/verbose` asks for: whether replies list the tools the agent used.
@@ -87,7 +114,29 @@ pub fn parse_command(text: &str) -> Option<ControlCommand> {
         "queue" => Some(ControlCommand::Queue(parse_queue(args))),
         "verbose" => Some(ControlCommand::Verbose(parse_verbose(args))),
         "compact" => Some(ControlCommand::Compact((!args.is_empty()).then(|| args.join(" ")))),
+        "model" | "models" => Some(ControlCommand::Model(match args {
+            [] => ModelCommand::Show,
+            [word] if word.eq_ignore_ascii_case("default") || word.eq_ignore_ascii_case("reset") => ModelCommand::Reset,
+            _ => ModelCommand::Set(args.join(" ")),
+        })),
+        "think" | "thinking" => Some(ControlCommand::Think(parse_setting(args, "/think takes one level"))),
+        "reasoning" => Some(ControlCommand::Reasoning(parse_setting(args, "/reasoning takes one word"))),
         _ => None,
+    }
+}
+
+fn parse_setting<T: std::str::FromStr>(args: &[&str], too_many: &str) -> SettingCommand<T>
+where
+    T::Err: std::fmt::Display,
+{
+    match args {
+        [] => SettingCommand::Show,
+        [word] if word.eq_ignore_ascii_case("default") || word.eq_ignore_ascii_case("reset") => SettingCommand::Reset,
+        [word] => match word.parse() {
+            Ok(value) => SettingCommand::Set(value),
+            Err(error) => SettingCommand::Invalid(error.to_string()),
+        },
+        _ => SettingCommand::Invalid(too_many.to_owned()),
     }
 }
 
@@ -209,6 +258,28 @@ mod tests {
             parse_command("@bot /compact keep  the dates"),
             Some(ControlCommand::Compact(Some("keep the dates".into())))
         );
+    }
+
+    #[test]
+    fn model_think_and_reasoning_parse_their_arguments() {
+        assert_eq!(parse_command("/model"), Some(ControlCommand::Model(ModelCommand::Show)));
+        assert_eq!(parse_command("/model Default"), Some(ControlCommand::Model(ModelCommand::Reset)));
+        assert_eq!(
+            parse_command("@bot /model openai/gpt-4o"),
+            Some(ControlCommand::Model(ModelCommand::Set("openai/gpt-4o".into())))
+        );
+        assert_eq!(parse_command("/think high"), Some(ControlCommand::Think(SettingCommand::Set(ThinkingLevel::High))));
+        assert_eq!(parse_command("/think"), Some(ControlCommand::Think(SettingCommand::Show)));
+        assert_eq!(parse_command("/think default"), Some(ControlCommand::Think(SettingCommand::Reset)));
+        assert!(matches!(parse_command("/think hard"), Some(ControlCommand::Think(SettingCommand::Invalid(_)))));
+        assert_eq!(
+            parse_command("/reasoning stream"),
+            Some(ControlCommand::Reasoning(SettingCommand::Set(ReasoningDisplay::Stream)))
+        );
+        assert!(matches!(
+            parse_command("/reasoning on off"),
+            Some(ControlCommand::Reasoning(SettingCommand::Invalid(_)))
+        ));
     }
 
     #[test]

@@ -40,6 +40,9 @@ impl Dispatcher {
             ControlCommand::Status => self.status(session_key, message).await,
             ControlCommand::Verbose(verbose) => self.verbose_command(verbose, session_key).await,
             ControlCommand::Compact(instructions) => self.compact_command(session_key, instructions.as_deref()).await,
+            ControlCommand::Model(model) => self.model_command(model, session_key).await,
+            ControlCommand::Think(think) => self.think_command(think, session_key).await,
+            ControlCommand::Reasoning(reasoning) => self.reasoning_command(reasoning, session_key).await,
         };
         self.reply(message, &reply).await;
         self.run_command_hook(hook, message);
@@ -55,16 +58,18 @@ impl Dispatcher {
                      [drop:old|new|summarize], or /queue reset."
                 );
             }
-            QueueCommand::Reset => SessionOverrides::default(),
+            QueueCommand::Reset => {
+                SessionOverrides { queue_mode: None, debounce_ms: None, cap: None, drop: None, ..current }
+            }
             QueueCommand::Set { mode, debounce, cap, drop } => SessionOverrides {
                 queue_mode: Some(mode),
                 debounce_ms: debounce.map(|d| d.as_millis() as u64),
                 cap,
                 drop,
-                verbose: None,
+                ..current
             },
         };
-        let overrides = SessionOverrides { verbose: current.verbose, ..queue };
+        let overrides = queue;
         if !self.save_overrides(session_key, overrides).await {
             return "⚠️ I could not change the queue settings just now. Please try again.".to_owned();
         }
@@ -144,7 +149,7 @@ impl Dispatcher {
 
     /// Saves a session's settings and updates the in-memory copy; false (logged) when the
     /// store cannot be written.
-    async fn save_overrides(&self, session_key: &str, overrides: SessionOverrides) -> bool {
+    pub(super) async fn save_overrides(&self, session_key: &str, overrides: SessionOverrides) -> bool {
         // The session row must exist to hold the settings.
         if let Err(error) = self.inner.store.resolve(session_key, Utc::now(), &self.inner.config.session.reset).await {
             tracing::error!(session_key, %error, "cannot load the session to change its settings");
@@ -166,9 +171,10 @@ impl Dispatcher {
             Ok(None) => "none yet".to_owned(),
             Err(_) => "unavailable".to_owned(),
         };
+        let overrides = self.inner.overrides.get(self.inner.store.as_ref(), session_key).await;
         format!(
-            "Session: {session_key}\nModel: {}\nQueue: {}\nTokens: {usage}\nRunning: {}\nWaiting: {}",
-            self.inner.runner.model().label(),
+            "Session: {session_key}\n{}\nQueue: {}\nTokens: {usage}\nRunning: {}\nWaiting: {}",
+            self.describe_models(session_key, &overrides),
             describe(&settings),
             match (lane.running, lane.streaming) {
                 (true, true) => "yes, replying",

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use ferry_channel::{Channel, OutboundMessage, Target};
 use tokio::sync::mpsc;
 
+use super::models::chosen_model;
 use super::overrides::OverridesCache;
 use super::recovered::{self, Settled, delete_orphan};
 use crate::agent::tools::Origin;
@@ -15,6 +16,7 @@ use crate::agent::{AgentRunner, RunRequest, RunStatus};
 use crate::channels::ChannelRegistry;
 use crate::config::{Config, StreamingMode};
 use crate::metrics::{PreviewAction, metrics};
+use crate::models::ReasoningDisplay;
 use crate::queue::prompt::follow_up_prompt;
 use crate::queue::{QueuedMessage, RunExecutor, RunJob, RunReport};
 use crate::reply::chunker::ChunkLimits;
@@ -127,6 +129,10 @@ impl RunExecutor for AgentExecutor {
         };
         request.origin = Some(origin.clone());
         let run_id = request.run_id.clone();
+        let overrides = self.overrides.get(self.store.as_ref(), key).await;
+        request.model = chosen_model(self.runner.router(), &overrides);
+        request.thinking = overrides.thinking;
+        request.reasoning = overrides.reasoning.unwrap_or_default();
         if channel.capabilities().replies_via_chat_events {
             // Its clients follow the run's own events; nothing is sent to the channel.
             let slot = job.global.enter(key);
@@ -141,7 +147,8 @@ impl RunExecutor for AgentExecutor {
             };
         }
         let mut style = self.style(&channel);
-        style.verbose = self.overrides.get(self.store.as_ref(), key).await.verbose.unwrap_or(false);
+        style.verbose = overrides.verbose.unwrap_or(false);
+        style.reasoning = request.reasoning;
         // The reply answers the summarized messages too: its completing record marks them.
         let answers = job.messages.iter().map(|message| message.id).chain(job.summarized.iter().copied());
         let recorder = self.ledger.recorder(answers.collect());
@@ -227,6 +234,7 @@ impl AgentExecutor {
             markup: capabilities.markup,
             max_lines: capabilities.max_lines,
             verbose: false,
+            reasoning: ReasoningDisplay::Off,
             blocks: defaults.block_streaming.then(|| BlockStyle {
                 limits: ChunkLimits::from(&defaults.block_streaming_chunk),
                 mode: defaults.block_streaming_break,

@@ -12,6 +12,7 @@
 mod control;
 mod executor;
 mod hooks;
+mod models;
 mod overrides;
 mod recovered;
 

@@ -113,6 +113,7 @@ impl Hub {
             state: ChatState::Final,
             message: Some(ChatText { role: "assistant", text: text.to_owned() }),
             error_message: None,
+            reasoning: None,
         };
         let payload = to_json(&event);
         for id in ids {

@@ -35,6 +35,10 @@ pub struct ChatEvent {
     pub message: Option<ChatText>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
+    /// The model's reasoning so far, apart from the answer, when the session shows it
+    /// (`/reasoning on|stream`); never on a final without a message (a silent reply).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -69,6 +73,11 @@ pub struct ChatEvents {
     local_sends: Vec<String>,
     /// One of them succeeded: the tool's message is the answer.
     answered_by_tool: bool,
+    /// The session shows reasoning (from the run's start event).
+    show_reasoning: bool,
+    reasoning: String,
+    /// How much of `reasoning` the last delta carried.
+    sent_reasoning: usize,
 }
 
 impl ChatEvents {
@@ -83,6 +92,9 @@ impl ChatEvents {
             ended: false,
             local_sends: Vec::new(),
             answered_by_tool: false,
+            show_reasoning: false,
+            reasoning: String::new(),
+            sent_reasoning: 0,
         }
     }
 
@@ -102,9 +114,23 @@ impl ChatEvents {
             AgentStream::Assistant(AssistantEvent::MessageEnd { text } | AssistantEvent::TextEnd { text }) => {
                 text.clone_into(&mut self.text);
             }
-            AgentStream::Assistant(AssistantEvent::Reasoning { .. }) => {}
+            AgentStream::Assistant(AssistantEvent::Reasoning { delta }) => {
+                if self.show_reasoning {
+                    self.reasoning.push_str(delta);
+                    if self.throttle_passed() {
+                        out.extend(self.delta());
+                    }
+                }
+            }
             // The message starts over; the next delta's text replaces what was shown.
-            AgentStream::Assistant(AssistantEvent::Restart { .. }) => self.text.clear(),
+            AgentStream::Assistant(AssistantEvent::Restart { .. }) => {
+                self.text.clear();
+                self.reasoning.clear();
+                self.sent_reasoning = 0;
+            }
+            AgentStream::Lifecycle(LifecycleEvent::Start { reasoning, .. }) => {
+                self.show_reasoning = !reasoning.is_off();
+            }
             AgentStream::Tool(ToolEvent::Start { name, tool_call_id, args }) => {
                 let elsewhere = ["channel", "to"].iter().any(|key| args.get(key).is_some_and(|v| !v.is_null()));
                 if name == MESSAGE_TOOL && !elsewhere {
@@ -116,9 +142,7 @@ impl ChatEvents {
                 self.answered_by_tool |= self.local_sends.contains(tool_call_id);
             }
             // A compaction retries only a call that showed nothing: the text so far stands.
-            AgentStream::Tool(_)
-            | AgentStream::Compaction(_)
-            | AgentStream::Lifecycle(LifecycleEvent::Start { .. }) => {}
+            AgentStream::Tool(_) | AgentStream::Compaction(_) => {}
             AgentStream::Lifecycle(LifecycleEvent::End { aborted, .. }) => {
                 self.ended = true;
                 if *aborted {
@@ -128,7 +152,10 @@ impl ChatEvents {
                     let message = shape_final(&directive::strip(&self.text).text)
                         .filter(|_| !self.answered_by_tool)
                         .map(|text| ChatText { role: "assistant", text });
-                    out.push(self.event(ChatState::Final, message, None));
+                    let reasoning = message.as_ref().and_then(|_| self.reasoning_so_far());
+                    let mut last = self.event(ChatState::Final, message, None);
+                    last.reasoning = reasoning;
+                    out.push(last);
                 }
             }
             AgentStream::Lifecycle(LifecycleEvent::Error { error, .. }) => {
@@ -142,7 +169,9 @@ impl ChatEvents {
 
     /// When held-back text may go out as a delta, if some waits.
     pub fn due(&self) -> Option<Instant> {
-        let waiting = !self.ended && visible_while_streaming(&directive::strip_streaming(&self.text).text) != self.sent;
+        let stripped = directive::strip_streaming(&self.text);
+        let visible = visible_while_streaming(&stripped.text);
+        let waiting = !self.ended && (visible != self.sent || self.reasoning.len() != self.sent_reasoning);
         waiting.then(|| self.last_delta.map_or_else(Instant::now, |last| last + DELTA_INTERVAL))
     }
 
@@ -154,17 +183,28 @@ impl ChatEvents {
         self.delta()
     }
 
-    /// A delta with the visible text, unless nothing new is visible.
+    /// A delta with the visible text (and the reasoning so far, where shown), unless
+    /// nothing new is visible.
     fn delta(&mut self) -> Option<ChatEvent> {
         let stripped = directive::strip_streaming(&self.text);
         let visible = visible_while_streaming(&stripped.text);
-        if visible.is_empty() || visible == self.sent {
+        let new_text = !visible.is_empty() && visible != self.sent;
+        let new_reasoning = self.reasoning.len() != self.sent_reasoning;
+        if !new_text && !new_reasoning {
             return None;
         }
         visible.clone_into(&mut self.sent);
+        self.sent_reasoning = self.reasoning.len();
         self.last_delta = Some(Instant::now());
-        let message = Some(ChatText { role: "assistant", text: self.sent.clone() });
-        Some(self.event(ChatState::Delta, message, None))
+        let message = (!self.sent.is_empty()).then(|| ChatText { role: "assistant", text: self.sent.clone() });
+        let reasoning = self.reasoning_so_far();
+        let mut event = self.event(ChatState::Delta, message, None);
+        event.reasoning = reasoning;
+        Some(event)
+    }
+
+    fn reasoning_so_far(&self) -> Option<String> {
+        (self.show_reasoning && !self.reasoning.trim().is_empty()).then(|| self.reasoning.trim().to_owned())
     }
 
     fn throttle_passed(&self) -> bool {
@@ -180,6 +220,7 @@ impl ChatEvents {
             state,
             message,
             error_message,
+            reasoning: None,
         }
     }
 }
@@ -192,6 +233,47 @@ mod tests {
 
     fn event(stream: AgentStream) -> AgentEvent {
         AgentEvent { run_id: "r1".into(), seq: 0, session_key: "agent:main:main".into(), ts: Utc::now(), stream }
+    }
+
+    fn start(reasoning: crate::models::ReasoningDisplay) -> AgentEvent {
+        event(AgentStream::Lifecycle(LifecycleEvent::Start {
+            started_at: Utc::now(),
+            merged_run_ids: Vec::new(),
+            model: None,
+            reasoning,
+        }))
+    }
+
+    fn reasoning(text: &str) -> AgentEvent {
+        event(AgentStream::Assistant(AssistantEvent::Reasoning { delta: text.into() }))
+    }
+
+    #[test]
+    fn reasoning_travels_apart_from_the_answer_only_where_the_session_shows_it() {
+        use crate::models::ReasoningDisplay;
+        let mut chat = ChatEvents::new("r1", "k");
+        chat.on_event(&start(ReasoningDisplay::On));
+        let first = chat.on_event(&reasoning("Let me think."));
+        assert_eq!(first[0].reasoning.as_deref(), Some("Let me think."));
+        assert_eq!(first[0].message, None, "no answer text yet");
+        std::thread::sleep(DELTA_INTERVAL);
+        chat.on_event(&delta("Hello"));
+        let last = chat.on_event(&end(false));
+        let last = last.last().unwrap();
+        assert_eq!(last.message.as_ref().map(|m| m.text.as_str()), Some("Hello"));
+        assert_eq!(last.reasoning.as_deref(), Some("Let me think."));
+
+        let mut hidden = ChatEvents::new("r2", "k");
+        hidden.on_event(&start(ReasoningDisplay::Off));
+        assert!(hidden.on_event(&reasoning("secret thoughts")).is_empty());
+
+        let mut silent = ChatEvents::new("r3", "k");
+        silent.on_event(&start(ReasoningDisplay::On));
+        silent.on_event(&reasoning("Nothing to add."));
+        silent.on_event(&delta("NO_REPLY"));
+        let last = silent.on_event(&end(false));
+        let last = last.last().unwrap();
+        assert_eq!((last.message.clone(), last.reasoning.clone()), (None, None), "a silent reply shows no reasoning");
     }
 
     fn delta(text: &str) -> AgentEvent {

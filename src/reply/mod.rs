@@ -34,6 +34,7 @@ pub mod format;
 pub mod ledger;
 pub mod outbound;
 pub mod preview;
+pub mod reasoning;
 pub mod shaping;
 pub mod silent;
 pub mod tool_summary;

@@ -18,6 +18,7 @@ use super::format;
 use super::ledger::Recorder;
 use super::outbound::OutboundScheduler;
 use super::preview::PreviewStream;
+use super::reasoning::reasoning_message;
 use super::shaping::{ShapedReply, shape_reply, strip_heartbeat};
 use super::silent::shape_final;
 use super::tool_summary::ToolSummaries;
@@ -25,6 +26,7 @@ use crate::agent::tools::Origin;
 use crate::agent::{AgentEvent, AgentStream, AssistantEvent, RunOutcome, RunStatus, ToolEvent};
 use crate::config::{HumanDelay, ReplyToMode};
 use crate::hooks::{Hooks, MessageSending, MessageSent};
+use crate::models::ReasoningDisplay;
 
 /// How a turn's reply is to be shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +51,8 @@ pub struct TurnStyle {
     pub blocks: Option<BlockStyle>,
     /// One line per tool call in the reply (`/verbose on`).
     pub verbose: bool,
+    /// How the model's reasoning is shown (`/reasoning`).
+    pub reasoning: ReasoningDisplay,
 }
 
 /// How a reply is cut into messages while it streams.
@@ -81,6 +85,10 @@ pub struct ReplyTurn {
     hooks: Hooks,
     /// The delivery ledger's recorder for this reply ([`ReplyTurn::with_recorder`]).
     recorder: Option<Recorder>,
+    /// The current message's reasoning, when it is shown.
+    reasoning: String,
+    /// The answer has begun streaming into the preview (it replaces streamed reasoning).
+    answer_streaming: bool,
 }
 
 impl ReplyTurn {
@@ -128,6 +136,8 @@ impl ReplyTurn {
             tool_lines: Vec::new(),
             hooks: Hooks::default(),
             recorder: None,
+            reasoning: String::new(),
+            answer_streaming: false,
         }
     }
 
@@ -199,9 +209,11 @@ impl ReplyTurn {
                 continue;
             }
             let AgentStream::Assistant(assistant) = &event.stream else { continue };
+            self.follow_reasoning(assistant).await;
             if let AssistantEvent::Delta { text, .. } = assistant
                 && self.preview.is_some()
             {
+                self.answer_streaming = true;
                 let stripped = directive::strip_streaming(text);
                 let thread = self.thread_for(0, stripped.directives.reply_to.as_ref());
                 if let Some(preview) = &mut self.preview {
@@ -264,6 +276,30 @@ impl ReplyTurn {
         }
     }
 
+    /// Keeps the reasoning that is to be shown; with `/reasoning stream`, streams it into the
+    /// preview until the answer begins.
+    async fn follow_reasoning(&mut self, event: &AssistantEvent) {
+        if self.style.reasoning.is_off() {
+            return;
+        }
+        match event {
+            AssistantEvent::Reasoning { delta } => {
+                self.reasoning.push_str(delta);
+                if self.style.reasoning == ReasoningDisplay::Stream
+                    && !self.answer_streaming
+                    && let Some(preview) = &mut self.preview
+                {
+                    preview.update(&reasoning_message(&self.reasoning)).await;
+                }
+            }
+            AssistantEvent::Restart { .. } => {
+                self.reasoning.clear();
+                self.answer_streaming = false;
+            }
+            _ => {}
+        }
+    }
+
     /// Verbose mode: a finished tool call's summary line. With block streaming it is a block
     /// of its own, after the text streamed before the call; otherwise it waits for the finals.
     async fn tool_finished(&mut self, event: &ToolEvent) {
@@ -296,7 +332,7 @@ impl ReplyTurn {
             // The blocks were the reply; sending the finals too would say it twice.
             return false;
         }
-        let shaped = shape_reply(
+        let mut shaped = shape_reply(
             &outcome.payloads,
             &outcome.tool_failures,
             &self.origin,
@@ -304,6 +340,20 @@ impl ReplyTurn {
             self.style.prefix.as_deref(),
             &self.tool_lines,
         );
+        // Reasoning goes before an answer, never instead of one: a silent reply stays silent.
+        // Streamed reasoning was replaced by the answer in the preview; where no preview
+        // streams, `stream` shows it as `on` does.
+        let shown_before = match self.style.reasoning {
+            ReasoningDisplay::Off => false,
+            ReasoningDisplay::On => true,
+            ReasoningDisplay::Stream => self.preview.is_none(),
+        };
+        if !shaped.texts.is_empty() {
+            if shown_before && !self.reasoning.trim().is_empty() {
+                shaped.texts.insert(0, reasoning_message(&self.reasoning));
+            }
+            shaped.texts.extend(outcome.notices.iter().cloned());
+        }
         let messages = self.hooked(self.messages(&shaped)).await;
         let plan = match self.preview.take() {
             Some(preview) => preview.into_plan(messages),
@@ -469,6 +519,7 @@ mod tests {
             max_lines: None,
             blocks: None,
             verbose: false,
+            reasoning: ReasoningDisplay::Off,
         };
         let mut style = style;
         adjust(&mut style);

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::reset::ResetReason;
 use crate::agent::{ChatMessage, Usage};
 use crate::config::{DropPolicy, QueueMode, ResetConfig};
+use crate::models::{ReasoningDisplay, ThinkingLevel};
 
 /// A conversation between the agent and a chat (or a person, by `dm_scope`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +36,15 @@ pub struct SessionOverrides {
     /// Replies list the tools the agent used, one line per call (`/verbose on`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verbose: Option<bool>,
+    /// The model chosen with `/model` (`provider/model`); it answers alone, without fallbacks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// `/think`: how hard the model thinks in this session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<ThinkingLevel>,
+    /// `/reasoning`: how the model's reasoning is shown in this session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<ReasoningDisplay>,
 }
 
 /// A session looked up for a new message, with why it is fresh if it is.

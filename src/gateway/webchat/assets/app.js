@@ -406,11 +406,28 @@
     updateSendButton();
   }
 
+  /**
+   * The model's reasoning (`/reasoning on|stream`) as a collapsed block above the answer:
+   * there for whoever wants it, out of the way of whoever does not. Plain text, never HTML.
+   */
+  function setReasoning(msg, reasoning) {
+    let block = msg.querySelector("details.reasoning");
+    if (!block) {
+      block = el("details", "reasoning");
+      block.append(el("summary", undefined, "Reasoning"), el("div", "reasoning-text"));
+      msg.querySelector(".msg-main").insertBefore(block, msg.querySelector(".msg-body"));
+    }
+    block.querySelector(".reasoning-text").textContent = reasoning;
+  }
+
   function onChat(p) {
     const text = p.message && typeof p.message.text === "string" ? p.message.text : null;
+    const reasoning = typeof p.reasoning === "string" && p.reasoning ? p.reasoning : null;
     if (p.state === "delta") {
       const run = runFor(p.runId);
-      if (!run.live || text === null) return;
+      if (!run.live) return;
+      if (reasoning !== null) mutate(() => setReasoning(run.el, reasoning));
+      if (text === null) return;
       drawSoon(run, text);
     } else if (p.state === "final") {
       setTyping(false);
@@ -423,6 +440,7 @@
       const run = runFor(p.runId);
       mutate(() => {
         undrawn.delete(run);
+        if (reasoning !== null) setReasoning(run.el, reasoning);
         setBody(run.el, text);
         finishRun(run, "final");
       });
