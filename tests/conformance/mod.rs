@@ -197,6 +197,53 @@ pub async fn a_dm_is_answered_exactly_once<P: Platform>() {
     assert_eq!(h.openai.requests().len(), 2);
 }
 
+/// `/model`, `/think` and `/reasoning` answer in the chat, are checked against what is
+/// allowed, and shape the next run: the chosen model is asked, with the chosen thinking
+/// level, and the reasoning arrives as its own marked message before the answer.
+pub async fn model_think_and_reasoning_commands_shape_the_next_run<P: Platform>() {
+    let h = Harness::<P>::start("[agents.defaults]\nmodels = [\"openai/gpt-4o-mini\", \"openai/gpt-4o\"]").await;
+    let answers = |count: usize| h.until(|p| p.dm_messages(USER), move |shown| shown.len() >= count);
+    h.platform.dm(USER, "/model").await;
+    let listed = answers(1).await;
+    assert!(listed[0].visible.contains("2. openai/gpt-4o"), "{}: {}", P::NAME, listed[0].visible);
+    h.platform.dm(USER, "/model nonsense/model").await;
+    let refused = answers(2).await;
+    assert!(refused[1].visible.contains("not a model you can choose"), "{}: {}", P::NAME, refused[1].visible);
+    assert!(refused[1].visible.contains("openai/gpt-4o-mini"), "{}: the choices are listed", P::NAME);
+    h.platform.dm(USER, "/model gpt-4o").await;
+    let chosen = answers(3).await;
+    assert!(chosen[2].visible.contains("now uses openai/gpt-4o"), "{}: {}", P::NAME, chosen[2].visible);
+    h.platform.dm(USER, "/think high").await;
+    let thinking = answers(4).await;
+    assert!(thinking[3].visible.contains("Thinking: high"), "{}: {}", P::NAME, thinking[3].visible);
+    h.platform.dm(USER, "/reasoning on").await;
+    let reasoning = answers(5).await;
+    assert!(reasoning[4].visible.contains("Reasoning is shown"), "{}: {}", P::NAME, reasoning[4].visible);
+
+    h.openai.push(Turn::Reply(Reply::text(["Hi there!"]).with_thinking(["The user greets me. ", "Greet back."])));
+    h.platform.dm(USER, "hello").await;
+    let request = tokio::time::timeout(PATIENCE, h.openai.wait_for_request(0)).await.expect("the run started");
+    assert_eq!(request.body["model"], "gpt-4o", "{}: the chosen model is asked", P::NAME);
+    assert_eq!(request.reasoning_effort().as_deref(), Some("high"), "{}", P::NAME);
+    let shown = h.after_sentinel(USER).await;
+    let after_commands: Vec<String> = visible(&shown[5..]);
+    assert_eq!(after_commands.len(), 3, "{}: reasoning, answer, pong: {after_commands:?}", P::NAME);
+    assert!(
+        after_commands[0].contains("Reasoning") && after_commands[0].contains("Greet back."),
+        "{}: {after_commands:?}",
+        P::NAME
+    );
+    assert!(!after_commands[0].contains("Hi there!"), "{}: the answer is apart", P::NAME);
+    assert_eq!(after_commands[1], "Hi there!", "{}", P::NAME);
+    assert!(!after_commands[1].contains("Greet back"), "{}: no reasoning in the answer", P::NAME);
+
+    // A silent answer stays silent: its reasoning is not shown either.
+    h.openai.push(Turn::Reply(Reply::text(["NO_REPLY"]).with_thinking(["Nothing to add."])));
+    h.platform.dm(USER, "ok thanks").await;
+    let shown = h.after_sentinel(USER).await;
+    assert!(visible(&shown).iter().all(|text| !text.contains("Nothing to add.")), "{}: {:?}", P::NAME, visible(&shown));
+}
+
 /// A reply that is only the silent token sends nothing at all.
 pub async fn no_reply_stays_silent<P: Platform>() {
     let h = Harness::<P>::start("").await;
@@ -345,6 +392,11 @@ macro_rules! conformance_suite {
             #[tokio::test]
             async fn a_dm_is_answered_exactly_once() {
                 $crate::conformance::a_dm_is_answered_exactly_once::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn model_think_and_reasoning_commands_shape_the_next_run() {
+                $crate::conformance::model_think_and_reasoning_commands_shape_the_next_run::<$platform>().await;
             }
 
             #[tokio::test]
