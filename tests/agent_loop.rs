@@ -18,7 +18,7 @@ use ferry::agent::{
 use ferry::channels::ChannelRegistry;
 use ferry::config::Secret;
 use ferry::hooks::{AfterToolCall, AgentEnd, AgentStartChange, BeforeAgentStart, HookResult, Hooks, Plugin};
-use ferry::models::FailoverReason;
+use ferry::models::{FailoverReason, ThinkingLevel};
 use ferry_fakes::{FakeAnthropic, FakeOpenAi, HttpError, Reply, ToolCall, Turn};
 use futures::StreamExt;
 
@@ -659,4 +659,92 @@ async fn the_reply_limit_counts_every_turn_of_a_run() {
     assert_eq!(outcome.payloads[0].text, "a".repeat(700), "within the limit: whole, and its tool ran");
     let second = &outcome.payloads[1].text;
     assert!(second.starts_with(&format!("{}{}\n\n[Reply cut", "b".repeat(200), "c".repeat(100))), "{second}");
+}
+
+/// Extended thinking with tools, against the fake's strict checks (as the real API): the
+/// continuation sends the thinking blocks back first and unmodified, signature included, or
+/// it is refused.
+#[tokio::test]
+async fn an_anthropic_thinking_and_tool_use_loop_passes_its_signed_blocks_back() {
+    let fake = FakeAnthropic::start().await.unwrap();
+    fake.push(
+        Reply::tool_calls([ToolCall::new("call_time", "current_time", "{}")])
+            .with_redacted_thinking("opaque-1")
+            .with_thinking(["I need ", "the time."]),
+    );
+    fake.push(Turn::text(["It is noon."]));
+    let (runner, _workspace) = runner(anthropic(&fake), settings());
+    let mut request = RunRequest::new("k", "what time is it?");
+    request.thinking = Some(ThinkingLevel::Low);
+
+    let (outcome, events) = run(&runner, request).await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{:?}", outcome.payloads);
+    assert_eq!(outcome.payloads.last().map(|p| p.text.as_str()), Some("It is noon."));
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].thinking_budget(), Some(4096));
+    assert_eq!(requests[0].max_tokens(), Some(4096 + 8192), "max_tokens leaves room for the budget");
+    let assistant = &requests[1].body["messages"][1];
+    assert_eq!(assistant["role"], "assistant");
+    assert_eq!(assistant["content"][0], serde_json::json!({ "type": "redacted_thinking", "data": "opaque-1" }));
+    assert_eq!(assistant["content"][1]["thinking"], "I need the time.");
+    assert_eq!(assistant["content"][1]["signature"], fake.sign_thinking("I need the time."));
+    let reasoning: String = events
+        .iter()
+        .filter_map(|event| match &event.stream {
+            AgentStream::Assistant(AssistantEvent::Reasoning { delta }) => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasoning, "I need the time.", "the reasoning streams apart from the answer");
+}
+
+/// A model that refuses a thinking setting is asked again without one, and the user is
+/// told once, not failed.
+#[tokio::test]
+async fn a_model_that_cannot_think_answers_without_thinking_and_says_so_once() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::error(400, "Unrecognized request argument supplied: reasoning_effort"));
+    fake.push(Turn::text(["Hello."]));
+    fake.push(Turn::text(["Again."]));
+    let (runner, _workspace) = runner(openai(&fake), settings());
+    let thinking = |text: &str| {
+        let mut request = RunRequest::new("k", text);
+        request.thinking = Some(ThinkingLevel::High);
+        request
+    };
+
+    let (outcome, _) = run(&runner, thinking("hi")).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(outcome.payloads[0].text, "Hello.");
+    assert_eq!(outcome.notices.len(), 1);
+    assert!(outcome.notices[0].contains("cannot think"), "{:?}", outcome.notices);
+    let requests = fake.requests();
+    assert_eq!(requests[0].reasoning_effort().as_deref(), Some("high"));
+    assert_eq!(requests[1].reasoning_effort(), None);
+
+    let (again, _) = run(&runner, thinking("and now?")).await;
+    assert_eq!(again.payloads[0].text, "Again.");
+    assert!(again.notices.is_empty(), "told once");
+    assert_eq!(fake.requests()[2].reasoning_effort(), None, "not asked to think again");
+}
+
+/// `<think>` blocks in the text (DeepSeek-R1 style) never reach the answer, even split
+/// across deltas, and a block followed by NO_REPLY is a silent reply.
+#[tokio::test]
+async fn inline_think_blocks_become_reasoning_and_leave_the_answer_clean() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::text(["<thi", "nk>The user ", "says hi.</th", "ink>\n\nHello", "!"]));
+    fake.push(Turn::text(["<think>nothing to add</think>\n", "NO_REPLY"]));
+    let (runner, _workspace) = runner(openai(&fake), settings());
+
+    let (outcome, events) = run(&runner, RunRequest::new("k", "hi")).await;
+    assert_eq!(outcome.payloads[0].text, "Hello!");
+    for event in &events {
+        if let AgentStream::Assistant(AssistantEvent::Delta { text, .. }) = &event.stream {
+            assert!(!text.contains('<') && !text.contains("says hi"), "a fragment reached a delta: {text:?}");
+        }
+    }
+    let (silent, _) = run(&runner, RunRequest::new("k", "ok")).await;
+    assert_eq!(silent.payloads[0].text, "NO_REPLY", "the answer is exactly the silent token");
 }
