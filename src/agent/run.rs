@@ -541,9 +541,9 @@ impl AgentRunner {
                 }
                 continue;
             }
+            let failover = if shown { None } else { error.failover_reason() };
             match error {
-                error if !shown && error.failover_reason().is_some() => {
-                    let reason = error.failover_reason().unwrap_or(FailoverReason::Timeout);
+                error if let Some(reason) = failover => {
                     router.failed(&target, reason, error.retry_after());
                     if let Some(next) = route.next_attempt() {
                         tracing::warn!(from = %target.label(), to = %next.label(), reason = reason.as_str(), %error, "model call failed; failing over");

@@ -64,12 +64,6 @@ impl HealthStore {
             })
             .await
     }
-
-    /// One profile's recorded health, if any (for tests and diagnostics).
-    pub async fn get(&self, provider: &str, profile: &str) -> Result<Option<ProfileHealth>, HealthStoreError> {
-        let all = self.load().await?;
-        Ok(all.into_iter().find(|row| row.provider == provider && row.profile == profile))
-    }
 }
 
 /// A stored time; an unreadable one counts as none (the profile is then simply ready).
@@ -100,7 +94,7 @@ mod tests {
             last_used: None,
         };
         store.save(row.clone()).await.unwrap();
-        let loaded = store.get("openai", "a").await.unwrap().unwrap();
+        let loaded = store.load().await.unwrap().pop().unwrap();
         assert_eq!(loaded.reason, Some(FailoverReason::RateLimit));
         assert_eq!(loaded.cooling_until.map(|at| at.timestamp_millis()), Some(until.timestamp_millis()));
         store.save(ProfileHealth { cooling_until: None, reason: None, error_count: 0, ..row }).await.unwrap();
