@@ -31,7 +31,7 @@
 //! dispatcher's per-message count looks its series up (one small allocation).
 
 use std::fmt::{self, Write as _};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use ferry_channel::ChannelError;
@@ -261,7 +261,13 @@ pub struct Metrics {
     model_failovers: Family<FailoverLabels, Counter>,
     profile_cooldowns: Family<CooldownLabels, Counter>,
     profiles_cooling: Gauge,
+    /// Count the profiles cooling now (one per model router), read at each render: a
+    /// cooldown ends with time alone, with no event to update the gauge.
+    cooling_samplers: Mutex<Vec<CoolingSampler>>,
 }
+
+/// See [`Metrics::sample_profiles_cooling`]. `None` once its source is gone.
+type CoolingSampler = Box<dyn Fn() -> Option<usize> + Send + Sync>;
 
 impl Metrics {
     fn new() -> Self {
@@ -416,11 +422,13 @@ impl Metrics {
             model_failovers,
             profile_cooldowns,
             profiles_cooling,
+            cooling_samplers: Mutex::new(Vec::new()),
         }
     }
 
     /// The OpenMetrics text of this registry; see [`render`].
     pub fn render(&self) -> String {
+        self.sample_cooling();
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry)
             .expect("encoding into a String cannot fail");
@@ -501,9 +509,18 @@ impl Metrics {
             .inc();
     }
 
-    /// `ferry_auth_profiles_cooling`, kept equal to the profiles cooling now.
-    pub fn profiles_cooling(&self) -> &Gauge {
-        &self.profiles_cooling
+    /// Adds to `ferry_auth_profiles_cooling` what `sample` counts, asked at every render;
+    /// `sample` answers `None` once what it counts is gone, and is then forgotten.
+    pub fn sample_profiles_cooling(&self, sample: impl Fn() -> Option<usize> + Send + Sync + 'static) {
+        self.cooling_samplers.lock().unwrap_or_else(PoisonError::into_inner).push(Box::new(sample));
+        self.sample_cooling();
+    }
+
+    fn sample_cooling(&self) {
+        let mut samplers = self.cooling_samplers.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut cooling = 0_usize;
+        samplers.retain(|sample| sample().map(|count| cooling += count).is_some());
+        self.profiles_cooling.set(i64::try_from(cooling).unwrap_or(i64::MAX));
     }
 }
 

@@ -165,6 +165,51 @@ const TABLE_REPLY: [&str; 6] = [
 const FENCE_REPLY: &str = "```this``` starts a line, and ```that``` sits mid-line.\nHere is the code:\n```";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_models_reasoning_shows_collapsed_above_the_answer_once_asked_for() {
+    let fake = FakeOpenAi::start().await.expect("start the fake model");
+    fake.set_responder(|_| {
+        Turn::from(Reply::text(["The answer ", "is 42."]).with_thinking(["Let me ", "work it out."]))
+    });
+    let Some(world) = World::start(Some(&fake.url())).await else { return };
+    let client = world.browser().await;
+    let outcome = reasoning(&client, &world).await;
+    world.finish(outcome, [client]).await;
+}
+
+async fn reasoning(client: &Client, world: &World) -> Result<()> {
+    client.goto(&world.gateway.url).await?;
+    wait_for_state(client, "connected").await?;
+    send(client, "/reasoning on").await?;
+    poll("the /reasoning answer", || async {
+        Ok(page_text(client).await?.contains("Reasoning is shown").then_some(()))
+    })
+    .await?;
+
+    send(client, "What is the answer?").await?;
+    final_answer_containing(client, "The answer is 42.").await?;
+    let answer = ".msg.assistant[data-state='final']";
+    let html = client.find(Locator::Css(answer)).await?.prop("outerHTML").await?.unwrap_or_default();
+    let block = client
+        .find(Locator::Css(&format!("{answer} details.reasoning")))
+        .await
+        .with_context(|| format!("a reasoning block in {html}"))?;
+    let open = block.prop("open").await?.unwrap_or_default();
+    ensure!(open == "false", "the reasoning starts collapsed, open = {open:?}");
+    let hidden = block.prop("textContent").await?.unwrap_or_default();
+    ensure!(hidden.contains("Let me work it out."), "the block holds the reasoning: {hidden:?}");
+    let bodies = texts(client, &format!("{answer} .msg-body")).await?;
+    ensure!(bodies.iter().all(|body| !body.contains("work it out")), "the answer is apart: {bodies:?}");
+    block.find(Locator::Css("summary")).await?.click().await?;
+    let shown = poll("the reasoning, opened", || async {
+        let text = client.find(Locator::Css(&format!("{answer} .reasoning-text"))).await?.text().await?;
+        Ok(text.contains("Let me work it out.").then_some(text))
+    })
+    .await?;
+    ensure!(!shown.is_empty());
+    screenshot(client, "webchat-reasoning.png").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn markdown_from_the_model_renders_tables_and_code_and_never_an_empty_code_block() {
     let fake = FakeOpenAi::start().await.expect("start the fake model");
     fake.set_responder(|request| {

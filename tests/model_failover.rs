@@ -276,11 +276,13 @@ async fn a_key_cooling_before_a_restart_is_still_cooling_after_it() {
 }
 
 #[tokio::test]
-async fn a_failure_after_visible_text_is_asked_again_of_the_same_key_without_failover_or_duplicate_text() {
+async fn after_visible_text_failures_are_asked_again_of_the_same_key_without_failover_or_duplicate_text() {
     let telegram = telegram().await;
     let openai = openai(KeyBehaviour::Healthy, KeyBehaviour::Healthy).await;
     let first = "The first attempt says this much, and then";
     openai.push(Turn::cut(Reply::text([first, " breaks off"]).with_chunk_delay(Duration::from_millis(1500)), 1));
+    // The retry fails before it shows anything new: still no failover to the other key.
+    openai.push(Turn::rate_limited(0));
     openai.push(Turn::text(["The second attempt ", "finishes the answer."]));
     let tables = format!("{}\n[agents.defaults]\nmodel = \"p1/m1\"\nmodel_retry_after_output_ms = 200\n", p1(&openai));
     let gateway =
@@ -297,7 +299,7 @@ async fn a_failure_after_visible_text_is_asked_again_of_the_same_key_without_fai
     let preview = previews[0].params["text"].as_str().unwrap_or_default();
     assert!(preview.contains(first), "the first attempt's text was visible before it broke off: {preview:?}");
     assert_eq!(previews.len(), 2, "one message for the answer, one for /status: {previews:?}");
-    assert_eq!(openai.requests_with_key(KEY_A), 2, "the same key was asked again");
+    assert_eq!(openai.requests_with_key(KEY_A), 3, "the same key was asked again, twice");
     assert_eq!(openai.requests_with_key(KEY_B), 0, "no failover after visible output");
     let failovers = metrics_text(gateway.port).await;
     assert!(!failovers.lines().any(|line| line.starts_with("ferry_model_failovers_total{")), "{failovers}");

@@ -321,11 +321,12 @@ impl AgentRunner {
         let span = tracing::info_span!("run", run_id = %request.run_id, session_key = %request.session_key);
         let started_at = Utc::now();
         let merged_run_ids = std::mem::take(&mut request.merged_run_ids);
+        let first = parts.model.route(&request.session_key, request.model.as_ref()).next_attempt();
         events.lifecycle(LifecycleEvent::Start {
             started_at,
             merged_run_ids,
-            model: None,
-            reasoning: Default::default(),
+            model: first.as_ref().map(Attempt::used),
+            reasoning: request.reasoning,
         });
         let run_metrics = metrics().run_started();
 
@@ -498,7 +499,8 @@ impl AgentRunner {
 
     /// One model call with the idle watchdog. Before anything was shown, a failure worth
     /// switching for moves to the next profile or model (issue 20); the last one left is
-    /// retried as before. After output, a passing failure is asked again into the same place.
+    /// retried as before. After output (in any attempt of this call), a passing failure is
+    /// asked again of the same model and key, into the same place.
     async fn call_model(
         &self,
         request: &ModelRequest,
@@ -532,7 +534,9 @@ impl AgentRunner {
                 }
                 Err(error) => error,
             };
-            let shown = turn.has_shown_output();
+            // Once output was shown, the call stays with this model and key: its retries
+            // stream into the same place, even one that fails before showing anything new.
+            let shown = turn.has_shown_output() || shown_retries > 0;
             if !shown && !request.thinking.is_off() && refuses_thinking(&error) {
                 let model = target.candidate.label();
                 tracing::warn!(%model, %error, "the model refused a thinking setting; asking without one");

@@ -8,7 +8,7 @@
 //! answered it while that profile is ready, which keeps the provider's prompt cache warm.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -27,7 +27,8 @@ const STICKY_SESSIONS: usize = 10_000;
 /// Chooses models and credentials for every run of one agent.
 pub struct ModelRouter {
     catalog: ModelCatalog,
-    book: ProfileBook,
+    /// Shared with the `ferry_auth_profiles_cooling` sampler (weakly).
+    book: Arc<ProfileBook>,
     /// The model and profile that last answered each session.
     answered: Mutex<HashMap<String, ModelUsed>>,
     /// Where cooldowns are kept across restarts, when there is a state database.
@@ -68,9 +69,12 @@ impl ModelRouter {
                 model_metrics.insert(name.clone(), metrics().model(name));
             }
         }
+        let book = Arc::new(ProfileBook::new());
+        let sampled = Arc::downgrade(&book);
+        metrics().sample_profiles_cooling(move || Some(sampled.upgrade()?.cooling_count(Utc::now())));
         Self {
             catalog,
-            book: ProfileBook::new(),
+            book,
             answered: Mutex::new(HashMap::new()),
             health: None,
             model_metrics,
@@ -86,7 +90,6 @@ impl ModelRouter {
             Err(error) => tracing::warn!(%error, "cannot read the auth profiles' cooldowns; starting with none"),
         }
         self.health = Some(store);
-        self.update_cooling_gauge();
         self
     }
 
@@ -132,7 +135,6 @@ impl ModelRouter {
         self.book.mark_used(provider, &attempt.profile.id, Utc::now());
         if let Some(health) = self.book.mark_success(provider, &attempt.profile.id) {
             self.persist(health);
-            self.update_cooling_gauge();
         }
         let mut answered = lock(&self.answered);
         let unchanged = answered.get(session_key).is_some_and(|used| {
@@ -159,7 +161,6 @@ impl ModelRouter {
         );
         metrics().profile_cooldown(provider, reason.as_str());
         self.persist(health);
-        self.update_cooling_gauge();
     }
 
     /// The model and profile that last answered `session_key`, for `/status`.
@@ -185,11 +186,6 @@ impl ModelRouter {
                 tracing::warn!(%error, "cannot keep an auth profile's cooldown");
             }
         });
-    }
-
-    fn update_cooling_gauge(&self) {
-        let cooling = self.book.cooling_count(Utc::now());
-        metrics().profiles_cooling().set(i64::try_from(cooling).unwrap_or(i64::MAX));
     }
 }
 
@@ -271,5 +267,48 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl From<ResolvedModel> for ModelRouter {
     fn from(model: ResolvedModel) -> Self {
         ModelRouter::new(ModelCatalog::single(model))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, Environment};
+
+    fn cooling_gauge() -> String {
+        crate::metrics::render()
+            .lines()
+            .find(|line| line.starts_with("ferry_auth_profiles_cooling "))
+            .unwrap()
+            .to_owned()
+    }
+
+    #[tokio::test]
+    async fn the_cooling_gauge_follows_the_clock_and_forgets_a_dropped_router() {
+        let catalog = ModelCatalog::resolve(&Config::default(), &Environment::new([("", ""); 0], "/")).unwrap();
+        let router = ModelRouter::new(catalog);
+        let until = Utc::now() + chrono::TimeDelta::milliseconds(300);
+        let health = |provider: &str| ProfileHealth {
+            provider: provider.to_owned(),
+            profile: "default".to_owned(),
+            cooling_until: Some(until),
+            reason: Some(FailoverReason::RateLimit),
+            error_count: 1,
+            last_used: None,
+        };
+        router.book.restore([health("openai"), health("anthropic")]);
+        assert_eq!(cooling_gauge(), "ferry_auth_profiles_cooling 2");
+
+        // The cooldowns end with no call to the router at all.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(cooling_gauge(), "ferry_auth_profiles_cooling 0");
+
+        router.book.restore([ProfileHealth {
+            cooling_until: Some(Utc::now() + chrono::TimeDelta::hours(1)),
+            ..health("openai")
+        }]);
+        assert_eq!(cooling_gauge(), "ferry_auth_profiles_cooling 1");
+        drop(router);
+        assert_eq!(cooling_gauge(), "ferry_auth_profiles_cooling 0", "a dropped router counts nothing");
     }
 }
