@@ -313,11 +313,11 @@ async fn server_errors_are_retried_once_then_reported() {
 
     let (outcome, events) = run(&runner, RunRequest::new("k", "hi")).await;
     // With no other credential or model, the one there is was retried once, then put on
-    // cooldown; the user is told when it may be back.
+    // cooldown; the user is told when it may be back, and why (the last answer: 503).
     assert!(matches!(
         outcome.status,
         RunStatus::Failed {
-            error: ProviderError::Unavailable { reason: FailoverReason::Timeout, back_at: Some(_), .. }
+            error: ProviderError::Unavailable { reason: FailoverReason::Overloaded, back_at: Some(_), .. }
         }
     ));
     assert_eq!(fake.requests().len(), 2);

@@ -156,7 +156,7 @@ fn describe_reasoning(display: ReasoningDisplay) -> &'static str {
         ReasoningDisplay::Off => {
             "Reasoning is hidden. /reasoning on shows it before each answer; /reasoning stream streams it."
         }
-        ReasoningDisplay::On => "💭 Reasoning is shown as its own message before each answer. /reasoning off hides it.",
+        ReasoningDisplay::On => "💭 Reasoning is shown before each answer, apart from it. /reasoning off hides it.",
         ReasoningDisplay::Stream => {
             "💭 Reasoning streams while I think, then the answer replaces it. /reasoning off hides it."
         }

@@ -148,18 +148,26 @@ impl ModelRouter {
         }
     }
 
-    /// `attempt` failed for `reason`: its profile cools down (and the cooldown is kept).
+    /// `attempt` failed for `reason`: its profile cools down (and the cooldown is kept). A
+    /// profile already cooling (the last one left, asked again after its wait) may have its
+    /// cooldown lengthened, but it is the same incident: counted and logged once.
     pub fn failed(&self, attempt: &Attempt, reason: FailoverReason, retry_after: Option<Duration>) {
         let provider = &attempt.candidate.provider.name;
-        let health = self.book.mark_failure(provider, &attempt.profile.id, reason, retry_after, Utc::now());
-        tracing::warn!(
-            provider = %provider,
-            profile = %attempt.profile.id,
-            reason = reason.as_str(),
-            until = ?health.cooling_until,
-            "auth profile put on cooldown"
-        );
-        metrics().profile_cooldown(provider, reason.as_str());
+        let now = Utc::now();
+        let new_incident = self.book.is_ready(provider, &attempt.profile.id, now);
+        let health = self.book.mark_failure(provider, &attempt.profile.id, reason, retry_after, now);
+        if new_incident {
+            tracing::warn!(
+                provider = %provider,
+                profile = %attempt.profile.id,
+                reason = reason.as_str(),
+                until = ?health.cooling_until,
+                "auth profile put on cooldown"
+            );
+            metrics().profile_cooldown(provider, reason.as_str());
+        } else {
+            tracing::debug!(provider = %provider, profile = %attempt.profile.id, until = ?health.cooling_until, "a cooling auth profile failed again");
+        }
         self.persist(health);
     }
 
@@ -281,6 +289,21 @@ mod tests {
             .find(|line| line.starts_with("ferry_auth_profiles_cooling "))
             .unwrap()
             .to_owned()
+    }
+
+    #[tokio::test]
+    async fn a_cooling_profile_that_fails_again_is_one_incident() {
+        let router =
+            ModelRouter::new(ModelCatalog::resolve(&Config::default(), &Environment::new([("", ""); 0], "/")).unwrap());
+        let attempt = router.route("k", None).next_attempt().unwrap();
+        router.failed(&attempt, FailoverReason::RateLimit, Some(Duration::from_secs(30)));
+        router.failed(&attempt, FailoverReason::RateLimit, Some(Duration::from_secs(90)));
+        let provider = &attempt.candidate.provider.name;
+        let series = format!("ferry_auth_profile_cooldowns_total{{provider=\"{provider}\",reason=\"rate_limit\"}} ");
+        let text = crate::metrics::render();
+        let counted = text.lines().find_map(|line| line.strip_prefix(&series)).unwrap_or_else(|| panic!("{text}"));
+        assert_eq!(counted, "1");
+        assert!(router.route("k", None).next_attempt().is_none(), "still cooling");
     }
 
     #[tokio::test]

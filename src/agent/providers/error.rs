@@ -68,7 +68,9 @@ impl ProviderError {
     pub fn failover_reason(&self) -> Option<FailoverReason> {
         match self {
             ProviderError::RateLimited { .. } => Some(FailoverReason::RateLimit),
-            ProviderError::Server { status: 529, .. } => Some(FailoverReason::Overloaded),
+            // Anthropic's 529 `overloaded_error`; a 503 is OpenAI's "the server is overloaded"
+            // (and a proxy's "no upstream ready"): busy, not broken.
+            ProviderError::Server { status: 503 | 529, .. } => Some(FailoverReason::Overloaded),
             ProviderError::Server { .. } | ProviderError::Connect { .. } | ProviderError::Idle(_) => {
                 Some(FailoverReason::Timeout)
             }
@@ -174,6 +176,19 @@ mod tests {
         assert!(!ProviderError::ContextOverflow { message: String::new() }.is_retryable());
         assert!(!ProviderError::Unauthorized { status: 401 }.is_retryable());
         assert!(!ProviderError::Idle(Duration::from_secs(120)).is_retryable());
+    }
+
+    #[test]
+    fn failures_are_named_for_why_the_provider_failed() {
+        let server = |status| ProviderError::Server { status, retry_after: None, message: String::new() };
+        assert_eq!(server(529).failover_reason(), Some(FailoverReason::Overloaded));
+        assert_eq!(server(503).failover_reason(), Some(FailoverReason::Overloaded));
+        assert_eq!(server(500).failover_reason(), Some(FailoverReason::Timeout));
+        assert_eq!(ProviderError::Idle(Duration::from_secs(1)).failover_reason(), Some(FailoverReason::Timeout));
+        let limited = ProviderError::RateLimited { retry_after: None, message: String::new() };
+        assert_eq!(limited.failover_reason(), Some(FailoverReason::RateLimit));
+        assert_eq!(ProviderError::Unauthorized { status: 401 }.failover_reason(), Some(FailoverReason::Auth));
+        assert_eq!(ProviderError::Rejected { status: 400, message: String::new() }.failover_reason(), None);
     }
 
     #[test]
