@@ -212,6 +212,7 @@ impl ReplyTurn {
             self.follow_reasoning(assistant).await;
             if let AssistantEvent::Delta { text, .. } = assistant
                 && self.preview.is_some()
+                && !self.preview_keeps_reasoning()
             {
                 self.answer_streaming = true;
                 let stripped = directive::strip_streaming(text);
@@ -276,8 +277,8 @@ impl ReplyTurn {
         }
     }
 
-    /// Keeps the reasoning that is to be shown; with `/reasoning stream`, streams it into the
-    /// preview until the answer begins.
+    /// Keeps the reasoning that is to be shown, and streams it into the preview until the
+    /// answer begins. With `/reasoning stream` the answer then replaces it there.
     async fn follow_reasoning(&mut self, event: &AssistantEvent) {
         if self.style.reasoning.is_off() {
             return;
@@ -285,8 +286,7 @@ impl ReplyTurn {
         match event {
             AssistantEvent::Reasoning { delta } => {
                 self.reasoning.push_str(delta);
-                if self.style.reasoning == ReasoningDisplay::Stream
-                    && !self.answer_streaming
+                if !self.answer_streaming
                     && let Some(preview) = &mut self.preview
                 {
                     preview.update(&reasoning_message(&self.reasoning)).await;
@@ -298,6 +298,13 @@ impl ReplyTurn {
             }
             _ => {}
         }
+    }
+
+    /// With `/reasoning on`, reasoning streamed into the preview stays there: the preview
+    /// becomes the reasoning's own message, and the answer is sent below it when complete
+    /// (streaming the answer into the preview would show it where the reasoning then goes).
+    fn preview_keeps_reasoning(&self) -> bool {
+        self.style.reasoning == ReasoningDisplay::On && !self.answer_streaming && !self.reasoning.trim().is_empty()
     }
 
     /// Verbose mode: a finished tool call's summary line. With block streaming it is a block
@@ -341,8 +348,9 @@ impl ReplyTurn {
             &self.tool_lines,
         );
         // Reasoning goes before an answer, never instead of one: a silent reply stays silent.
-        // Streamed reasoning was replaced by the answer in the preview; where no preview
-        // streams, `stream` shows it as `on` does.
+        // With `on`, a preview showing the reasoning becomes its message. With `stream`, the
+        // answer replaced the reasoning in the preview; where no preview streams, `stream`
+        // shows it as `on` does.
         let shown_before = match self.style.reasoning {
             ReasoningDisplay::Off => false,
             ReasoningDisplay::On => true,

@@ -384,6 +384,68 @@ pub async fn a_preview_is_edited_in_place_into_the_final_reply<P: Platform>() {
     assert!(shown[0].edits >= 1, "{}: the preview was edited into the final", P::NAME);
 }
 
+/// With preview streaming, the reasoning streams into the preview while the model thinks.
+/// `/reasoning stream`: the answer then replaces it in the same message. `/reasoning on`: the
+/// preview stays the reasoning's own message, never showing the answer, which follows below.
+pub async fn reasoning_streams_into_the_preview_then_gives_way_or_stays_apart<P: Platform>() {
+    let keys = "dm_policy = \"open\"\nallow_from = [\"*\"]\nstreaming = \"partial\"";
+    let h = Harness::<P>::start_with(keys, "").await;
+    // Long enough to open a preview (30 characters) well before it is whole.
+    let pieces = ["The answer is 42, ", "which is what the ", "multiplication table ", "says for this."];
+    let answer = pieces.concat();
+    let turn = || {
+        let reply = Reply::text(pieces).with_thinking(["Six times seven ", "is forty-two; ", "say so."]);
+        Turn::Reply(reply.with_chunk_delay(Duration::from_millis(400)))
+    };
+    // Every text the DM's message `watched` showed until message `last` holds the answer.
+    let watch = |watched: usize, last: usize| {
+        let seen = std::sync::Mutex::new(Vec::<String>::new());
+        let (h, answer) = (&h, answer.as_str());
+        async move {
+            let read = |p: &P| {
+                let shown = p.dm_messages(USER);
+                if let Some(message) = shown.get(watched) {
+                    let mut seen = seen.lock().unwrap();
+                    if seen.last() != Some(&message.visible) {
+                        seen.push(message.visible.clone());
+                    }
+                }
+                shown
+            };
+            h.until(read, |shown| shown.get(last).is_some_and(|m| m.visible.trim() == answer)).await;
+            seen.into_inner().unwrap()
+        }
+    };
+
+    h.platform.dm(USER, "/reasoning stream").await;
+    h.until(|p| p.dm_messages(USER), |shown| !shown.is_empty()).await;
+    h.openai.push(turn());
+    h.platform.dm(USER, "what is it?").await;
+    let seen = watch(1, 1).await;
+    assert!(seen.iter().any(|text| text.contains("forty-two")), "{}: the reasoning streamed: {seen:?}", P::NAME);
+    let shown = h.after_sentinel(USER).await;
+    assert_eq!(visible(&shown[1..]), [answer.as_str(), "pong"], "{}: the answer replaced the reasoning", P::NAME);
+    assert!(shown[1].edits >= 1, "{}: in the same message, by edits", P::NAME);
+
+    h.platform.dm(USER, "/reasoning on").await;
+    h.until(|p| p.dm_messages(USER), |shown| shown.len() >= 4).await;
+    h.openai.push(turn());
+    h.platform.dm(USER, "and again?").await;
+    let seen = watch(4, 5).await;
+    assert!(seen.iter().any(|text| text.contains("forty-two")), "{}: the reasoning streamed: {seen:?}", P::NAME);
+    let clean = seen.iter().all(|text| !text.contains("The answer"));
+    assert!(clean, "{}: the reasoning's message never showed the answer: {seen:?}", P::NAME);
+    // The second sentinel: what the run sent is all in the chat once its `pong` is.
+    h.openai.push(Turn::text(["pong"]));
+    h.platform.dm(USER, "ping").await;
+    let pongs = |shown: &Vec<Shown>| shown.iter().filter(|m| m.visible.trim() == "pong").count();
+    let shown = h.until(|p| p.dm_messages(USER), |shown| pongs(shown) == 2).await;
+    let after: Vec<String> = visible(&shown[4..]);
+    assert_eq!(after.len(), 3, "{}: reasoning, answer, pong: {after:?}", P::NAME);
+    assert!(after[0].contains("Reasoning") && after[0].contains("say so."), "{}: {after:?}", P::NAME);
+    assert_eq!(after[1], answer, "{}: the answer is apart", P::NAME);
+}
+
 /// Instantiates every scenario for one platform, in a module named `$name`.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -428,6 +490,12 @@ macro_rules! conformance_suite {
             #[tokio::test]
             async fn reply_to_current_threads_the_answer_to_the_question() {
                 $crate::conformance::reply_to_current_threads_the_answer_to_the_question::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn reasoning_streams_into_the_preview_then_gives_way_or_stays_apart() {
+                $crate::conformance::reasoning_streams_into_the_preview_then_gives_way_or_stays_apart::<$platform>()
+                    .await;
             }
 
             #[tokio::test]
