@@ -305,6 +305,26 @@ async fn a_rate_limit_is_retried_after_the_requested_wait() {
 }
 
 #[tokio::test]
+async fn a_blip_does_not_lock_the_only_key_out_for_its_cooldown() {
+    let fake = FakeAnthropic::start().await.unwrap();
+    fake.push(Turn::error(500, "boom"));
+    fake.push(Turn::error(502, "bad gateway"));
+    let (runner, _workspace) = runner(anthropic(&fake), settings());
+    let (outcome, _) = run(&runner, RunRequest::new("k", "hi")).await;
+    assert!(matches!(
+        outcome.status,
+        RunStatus::Failed { error: ProviderError::Unavailable { reason: FailoverReason::Timeout, .. } }
+    ));
+
+    // The key is cooling, but it failed without asking for a wait: the next run asks it.
+    fake.push(Turn::text(["back again"]));
+    let (outcome, _) = run(&runner, RunRequest::new("k2", "hi")).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(outcome.payloads[0].text, "back again");
+    assert_eq!(fake.requests().len(), 3);
+}
+
+#[tokio::test]
 async fn server_errors_are_retried_once_then_reported() {
     let fake = FakeAnthropic::start().await.unwrap();
     fake.push(Turn::error(500, "boom"));

@@ -118,6 +118,7 @@ impl ModelRouter {
             pending: Vec::new(),
             sticky,
             now: Utc::now(),
+            given: false,
         }
     }
 
@@ -207,12 +208,21 @@ pub struct Route<'r> {
     pending: Vec<Attempt>,
     sticky: Option<ModelUsed>,
     now: DateTime<Utc>,
+    /// An attempt was handed out (so the last resort is not needed).
+    given: bool,
 }
 
 impl Route<'_> {
     /// The next attempt: the current candidate's next ready profile, else the next
-    /// candidate's first. Cooling profiles are never tried.
+    /// candidate's first. Cooling profiles are not tried, but for the [last
+    /// resort](Self::last_resort) when none is ready.
     pub fn next_attempt(&mut self) -> Option<Attempt> {
+        let next = self.next_ready().or_else(|| if self.given { None } else { self.last_resort() });
+        self.given |= next.is_some();
+        next
+    }
+
+    fn next_ready(&mut self) -> Option<Attempt> {
         loop {
             if let Some(attempt) = self.pending.pop() {
                 // A profile may have started cooling since the candidate was ordered (a
@@ -235,6 +245,27 @@ impl Route<'_> {
                 .map(|profile| Attempt { candidate: candidate.clone(), profile })
                 .collect();
         }
+    }
+
+    /// With nothing ready, a profile cooling after it failed to answer (a server error, a
+    /// dropped connection, a stall: no wait asked for, no credential refused) is tried all the
+    /// same, the one back soonest: otherwise one blip would refuse every chat of a bot with a
+    /// single key for minutes, without asking. Profiles a provider told to wait (429, 503,
+    /// 529), refused (401/403) or found out of credit stay out until their cooldown ends.
+    fn last_resort(&self) -> Option<Attempt> {
+        let now = Utc::now();
+        let mut soonest: Option<(DateTime<Utc>, Attempt)> = None;
+        for candidate in &self.candidates {
+            let provider = &candidate.provider;
+            for (id, availability) in self.router.book.order(&provider.name, &provider.profile_ids, None, now) {
+                let Availability::Cooling { until, reason: FailoverReason::Timeout } = availability else { continue };
+                let Some(profile) = provider.profile(id) else { continue };
+                if soonest.as_ref().is_none_or(|(best, _)| until < *best) {
+                    soonest = Some((until, Attempt { candidate: candidate.clone(), profile: profile.clone() }));
+                }
+            }
+        }
+        soonest.map(|(_, attempt)| attempt)
     }
 
     /// The error for a call no attempt could answer: the soonest any candidate is back, and
@@ -304,6 +335,28 @@ mod tests {
         let counted = text.lines().find_map(|line| line.strip_prefix(&series)).unwrap_or_else(|| panic!("{text}"));
         assert_eq!(counted, "1");
         assert!(router.route("k", None).next_attempt().is_none(), "still cooling");
+    }
+
+    #[tokio::test]
+    async fn with_nothing_ready_a_profile_that_merely_failed_to_answer_is_tried_once_more() {
+        let router =
+            ModelRouter::new(ModelCatalog::resolve(&Config::default(), &Environment::new([("", ""); 0], "/")).unwrap());
+        let only = router.route("k", None).next_attempt().unwrap();
+        router.failed(&only, FailoverReason::Timeout, None);
+        let mut route = router.route("k", None);
+        let again = route.next_attempt().expect("a server error does not lock a single key out");
+        assert_eq!(again.label(), only.label());
+        assert!(route.next_attempt().is_none(), "once per call");
+
+        for told in
+            [FailoverReason::RateLimit, FailoverReason::Overloaded, FailoverReason::Auth, FailoverReason::Billing]
+        {
+            let router = ModelRouter::new(
+                ModelCatalog::resolve(&Config::default(), &Environment::new([("", ""); 0], "/")).unwrap(),
+            );
+            router.failed(&only, told, None);
+            assert!(router.route("k", None).next_attempt().is_none(), "{told:?} is waited out");
+        }
     }
 
     #[tokio::test]
