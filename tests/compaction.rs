@@ -17,9 +17,10 @@ use ferry::agent::{
 use ferry::channel::memory::MemoryChannel;
 use ferry::channel::{ChatKind, ChatRef};
 use ferry::channels::ChannelRegistry;
-use ferry::config::{Config, DmPolicy};
+use ferry::config::{Config, DmPolicy, Environment};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::hooks::{AfterCompaction, BeforeCompaction, HookResult, Hooks, Plugin};
+use ferry::models::{ModelCatalog, ModelRouter};
 use ferry::routing::{DEFAULT_AGENT_ID, SystemClock, ThreadLabels};
 use ferry::session::Session;
 use ferry::state::Database;
@@ -65,8 +66,29 @@ struct World {
 
 impl World {
     async fn new(context_window: Option<u32>, reserve_tokens: u32) -> Self {
+        Self::build(Config::default(), reserve_tokens, |_, parts| {
+            ResolvedModel { context_window, ..parts.model.primary() }.into()
+        })
+        .await
+    }
+
+    /// `config`'s models (whose providers' `base_url` is `{fake}`), `config`'s channel
+    /// settings, and `reserve_tokens`.
+    async fn with_models(config: &str, reserve_tokens: u32) -> Self {
+        Self::build(Config::default(), reserve_tokens, |fake, _| {
+            let config: Config = toml::from_str(&config.replace("{fake}", &fake.url())).unwrap();
+            let env = Environment::new([("", ""); 0], "/");
+            ModelRouter::new(ModelCatalog::resolve(&config, &env).unwrap())
+        })
+        .await
+    }
+
+    async fn build(
+        mut config: Config,
+        reserve_tokens: u32,
+        model: impl FnOnce(&FakeOpenAi, &RunnerParts) -> ModelRouter,
+    ) -> Self {
         let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("ferry=info").try_init();
-        let mut config = Config::default();
         config.channels.telegram.dm_policy = DmPolicy::Open;
         config.channels.telegram.allow_from = vec!["*".into()];
         let fake = FakeOpenAi::start().await.unwrap();
@@ -77,7 +99,7 @@ impl World {
         let hooks_seen = CompactionWatcher::default();
         let parts = fake_model_runner(&fake.url(), workspace.path(), &channels);
         let runner = AgentRunner::new(RunnerParts {
-            model: ResolvedModel { context_window, ..parts.model.primary() }.into(),
+            model: model(&fake, &parts),
             settings: RunSettings { compaction_reserve_tokens: reserve_tokens, ..parts.settings },
             hooks: Hooks::builder().register(0, hooks_seen.clone()).build(),
             ..parts
@@ -226,6 +248,33 @@ async fn a_session_past_the_threshold_is_compacted_before_the_next_turn() {
     assert!(next.contains("Summary: the time, alpha and bravo.") && next.contains("and now?"), "{next}");
     assert!(!next.contains("alpha alpha"), "the old messages are gone: {next}");
     assert!(bodies.iter().all(tool_pairs_intact), "no tool result without its call");
+    assert_eq!(world.session().await.compaction_count, 1);
+}
+
+#[tokio::test]
+async fn a_model_chosen_with_a_smaller_window_is_compacted_for_its_own_window() {
+    // The primary has the default 128k window; `small/little` has 2,000 tokens, 500 reserved.
+    let models = "[models.providers.big]\nkind = \"openai\"\nbase_url = \"{fake}\"\napi_key = \"k\"\n\
+                  [models.providers.small]\nkind = \"openai\"\nbase_url = \"{fake}\"\napi_key = \"k\"\n\
+                  context_window = 2000\n\
+                  [agents.defaults]\nmodel = \"big/large\"\nmodels = [\"big/large\", \"small/little\"]\n";
+    let world = World::with_models(models, 500).await;
+    let long = |word: &str| format!("{word} ").repeat(500);
+    world.fake.push(Turn::text([long("alpha")]));
+    world.say("tell me", 1).await;
+    world.fake.push(Turn::text([long("bravo")]));
+    world.say("tell me more", 2).await;
+    assert!(world.bodies().iter().all(|body| !is_summarize(body)), "the primary's window holds it all");
+
+    world.say("/model small/little", 3).await;
+    world.fake.push(Turn::text(["Summary: alpha and bravo."])).push(Turn::text(["Fine."]));
+    let replies = world.say("and now?", 4).await;
+    assert_eq!(replies[3], "Fine.");
+    let bodies = world.bodies();
+    let summary = &bodies[bodies.len() - 2];
+    assert!(is_summarize(summary), "compacted for the chosen model's window");
+    assert_eq!(summary["model"], "little", "by the chosen model");
+    assert_eq!(bodies[0]["model"], "large");
     assert_eq!(world.session().await.compaction_count, 1);
 }
 

@@ -103,9 +103,12 @@ impl Dispatcher {
         let result = match history {
             Ok(history) => {
                 let runner = &self.inner.runner;
-                let budget = ContextBudget::for_model(runner.model(), runner.settings().compaction_reserve_tokens);
+                let overrides = self.inner.overrides.get(store, session_key).await;
+                let chosen = super::models::chosen_model(runner.router(), &overrides);
+                let model = runner.router().first_choice(session_key, chosen.as_ref());
+                let budget = ContextBudget::for_model(&model, runner.settings().compaction_reserve_tokens);
                 let request = CompactRequest {
-                    model: runner.model(),
+                    model: &model,
                     budget,
                     messages: &history,
                     compactable: history.len(),

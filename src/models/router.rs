@@ -51,6 +51,16 @@ impl Attempt {
         format!("{}/{}@{}", self.candidate.provider.name, self.candidate.model, self.profile.id)
     }
 
+    /// The attempt as one client, for work outside the failover loop.
+    pub fn resolved(&self, is_fallback_echo: bool) -> ResolvedModel {
+        ResolvedModel {
+            provider: self.profile.client.clone(),
+            model: self.candidate.model.clone(),
+            context_window: self.candidate.provider.context_window,
+            is_fallback_echo,
+        }
+    }
+
     pub fn used(&self) -> ModelUsed {
         ModelUsed {
             provider: self.candidate.provider.name.clone(),
@@ -119,6 +129,16 @@ impl ModelRouter {
             sticky,
             now: Utc::now(),
             given: false,
+        }
+    }
+
+    /// The model and credentials a call of `session_key` would try first, as one client:
+    /// what sizes its context budget and writes its compaction summaries. The primary when
+    /// nothing is ready (the call then fails over or reports the outage itself).
+    pub fn first_choice(&self, session_key: &str, chosen: Option<&Candidate>) -> ResolvedModel {
+        match self.route(session_key, chosen).next_attempt() {
+            Some(attempt) => attempt.resolved(self.catalog.is_fallback_echo),
+            None => self.primary(),
         }
     }
 

@@ -11,7 +11,7 @@ use super::super::compaction::{
     CompactRequest, CompactionError, Compactor, ContextBudget, MAX_OVERFLOW_COMPACTIONS, ReportedContext,
 };
 use super::super::events::{CompactionEvent, RunEvents};
-use super::super::providers::{ModelRequest, ProviderError};
+use super::super::providers::{ModelRequest, ProviderError, ResolvedModel};
 use super::super::steer::SteerInbox;
 use super::super::turn::{AssistantTurn, TextLimit};
 use super::{AgentRunner, CallContext, RunState};
@@ -41,9 +41,12 @@ impl AgentRunner {
     ) -> Result<AssistantTurn, ProviderError> {
         let steer = call.steer;
         let Some(compactor) = compactor else { return self.call_model(&request, state, events, call, &limit).await };
-        let budget = ContextBudget::for_model(&self.inner.primary, self.inner.parts.settings.compaction_reserve_tokens);
+        // Sized for the model this call asks first (a `/model` choice or a fallback may have
+        // a window of its own), which also writes the summary.
+        let model = self.inner.parts.model.first_choice(call.session_key, call.chosen);
+        let budget = ContextBudget::for_model(&model, self.inner.parts.settings.compaction_reserve_tokens);
         if compactor.needs_compaction(budget, &request.system, &state.messages, state.context.reported) {
-            match self.compact(state, events, steer, compactor, budget, false).await {
+            match self.compact(state, events, steer, compactor, (&model, budget), false).await {
                 Ok(()) => request.messages.clone_from(&state.messages),
                 // The call may still fit: the provider says so if not.
                 Err(error) => {
@@ -64,7 +67,7 @@ impl AgentRunner {
                         attempt = state.context.overflows,
                         "the context overflowed the model; compacting and retrying"
                     );
-                    if let Err(error) = self.compact(state, events, steer, compactor, budget, true).await {
+                    if let Err(error) = self.compact(state, events, steer, compactor, (&model, budget), true).await {
                         tracing::warn!(%error, "cannot compact the context after an overflow; the run fails");
                         return Err(ProviderError::ContextOverflow { message });
                     }
@@ -90,7 +93,7 @@ impl AgentRunner {
         events: &RunEvents,
         steer: Option<&SteerInbox>,
         compactor: &dyn Compactor,
-        budget: ContextBudget,
+        (model, budget): (&ResolvedModel, ContextBudget),
         will_retry: bool,
     ) -> Result<(), CompactionError> {
         events.compaction(CompactionEvent::Start);
@@ -107,7 +110,7 @@ impl AgentRunner {
         }
         let result = compactor
             .compact(CompactRequest {
-                model: &self.inner.primary,
+                model,
                 budget,
                 messages: &state.messages,
                 compactable: state.first_new,
