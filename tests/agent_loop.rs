@@ -129,7 +129,14 @@ async fn openai_streams_a_text_reply_as_ordered_deltas() {
     assert_eq!(outcome.payloads.len(), 1);
     assert_eq!(outcome.payloads[0].text, "Hello, world!");
     assert_eq!((outcome.usage.input_tokens, outcome.usage.output_tokens), (12, 4));
-    assert!(matches!(terminal(&events), LifecycleEvent::End { aborted: false, .. }));
+    let LifecycleEvent::End { aborted: false, model: Some(answered), .. } = terminal(&events) else {
+        panic!("the end names who answered: {:?}", terminal(&events))
+    };
+    assert_eq!(answered.profile, "default");
+    let AgentStream::Lifecycle(LifecycleEvent::Start { model: Some(first), .. }) = &events[0].stream else {
+        panic!("the start names who is asked: {:?}", events[0])
+    };
+    assert_eq!(first, answered);
     let request = &fake.requests()[0];
     assert_eq!(request.header("authorization"), Some("Bearer sk-test"));
     assert_eq!(request.body["messages"][1], serde_json::json!({"role": "user", "content": "hi"}));

@@ -172,11 +172,11 @@ async fn the_models_reasoning_shows_collapsed_above_the_answer_once_asked_for() 
     });
     let Some(world) = World::start(Some(&fake.url())).await else { return };
     let client = world.browser().await;
-    let outcome = reasoning(&client, &world).await;
+    let outcome = reasoning(&client, &world, &fake).await;
     world.finish(outcome, [client]).await;
 }
 
-async fn reasoning(client: &Client, world: &World) -> Result<()> {
+async fn reasoning(client: &Client, world: &World, fake: &FakeOpenAi) -> Result<()> {
     client.goto(&world.gateway.url).await?;
     wait_for_state(client, "connected").await?;
     send(client, "/reasoning on").await?;
@@ -185,8 +185,22 @@ async fn reasoning(client: &Client, world: &World) -> Result<()> {
     })
     .await?;
 
+    send(client, "/think high").await?;
+    poll("the /think answer", || async { Ok(page_text(client).await?.contains("Thinking: high").then_some(())) })
+        .await?;
+    // The model refuses the thinking setting once: it answers without, and the page says so
+    // below the answer.
+    fake.push(Turn::error(400, "Unrecognized request argument supplied: reasoning_effort"));
+
     send(client, "What is the answer?").await?;
     final_answer_containing(client, "The answer is 42.").await?;
+    let notice = poll("the notice after the answer", || async {
+        let notices = texts(client, ".notice-text").await?;
+        Ok(notices.into_iter().find(|text| text.contains("cannot think")))
+    })
+    .await?;
+    let last = client.find(Locator::Css("#messages > :last-child")).await?.text().await?;
+    ensure!(last.contains(&notice), "the notice comes after the answer: {last:?}");
     let answer = ".msg.assistant[data-state='final']";
     let html = client.find(Locator::Css(answer)).await?.prop("outerHTML").await?.unwrap_or_default();
     let block = client

@@ -73,6 +73,10 @@ pub enum LifecycleEvent {
         /// The model that answered last, when one did.
         #[serde(skip_serializing_if = "Option::is_none")]
         model: Option<ModelUsed>,
+        /// Lines for the user that are not the answer ("this model cannot think"), shown
+        /// after it; a silent run shows none.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        notices: Vec<String>,
     },
     Error {
         error: String,
@@ -272,7 +276,13 @@ impl Drop for RunEvents {
             });
         } else {
             // The run's future was dropped before it finished: it was aborted from outside.
-            self.lifecycle(LifecycleEvent::End { ended_at, aborted: true, merged_run_ids: Vec::new(), model: None });
+            self.lifecycle(LifecycleEvent::End {
+                ended_at,
+                aborted: true,
+                merged_run_ids: Vec::new(),
+                model: None,
+                notices: Vec::new(),
+            });
         }
     }
 }
@@ -320,6 +330,7 @@ mod tests {
             aborted: false,
             merged_run_ids: Vec::new(),
             model: None,
+            notices: Vec::new(),
         });
         events.lifecycle(LifecycleEvent::Error {
             model: None,

@@ -357,22 +357,23 @@ impl AgentRunner {
         let ended_at = Utc::now();
         let unconsumed_steer = request.steer.as_ref().map(SteerInbox::close).unwrap_or_default();
         let merged_run_ids = request.steer.as_ref().map(SteerInbox::taken_run_ids).unwrap_or_default();
+        let model = state.answered.clone();
         let (status, terminal, end) = match result {
-            Ok(Ok(())) => (
-                RunStatus::Completed,
-                LifecycleEvent::End { ended_at, aborted: false, merged_run_ids, model: None },
-                RunEnd::Ok,
-            ),
+            Ok(Ok(())) => {
+                let notices = state.notices.clone();
+                let terminal = LifecycleEvent::End { ended_at, aborted: false, merged_run_ids, model, notices };
+                (RunStatus::Completed, terminal, RunEnd::Ok)
+            }
             Ok(Err(error)) => {
                 span.in_scope(|| tracing::warn!(%error, "the model call failed; the user gets an error reply"));
                 state.payloads.push(Payload { text: error.user_message(), is_error: true });
-                let terminal =
-                    LifecycleEvent::Error { error: error.to_string(), ended_at, merged_run_ids, model: None };
+                let terminal = LifecycleEvent::Error { error: error.to_string(), ended_at, merged_run_ids, model };
                 (RunStatus::Failed { error }, terminal, RunEnd::Error)
             }
             Err(reason) => {
                 span.in_scope(|| tracing::info!(?reason, "run aborted"));
-                let terminal = LifecycleEvent::End { ended_at, aborted: true, merged_run_ids, model: None };
+                let terminal =
+                    LifecycleEvent::End { ended_at, aborted: true, merged_run_ids, model, notices: Vec::new() };
                 (RunStatus::Aborted(reason), terminal, RunEnd::Aborted)
             }
         };

@@ -114,6 +114,7 @@ impl Hub {
             message: Some(ChatText { role: "assistant", text: text.to_owned() }),
             error_message: None,
             reasoning: None,
+            notices: Vec::new(),
         };
         let payload = to_json(&event);
         for id in ids {

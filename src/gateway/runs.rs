@@ -297,7 +297,13 @@ mod tests {
         tokio::task::yield_now().await;
         registry.observe(&lifecycle(
             "r1",
-            LifecycleEvent::End { ended_at: Utc::now(), aborted: false, merged_run_ids: Vec::new(), model: None },
+            LifecycleEvent::End {
+                ended_at: Utc::now(),
+                aborted: false,
+                merged_run_ids: Vec::new(),
+                model: None,
+                notices: Vec::new(),
+            },
         ));
         assert!(matches!(waiter.await.unwrap(), Waited::Ended(Snapshot { status: WaitStatus::Ok, .. })));
 
@@ -334,7 +340,13 @@ mod tests {
         ));
         registry.observe(&lifecycle(
             "k",
-            LifecycleEvent::End { ended_at: Utc::now(), aborted: false, merged_run_ids: Vec::new(), model: None },
+            LifecycleEvent::End {
+                ended_at: Utc::now(),
+                aborted: false,
+                merged_run_ids: Vec::new(),
+                model: None,
+                notices: Vec::new(),
+            },
         ));
         assert!(matches!(waiter.await.unwrap(), Waited::Ended(Snapshot { status: WaitStatus::Ok, .. })));
     }
@@ -367,7 +379,13 @@ mod tests {
         assert_eq!((snapshot.status, snapshot.error.as_deref()), (WaitStatus::Error, Some("boom")));
         let aborted = lifecycle(
             "c",
-            LifecycleEvent::End { ended_at: Utc::now(), aborted: true, merged_run_ids: Vec::new(), model: None },
+            LifecycleEvent::End {
+                ended_at: Utc::now(),
+                aborted: true,
+                merged_run_ids: Vec::new(),
+                model: None,
+                notices: Vec::new(),
+            },
         );
         registry.observe(&aborted);
         assert!(matches!(

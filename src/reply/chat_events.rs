@@ -39,6 +39,10 @@ pub struct ChatEvent {
     /// (`/reasoning on|stream`); never on a final without a message (a silent reply).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<String>,
+    /// Lines for the user that are not the answer ("this model cannot think"), on a final
+    /// with a message only: shown after it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -143,7 +147,7 @@ impl ChatEvents {
             }
             // A compaction retries only a call that showed nothing: the text so far stands.
             AgentStream::Tool(_) | AgentStream::Compaction(_) => {}
-            AgentStream::Lifecycle(LifecycleEvent::End { aborted, .. }) => {
+            AgentStream::Lifecycle(LifecycleEvent::End { aborted, notices, .. }) => {
                 self.ended = true;
                 if *aborted {
                     out.push(self.event(ChatState::Aborted, None, None));
@@ -153,8 +157,10 @@ impl ChatEvents {
                         .filter(|_| !self.answered_by_tool)
                         .map(|text| ChatText { role: "assistant", text });
                     let reasoning = message.as_ref().and_then(|_| self.reasoning_so_far());
+                    let notices = if message.is_some() { notices.clone() } else { Vec::new() };
                     let mut last = self.event(ChatState::Final, message, None);
                     last.reasoning = reasoning;
+                    last.notices = notices;
                     out.push(last);
                 }
             }
@@ -221,6 +227,7 @@ impl ChatEvents {
             message,
             error_message,
             reasoning: None,
+            notices: Vec::new(),
         }
     }
 }
@@ -276,6 +283,30 @@ mod tests {
         assert_eq!((last.message.clone(), last.reasoning.clone()), (None, None), "a silent reply shows no reasoning");
     }
 
+    #[test]
+    fn notices_ride_on_a_final_with_an_answer_only() {
+        let end_with = |notice: &str| {
+            event(AgentStream::Lifecycle(LifecycleEvent::End {
+                ended_at: Utc::now(),
+                aborted: false,
+                merged_run_ids: Vec::new(),
+                model: None,
+                notices: vec![notice.to_owned()],
+            }))
+        };
+        let mut chat = ChatEvents::new("r1", "k");
+        chat.on_event(&delta("Hello"));
+        let last = chat.on_event(&end_with("ℹ️ cannot think"));
+        assert_eq!(last.last().unwrap().notices, ["ℹ️ cannot think"]);
+        let json = serde_json::to_value(last.last().unwrap()).unwrap();
+        assert_eq!(json["notices"][0], "ℹ️ cannot think");
+
+        let mut silent = ChatEvents::new("r2", "k");
+        silent.on_event(&delta("NO_REPLY"));
+        let last = silent.on_event(&end_with("ℹ️ cannot think"));
+        assert!(last.last().unwrap().notices.is_empty(), "a silent reply stays silent");
+    }
+
     fn delta(text: &str) -> AgentEvent {
         event(AgentStream::Assistant(AssistantEvent::Delta { delta: String::new(), text: text.into() }))
     }
@@ -286,6 +317,7 @@ mod tests {
             aborted,
             merged_run_ids: Vec::new(),
             model: None,
+            notices: Vec::new(),
         }))
     }
 

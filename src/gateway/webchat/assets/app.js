@@ -438,11 +438,14 @@
       }
       if (text === null) { dropRun(p.runId); return; }
       const run = runFor(p.runId);
+      // Lines for the user that are not the answer ("this model cannot think"): after it.
+      const notices = Array.isArray(p.notices) ? p.notices.filter((n) => typeof n === "string" && n) : [];
       mutate(() => {
         undrawn.delete(run);
         if (reasoning !== null) setReasoning(run.el, reasoning);
         setBody(run.el, text);
         finishRun(run, "final");
+        for (const notice of notices) addNotice(notice);
       });
     } else if (p.state === "aborted") {
       setTyping(false);
