@@ -155,21 +155,9 @@ fn persisted_cooldown(home: &Path, provider: &str, profile: &str) -> Option<Stri
         .flatten()
 }
 
-/// Waits until the delivery ledger (inside the inbound log in `home`) holds a record
-/// containing `needle`: the signal that a step of a reply is durable.
+/// Waits until the delivery ledger in `home` holds a record containing `needle`.
 async fn ledger_holds(home: &Path, needle: &str) {
-    let log = home.join(".local/share/ferry/inbound.log");
-    let found = tokio::time::timeout(PATIENCE, async {
-        loop {
-            let bytes = std::fs::read(&log).unwrap_or_default();
-            if bytes.windows(needle.len()).any(|window| window == needle.as_bytes()) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    assert!(found.is_ok(), "the ledger never recorded {needle}");
+    assert!(daemon::ledger_holds(home, needle).await, "the ledger never recorded {needle}");
 }
 
 #[tokio::test]

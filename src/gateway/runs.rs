@@ -262,6 +262,20 @@ mod tests {
         }
     }
 
+    fn started(merged_run_ids: Vec<String>) -> LifecycleEvent {
+        LifecycleEvent::Start { started_at: Utc::now(), merged_run_ids, model: None, reasoning: Default::default() }
+    }
+
+    fn ended(aborted: bool) -> LifecycleEvent {
+        LifecycleEvent::End {
+            ended_at: Utc::now(),
+            aborted,
+            merged_run_ids: Vec::new(),
+            model: None,
+            notices: Vec::new(),
+        }
+    }
+
     #[test]
     fn a_key_is_answered_once_then_repeated() {
         let registry = RunRegistry::default();
@@ -278,15 +292,7 @@ mod tests {
     async fn waiters_get_the_end_or_time_out_and_late_ones_get_the_snapshot() {
         let registry = std::sync::Arc::new(RunRegistry::default());
         registry.answered("r1", json!({}), "r1");
-        registry.observe(&lifecycle(
-            "r1",
-            LifecycleEvent::Start {
-                started_at: Utc::now(),
-                merged_run_ids: vec![],
-                model: None,
-                reasoning: Default::default(),
-            },
-        ));
+        registry.observe(&lifecycle("r1", started(Vec::new())));
         let waited = registry.wait("r1", Duration::from_millis(100)).await;
         assert!(matches!(waited, Waited::StillRunning { started_at: Some(_) }));
 
@@ -295,16 +301,7 @@ mod tests {
             tokio::spawn(async move { registry.wait("r1", Duration::from_secs(30)).await })
         };
         tokio::task::yield_now().await;
-        registry.observe(&lifecycle(
-            "r1",
-            LifecycleEvent::End {
-                ended_at: Utc::now(),
-                aborted: false,
-                merged_run_ids: Vec::new(),
-                model: None,
-                notices: Vec::new(),
-            },
-        ));
+        registry.observe(&lifecycle("r1", ended(false)));
         assert!(matches!(waiter.await.unwrap(), Waited::Ended(Snapshot { status: WaitStatus::Ok, .. })));
 
         tokio::time::advance(Duration::from_secs(9 * 60)).await;
@@ -329,25 +326,8 @@ mod tests {
         };
         tokio::task::yield_now().await;
         registry.answered("k", json!({}), "k");
-        registry.observe(&lifecycle(
-            "k",
-            LifecycleEvent::Start {
-                started_at: Utc::now(),
-                merged_run_ids: vec![],
-                model: None,
-                reasoning: Default::default(),
-            },
-        ));
-        registry.observe(&lifecycle(
-            "k",
-            LifecycleEvent::End {
-                ended_at: Utc::now(),
-                aborted: false,
-                merged_run_ids: Vec::new(),
-                model: None,
-                notices: Vec::new(),
-            },
-        ));
+        registry.observe(&lifecycle("k", started(Vec::new())));
+        registry.observe(&lifecycle("k", ended(false)));
         assert!(matches!(waiter.await.unwrap(), Waited::Ended(Snapshot { status: WaitStatus::Ok, .. })));
     }
 
@@ -357,15 +337,7 @@ mod tests {
         registry.answered("a", json!({}), "a");
         registry.answered("b", json!({}), "b");
         let merged = vec!["a".to_owned()];
-        registry.observe(&lifecycle(
-            "b",
-            LifecycleEvent::Start {
-                started_at: Utc::now(),
-                merged_run_ids: merged,
-                model: None,
-                reasoning: Default::default(),
-            },
-        ));
+        registry.observe(&lifecycle("b", started(merged)));
         registry.observe(&lifecycle(
             "b",
             LifecycleEvent::Error {
@@ -377,16 +349,7 @@ mod tests {
         ));
         let Waited::Ended(snapshot) = registry.wait("a", Duration::ZERO).await else { panic!("a ended with b") };
         assert_eq!((snapshot.status, snapshot.error.as_deref()), (WaitStatus::Error, Some("boom")));
-        let aborted = lifecycle(
-            "c",
-            LifecycleEvent::End {
-                ended_at: Utc::now(),
-                aborted: true,
-                merged_run_ids: Vec::new(),
-                model: None,
-                notices: Vec::new(),
-            },
-        );
+        let aborted = lifecycle("c", ended(true));
         registry.observe(&aborted);
         assert!(matches!(
             registry.wait("c", Duration::ZERO).await,

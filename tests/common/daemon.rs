@@ -184,3 +184,21 @@ pub async fn wait_for_inbound(port: u16, channel: &str, count: u64) {
     .await
     .unwrap_or_else(|_| panic!("the gateway did not handle {count} {channel} messages in time"));
 }
+
+/// Waits until the delivery ledger (inside the inbound log of the gateway whose home is
+/// `home`) holds a record containing `needle`: the explicit signal that a step of a reply is
+/// durable. False if it never does within [`PATIENCE`].
+pub async fn ledger_holds(home: &Path, needle: &str) -> bool {
+    let log = home.join(".local/share/ferry/inbound.log");
+    let found = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let bytes = std::fs::read(&log).unwrap_or_default();
+            if bytes.windows(needle.len()).any(|window| window == needle.as_bytes()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    found.is_ok()
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ferry_fakes::{Reply, Turn};
 
-use super::{Harness, PATIENCE, Platform, USER, visible};
+use super::{Harness, Platform, USER, visible};
 
 /// Preview streaming on, open DMs.
 const PREVIEW: &str = "dm_policy = \"open\"\nallow_from = [\"*\"]\nstreaming = \"partial\"";
@@ -35,18 +35,8 @@ impl<P: Platform> Harness<P> {
     /// containing `needle`: the explicit signal that a step of a reply is durable.
     pub async fn ledger_holds(&self, needle: &str) {
         let home = self.daemon.as_ref().and_then(|daemon| daemon.home.as_ref()).expect("a running gateway");
-        let log = home.path().join(".local/share/ferry/inbound.log");
-        let found = tokio::time::timeout(PATIENCE, async {
-            loop {
-                let bytes = std::fs::read(&log).unwrap_or_default();
-                if bytes.windows(needle.len()).any(|window| window == needle.as_bytes()) {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-        .await;
-        found.unwrap_or_else(|_| panic!("{}: the ledger never recorded {needle}", P::NAME));
+        let found = crate::daemon::ledger_holds(home.path(), needle).await;
+        assert!(found, "{}: the ledger never recorded {needle}", P::NAME);
     }
 }
 

@@ -391,3 +391,85 @@ async fn not_found<D: Dialect>(uri: Uri) -> Response {
     let message = format!("{}: nothing is served at {}", D::NAME, uri.path());
     D::error(StatusCode::NOT_FOUND, None, &message)
 }
+
+/// The methods every fake model server has, which only forward to its [`ModelFake`]: one
+/// text for both fakes, so their APIs cannot drift apart.
+macro_rules! model_fake_methods {
+    () => {
+        /// Registers `key` or changes its behaviour while the fake runs, e.g. to heal a
+        /// rate-limited key; takes effect from the next request.
+        pub fn set_key(&self, key: impl Into<String>, behaviour: KeyBehaviour) {
+            self.inner.set_key(key.into(), behaviour);
+        }
+
+        /// Appends a turn to the script; each request that passes the checks consumes one.
+        pub fn push(&self, turn: impl Into<Turn>) -> &Self {
+            self.inner.push(turn.into());
+            self
+        }
+
+        /// Answers every request the script has no turn for with `responder(&request)`; scripted
+        /// turns still come first, so a test can put a few exact turns (an error, a stall) in front
+        /// of a model that computes its replies, e.g. one that names the tokens in the latest user
+        /// message ([`RecordedRequest::last_user_text`]). The responder sees only requests that
+        /// passed the key and body checks. Any [`Turn`] works, including [`Turn::Stall`], whose
+        /// stream stays open until the client goes away (see [`Self::open_streams`]). It runs
+        /// on the server's task, so it should be quick; if it panics the request gets a 500.
+        /// Replaces an earlier responder.
+        pub fn set_responder<F>(&self, responder: F)
+        where
+            F: Fn(&RecordedRequest) -> Turn + Send + Sync + 'static,
+        {
+            self.inner.set_responder(Some(Arc::new(responder)));
+        }
+
+        /// Builder form of [`Self::set_responder`].
+        pub fn with_responder<F>(self, responder: F) -> Self
+        where
+            F: Fn(&RecordedRequest) -> Turn + Send + Sync + 'static,
+        {
+            self.set_responder(responder);
+            self
+        }
+
+        /// Removes the responder: requests the script has no turn for get a 500 again.
+        pub fn clear_responder(&self) {
+            self.inner.set_responder(None);
+        }
+
+        /// How many streamed answers are still open: being sent, or held open by a stall. A stream
+        /// counts until the server is done with it, including when the client went away.
+        pub fn open_streams(&self) -> usize {
+            self.inner.open_streams()
+        }
+
+        /// Waits until exactly `count` streamed answers are open, e.g. `0` to see that a stalled
+        /// stream ended once its client went away. Waits forever if that never happens, so wrap it
+        /// in `tokio::time::timeout`.
+        pub async fn wait_for_open_streams(&self, count: usize) {
+            self.inner.wait_for_open_streams(count).await;
+        }
+
+        /// How many scripted turns have not been consumed yet.
+        pub fn remaining_turns(&self) -> usize {
+            self.inner.remaining_turns()
+        }
+
+        /// Every request received so far, in arrival order, including rejected ones.
+        pub fn requests(&self) -> Vec<RecordedRequest> {
+            self.inner.requests()
+        }
+
+        /// How many recorded requests presented this API key, whatever they were answered.
+        pub fn requests_with_key(&self, key: &str) -> usize {
+            self.inner.requests_with_key(key)
+        }
+
+        /// Waits until the request at 0-based `index` has arrived and returns it. Waits forever if
+        /// it never comes, so wrap it in `tokio::time::timeout`.
+        pub async fn wait_for_request(&self, index: usize) -> RecordedRequest {
+            self.inner.wait_for_request(index).await
+        }
+    };
+}
+pub(crate) use model_fake_methods;

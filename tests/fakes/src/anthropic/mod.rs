@@ -20,7 +20,9 @@ use serde_json::{Map, Value, json};
 use self::thinking::ThinkingLedger;
 use crate::keys::{Fault, KeyBehaviour};
 use crate::model_script::{Reply, StopReason, Turn, Usage};
-use crate::model_server::{Dialect, ModelFake, Rejection, TurnContext, header_str, json_response, with_retry_after};
+use crate::model_server::{
+    Dialect, ModelFake, Rejection, TurnContext, header_str, json_response, model_fake_methods, with_retry_after,
+};
 use crate::recorded::RecordedRequest;
 use crate::sse::{Event, EventKind};
 
@@ -59,11 +61,7 @@ impl FakeAnthropic {
         self
     }
 
-    /// Registers `key` or changes its behaviour while the fake runs, e.g. to heal a
-    /// rate-limited key; takes effect from the next request.
-    pub fn set_key(&self, key: impl Into<String>, behaviour: KeyBehaviour) {
-        self.inner.set_key(key.into(), behaviour);
-    }
+    model_fake_methods!();
 
     /// The `signature` this fake issues for a thinking block whose full text is `thinking`,
     /// and accepts back when thinking is enabled: a test can build a valid history by hand.
@@ -76,75 +74,6 @@ impl FakeAnthropic {
     /// `/messages` is answered with and without the `/v1` prefix, so appending `/v1` also works.
     pub fn url(&self) -> String {
         self.inner.server().url()
-    }
-
-    /// Appends a turn to the script; each request that passes the checks consumes one.
-    pub fn push(&self, turn: impl Into<Turn>) -> &Self {
-        self.inner.push(turn.into());
-        self
-    }
-
-    /// Answers every request the script has no turn for with `responder(&request)`; scripted
-    /// turns still come first, so a test can put a few exact turns (an error, a stall) in front
-    /// of a model that computes its replies, e.g. one that names the tokens in the latest user
-    /// message ([`RecordedRequest::last_user_text`]). The responder sees only requests that
-    /// passed the key and body checks. Any [`Turn`] works, including [`Turn::Stall`], whose
-    /// stream stays open until the client goes away (see [`FakeAnthropic::open_streams`]). It runs
-    /// on the server's task, so it should be quick; if it panics the request gets a 500.
-    /// Replaces an earlier responder.
-    pub fn set_responder<F>(&self, responder: F)
-    where
-        F: Fn(&RecordedRequest) -> Turn + Send + Sync + 'static,
-    {
-        self.inner.set_responder(Some(Arc::new(responder)));
-    }
-
-    /// Builder form of [`FakeAnthropic::set_responder`].
-    pub fn with_responder<F>(self, responder: F) -> Self
-    where
-        F: Fn(&RecordedRequest) -> Turn + Send + Sync + 'static,
-    {
-        self.set_responder(responder);
-        self
-    }
-
-    /// Removes the responder: requests the script has no turn for get a 500 again.
-    pub fn clear_responder(&self) {
-        self.inner.set_responder(None);
-    }
-
-    /// How many streamed answers are still open: being sent, or held open by a stall. A stream
-    /// counts until the server is done with it, including when the client went away.
-    pub fn open_streams(&self) -> usize {
-        self.inner.open_streams()
-    }
-
-    /// Waits until exactly `count` streamed answers are open, e.g. `0` to see that a stalled
-    /// stream ended once its client went away. Waits forever if that never happens, so wrap it
-    /// in `tokio::time::timeout`.
-    pub async fn wait_for_open_streams(&self, count: usize) {
-        self.inner.wait_for_open_streams(count).await;
-    }
-
-    /// How many scripted turns have not been consumed yet.
-    pub fn remaining_turns(&self) -> usize {
-        self.inner.remaining_turns()
-    }
-
-    /// Every request received so far, in arrival order, including rejected ones.
-    pub fn requests(&self) -> Vec<RecordedRequest> {
-        self.inner.requests()
-    }
-
-    /// How many recorded requests presented this API key, whatever they were answered.
-    pub fn requests_with_key(&self, key: &str) -> usize {
-        self.inner.requests_with_key(key)
-    }
-
-    /// Waits until the request at 0-based `index` has arrived and returns it. Waits forever if
-    /// it never comes, so wrap it in `tokio::time::timeout`.
-    pub async fn wait_for_request(&self, index: usize) -> RecordedRequest {
-        self.inner.wait_for_request(index).await
     }
 }
 
