@@ -52,7 +52,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     let router = ModelRouter::new(catalog).with_health(HealthStore::new(database.clone())).await;
     let runner = AgentRunner::new(RunnerParts {
         model: router,
-        tools: ToolRegistry::with_builtins(),
+        tools: ToolRegistry::with_builtins().with_result_limit(config.tools.max_result_chars),
         bus: bus.clone(),
         settings: RunSettings::from_config(&config.agents.defaults),
         workspace,

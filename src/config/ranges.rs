@@ -72,6 +72,7 @@ pub(crate) const RANGES: &[NumericRange] = &[
     NumericRange::named("session.reset.at_hour", 0, 23, "an hour of the day"),
     NumericRange::new("session.reset.idle_minutes", 0, YEAR_MINUTES),
     NumericRange::new("hooks.timeout_ms", 1, 600_000),
+    NumericRange::new("tools.max_result_chars", 1_000, 10_000_000),
     NumericRange::new("channels.*.history_limit", 0, 1_000),
     NumericRange::new("channels.*.text_chunk_limit", 1, 100_000),
     NumericRange::new("channels.discord.max_lines_per_message", 1, 1_000),

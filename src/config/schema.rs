@@ -28,6 +28,22 @@ pub struct Config {
     pub session: SessionConfig,
     pub channels: ChannelsConfig,
     pub hooks: HooksConfig,
+    pub tools: ToolsConfig,
+}
+
+/// The agent's tools.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// The longest tool result the model gets, in characters; a longer one keeps its head
+    /// and tail around a marker saying how much was cut.
+    pub max_result_chars: usize,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        Self { max_result_chars: crate::agent::tools::DEFAULT_MAX_RESULT_CHARS }
+    }
 }
 
 /// The daemon's WebSocket RPC and HTTP listener.

@@ -229,6 +229,8 @@ fn each_broken_rule_names_its_key() {
         ("[session]\ndm_scope = \"per-room\"", "session.dm_scope"),
         ("[session.reset]\nat_hour = 24", "session.reset.at_hour"),
         ("[hooks]\ntimeout_ms = 0", "hooks.timeout_ms"),
+        ("[tools]\nmax_result_chars = 10", "tools.max_result_chars"),
+        ("[tools]\nmax_results = 10", "tools.max_results"),
         ("[hooks.internal.\"command:new\"]\npath = \"/nowhere/hook.py\"", "hooks.internal.\"command:new\".path"),
         ("[hooks.internal.\"command:frobnicate\"]\npath = \"/bin/sh\"", "hooks.internal.\"command:frobnicate\""),
         ("[session.reset]\nmode = \"idle\"", "session.reset.idle_minutes"),

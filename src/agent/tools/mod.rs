@@ -8,6 +8,7 @@
 
 mod current_time;
 mod message;
+mod result_cap;
 mod sessions_list;
 mod skill_read;
 
@@ -24,6 +25,7 @@ use serde_json::Value;
 pub use current_time::CurrentTime;
 pub(crate) use message::parse_chat;
 pub use message::{MessageTool, ToolSend};
+pub use result_cap::{DEFAULT_MAX_RESULT_CHARS, cap_result};
 pub use sessions_list::{RecentSessions, SessionCatalog, SessionSummary, SessionsList};
 pub use skill_read::SkillRead;
 
@@ -133,17 +135,31 @@ pub struct ToolOutcome {
 }
 
 /// The tools available to runs, by name.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ToolRegistry {
     tools: BTreeMap<&'static str, Arc<dyn Tool>>,
     /// Built once at registration: generating schemas is not free, and every model call
     /// sends them.
     specs: BTreeMap<&'static str, ToolSpec>,
+    /// `tools.max_result_chars`: longer results keep their head and tail ([`cap_result`]).
+    max_result_chars: usize,
+}
+
+impl Default for ToolRegistry {
+    fn default() -> Self {
+        Self { tools: BTreeMap::new(), specs: BTreeMap::new(), max_result_chars: DEFAULT_MAX_RESULT_CHARS }
+    }
 }
 
 impl ToolRegistry {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Caps every result at `max_chars` characters (`tools.max_result_chars`).
+    pub fn with_result_limit(mut self, max_chars: usize) -> Self {
+        self.max_result_chars = max_chars;
+        self
     }
 
     /// The built-in tools of SPEC §6.8 (`message`, `sessions_list`, `current_time`) and
@@ -199,8 +215,15 @@ impl ToolRegistry {
         }
     }
 
-    /// Runs one call. Every failure becomes an error outcome; a panicking tool is caught.
+    /// Runs one call. Every failure becomes an error outcome; a panicking tool is caught. The
+    /// result is capped at `tools.max_result_chars`.
     pub async fn execute(&self, call: &ToolCall, context: ToolContext) -> ToolOutcome {
+        let mut outcome = self.execute_uncapped(call, context).await;
+        outcome.content = cap_result(outcome.content, self.max_result_chars);
+        outcome
+    }
+
+    async fn execute_uncapped(&self, call: &ToolCall, context: ToolContext) -> ToolOutcome {
         let Some(tool) = self.tools.get(call.name.as_str()).cloned() else {
             let available: Vec<_> = self.tools.keys().copied().collect();
             return ToolOutcome {

@@ -52,6 +52,39 @@ impl TypedTool for Exploding {
     }
 }
 
+/// Answers with `0`, `1`, … one number a line, this many lines (an error when negative).
+struct Counting(i64);
+
+#[async_trait]
+impl TypedTool for Counting {
+    type Args = Nothing;
+    const NAME: &'static str = "counting";
+    const DESCRIPTION: &'static str = "counts";
+
+    async fn run(&self, _args: Nothing, _context: &ToolContext) -> Result<String, ToolError> {
+        let text: Vec<String> = (0..self.0.unsigned_abs()).map(|n| n.to_string()).collect();
+        if self.0 < 0 { Err(ToolError::new(text.join("\n"))) } else { Ok(text.join("\n")) }
+    }
+}
+
+#[tokio::test]
+async fn every_result_is_capped_at_max_result_chars_keeping_head_and_tail() {
+    for lines in [50_000, -50_000] {
+        let mut registry = ToolRegistry::new().with_result_limit(5_000);
+        registry.register(Counting(lines));
+        let outcome = registry.execute(&call("counting", "{}"), context(None, ChannelRegistry::new())).await;
+        assert_eq!(outcome.is_error, lines < 0);
+        assert!(outcome.content.chars().count() <= 5_000, "{}", outcome.content.len());
+        assert!(outcome.content.starts_with("0\n1\n2\n"));
+        assert!(outcome.content.ends_with("49998\n49999"));
+        assert!(outcome.content.contains("characters cut here"));
+    }
+    let mut registry = ToolRegistry::new();
+    registry.register(Counting(100));
+    let short = registry.execute(&call("counting", "{}"), context(None, ChannelRegistry::new())).await;
+    assert!(!short.content.contains("cut here"), "within the default cap, whole");
+}
+
 #[tokio::test]
 async fn unknown_tools_malformed_json_and_wrong_types_become_error_results() {
     let registry = ToolRegistry::with_builtins();
