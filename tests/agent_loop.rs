@@ -10,7 +10,7 @@ use ferry::agent::providers::openai::OpenAiProvider;
 use ferry::agent::providers::{
     ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, ResolvedModel, RetryPolicy, StopReason,
 };
-use ferry::agent::tools::{RecentSessions, ToolRegistry};
+use ferry::agent::tools::{RecentSessions, ToolLists, ToolPolicy, ToolProfile, ToolRegistry};
 use ferry::agent::{
     AbortReason, AgentEvent, AgentRunner, AgentStream, AssistantEvent, ChatMessage, EventBus, LifecycleEvent,
     RunOutcome, RunRequest, RunSettings, RunStatus, RunnerParts, SteerInbox, ToolEvent,
@@ -522,6 +522,36 @@ async fn the_tool_round_limit_forces_a_final_answer_without_tools() {
     let requests = fake.requests();
     assert!(requests[0].body.get("tools").is_some());
     assert!(requests[1].body.get("tools").is_none(), "the last round offers no tools");
+}
+
+/// A chat's policy takes a tool away: it is not offered, and a call to it anyway is refused
+/// with the tools that are available, never run.
+#[tokio::test]
+async fn a_tool_the_chat_may_not_use_is_not_offered_and_not_run() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::tool_calls([ToolCall::new("a", "current_time", "{}")]));
+    fake.push(Turn::text(["I cannot tell the time here."]));
+    let (runner, _workspace) = runner(openai(&fake), settings());
+    let deny_time = ToolLists { allow: Vec::new(), deny: vec!["current_time".into()] };
+    let mut request = RunRequest::new("k", "what time is it?");
+    request.tools = ToolPolicy::new(ToolProfile::Chat, deny_time).for_chat("telegram", "42", None);
+
+    let (outcome, events) = run(&runner, request).await;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let requests = fake.requests();
+    let offered: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool["function"]["name"].as_str())
+        .collect();
+    assert!(!offered.contains(&"current_time") && offered.contains(&"message"), "{offered:?}");
+    let result = events.iter().find_map(|event| match &event.stream {
+        AgentStream::Tool(ToolEvent::Result { is_error: true, result, .. }) => Some(result.clone()),
+        _ => None,
+    });
+    let result = result.expect("an error result");
+    assert!(result.contains("not available in this chat") && !result.contains("current_time,"), "{result}");
 }
 
 /// A provider whose first reply calls two tools and, while that reply streams, a user

@@ -334,7 +334,11 @@ async fn group_messages_without_a_mention_become_context_for_the_next_mention() 
 #[tokio::test]
 async fn a_forum_topic_is_its_own_session_and_is_answered_in_its_topic() {
     let mut config = open_dms();
-    config.channels.telegram.groups.insert("-100".into(), ferry::config::GroupConfig { require_mention: Some(false) });
+    config
+        .channels
+        .telegram
+        .groups
+        .insert("-100".into(), ferry::config::GroupConfig { require_mention: Some(false), ..Default::default() });
     let world = World::new(config).await;
     world.fake.push(Turn::text(["Topic reply."]));
     let mut message = world.channel.message(ChatRef::new(ChatKind::Group, "-100"), "5", "hello topic");

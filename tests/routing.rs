@@ -139,7 +139,7 @@ async fn allowlisted_groups_hold_unmentioned_messages_and_show_them_with_the_nex
     let harness = Harness::new(|config| {
         let telegram = &mut config.channels.telegram;
         telegram.groups.insert("-100".into(), GroupConfig::default());
-        telegram.groups.insert("-200".into(), GroupConfig { require_mention: Some(false) });
+        telegram.groups.insert("-200".into(), GroupConfig { require_mention: Some(false), ..Default::default() });
         telegram.mention_patterns = vec![r"\bferry\b".into()];
     })
     .await;

@@ -28,7 +28,7 @@ use super::prompt::{BootstrapCache, system_prompt};
 use super::providers::{ModelProvider, ModelRequest, ProviderError, ResolvedModel, RetryPolicy};
 use super::skills::{SkillsCache, SkillsSnapshot};
 use super::steer::SteerInbox;
-use super::tools::{Origin, SessionCatalog, ToolContext, ToolRegistry, ToolSend, parse_arguments};
+use super::tools::{Origin, SessionCatalog, ToolContext, ToolFilter, ToolRegistry, ToolSend, parse_arguments};
 use super::turn::{AssistantTurn, TextLimit, TurnAccumulator};
 use crate::channels::ChannelRegistry;
 use crate::config::AgentDefaults;
@@ -129,6 +129,8 @@ pub struct RunRequest {
     pub thinking: Option<ThinkingLevel>,
     /// The session's `/reasoning`, announced in the start event for listeners.
     pub reasoning: ReasoningDisplay,
+    /// The tools this run may use (the chat's `[tools]` policy); others are not offered.
+    pub tools: ToolFilter,
 }
 
 impl RunRequest {
@@ -148,6 +150,7 @@ impl RunRequest {
             model: None,
             thinking: None,
             reasoning: ReasoningDisplay::Off,
+            tools: ToolFilter::everything(),
         }
     }
 }
@@ -418,7 +421,7 @@ impl AgentRunner {
         let system = system_prompt(&skills, &files.await, request.extra_system_prompt.as_deref());
         let system =
             parts.hooks.before_agent_start(&request.run_id, &request.session_key, &request.message, system).await;
-        let tool_specs = parts.tools.specs(&skills);
+        let tool_specs = parts.tools.specs(&skills, &request.tools);
         let mut rounds = 0;
         loop {
             let tools_allowed = rounds < parts.settings.max_tool_rounds;
@@ -665,8 +668,13 @@ impl AgentRunner {
             sends: state.sends.clone(),
         };
         let started = std::time::Instant::now();
-        let checked = parts.hooks.before_tool_call(&request.run_id, &request.session_key, call).await;
-        let outcome = parts.tools.execute_checked(call, checked, context).await;
+        let outcome = match parts.tools.not_offered(call, &request.tools) {
+            Some(refused) => refused,
+            None => {
+                let checked = parts.hooks.before_tool_call(&request.run_id, &request.session_key, call).await;
+                parts.tools.execute_checked(call, checked, context).await
+            }
+        };
         parts.hooks.after_tool_call(&request.run_id, &request.session_key, call, &outcome, started.elapsed());
         events.tool(ToolEvent::Result {
             name: call.name.clone(),

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::Secret;
 use super::human_delay::HumanDelay;
 use super::model_choice::ModelSetting;
+pub use crate::agent::tools::{ToolLists, ToolProfile};
 pub use crate::models::ThinkingLevel;
 
 /// The whole configuration.
@@ -35,14 +36,33 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ToolsConfig {
+    /// The tools offered before `allow` / `deny`; `chat` (the built-ins) by default.
+    pub profile: ToolProfile,
+    /// Tools or groups (`group:fs`, `group:runtime`, `group:web`) added to the profile
+    /// everywhere; channels and groups may add more with `tools.allow` of their own.
+    pub allow: Vec<String>,
+    /// Tools or groups never offered; a deny at any level wins over every allow.
+    pub deny: Vec<String>,
     /// The longest tool result the model gets, in characters; a longer one keeps its head
     /// and tail around a marker saying how much was cut.
     pub max_result_chars: usize,
 }
 
+impl ToolsConfig {
+    /// The global `allow` and `deny` lists.
+    pub fn lists(&self) -> ToolLists {
+        ToolLists { allow: self.allow.clone(), deny: self.deny.clone() }
+    }
+}
+
 impl Default for ToolsConfig {
     fn default() -> Self {
-        Self { max_result_chars: crate::agent::tools::DEFAULT_MAX_RESULT_CHARS }
+        Self {
+            profile: ToolProfile::Chat,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            max_result_chars: crate::agent::tools::DEFAULT_MAX_RESULT_CHARS,
+        }
     }
 }
 
@@ -492,6 +512,8 @@ pub const DEFAULT_HISTORY_LIMIT: usize = 50;
 pub struct GroupConfig {
     /// Overrides the channel's `require_mention` for this group.
     pub require_mention: Option<bool>,
+    /// Tools this group may use besides, or may not use of, the channel's.
+    pub tools: ToolLists,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -521,6 +543,8 @@ pub struct TelegramConfig {
     pub history_limit: usize,
     pub streaming: StreamingMode,
     pub text_chunk_limit: usize,
+    /// Tools this channel's chats may use besides, or may not use of, `[tools]`'s.
+    pub tools: ToolLists,
 }
 
 impl Default for TelegramConfig {
@@ -541,6 +565,7 @@ impl Default for TelegramConfig {
             history_limit: DEFAULT_HISTORY_LIMIT,
             streaming: StreamingMode::Partial,
             text_chunk_limit: 4000,
+            tools: ToolLists::default(),
         }
     }
 }
@@ -552,6 +577,8 @@ pub struct GuildConfig {
     /// Channel ids the bot answers in; empty means every channel of the guild.
     pub channels: Vec<String>,
     pub require_mention: Option<bool>,
+    /// Tools the guild's channels may use besides, or may not use of, the channel's.
+    pub tools: ToolLists,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -581,6 +608,8 @@ pub struct DiscordConfig {
     pub streaming: StreamingMode,
     pub text_chunk_limit: usize,
     pub max_lines_per_message: usize,
+    /// Tools this channel's chats may use besides, or may not use of, `[tools]`'s.
+    pub tools: ToolLists,
 }
 
 impl Default for DiscordConfig {
@@ -601,6 +630,7 @@ impl Default for DiscordConfig {
             streaming: StreamingMode::Off,
             text_chunk_limit: 2000,
             max_lines_per_message: 17,
+            tools: ToolLists::default(),
         }
     }
 }
@@ -645,6 +675,8 @@ pub struct SlackConfig {
     pub history_limit: usize,
     pub streaming: StreamingMode,
     pub text_chunk_limit: usize,
+    /// Tools this channel's chats may use besides, or may not use of, `[tools]`'s.
+    pub tools: ToolLists,
 }
 
 impl Default for SlackConfig {
@@ -666,6 +698,7 @@ impl Default for SlackConfig {
             history_limit: DEFAULT_HISTORY_LIMIT,
             streaming: StreamingMode::Partial,
             text_chunk_limit: 4000,
+            tools: ToolLists::default(),
         }
     }
 }
@@ -675,10 +708,12 @@ impl Default for SlackConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct WebchatConfig {
     pub enabled: bool,
+    /// Tools web chat sessions may use besides, or may not use of, `[tools]`'s.
+    pub tools: ToolLists,
 }
 
 impl Default for WebchatConfig {
     fn default() -> Self {
-        Self { enabled: true }
+        Self { enabled: true, tools: ToolLists::default() }
     }
 }

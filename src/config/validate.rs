@@ -9,7 +9,7 @@ use super::human_delay::HumanDelay;
 use super::model_choice::ModelSetting;
 use super::schema::{
     AgentDefaults, Config, DEFAULT_PROFILE, DmPolicy, GatewayConfig, HooksConfig, ModelsConfig, ProviderConfig,
-    QueueConfig, ResetMode, SessionConfig, SlackMode, TelegramMode,
+    QueueConfig, ResetMode, SessionConfig, SlackMode, TelegramMode, ToolLists,
 };
 use super::{Secret, ranges};
 
@@ -30,7 +30,32 @@ pub fn validate(config: &Config) -> Result<(), Violation> {
     queue(&config.messages.queue)?;
     session(&config.session)?;
     hooks(&config.hooks)?;
+    tool_lists(config)?;
     channels(config)
+}
+
+/// Every `allow` / `deny` list names tools or groups of tools that exist.
+fn tool_lists(config: &Config) -> Result<(), Violation> {
+    let channels = &config.channels;
+    let global = config.tools.lists();
+    let mut levels: Vec<(String, &ToolLists)> = vec![(String::new(), &global)];
+    levels.push(("channels.telegram.".to_owned(), &channels.telegram.tools));
+    levels.push(("channels.discord.".to_owned(), &channels.discord.tools));
+    levels.push(("channels.slack.".to_owned(), &channels.slack.tools));
+    levels.push(("channels.webchat.".to_owned(), &channels.webchat.tools));
+    for (id, group) in &channels.telegram.groups {
+        levels.push((format!("channels.telegram.groups.{id}."), &group.tools));
+    }
+    for (id, guild) in &channels.discord.guilds {
+        levels.push((format!("channels.discord.guilds.{id}."), &guild.tools));
+    }
+    for (id, channel) in &channels.slack.channels {
+        levels.push((format!("channels.slack.channels.{id}."), &channel.tools));
+    }
+    for (prefix, lists) in levels {
+        lists.check().map_err(|(list, why)| Violation::new(format!("{prefix}tools.{list}"), why))?;
+    }
+    Ok(())
 }
 
 /// Settings that are valid but look like mistakes. Reported, never refused.

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use super::models::chosen_model;
 use super::overrides::OverridesCache;
 use super::recovered::{self, Settled, delete_orphan};
-use crate::agent::tools::Origin;
+use crate::agent::tools::{Origin, ToolPolicy};
 use crate::agent::{AgentRunner, RunRequest, RunStatus};
 use crate::channels::ChannelRegistry;
 use crate::config::{Config, StreamingMode};
@@ -40,6 +40,8 @@ pub(super) struct AgentExecutor {
     pub(super) overrides: Arc<OverridesCache>,
     /// Where each reply's delivery is recorded, and what the last shutdown left unfinished.
     pub(super) ledger: DeliveryLedger,
+    /// Which tools each chat may use (`[tools]` and the channels' and groups' lists).
+    pub(super) tool_policy: ToolPolicy,
 }
 
 /// Where a reply to a message goes.
@@ -133,6 +135,7 @@ impl RunExecutor for AgentExecutor {
         request.model = chosen_model(self.runner.router(), &overrides);
         request.thinking = overrides.thinking;
         request.reasoning = overrides.reasoning.unwrap_or_default();
+        request.tools = self.tool_policy.for_chat(channel_name, &target.chat.id, inbound.space_id.as_deref());
         if channel.capabilities().replies_via_chat_events {
             // Its clients follow the run's own events; nothing is sent to the channel.
             let slot = job.global.enter(key);

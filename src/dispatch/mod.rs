@@ -27,6 +27,7 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::agent::AgentRunner;
+use crate::agent::tools::ToolPolicy;
 use crate::channels::ChannelRegistry;
 use crate::config::Config;
 use crate::control::parse_command;
@@ -121,6 +122,7 @@ impl Dispatcher {
                 store: shared.store.clone(),
                 channels: shared.channels.clone(),
                 schedulers: shared.schedulers.clone(),
+                tool_policy: ToolPolicy::from_config(shared.config),
                 config: shared.config.clone(),
                 ledger: shared.ledger.clone(),
             })

@@ -271,7 +271,10 @@ mod tests {
     #[test]
     fn allowlisted_groups_run_with_their_own_require_mention() {
         let rules = rules(|c| {
-            c.channels.telegram.groups.insert("-100".into(), GroupConfig { require_mention: Some(false) });
+            c.channels
+                .telegram
+                .groups
+                .insert("-100".into(), GroupConfig { require_mention: Some(false), ..Default::default() });
             c.channels.telegram.groups.insert("-200".into(), GroupConfig::default());
         });
         let group = |id| message("telegram", ChatKind::Group, id, "7");
@@ -303,9 +306,16 @@ mod tests {
         let rules = rules(|c| {
             c.channels.discord.guilds.insert(
                 "G1".into(),
-                GuildConfig { channels: vec!["C1".into(), "C2".into()], require_mention: Some(false) },
+                GuildConfig {
+                    channels: vec!["C1".into(), "C2".into()],
+                    require_mention: Some(false),
+                    ..Default::default()
+                },
             );
-            c.channels.discord.guilds.insert("G2".into(), GuildConfig { channels: vec![], require_mention: None });
+            c.channels
+                .discord
+                .guilds
+                .insert("G2".into(), GuildConfig { channels: vec![], require_mention: None, ..Default::default() });
         });
         let channel = |id, guild: &str| InboundMessage {
             space_id: Some(guild.to_owned()),

@@ -384,6 +384,20 @@ pub async fn a_preview_is_edited_in_place_into_the_final_reply<P: Platform>() {
     assert!(shown[0].edits >= 1, "{}: the preview was edited into the final", P::NAME);
 }
 
+/// The `[tools]` policy and the channel's own `tools` lists decide what the model is
+/// offered: a denied tool is not in the request at all.
+pub async fn the_tool_policy_decides_what_the_model_is_offered<P: Platform>() {
+    let keys = format!("{OPEN}\ntools = {{ deny = [\"current_time\"] }}");
+    let h = Harness::<P>::start_with(&keys, "[tools]\ndeny = [\"sessions_list\"]").await;
+    h.openai.push(Turn::text(["Hello."]));
+    h.platform.dm(USER, "hi").await;
+    let request = tokio::time::timeout(PATIENCE, h.openai.wait_for_request(0)).await.expect("the run started");
+    let tools = request.body["tools"].as_array().cloned().unwrap_or_default();
+    let offered: Vec<&str> = tools.iter().filter_map(|tool| tool["function"]["name"].as_str()).collect();
+    assert_eq!(offered, ["message"], "{}: only what neither list denies", P::NAME);
+    h.until(|p| p.dm_messages(USER), |shown| !shown.is_empty()).await;
+}
+
 /// With preview streaming, the reasoning streams into the preview while the model thinks.
 /// `/reasoning stream`: the answer then replaces it in the same message. `/reasoning on`: the
 /// preview stays the reasoning's own message, never showing the answer, which follows below.
@@ -490,6 +504,11 @@ macro_rules! conformance_suite {
             #[tokio::test]
             async fn reply_to_current_threads_the_answer_to_the_question() {
                 $crate::conformance::reply_to_current_threads_the_answer_to_the_question::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn the_tool_policy_decides_what_the_model_is_offered() {
+                $crate::conformance::the_tool_policy_decides_what_the_model_is_offered::<$platform>().await;
             }
 
             #[tokio::test]

@@ -8,6 +8,7 @@
 
 mod current_time;
 mod message;
+mod policy;
 mod result_cap;
 mod sessions_list;
 mod skill_read;
@@ -25,6 +26,7 @@ use serde_json::Value;
 pub use current_time::CurrentTime;
 pub(crate) use message::parse_chat;
 pub use message::{MessageTool, ToolSend};
+pub use policy::{ToolFilter, ToolLists, ToolPolicy, ToolProfile};
 pub use result_cap::{DEFAULT_MAX_RESULT_CHARS, cap_result};
 pub use sessions_list::{RecentSessions, SessionCatalog, SessionSummary, SessionsList};
 pub use skill_read::SkillRead;
@@ -183,13 +185,34 @@ impl ToolRegistry {
         self.tools.insert(tool.name(), Arc::new(tool));
     }
 
-    /// The tools as the model sees them. `skill_read` is offered only when skills exist.
-    pub fn specs(&self, skills: &SkillsSnapshot) -> Vec<ToolSpec> {
+    /// The tools as the model sees them: those `filter` allows (the chat's policy).
+    /// `skill_read` is offered only when skills exist.
+    pub fn specs(&self, skills: &SkillsSnapshot, filter: &ToolFilter) -> Vec<ToolSpec> {
         self.specs
             .iter()
             .filter(|(name, _)| **name != SkillRead::NAME || !skills.is_empty())
+            .filter(|(name, _)| filter.allows(name))
             .map(|(_, spec)| spec.clone())
             .collect()
+    }
+
+    /// The error result for a call to a tool `filter` does not allow (one the model was not
+    /// offered but named anyway), or `None` when it may run. It lists the tools the model
+    /// may call instead, and never the ones it may not.
+    pub fn not_offered(&self, call: &ToolCall, filter: &ToolFilter) -> Option<ToolOutcome> {
+        if filter.allows(&call.name) {
+            return None;
+        }
+        let available: Vec<&str> = self.tools.keys().copied().filter(|name| filter.allows(name)).collect();
+        Some(ToolOutcome {
+            content: format!(
+                "the tool `{}` is not available in this chat; available tools: {}",
+                call.name,
+                available.join(", ")
+            ),
+            is_error: true,
+            mutates: false,
+        })
     }
 
     /// Runs one call as the `before_tool_call` hooks decided ([`crate::hooks`]): as the model

@@ -253,7 +253,7 @@ async fn skill_read_serves_only_listed_skills() {
 #[test]
 fn specs_carry_json_schemas_and_hide_skill_read_without_skills() {
     let registry = ToolRegistry::with_builtins();
-    let specs = registry.specs(&SkillsSnapshot::default());
+    let specs = registry.specs(&SkillsSnapshot::default(), &ToolFilter::everything());
     let names: Vec<_> = specs.iter().map(|spec| spec.name.as_str()).collect();
     assert_eq!(names, ["current_time", "message", "sessions_list"]);
     let message = specs.iter().find(|spec| spec.name == "message").unwrap();
