@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use ferry::agent::tools::ToolRegistry;
+use ferry::agent::tools::{ToolPolicy, ToolRegistry};
 use ferry::agent::{AbortReason, AgentRunner, EventBus, RunRequest, RunSettings, RunStatus, RunnerParts};
 use ferry::channels::ChannelRegistry;
 use ferry::config::{Config, Environment};
@@ -197,7 +197,7 @@ async fn embedded(config: &Config, args: AgentArgs, env: &Environment) -> anyhow
     let router = ModelRouter::new(catalog).with_health(HealthStore::new(database.clone())).await;
     let runner = AgentRunner::new(RunnerParts {
         model: router,
-        tools: ToolRegistry::with_builtins(),
+        tools: ToolRegistry::with_builtins().with_result_limit(config.tools.max_result_chars),
         bus: EventBus::new(),
         settings: RunSettings::from_config(&config.agents.defaults),
         workspace,
@@ -207,6 +207,7 @@ async fn embedded(config: &Config, args: AgentArgs, env: &Environment) -> anyhow
     });
     let mut request = RunRequest::new(session_key, args.message);
     request.timeout = args.timeout.map(Duration::from_secs);
+    request.tools = ToolPolicy::from_config(config).outside_chats();
     let cancel = request.cancel.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {

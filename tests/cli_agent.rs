@@ -159,3 +159,19 @@ async fn a_message_over_the_inbound_limit_is_refused_before_anything_runs() {
     assert!(stderr.contains("the message is 101 characters; messages.max_inbound_chars allows 100"), "{stderr}");
     assert!(fake.requests().is_empty(), "nothing reached the model");
 }
+
+#[tokio::test]
+async fn an_embedded_run_is_offered_only_the_tools_the_config_allows() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::text(["Fine."]));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ferry.toml");
+    std::fs::write(&config, "[tools]\ndeny = [\"current_time\", \"sessions_list\"]\n").unwrap();
+    let url = fake.url();
+    let config = config.to_string_lossy().into_owned();
+    let output = ferry(&["--config", &config, "agent", "--message", "hi"], &[("OPENAI_BASE_URL", &url)]).await;
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let tools = fake.requests()[0].body["tools"].as_array().cloned().unwrap_or_default();
+    let offered: Vec<&str> = tools.iter().filter_map(|tool| tool["function"]["name"].as_str()).collect();
+    assert_eq!(offered, ["message"]);
+}

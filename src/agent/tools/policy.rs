@@ -163,6 +163,11 @@ impl ToolPolicy {
         self
     }
 
+    /// The tools of a run outside any chat (`ferry agent` run in-process): `[tools]` alone.
+    pub fn outside_chats(&self) -> ToolFilter {
+        ToolFilter::new(self.profile, &[&self.global])
+    }
+
     /// The tools a run answering `chat_id` (in workspace `space_id`, if any) on `channel`
     /// may use. A group listed by its own id takes its lists from there, else from its
     /// workspace's entry (a Discord guild).
@@ -223,6 +228,9 @@ mod tests {
         let exec_group = policy.for_chat("discord", "-100", None);
         assert!(!exec_group.allows("exec"), "the channel's deny wins over the group's allow");
         assert_eq!(offered(&policy.for_chat("slack", "C1", None)), offered(&policy.for_chat("webchat", "x", None)));
+        // Outside any chat only [tools] applies.
+        let operator = policy.outside_chats();
+        assert_eq!(offered(&operator), ["current_time", "message", "skill_read", "web_fetch", "web_search"]);
     }
 
     #[test]
