@@ -25,7 +25,7 @@ use super::compaction::Compactor;
 use super::conversation::{ChatMessage, ToolCall, Usage};
 use super::events::{AgentEvent, AssistantEvent, EventBus, LifecycleEvent, RunEvents, ToolEvent, truncate_for_event};
 use super::prompt::{BootstrapCache, system_prompt};
-use super::providers::{ModelProvider, ModelRequest, ProviderError, ResolvedModel, RetryPolicy};
+use super::providers::{ModelProvider, ModelRequest, ProviderError, RetryPolicy};
 use super::skills::{SkillsCache, SkillsSnapshot};
 use super::steer::SteerInbox;
 use super::tools::{Origin, SessionCatalog, ToolContext, ToolFilter, ToolRegistry, ToolSend, parse_arguments};
@@ -101,8 +101,6 @@ struct Inner {
     parts: RunnerParts,
     skills: SkillsCache,
     bootstrap: BootstrapCache,
-    /// The primary model as one client (compaction on request, `/status`).
-    primary: ResolvedModel,
 }
 
 /// One run's input.
@@ -245,13 +243,7 @@ impl AgentRunner {
     pub fn new(parts: RunnerParts) -> Self {
         let skills = SkillsCache::new(&parts.workspace);
         let bootstrap = BootstrapCache::new(&parts.workspace);
-        let primary = parts.model.primary();
-        Self { inner: Arc::new(Inner { parts, skills, bootstrap, primary }) }
-    }
-
-    /// The primary model as one client.
-    pub fn model(&self) -> &ResolvedModel {
-        &self.inner.primary
+        Self { inner: Arc::new(Inner { parts, skills, bootstrap }) }
     }
 
     /// Which model and credentials answer each call.

@@ -165,12 +165,15 @@ impl<P: Platform> Harness<P> {
         waited.unwrap_or_else(|_| panic!("{}: condition not met in time; last: {:?}", P::NAME, read(&self.platform)))
     }
 
-    /// Sends a sentinel DM and waits for its answer `pong`: everything the bot was going to
-    /// send the user before it has been sent. Returns the DM's messages.
+    /// Sends a sentinel DM and waits for its answer `pong` (one more than the DM showed
+    /// before): everything the bot was going to send the user before it has been sent.
+    /// Returns the DM's messages.
     pub async fn after_sentinel(&self, user: u64) -> Vec<Shown> {
+        let pongs = |shown: &Vec<Shown>| shown.iter().filter(|m| m.visible.trim() == "pong").count();
+        let before = pongs(&self.platform.dm_messages(user));
         self.openai.push(Turn::text(["pong"]));
         self.platform.dm(user, "ping").await;
-        self.until(|p| p.dm_messages(user), |shown| shown.iter().any(|m| m.visible.trim() == "pong")).await
+        self.until(|p| p.dm_messages(user), |shown| pongs(shown) > before).await
     }
 
     /// The text of the last user message the model was sent in request `index`.
@@ -449,11 +452,7 @@ pub async fn reasoning_streams_into_the_preview_then_gives_way_or_stays_apart<P:
     assert!(seen.iter().any(|text| text.contains("forty-two")), "{}: the reasoning streamed: {seen:?}", P::NAME);
     let clean = seen.iter().all(|text| !text.contains("The answer"));
     assert!(clean, "{}: the reasoning's message never showed the answer: {seen:?}", P::NAME);
-    // The second sentinel: what the run sent is all in the chat once its `pong` is.
-    h.openai.push(Turn::text(["pong"]));
-    h.platform.dm(USER, "ping").await;
-    let pongs = |shown: &Vec<Shown>| shown.iter().filter(|m| m.visible.trim() == "pong").count();
-    let shown = h.until(|p| p.dm_messages(USER), |shown| pongs(shown) == 2).await;
+    let shown = h.after_sentinel(USER).await;
     let after: Vec<String> = visible(&shown[4..]);
     assert_eq!(after.len(), 3, "{}: reasoning, answer, pong: {after:?}", P::NAME);
     assert!(after[0].contains("Reasoning") && after[0].contains("say so."), "{}: {after:?}", P::NAME);

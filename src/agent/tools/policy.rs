@@ -23,20 +23,10 @@ const GROUPS: &[(&str, &[&str])] = &[
     ("group:web", &["web_fetch", "web_search"]),
 ];
 
-/// Every tool a list may name (the built-ins and the host tools of SPEC §6.8).
-const KNOWN_TOOLS: &[&str] = &[
-    "current_time",
-    "sessions_list",
-    "message",
-    "skill_read",
-    "read",
-    "write",
-    "edit",
-    "exec",
-    "process",
-    "web_fetch",
-    "web_search",
-];
+/// Every tool a list may name: the built-ins and the host tools of SPEC §6.8 (the groups').
+fn known_tools() -> impl Iterator<Item = &'static &'static str> {
+    CHAT_TOOLS.iter().chain(GROUPS.iter().flat_map(|(_, tools)| tools.iter()))
+}
 
 /// `[tools] profile`: the tools offered before `allow`/`deny`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -73,7 +63,7 @@ impl ToolLists {
                     list,
                     format!(
                         "`{unknown}` is not a tool or a group of tools; tools: {}; groups: {}",
-                        KNOWN_TOOLS.join(", "),
+                        known_tools().copied().collect::<Vec<_>>().join(", "),
                         groups.join(", ")
                     ),
                 ));
@@ -88,7 +78,7 @@ fn expand(entry: &str) -> Option<&'static [&'static str]> {
     if let Some((_, tools)) = GROUPS.iter().find(|(name, _)| *name == entry) {
         return Some(tools);
     }
-    KNOWN_TOOLS.iter().position(|tool| *tool == entry).map(|at| &KNOWN_TOOLS[at..=at])
+    known_tools().find(|tool| **tool == entry).map(std::slice::from_ref)
 }
 
 /// The tools one run may use.
@@ -113,10 +103,7 @@ impl ToolFilter {
         let mut offered = match profile {
             ToolProfile::Full => None,
             ToolProfile::Chat => Some(CHAT_TOOLS.iter().copied().collect::<BTreeSet<_>>()),
-            ToolProfile::Coding => {
-                let host = GROUPS.iter().flat_map(|(_, tools)| tools.iter());
-                Some(CHAT_TOOLS.iter().chain(host).copied().collect())
-            }
+            ToolProfile::Coding => Some(known_tools().copied().collect()),
         };
         let mut denied = BTreeSet::new();
         for lists in levels {
@@ -194,7 +181,7 @@ mod tests {
     }
 
     fn offered(filter: &ToolFilter) -> Vec<&'static str> {
-        KNOWN_TOOLS.iter().copied().filter(|tool| filter.allows(tool)).collect()
+        known_tools().copied().filter(|tool| filter.allows(tool)).collect()
     }
 
     #[test]
@@ -202,7 +189,7 @@ mod tests {
         let chat = ToolPolicy::default().for_chat("telegram", "42", None);
         assert_eq!(offered(&chat), ["current_time", "sessions_list", "message", "skill_read"]);
         let coding = ToolPolicy::new(ToolProfile::Coding, ToolLists::default()).for_chat("telegram", "42", None);
-        assert_eq!(offered(&coding), KNOWN_TOOLS);
+        assert_eq!(offered(&coding), known_tools().copied().collect::<Vec<_>>());
         let full = ToolPolicy::new(ToolProfile::Full, ToolLists::default()).for_chat("telegram", "42", None);
         assert!(full.allows("mcp_any_server_tool"), "full offers tools no list knows");
     }

@@ -40,7 +40,7 @@ fn byte_at(text: &str, index: usize) -> usize {
 
 /// `end`, moved back to just after a line break when one is near.
 fn snap_back_to_line(text: &str, end: usize) -> usize {
-    let window_start = floor_boundary(text, end.saturating_sub(LINE_SNAP));
+    let window_start = text.floor_char_boundary(end.saturating_sub(LINE_SNAP));
     match text[window_start..end].rfind('\n') {
         Some(at) => window_start + at + 1,
         None => end,
@@ -50,25 +50,11 @@ fn snap_back_to_line(text: &str, end: usize) -> usize {
 /// `start`, moved forward to just after a line break when one is near; never before `floor`.
 fn snap_forward_to_line(text: &str, start: usize, floor: usize) -> usize {
     let start = start.max(floor);
-    let window_end = ceil_boundary(text, (start + LINE_SNAP).min(text.len()));
+    let window_end = text.ceil_char_boundary((start + LINE_SNAP).min(text.len()));
     match text[start..window_end].find('\n') {
         Some(at) => start + at + 1,
         None => start,
     }
-}
-
-fn floor_boundary(text: &str, mut index: usize) -> usize {
-    while !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
-}
-
-fn ceil_boundary(text: &str, mut index: usize) -> usize {
-    while !text.is_char_boundary(index) {
-        index += 1;
-    }
-    index
 }
 
 #[cfg(test)]
