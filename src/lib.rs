@@ -26,6 +26,7 @@ pub mod models;
 pub mod queue;
 pub mod reply;
 pub mod routing;
+pub mod sandbox;
 pub mod session;
 pub mod state;
 

@@ -37,6 +37,9 @@ fn return_freed_memory_at_once() {
 }
 
 fn main() -> ExitCode {
+    // `ferry __sandbox-exec …`: confine this process and become a tool's command. First,
+    // before any thread exists: a multi-threaded process cannot enter a user namespace.
+    ferry::sandbox::launcher::dispatch(&std::env::args_os().collect::<Vec<_>>());
     return_freed_memory_at_once();
     let cli = Cli::parse();
     let format = match cli.global.log_format {

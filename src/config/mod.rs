@@ -23,6 +23,7 @@ mod model_choice;
 mod ranges;
 mod schema;
 mod secret;
+mod tools_schema;
 mod validate;
 mod variants;
 

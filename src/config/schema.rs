@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::Secret;
 use super::human_delay::HumanDelay;
 use super::model_choice::ModelSetting;
+pub use super::tools_schema::{ExecAsk, ExecConfig, SandboxConfig, SandboxMode, SandboxScope};
 pub use crate::agent::tools::{ToolLists, ToolProfile};
 pub use crate::models::ThinkingLevel;
 
@@ -46,6 +47,8 @@ pub struct ToolsConfig {
     /// The longest tool result the model gets, in characters; a longer one keeps its head
     /// and tail around a marker saying how much was cut.
     pub max_result_chars: usize,
+    pub sandbox: SandboxConfig,
+    pub exec: ExecConfig,
 }
 
 impl ToolsConfig {
@@ -62,6 +65,8 @@ impl Default for ToolsConfig {
             allow: Vec::new(),
             deny: Vec::new(),
             max_result_chars: crate::agent::tools::DEFAULT_MAX_RESULT_CHARS,
+            sandbox: SandboxConfig::default(),
+            exec: ExecConfig::default(),
         }
     }
 }
