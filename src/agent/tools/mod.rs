@@ -7,6 +7,7 @@
 //! as an error result, so it can correct itself; none of them ends the run.
 
 mod current_time;
+pub mod fs;
 mod message;
 mod policy;
 mod result_cap;
