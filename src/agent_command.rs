@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use ferry::agent::tools::{ToolPolicy, ToolRegistry};
+use ferry::agent::tools::{HostTools, ToolPolicy};
 use ferry::agent::{AbortReason, AgentRunner, EventBus, RunRequest, RunSettings, RunStatus, RunnerParts};
 use ferry::channels::ChannelRegistry;
-use ferry::config::{Config, Environment};
+use ferry::config::{Config, Environment, LoadedConfig};
 use ferry::gateway::client::{ClientError, GatewayClient};
 use ferry::models::health_store::HealthStore;
 use ferry::models::{ModelCatalog, ModelRouter};
@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::cli::{AgentArgs, GlobalArgs};
-use crate::commands::{DEFAULT_AGENT, ECHO_WARNING, load_config};
+use crate::commands::{DEFAULT_AGENT, ECHO_WARNING, load_config, sandbox_paths};
 
 /// How long to look for a running gateway before running embedded.
 const GATEWAY_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -54,11 +54,11 @@ pub async fn agent(global: &GlobalArgs, args: AgentArgs, env: &Environment) -> a
         Ok(Err(error)) => {
             tracing::debug!(%error, "no gateway answered");
             tracing::info!(%url, "no gateway running; running the agent embedded");
-            embedded(config, args, env).await
+            embedded(&loaded, args, env).await
         }
         Err(_) => {
             tracing::warn!(%url, "the gateway did not answer in time; running the agent embedded");
-            embedded(config, args, env).await
+            embedded(&loaded, args, env).await
         }
     }
 }
@@ -180,7 +180,8 @@ impl Printer {
 }
 
 /// The run in this process, on the state directory the daemon would use.
-async fn embedded(config: &Config, args: AgentArgs, env: &Environment) -> anyhow::Result<()> {
+async fn embedded(loaded: &LoadedConfig, args: AgentArgs, env: &Environment) -> anyhow::Result<()> {
+    let config = &loaded.config;
     let catalog = ModelCatalog::resolve(config, env)?;
     let model = catalog.primary();
     if model.is_fallback_echo {
@@ -190,6 +191,11 @@ async fn embedded(config: &Config, args: AgentArgs, env: &Environment) -> anyhow
     let workspace = config.agents.defaults.workspace.clone().unwrap_or_else(|| state_dir.join("workspace"));
     let agent_id = args.agent.as_deref().unwrap_or(DEFAULT_AGENT).to_lowercase();
     let session_key = args.session.clone().unwrap_or_else(|| format!("agent:{agent_id}:main")).to_lowercase();
+    let policy = ToolPolicy::from_config(config);
+    let tools = HostTools::registry(config, sandbox_paths(&loaded.source, &state_dir, &workspace)?);
+    if let Some(host) = tools.host() {
+        host.check_sandbox(&policy).await;
+    }
     let database = state::Database::open(&state_dir).await?;
     let store = Arc::new(SqliteSessionStore::new(database.clone()));
 
@@ -197,7 +203,7 @@ async fn embedded(config: &Config, args: AgentArgs, env: &Environment) -> anyhow
     let router = ModelRouter::new(catalog).with_health(HealthStore::new(database.clone())).await;
     let runner = AgentRunner::new(RunnerParts {
         model: router,
-        tools: ToolRegistry::with_builtins().with_result_limit(config.tools.max_result_chars),
+        tools: tools.clone(),
         bus: EventBus::new(),
         settings: RunSettings::from_config(&config.agents.defaults),
         workspace,
@@ -207,7 +213,7 @@ async fn embedded(config: &Config, args: AgentArgs, env: &Environment) -> anyhow
     });
     let mut request = RunRequest::new(session_key, args.message);
     request.timeout = args.timeout.map(Duration::from_secs);
-    request.tools = ToolPolicy::from_config(config).outside_chats();
+    request.tools = policy.outside_chats();
     let cancel = request.cancel.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {

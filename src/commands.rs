@@ -144,3 +144,22 @@ fn describe_source(source: &ConfigSource) -> String {
         ConfigSource::Defaults => "built-in defaults (no config file found)".to_owned(),
     }
 }
+
+/// What the sandbox must know about this installation: where workspaces go, the config
+/// file to hide, and this binary, which runs as the sandbox launcher.
+pub fn sandbox_paths(
+    source: &ConfigSource,
+    state_dir: &std::path::Path,
+    workspace: &std::path::Path,
+) -> anyhow::Result<ferry::sandbox::SandboxPaths> {
+    let launcher = std::env::current_exe().context("finding the ferry binary (the sandbox launcher)")?;
+    Ok(ferry::sandbox::SandboxPaths {
+        state_dir: state_dir.to_path_buf(),
+        agent_workspace: workspace.to_path_buf(),
+        config_file: match source {
+            ConfigSource::File(path) => Some(path.clone()),
+            ConfigSource::Defaults => None,
+        },
+        launcher,
+    })
+}

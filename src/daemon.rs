@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use ferry::agent::tools::ToolRegistry;
+use ferry::agent::tools::{HostTools, ToolPolicy};
 use ferry::agent::{AgentRunner, EventBus, RunSettings, RunnerParts};
 use ferry::channels::ChannelRegistry;
 use ferry::config::{self, Environment};
@@ -20,7 +20,7 @@ use ferry::session::SqliteSessionStore;
 use ferry::state;
 
 use crate::cli::GlobalArgs;
-use crate::commands::{DEFAULT_AGENT, ECHO_WARNING, load_config};
+use crate::commands::{DEFAULT_AGENT, ECHO_WARNING, load_config, sandbox_paths};
 use crate::wiring;
 
 /// How long running replies may take to finish once a shutdown begins.
@@ -34,6 +34,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
     }
+    let loaded_source = loaded.source.clone();
     let config = Arc::new(loaded.config);
     // First, so a port another process holds stops the start before anything is opened.
     let listener = Gateway::bind(&config).await.map_err(bind_failure)?;
@@ -45,6 +46,10 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     }
     let state_dir = state::resolve_state_dir(&config, env)?;
     let workspace = config.agents.defaults.workspace.clone().unwrap_or_else(|| state_dir.join("workspace"));
+    let tools = HostTools::registry(&config, sandbox_paths(&loaded_source, &state_dir, &workspace)?);
+    if let Some(host) = tools.host() {
+        host.check_sandbox(&ToolPolicy::from_config(&config)).await;
+    }
     let database = state::Database::open(&state_dir).await?;
     let channels = ChannelRegistry::new();
     let bus = EventBus::new();
@@ -52,7 +57,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     let router = ModelRouter::new(catalog).with_health(HealthStore::new(database.clone())).await;
     let runner = AgentRunner::new(RunnerParts {
         model: router,
-        tools: ToolRegistry::with_builtins().with_result_limit(config.tools.max_result_chars),
+        tools: tools.clone(),
         bus: bus.clone(),
         settings: RunSettings::from_config(&config.agents.defaults),
         workspace,
@@ -100,6 +105,8 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     if aborted > 0 {
         tracing::warn!(aborted, "aborted runs that did not finish in time; their messages are answered on restart");
     }
+    // Background commands end with the daemon.
+    tools.shutdown();
     draining.close(CONNECTION_CLOSE_PATIENCE).await;
     hooks.gateway_stop(GatewayEvent { address: address.to_string() }).await;
     database.close().await;

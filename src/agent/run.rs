@@ -259,6 +259,11 @@ impl AgentRunner {
         &self.inner.parts.bus
     }
 
+    /// The tools runs may use; the chat commands reach the host tools through it.
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.inner.parts.tools
+    }
+
     pub fn hooks(&self) -> &Hooks {
         &self.inner.parts.hooks
     }
@@ -413,7 +418,7 @@ impl AgentRunner {
         let system = system_prompt(&skills, &files.await, request.extra_system_prompt.as_deref());
         let system =
             parts.hooks.before_agent_start(&request.run_id, &request.session_key, &request.message, system).await;
-        let tool_specs = parts.tools.specs(&skills, &request.tools);
+        let tool_specs = parts.tools.specs(&skills, &parts.tools.filter_for(&request.session_key, &request.tools));
         let mut rounds = 0;
         loop {
             let tools_allowed = rounds < parts.settings.max_tool_rounds;
@@ -648,6 +653,7 @@ impl AgentRunner {
         let args =
             parse_arguments(&call.arguments).unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
         events.tool(ToolEvent::Start { name: call.name.clone(), tool_call_id: call.id.clone(), args });
+        let (updates, mut partial_output) = tokio::sync::mpsc::unbounded_channel();
         let context = ToolContext {
             run_id: request.run_id.clone(),
             session_key: request.session_key.clone(),
@@ -658,13 +664,30 @@ impl AgentRunner {
             // The run's snapshot: the tools see the skills the prompt listed.
             skills: skills.clone(),
             sends: state.sends.clone(),
+            updates: Some(updates),
         };
         let started = std::time::Instant::now();
-        let outcome = match parts.tools.not_offered(call, &request.tools) {
+        let outcome = match parts.tools.not_offered(call, &parts.tools.filter_for(&request.session_key, &request.tools))
+        {
             Some(refused) => refused,
             None => {
                 let checked = parts.hooks.before_tool_call(&request.run_id, &request.session_key, call).await;
-                parts.tools.execute_checked(call, checked, context).await
+                let execute = parts.tools.execute_checked(call, checked, context);
+                tokio::pin!(execute);
+                // Partial output (a command's) goes out as `update` events while it runs.
+                let update = |partial: String| {
+                    events.tool(ToolEvent::Update { tool_call_id: call.id.clone(), partial });
+                };
+                let outcome = loop {
+                    tokio::select! {
+                        outcome = &mut execute => break outcome,
+                        Some(partial) = partial_output.recv() => update(partial),
+                    }
+                };
+                while let Ok(partial) = partial_output.try_recv() {
+                    update(partial);
+                }
+                outcome
             }
         };
         parts.hooks.after_tool_call(&request.run_id, &request.session_key, call, &outcome, started.elapsed());

@@ -29,6 +29,10 @@ pub enum ControlCommand {
     Think(SettingCommand<ThinkingLevel>),
     /// `/reasoning [off|on|stream]`
     Reasoning(SettingCommand<ReasoningDisplay>),
+    /// `/approve ID`: run the command waiting for approval under that id.
+    Approve(String),
+    /// `/deny ID`: refuse it.
+    Deny(String),
 }
 
 /// What `/model` asks for.
@@ -121,6 +125,8 @@ pub fn parse_command(text: &str) -> Option<ControlCommand> {
         })),
         "think" | "thinking" => Some(ControlCommand::Think(parse_setting(args, "/think takes one level"))),
         "reasoning" => Some(ControlCommand::Reasoning(parse_setting(args, "/reasoning takes one word"))),
+        "approve" => Some(ControlCommand::Approve(args.join(" "))),
+        "deny" => Some(ControlCommand::Deny(args.join(" "))),
         _ => None,
     }
 }

@@ -25,6 +25,8 @@ impl Dispatcher {
             }
             ref command @ (ControlCommand::New | ControlCommand::Reset) => {
                 self.inner.scheduler.stop(session_key).await;
+                // `/stop` leaves background commands running; a new conversation does not.
+                self.inner.runner.tools().session_ended(session_key);
                 match self.inner.store.reset(session_key, Utc::now()).await {
                     Ok(resolved) => {
                         self.session_reset(command, session_key, &resolved);
@@ -43,6 +45,8 @@ impl Dispatcher {
             ControlCommand::Model(model) => self.model_command(model, session_key).await,
             ControlCommand::Think(think) => self.think_command(think, session_key).await,
             ControlCommand::Reasoning(reasoning) => self.reasoning_command(reasoning, session_key).await,
+            ControlCommand::Approve(id) => self.approval_command(&id, true, session_key, message),
+            ControlCommand::Deny(id) => self.approval_command(&id, false, session_key, message),
         };
         self.reply(message, &reply).await;
         self.run_command_hook(hook, message);
@@ -132,6 +136,23 @@ impl Dispatcher {
                 tracing::warn!(session_key, %error, "compacting the session on request failed; its transcript is unchanged");
                 format!("⚠️ I could not compact the conversation: {error}. It is unchanged.")
             }
+        }
+    }
+
+    /// `/approve ID` or `/deny ID`: answers a command waiting in this chat.
+    fn approval_command(&self, id: &str, approve: bool, session_key: &str, message: &InboundMessage) -> String {
+        let verb = if approve { "approve" } else { "deny" };
+        if id.trim().is_empty() || id.split_whitespace().count() > 1 {
+            return format!("Usage: /{verb} ID, with the id from the approval request.");
+        }
+        let Some(host) = self.inner.runner.tools().host() else {
+            return "There are no commands waiting for approval.".to_owned();
+        };
+        let by = message.sender.name.clone().unwrap_or_else(|| message.sender.id.clone());
+        match host.approvals().answer(session_key, id, approve, &by) {
+            Ok(command) if approve => format!("✅ Approved: `{command}`"),
+            Ok(command) => format!("🚫 Denied: `{command}`"),
+            Err(error) => format!("⚠️ I cannot {verb} that: {error}."),
         }
     }
 

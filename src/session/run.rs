@@ -33,6 +33,10 @@ pub async fn run_in_session(
     if let Some(reason) = resolved.started {
         tracing::info!(session_key = %key, reason = reason.as_str(), session_id = %resolved.session.session_id, "session started");
     }
+    if resolved.ended_session_id.is_some() {
+        // An idle or daily reset: what the old session left running goes with it.
+        runner.tools().session_ended(&key);
+    }
     runner.hooks().session_changed(&key, &resolved, None);
     request.history = history.unwrap_or_else(|error| {
         tracing::error!(session_key = %key, %error, "cannot read the transcript; answering without history");

@@ -7,7 +7,9 @@
 //! as an error result, so it can correct itself; none of them ends the run.
 
 mod current_time;
+pub mod exec;
 pub mod fs;
+mod host;
 mod message;
 mod policy;
 mod result_cap;
@@ -25,6 +27,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use current_time::CurrentTime;
+pub use host::{COMMAND_TOOLS, HostTools};
 pub(crate) use message::parse_chat;
 pub use message::{MessageTool, ToolSend};
 pub use policy::{ToolFilter, ToolLists, ToolPolicy, ToolProfile};
@@ -62,6 +65,8 @@ pub struct ToolContext {
     pub skills: Arc<SkillsSnapshot>,
     /// Messages the `message` tool delivered during this run, for reply dedup.
     pub sends: Arc<Mutex<Vec<ToolSend>>>,
+    /// Where a tool streams partial output (`exec`), shown as `tool` `update` events.
+    pub updates: Option<tokio::sync::mpsc::UnboundedSender<String>>,
 }
 
 /// A tool failure, worded for the model.
@@ -85,6 +90,11 @@ pub trait Tool: Send + Sync + 'static {
     /// writes a file). A failed mutating tool is always reported to the user.
     fn mutates(&self) -> bool;
     async fn call(&self, arguments: Value, context: &ToolContext) -> Result<String, ToolError>;
+    /// The session ended (`/reset`, `/new`, an idle or daily reset): drop what the tool
+    /// keeps for it, such as background commands.
+    fn session_ended(&self, _session_key: &str) {}
+    /// Ferry is shutting down.
+    fn shutdown(&self) {}
 }
 
 /// A tool with typed arguments. The result is text for the model (usually JSON).
@@ -96,6 +106,10 @@ pub trait TypedTool: Send + Sync + 'static {
     const MUTATES: bool = false;
 
     async fn run(&self, args: Self::Args, context: &ToolContext) -> Result<String, ToolError>;
+    /// See [`Tool::session_ended`].
+    fn session_ended(&self, _session_key: &str) {}
+    /// See [`Tool::shutdown`].
+    fn shutdown(&self) {}
 }
 
 #[async_trait]
@@ -127,6 +141,14 @@ impl<T: TypedTool> Tool for T {
             serde_json::from_value(arguments).map_err(|error| ToolError::new(format!("invalid arguments: {error}")))?;
         self.run(args, context).await
     }
+
+    fn session_ended(&self, session_key: &str) {
+        TypedTool::session_ended(self, session_key);
+    }
+
+    fn shutdown(&self) {
+        TypedTool::shutdown(self);
+    }
 }
 
 /// A tool call's outcome, as fed back to the model.
@@ -146,11 +168,13 @@ pub struct ToolRegistry {
     specs: BTreeMap<&'static str, ToolSpec>,
     /// `tools.max_result_chars`: longer results keep their head and tail ([`cap_result`]).
     max_result_chars: usize,
+    /// The file and command tools, when registered.
+    host: Option<Arc<HostTools>>,
 }
 
 impl Default for ToolRegistry {
     fn default() -> Self {
-        Self { tools: BTreeMap::new(), specs: BTreeMap::new(), max_result_chars: DEFAULT_MAX_RESULT_CHARS }
+        Self { tools: BTreeMap::new(), specs: BTreeMap::new(), max_result_chars: DEFAULT_MAX_RESULT_CHARS, host: None }
     }
 }
 
@@ -176,6 +200,23 @@ impl ToolRegistry {
         registry
     }
 
+    /// Adds the host tools (files, commands) and keeps them for [`ToolRegistry::host`].
+    pub fn with_host_tools(mut self, host: Arc<HostTools>) -> Self {
+        host.register(&mut self);
+        self.host = Some(host);
+        self
+    }
+
+    pub fn host(&self) -> Option<&Arc<HostTools>> {
+        self.host.as_ref()
+    }
+
+    /// The tools `session_key` may use under `filter`: the command tools go when the
+    /// session must be sandboxed and the sandbox cannot be used.
+    pub fn filter_for(&self, session_key: &str, filter: &ToolFilter) -> ToolFilter {
+        self.host.as_ref().and_then(|host| host.restrict(session_key, filter)).unwrap_or_else(|| filter.clone())
+    }
+
     pub fn register(&mut self, tool: impl Tool) {
         let spec = ToolSpec {
             name: tool.name().to_owned(),
@@ -184,6 +225,16 @@ impl ToolRegistry {
         };
         self.specs.insert(tool.name(), spec);
         self.tools.insert(tool.name(), Arc::new(tool));
+    }
+
+    /// Tells every tool that `session_key`'s session ended.
+    pub fn session_ended(&self, session_key: &str) {
+        self.tools.values().for_each(|tool| tool.session_ended(session_key));
+    }
+
+    /// Tells every tool that Ferry is shutting down.
+    pub fn shutdown(&self) {
+        self.tools.values().for_each(|tool| tool.shutdown());
     }
 
     /// The tools as the model sees them: those `filter` allows (the chat's policy).

@@ -99,6 +99,12 @@ impl ToolFilter {
         !self.denied.contains(tool) && self.offered.as_ref().is_none_or(|offered| offered.contains(tool))
     }
 
+    /// The same, with `tools` taken away.
+    pub fn without(mut self, tools: &[&'static str]) -> Self {
+        self.denied.extend(tools.iter().copied());
+        self
+    }
+
     fn new(profile: ToolProfile, levels: &[&ToolLists]) -> Self {
         let mut offered = match profile {
             ToolProfile::Full => None,
@@ -148,6 +154,15 @@ impl ToolPolicy {
     pub fn with_channel(mut self, channel: &str, lists: ToolLists, groups: BTreeMap<String, ToolLists>) -> Self {
         self.channels.insert(channel.to_owned(), (lists, groups));
         self
+    }
+
+    /// Whether any chat could be offered `tool`: its profile, or an `allow` somewhere.
+    pub fn could_offer(&self, tool: &str) -> bool {
+        let allowed =
+            |lists: &ToolLists| lists.allow.iter().filter_map(|entry| expand(entry)).flatten().any(|t| *t == tool);
+        self.profile != ToolProfile::Chat
+            || allowed(&self.global)
+            || self.channels.values().any(|(lists, groups)| allowed(lists) || groups.values().any(allowed))
     }
 
     /// The tools of a run outside any chat (`ferry agent` run in-process): `[tools]` alone.

@@ -21,6 +21,7 @@ pub(crate) fn context(origin: Option<Origin>, channels: ChannelRegistry) -> Tool
         sessions: Arc::new(RecentSessions::default()),
         skills: Arc::new(SkillsSnapshot::default()),
         sends: Arc::new(Mutex::new(Vec::new())),
+        updates: None,
     }
 }
 

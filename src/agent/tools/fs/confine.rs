@@ -121,12 +121,11 @@ impl Workspace {
         let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
         // openat2 refuses a mode unless it creates the file.
         let mode = if flags.contains(OFlags::CREATE) { Mode::from_raw_mode(0o644) } else { Mode::empty() };
-        rustix::fs::openat2(&self.dir, relative, flags | OFlags::CLOEXEC, mode, resolve)
-            .map_err(|errno| match errno {
-                rustix::io::Errno::XDEV => PathError::Outside(shown.to_owned()),
-                rustix::io::Errno::NOENT => PathError::NotFound(shown.to_owned()),
-                errno => io_error(shown, errno.into()),
-            })
+        rustix::fs::openat2(&self.dir, relative, flags | OFlags::CLOEXEC, mode, resolve).map_err(|errno| match errno {
+            rustix::io::Errno::XDEV => PathError::Outside(shown.to_owned()),
+            rustix::io::Errno::NOENT => PathError::NotFound(shown.to_owned()),
+            errno => io_error(shown, errno.into()),
+        })
     }
 
     fn give_to_owner(&self, fd: &impl AsFd, shown: &str) -> Result<(), PathError> {

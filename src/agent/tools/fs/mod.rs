@@ -156,7 +156,8 @@ impl TypedTool for WriteFile {
     async fn run(&self, args: WriteArgs, context: &ToolContext) -> Result<String, ToolError> {
         workspace(&self.sandbox, context, move |workspace| {
             let mut file = workspace.create(&args.path)?;
-            file.write_all(args.content.as_bytes()).map_err(|error| ToolError::new(format!("`{}`: {error}", args.path)))?;
+            file.write_all(args.content.as_bytes())
+                .map_err(|error| ToolError::new(format!("`{}`: {error}", args.path)))?;
             Ok(format!("wrote {} bytes to {}", args.content.len(), args.path))
         })
         .await
@@ -202,7 +203,8 @@ impl TypedTool for EditFile {
             let edited = replace(&text, &args.old_text, &args.new_text, args.replace_all.unwrap_or(false))
                 .map_err(|why| ToolError::new(format!("`{}`: {why}", args.path)))?;
             let mut file = workspace.create(&args.path)?;
-            file.write_all(edited.text.as_bytes()).map_err(|error| ToolError::new(format!("`{}`: {error}", args.path)))?;
+            file.write_all(edited.text.as_bytes())
+                .map_err(|error| ToolError::new(format!("`{}`: {error}", args.path)))?;
             Ok(format!("replaced {} occurrence(s) in {}", edited.replaced, args.path))
         })
         .await
