@@ -47,8 +47,14 @@ fn hooked_runner(
 ) -> (AgentRunner, tempfile::TempDir) {
     let workspace = tempfile::tempdir().expect("workspace");
     let runner = AgentRunner::new(RunnerParts {
-        model: ResolvedModel { provider, model: "test-model".into(), context_window: None, is_fallback_echo: false }
-            .into(),
+        model: ResolvedModel {
+            provider,
+            model: "test-model".into(),
+            context_window: None,
+            vision: false,
+            is_fallback_echo: false,
+        }
+        .into(),
         tools: ToolRegistry::with_builtins(),
         bus: EventBus::new(),
         settings,
