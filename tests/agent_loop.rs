@@ -22,6 +22,9 @@ use ferry::models::{FailoverReason, ThinkingLevel};
 use ferry_fakes::{FakeAnthropic, FakeOpenAi, HttpError, Reply, ToolCall, Turn};
 use futures::StreamExt;
 
+#[path = "agent_loop/tool_images.rs"]
+mod tool_images;
+
 /// Generous limits, so only the behaviour under test ends a run.
 fn settings() -> RunSettings {
     RunSettings {
