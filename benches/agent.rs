@@ -17,7 +17,7 @@ use ferry::agent::providers::{
     ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, ResolvedModel, RetryPolicy, StopReason,
     decode_stream, sse_events,
 };
-use ferry::agent::tools::{RecentSessions, ToolContext, ToolError, ToolRegistry, TypedTool};
+use ferry::agent::tools::{RecentSessions, ToolContext, ToolError, ToolOutput, ToolRegistry, TypedTool};
 use ferry::agent::{AgentRunner, EventBus, RunRequest, RunSettings, RunnerParts};
 use ferry::channels::ChannelRegistry;
 
@@ -120,8 +120,8 @@ impl TypedTool for NoopTool {
     const NAME: &'static str = "noop";
     const DESCRIPTION: &'static str = "does nothing";
 
-    async fn run(&self, _args: NoArgs, _context: &ToolContext) -> Result<String, ToolError> {
-        Ok("done".to_owned())
+    async fn run(&self, _args: NoArgs, _context: &ToolContext) -> Result<ToolOutput, ToolError> {
+        Ok("done".into())
     }
 }
 
@@ -133,6 +133,7 @@ fn runner(use_tool: bool, workspace: &std::path::Path) -> AgentRunner {
             provider: Arc::new(InstantProvider { use_tool }),
             model: "instant".into(),
             context_window: None,
+            vision: false,
             is_fallback_echo: false,
         }
         .into(),

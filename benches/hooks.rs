@@ -80,12 +80,7 @@ fn hooks(c: &mut Criterion) {
     let mut transcript = vec![
         ChatMessage::user("what time is it?"),
         ChatMessage::assistant(String::new(), vec![call.clone()]),
-        ChatMessage::ToolResult {
-            call_id: "call_1".into(),
-            name: "current_time".into(),
-            content: "12:00".into(),
-            is_error: false,
-        },
+        ChatMessage::tool_result("call_1", "current_time", "12:00", false),
     ];
 
     for (label, hooks) in [("ten_noop_plugins", ten_plugins()), ("empty", Hooks::default())] {
@@ -112,7 +107,8 @@ fn hooks(c: &mut Criterion) {
                     name: "current_time".into(),
                     arguments: r#"{"zone":"UTC"}"#.into(),
                 };
-                let outcome = ToolOutcome { content: "12:00 UTC".into(), is_error: false, mutates: false };
+                let outcome =
+                    ToolOutcome { content: "12:00 UTC".into(), is_error: false, mutates: false, images: Vec::new() };
                 hooks.after_tool_call("run", "key", &call, &outcome, Duration::from_millis(1))
             }),
             ("message_received", |hooks| hooks.message_received(received())),

@@ -238,6 +238,7 @@ fn runner(bus: &EventBus, workspace: &std::path::Path, channels: &ChannelRegistr
             provider: Arc::new(InstantProvider),
             model: "instant".into(),
             context_window: None,
+            vision: false,
             is_fallback_echo: false,
         }
         .into(),

@@ -26,11 +26,7 @@ fn sandbox(mode: SandboxMode, state: &std::path::Path) -> Sandbox {
 async fn first_output(sandbox: &Sandbox, session: &str) -> Duration {
     let started = Instant::now();
     let placement = sandbox.place(session).expect("workspace");
-    let mut child = sandbox
-        .shell("echo hi", &placement)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let mut child = sandbox.shell("echo hi", &placement).stdout(std::process::Stdio::piped()).spawn().expect("spawn");
     let mut stdout = child.stdout.take().expect("stdout");
     let mut byte = [0u8; 1];
     stdout.read_exact(&mut byte).await.expect("first byte");
@@ -70,9 +66,5 @@ async fn main() {
     for (name, samples) in [("host (launcher, no sandbox)", &on_host), ("sandbox", &in_sandbox)] {
         println!("{name:<30} p50 {:>6.2}  p99 {:>6.2}", percentile(samples, 0.5), percentile(samples, 0.99));
     }
-    println!(
-        "{:<30} p50 {:>+6.2}",
-        "added by the sandbox",
-        percentile(&in_sandbox, 0.5) - percentile(&on_host, 0.5)
-    );
+    println!("{:<30} p50 {:>+6.2}", "added by the sandbox", percentile(&in_sandbox, 0.5) - percentile(&on_host, 0.5));
 }

@@ -10,8 +10,9 @@
 //!
 //! Around them: [`config`] (the operator's settings, typed and validated), [`state`] (the
 //! state directory and its SQLite database), [`logging`], [`metrics`] (what `/metrics`
-//! exports), [`dispatch`] (which drives a message through the stages) and [`gateway`] (the
-//! WebSocket RPC, HTTP endpoints and the web chat channel).
+//! exports), [`dispatch`] (which drives a message through the stages), [`gateway`] (the
+//! WebSocket RPC, HTTP endpoints and the web chat channel) and [`media`] (images made ready
+//! for a model: decoded under limits, downscaled, re-encoded).
 
 pub mod agent;
 pub mod channels;
@@ -21,6 +22,7 @@ pub mod dispatch;
 pub mod gateway;
 pub mod hooks;
 pub mod logging;
+pub mod media;
 pub mod metrics;
 pub mod models;
 pub mod queue;

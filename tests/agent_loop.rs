@@ -22,6 +22,9 @@ use ferry::models::{FailoverReason, ThinkingLevel};
 use ferry_fakes::{FakeAnthropic, FakeOpenAi, HttpError, Reply, ToolCall, Turn};
 use futures::StreamExt;
 
+#[path = "agent_loop/tool_images.rs"]
+mod tool_images;
+
 /// Generous limits, so only the behaviour under test ends a run.
 fn settings() -> RunSettings {
     RunSettings {
@@ -47,8 +50,14 @@ fn hooked_runner(
 ) -> (AgentRunner, tempfile::TempDir) {
     let workspace = tempfile::tempdir().expect("workspace");
     let runner = AgentRunner::new(RunnerParts {
-        model: ResolvedModel { provider, model: "test-model".into(), context_window: None, is_fallback_echo: false }
-            .into(),
+        model: ResolvedModel {
+            provider,
+            model: "test-model".into(),
+            context_window: None,
+            vision: false,
+            is_fallback_echo: false,
+        }
+        .into(),
         tools: ToolRegistry::with_builtins(),
         bus: EventBus::new(),
         settings,

@@ -61,12 +61,12 @@ fn context(session_key: &str, channels: ChannelRegistry, origin: Option<Origin>)
 
 async fn exec(tools: &Tools, command: &str, timeout: Option<u64>, yield_ms: Option<u64>) -> Result<String, ToolError> {
     let args = ExecArgs { command: command.into(), timeout, yield_ms };
-    tools.exec.run(args, &context(GROUP, ChannelRegistry::new(), None)).await
+    tools.exec.run(args, &context(GROUP, ChannelRegistry::new(), None)).await.map(|output| output.text)
 }
 
 async fn process(tools: &Tools, action: ProcessAction, id: Option<&str>, input: Option<&str>) -> String {
     let args = ProcessArgs { action, id: id.map(Into::into), input: input.map(Into::into) };
-    tools.process.run(args, &context(GROUP, ChannelRegistry::new(), None)).await.unwrap()
+    tools.process.run(args, &context(GROUP, ChannelRegistry::new(), None)).await.unwrap().text
 }
 
 /// The process id in exec's "still running … as process `pN`" result.
@@ -97,7 +97,7 @@ async fn output_streams_as_updates_while_the_command_runs() {
         assert_eq!(first, "first\n");
     };
     let (result, ()) = tokio::join!(call, first);
-    assert_eq!(result.unwrap(), "first\nsecond\n[exit code 0]");
+    assert_eq!(result.unwrap().text, "first\nsecond\n[exit code 0]");
 }
 
 #[tokio::test]
@@ -181,7 +181,7 @@ async fn a_command_waits_for_approval_and_runs_once_approved_or_not_at_all() {
     let context = context(GROUP, channels, Some(origin));
     // Listed: runs without asking.
     let listed = ExecArgs { command: "echo listed".into(), timeout: None, yield_ms: None };
-    assert_eq!(tools.exec.run(listed, &context).await.unwrap(), "listed\n[exit code 0]");
+    assert_eq!(tools.exec.run(listed, &context).await.unwrap().text, "listed\n[exit code 0]");
     assert!(channel.sent_texts().is_empty());
 
     let mut seen: Vec<String> = Vec::new();
@@ -206,7 +206,7 @@ async fn a_command_waits_for_approval_and_runs_once_approved_or_not_at_all() {
         let (result, asked) = tokio::join!(call, answer);
         seen.push(asked);
         match expected {
-            Ok(output) => assert_eq!(result.unwrap(), output),
+            Ok(output) => assert_eq!(result.unwrap().text, output),
             Err(why) => assert!(result.unwrap_err().0.contains(why)),
         }
     }

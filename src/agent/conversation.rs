@@ -23,8 +23,15 @@ pub enum ChatMessage {
     ToolResult {
         call_id: String,
         name: String,
+        /// The text the model reads.
         content: String,
         is_error: bool,
+        /// Images the tool returned (a screenshot, an image file it read), already sized
+        /// for models ([`crate::media::prepare_image`]). Shown to models with image input;
+        /// the others get a one-line note per image. Left out of the JSON when empty, so
+        /// transcripts written before images existed load unchanged.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<ImagePart>,
     },
 }
 
@@ -33,9 +40,82 @@ impl ChatMessage {
         ChatMessage::User { text: text.into() }
     }
 
+    /// A tool's answer without images.
+    pub fn tool_result(
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+        content: impl Into<String>,
+        is_error: bool,
+    ) -> Self {
+        ChatMessage::ToolResult {
+            call_id: call_id.into(),
+            name: name.into(),
+            content: content.into(),
+            is_error,
+            images: Vec::new(),
+        }
+    }
+
     /// An assistant message without thinking blocks.
     pub fn assistant(text: impl Into<String>, tool_calls: Vec<ToolCall>) -> Self {
         ChatMessage::Assistant { text: text.into(), tool_calls, thinking: Vec::new() }
+    }
+}
+
+/// An image ready for a model: encoded (PNG or JPEG), base64 in `data`, within the size
+/// every supported provider accepts. One type for every place images reach a model (tool
+/// results now, inbound photos later), so the providers render them in one way.
+///
+/// Its `Debug` shows the size, never the bytes: conversations end up in logs, and SPEC §6.3
+/// allows image sizes there, not image data.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImagePart {
+    /// The encoded format, e.g. `image/png`.
+    pub media_type: String,
+    /// The encoded image, base64 (standard alphabet, padded).
+    pub data: String,
+    pub width: u32,
+    pub height: u32,
+}
+
+impl ImagePart {
+    /// The size of the encoded image in bytes (what the base64 in `data` decodes to).
+    pub fn encoded_len(&self) -> usize {
+        let padding = self.data.bytes().rev().take_while(|byte| *byte == b'=').count().min(2);
+        (self.data.len() / 4 * 3).saturating_sub(padding)
+    }
+
+    /// The image's type, pixel size and encoded size, e.g. `image/png 800×600, 123 KB`:
+    /// what events, logs and hooks show instead of the data.
+    pub fn describe(&self) -> String {
+        format!("{} {}×{}, {}", self.media_type, self.width, self.height, human_bytes(self.encoded_len()))
+    }
+
+    /// The image as a `data:` URL, the form OpenAI-compatible APIs take.
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.media_type, self.data)
+    }
+}
+
+impl std::fmt::Debug for ImagePart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImagePart")
+            .field("media_type", &self.media_type)
+            .field("width", &self.width)
+            .field("height", &self.height)
+            .field("data", &format_args!("<{} base64 chars>", self.data.len()))
+            .finish()
+    }
+}
+
+/// `512 B`, `123 KB`, `4.2 MB` (binary multiples, as file managers show them).
+fn human_bytes(bytes: usize) -> String {
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * 1024;
+    match bytes {
+        0..KIB => format!("{bytes} B"),
+        KIB..MIB => format!("{} KB", bytes.div_ceil(KIB)),
+        _ => format!("{:.1} MB", bytes as f64 / MIB as f64),
     }
 }
 
@@ -69,5 +149,53 @@ impl Usage {
     pub fn add(&mut self, other: Usage) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(data: &str) -> ImagePart {
+        ImagePart { media_type: "image/png".into(), data: data.into(), width: 800, height: 600 }
+    }
+
+    #[test]
+    fn a_tool_result_stored_before_images_existed_still_loads() {
+        let old = r#"{"role":"tool_result","call_id":"c1","name":"current_time","content":"noon","is_error":false}"#;
+        let message: ChatMessage = serde_json::from_str(old).unwrap();
+        assert_eq!(message, ChatMessage::tool_result("c1", "current_time", "noon", false));
+        // And one without images is written as before.
+        assert_eq!(serde_json::to_string(&message).unwrap(), old);
+    }
+
+    #[test]
+    fn a_tool_result_with_images_round_trips() {
+        let message = ChatMessage::ToolResult {
+            call_id: "c1".into(),
+            name: "read".into(),
+            content: "a.png".into(),
+            is_error: false,
+            images: vec![image("iVBORw0KGgo=")],
+        };
+        let json = serde_json::to_string(&message).unwrap();
+        assert!(
+            json.contains(r#""images":[{"media_type":"image/png","data":"iVBORw0KGgo=","width":800,"height":600}]"#)
+        );
+        assert_eq!(serde_json::from_str::<ChatMessage>(&json).unwrap(), message);
+    }
+
+    #[test]
+    fn describe_and_debug_show_sizes_never_data() {
+        // 8 bytes encoded: 12 base64 characters with one padding character.
+        assert_eq!(image("iVBORw0KGgo=").encoded_len(), 8);
+        assert_eq!(image("iVBORw0KGgo=").describe(), "image/png 800×600, 8 B");
+        let big = image(&"A".repeat(4 * 42_000));
+        assert_eq!(big.describe(), "image/png 800×600, 124 KB");
+        let huge = image(&"A".repeat(4 * 1_400_000));
+        assert_eq!(huge.describe(), "image/png 800×600, 4.0 MB");
+        let debug = format!("{:?}", image("iVBORw0KGgo="));
+        assert!(!debug.contains("iVBOR"), "{debug}");
+        assert!(debug.contains("12 base64 chars"), "{debug}");
     }
 }

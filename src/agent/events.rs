@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::sync::{broadcast, mpsc};
 
+use super::conversation::ImagePart;
 use crate::models::{ModelUsed, ReasoningDisplay};
 
 /// How many events the bus buffers for a slow observer before it starts losing the oldest.
@@ -298,6 +299,19 @@ pub fn truncate_for_event(text: &str) -> String {
     }
 }
 
+/// A tool result as events and logs show it (SPEC §6.3): the text cut as
+/// [`truncate_for_event`] does, then one line per image with its size, never its bytes.
+pub fn tool_result_for_event(text: &str, images: &[ImagePart]) -> String {
+    let mut shown = truncate_for_event(text);
+    for image in images {
+        if !shown.is_empty() {
+            shown.push('\n');
+        }
+        shown.push_str(&format!("[image: {}]", image.describe()));
+    }
+    shown
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -435,5 +449,14 @@ mod tests {
         assert!(cut.starts_with(&"é".repeat(TOOL_TEXT_EVENT_LIMIT)));
         assert!(cut.ends_with("[5 more characters truncated]"), "{}", &cut[cut.len() - 40..]);
         assert_eq!(truncate_for_event("short"), "short");
+    }
+
+    #[test]
+    fn images_in_tool_results_are_shown_by_size_never_by_bytes() {
+        let image = ImagePart { media_type: "image/png".into(), data: "QUJD".repeat(1000), width: 800, height: 600 };
+        let shown = tool_result_for_event("saved a.png", std::slice::from_ref(&image));
+        assert_eq!(shown, "saved a.png\n[image: image/png 800×600, 3 KB]");
+        assert!(!shown.contains("QUJD"));
+        assert_eq!(tool_result_for_event("", &[image]), "[image: image/png 800×600, 3 KB]");
     }
 }

@@ -23,7 +23,9 @@ use tracing::Instrument;
 
 use super::compaction::Compactor;
 use super::conversation::{ChatMessage, ToolCall, Usage};
-use super::events::{AgentEvent, AssistantEvent, EventBus, LifecycleEvent, RunEvents, ToolEvent, truncate_for_event};
+use super::events::{
+    AgentEvent, AssistantEvent, EventBus, LifecycleEvent, RunEvents, ToolEvent, tool_result_for_event,
+};
 use super::prompt::{BootstrapCache, system_prompt};
 use super::providers::{ModelProvider, ModelRequest, ProviderError, RetryPolicy};
 use super::skills::{SkillsCache, SkillsSnapshot};
@@ -430,6 +432,8 @@ impl AgentRunner {
                 tools: if tools_allowed { tool_specs.clone() } else { Vec::new() },
                 max_output_tokens: None,
                 thinking: request.thinking.unwrap_or(parts.settings.thinking),
+                // Each attempt says whether its own model takes images (see `call_model`).
+                vision: false,
             };
             let limit = TextLimit {
                 chars_left: parts.settings.max_reply_chars.saturating_sub(state.reply_chars),
@@ -521,6 +525,7 @@ impl AgentRunner {
         loop {
             request.model.clone_from(&target.candidate.model);
             request.thinking = self.thinking_for(&target, wanted);
+            request.vision = target.candidate.accepts_images();
             let mut turn = TurnAccumulator::with_limit(limit.clone());
             let metrics = router.model_metrics(&target.candidate.provider.name);
             let mut timer = metrics.request();
@@ -691,26 +696,33 @@ impl AgentRunner {
             }
         };
         parts.hooks.after_tool_call(&request.run_id, &request.session_key, call, &outcome, started.elapsed());
-        events.tool(ToolEvent::Result {
-            name: call.name.clone(),
-            tool_call_id: call.id.clone(),
-            is_error: outcome.is_error,
-            result: truncate_for_event(&outcome.content),
-        });
+        let shown = tool_result_for_event(&outcome.content, &outcome.images);
         if outcome.is_error {
-            tracing::info!(tool = %call.name, error = %truncate_for_event(&outcome.content), "tool call failed");
+            tracing::info!(tool = %call.name, error = %shown, "tool call failed");
             state.failures.push(ToolFailure {
                 name: call.name.clone(),
                 error: outcome.content.clone(),
                 mutates: outcome.mutates,
             });
         }
-        state.messages.push(tool_result(call, outcome.content, outcome.is_error));
+        events.tool(ToolEvent::Result {
+            name: call.name.clone(),
+            tool_call_id: call.id.clone(),
+            is_error: outcome.is_error,
+            result: shown,
+        });
+        state.messages.push(ChatMessage::ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            content: outcome.content,
+            is_error: outcome.is_error,
+            images: outcome.images,
+        });
     }
 }
 
 fn tool_result(call: &ToolCall, content: String, is_error: bool) -> ChatMessage {
-    ChatMessage::ToolResult { call_id: call.id.clone(), name: call.name.clone(), content, is_error }
+    ChatMessage::tool_result(call.id.clone(), call.name.clone(), content, is_error)
 }
 
 /// What a model call needs to know about its run.

@@ -106,6 +106,11 @@ pub struct ProviderConfig {
     pub api_key: Option<Secret>,
     /// The model's context window in tokens; compaction keeps prompts below it.
     pub context_window: Option<u32>,
+    /// Whether the provider's models take image input (SPEC §2, `vision`). Off by default,
+    /// because a text-only model refuses a request with an image in it: images then reach
+    /// the model as a one-line note with their size.
+    #[serde(default)]
+    pub vision: bool,
     /// Credentials by id, tried in this order (then least recently used); a failing one
     /// cools down while the others answer (issue 20).
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]

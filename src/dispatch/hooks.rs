@@ -128,8 +128,13 @@ fn transcript_line(message: ChatMessage) -> TranscriptLine {
     match message {
         ChatMessage::User { text } => TranscriptLine { role: "user", text },
         ChatMessage::Assistant { text, .. } => TranscriptLine { role: "assistant", text },
-        ChatMessage::ToolResult { name, content, .. } => {
-            TranscriptLine { role: "tool", text: format!("{name}: {content}") }
+        ChatMessage::ToolResult { name, content, images, .. } => {
+            // Scripts get the images' sizes, never their bytes (SPEC §6.3).
+            let mut text = format!("{name}: {content}");
+            for image in &images {
+                text.push_str(&format!("\n[image: {}]", image.describe()));
+            }
+            TranscriptLine { role: "tool", text }
         }
     }
 }

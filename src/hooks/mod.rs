@@ -311,13 +311,14 @@ impl Hooks {
     }
 
     /// `tool_result_persist`: rewrites the tool results among `transcript` in place, just
-    /// before it is written to the session.
+    /// before it is written to the session. Handlers see and rewrite the text only; a
+    /// result's images are kept as they are.
     pub fn tool_result_persist(&self, session_key: &str, transcript: &mut [ChatMessage]) {
         if self.inner.plugins.is_empty() {
             return;
         }
         for message in transcript {
-            let ChatMessage::ToolResult { call_id, name, content, is_error } = message else { continue };
+            let ChatMessage::ToolResult { call_id, name, content, is_error, .. } = message else { continue };
             for registered in &self.inner.plugins {
                 let event = ToolResultPersist { session_key, tool_name: name, call_id, content, is_error: *is_error };
                 let rewrite =

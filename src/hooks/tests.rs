@@ -119,13 +119,29 @@ fn tool_result_persist_rewrites_only_tool_results_and_survives_a_panic() {
         .register(2, Tagger::new("boom", Behaviour::Panics))
         .register(1, Tagger::new("two", Behaviour::Fine))
         .build();
+    let image = crate::agent::conversation::ImagePart {
+        media_type: "image/png".into(),
+        data: "iVBORw0KGgo=".into(),
+        width: 8,
+        height: 8,
+    };
     let mut transcript = vec![
         ChatMessage::user("hi"),
-        ChatMessage::ToolResult { call_id: "c".into(), name: "t".into(), content: "raw".into(), is_error: false },
+        ChatMessage::ToolResult {
+            call_id: "c".into(),
+            name: "t".into(),
+            content: "raw".into(),
+            is_error: false,
+            images: vec![image.clone()],
+        },
     ];
     hooks.tool_result_persist("s", &mut transcript);
     assert_eq!(transcript[0], ChatMessage::user("hi"));
-    assert!(matches!(&transcript[1], ChatMessage::ToolResult { content, .. } if content == "raw+one+two"));
+    assert!(
+        matches!(&transcript[1], ChatMessage::ToolResult { content, images, .. } if content == "raw+one+two" && *images == [image]),
+        "the text is rewritten, the images are kept: {:?}",
+        transcript[1]
+    );
 }
 
 struct Recorder(Arc<Mutex<Vec<String>>>);

@@ -33,6 +33,8 @@ pub struct ProviderEntry {
     /// The profile ids, in order (what the profile book orders).
     pub profile_ids: Vec<String>,
     pub context_window: Option<u32>,
+    /// `models.providers.<name>.vision`: its models take image input.
+    pub vision: bool,
 }
 
 impl ProviderEntry {
@@ -60,6 +62,13 @@ impl Candidate {
         format!("{}/{}", self.provider.name, self.model)
     }
 
+    /// Whether this model takes image input: what decides if images in the conversation
+    /// are sent as images or described in a line of text. Per provider today
+    /// (`models.providers.<name>.vision`); the place for a per-model list.
+    pub fn accepts_images(&self) -> bool {
+        self.provider.vision
+    }
+
     pub fn is(&self, reference: &str) -> bool {
         reference.split_once('/').is_some_and(|(provider, model)| provider == self.provider.name && model == self.model)
     }
@@ -75,6 +84,7 @@ impl Candidate {
             provider: client,
             model: self.model.clone(),
             context_window: self.provider.context_window,
+            vision: self.accepts_images(),
             is_fallback_echo,
         }
     }
@@ -181,6 +191,7 @@ impl ModelCatalog {
             profiles: vec![Profile { id: DEFAULT_PROFILE.to_owned(), client: model.provider.clone() }],
             profile_ids: vec![DEFAULT_PROFILE.to_owned()],
             context_window: model.context_window,
+            vision: model.vision,
         };
         let candidate = Candidate { provider: Arc::new(entry), model: model.model };
         Self { chain: vec![candidate.clone()], allowed: vec![candidate], is_fallback_echo: model.is_fallback_echo }
@@ -201,7 +212,13 @@ fn implicit_setting(env: &Environment) -> (ModelSetting, bool) {
 }
 
 fn echo_model(is_fallback_echo: bool) -> ResolvedModel {
-    ResolvedModel { provider: Arc::new(EchoProvider), model: "echo".to_owned(), context_window: None, is_fallback_echo }
+    ResolvedModel {
+        provider: Arc::new(EchoProvider),
+        model: "echo".to_owned(),
+        context_window: None,
+        vision: false,
+        is_fallback_echo,
+    }
 }
 
 /// `reference` (`provider/model`) as a candidate, building its provider once.
@@ -240,10 +257,12 @@ fn provider_entry(
     let implicit = |kind: ProviderKind, base_var: &str, key_var: &str, default_url: &str| {
         let key = env.var(key_var).map(Secret::new);
         let base = env.var(base_var).unwrap_or(default_url);
-        entry(name, kind, None, vec![(DEFAULT_PROFILE.to_owned(), key)], base)
+        entry(name, kind, EntryLimits::default(), vec![(DEFAULT_PROFILE.to_owned(), key)], base)
     };
     match name {
-        "echo" => Ok(entry(name, ProviderKind::Echo, None, vec![(DEFAULT_PROFILE.to_owned(), None)], "")),
+        "echo" => {
+            Ok(entry(name, ProviderKind::Echo, EntryLimits::default(), vec![(DEFAULT_PROFILE.to_owned(), None)], ""))
+        }
         "openai" if env.var("OPENAI_API_KEY").is_some() || env.var("OPENAI_BASE_URL").is_some() => {
             Ok(implicit(ProviderKind::Openai, "OPENAI_BASE_URL", "OPENAI_API_KEY", openai::DEFAULT_BASE_URL))
         }
@@ -304,13 +323,21 @@ fn configured(name: &str, provider: &ProviderConfig, env: &Environment) -> Resul
         _ => openai::DEFAULT_BASE_URL,
     };
     let base = provider.base_url.as_deref().unwrap_or(default_url);
-    Ok(entry(name, provider.kind, provider.context_window, keys, base))
+    let limits = EntryLimits { context_window: provider.context_window, vision: provider.vision };
+    Ok(entry(name, provider.kind, limits, keys, base))
+}
+
+/// What a provider's models can take, from its config (nothing configured: the defaults).
+#[derive(Default)]
+struct EntryLimits {
+    context_window: Option<u32>,
+    vision: bool,
 }
 
 fn entry(
     name: &str,
     kind: ProviderKind,
-    context_window: Option<u32>,
+    limits: EntryLimits,
     keys: Vec<(String, Option<Secret>)>,
     base_url: &str,
 ) -> ProviderEntry {
@@ -326,7 +353,14 @@ fn entry(
         })
         .collect();
     let profile_ids = profiles.iter().map(|profile| profile.id.clone()).collect();
-    ProviderEntry { name: name.to_owned(), kind, profiles, profile_ids, context_window }
+    ProviderEntry {
+        name: name.to_owned(),
+        kind,
+        profiles,
+        profile_ids,
+        context_window: limits.context_window,
+        vision: limits.vision,
+    }
 }
 
 #[cfg(test)]
@@ -352,6 +386,7 @@ mod tests {
             base_url: Some("http://127.0.0.1:9/v1".into()),
             api_key: api_key.map(Secret::new),
             context_window: None,
+            vision: false,
             profiles: profiles.iter().map(|(id, p)| ((*id).to_owned(), p.clone())).collect::<IndexMap<_, _>>(),
         }
     }
@@ -415,5 +450,21 @@ mod tests {
         assert!(ModelCatalog::resolve(&with_model("openai/gpt-4o"), &env(&[("OPENAI_API_KEY", "k")])).is_ok());
         let parrot = ModelCatalog::resolve(&with_model("echo/parrot"), &env(&[])).unwrap();
         assert_eq!(parrot.primary().label(), "echo/parrot");
+    }
+
+    #[test]
+    fn vision_comes_from_the_provider_config_and_is_off_by_default() {
+        let mut config = Config::default();
+        config.agents.defaults.model =
+            Some(ModelSetting { primary: "eyes/one".into(), fallbacks: vec!["blind/two".into()] });
+        let eyes = ProviderConfig { vision: true, ..provider(ProviderKind::Anthropic, None, &[]) };
+        config.models.providers.insert("eyes".into(), eyes);
+        config.models.providers.insert("blind".into(), provider(ProviderKind::Openai, None, &[]));
+        let catalog = ModelCatalog::resolve(&config, &env(&[])).unwrap();
+        assert!(catalog.chain[0].accepts_images());
+        assert!(catalog.primary().vision);
+        assert!(!catalog.chain[1].accepts_images());
+        let implicit = ModelCatalog::resolve(&with_model("echo/parrot"), &env(&[])).unwrap();
+        assert!(!implicit.primary().vision);
     }
 }

@@ -57,6 +57,7 @@ impl Attempt {
             provider: self.profile.client.clone(),
             model: self.candidate.model.clone(),
             context_window: self.candidate.provider.context_window,
+            vision: self.candidate.accepts_images(),
             is_fallback_echo,
         }
     }

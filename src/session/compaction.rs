@@ -41,6 +41,12 @@ pub const KEEP_SHARE: u64 = 30;
 /// How the summary is marked in the context, so the model knows what it is.
 pub const SUMMARY_HEADER: &str = "[Summary of the earlier conversation, compacted to fit the model's context]";
 
+/// Tokens one image is counted as, whatever its base64 length: about what Anthropic charges
+/// for an image at the size Ferry sends ((1568 × 1568 px capped at ~1.15 megapixels) / 750
+/// ≈ 1,600 tokens), and more than OpenAI's high-detail tiles cost. Its base64 would count
+/// for a hundred times that.
+pub const IMAGE_TOKENS: u64 = 1_600;
+
 /// Tool results longer than this are cut in the text given to the summarizer.
 const TOOL_TEXT_FOR_SUMMARY: usize = 2_000;
 
@@ -54,8 +60,9 @@ preferences, decisions made, facts and results learned (tool results included), 
 tasks. Be concise and factual; keep names, numbers, paths and identifiers exactly. Write the summary only, \
 with no preamble.";
 
-/// The estimated tokens of one message.
+/// The estimated tokens of one message; an image counts [`IMAGE_TOKENS`].
 pub fn estimate_message(message: &ChatMessage) -> u64 {
+    let mut images = 0;
     let chars = match message {
         ChatMessage::User { text } => text.chars().count(),
         ChatMessage::Assistant { text, tool_calls, .. } => {
@@ -65,9 +72,12 @@ pub fn estimate_message(message: &ChatMessage) -> u64 {
                     .map(|call| call.name.chars().count() + call.arguments.chars().count())
                     .sum::<usize>()
         }
-        ChatMessage::ToolResult { name, content, .. } => name.chars().count() + content.chars().count(),
+        ChatMessage::ToolResult { name, content, images: attached, .. } => {
+            images = attached.len() as u64;
+            name.chars().count() + content.chars().count()
+        }
     };
-    (chars.div_ceil(CHARS_PER_TOKEN)) as u64 + MESSAGE_OVERHEAD_TOKENS
+    (chars.div_ceil(CHARS_PER_TOKEN)) as u64 + MESSAGE_OVERHEAD_TOKENS + images * IMAGE_TOKENS
 }
 
 /// The estimated tokens of a system prompt and messages.
@@ -170,10 +180,14 @@ pub fn summarize_request(
                     transcript.push_str(&format!("Assistant called tool {} with {}\n\n", call.name, call.arguments));
                 }
             }
-            ChatMessage::ToolResult { name, content, is_error, .. } => {
+            ChatMessage::ToolResult { name, content, is_error, images, .. } => {
                 let outcome = if *is_error { "failed" } else { "returned" };
-                transcript
-                    .push_str(&format!("Tool {name} {outcome}: {}\n\n", cut_text(content, TOOL_TEXT_FOR_SUMMARY)));
+                transcript.push_str(&format!("Tool {name} {outcome}: {}\n", cut_text(content, TOOL_TEXT_FOR_SUMMARY)));
+                // The summarizer reads text: an image is named by its size.
+                for image in images {
+                    transcript.push_str(&format!("[image {}×{}]\n", image.width, image.height));
+                }
+                transcript.push('\n');
             }
         }
     }
@@ -195,6 +209,7 @@ pub fn summarize_request(
         tools: Vec::new(),
         max_output_tokens: Some(SUMMARY_MAX_TOKENS),
         thinking: Default::default(),
+        vision: false,
     }
 }
 
@@ -291,12 +306,7 @@ mod tests {
     }
 
     fn result(id: &str) -> ChatMessage {
-        ChatMessage::ToolResult {
-            call_id: id.into(),
-            name: "current_time".into(),
-            content: "noon".into(),
-            is_error: false,
-        }
+        ChatMessage::tool_result(id, "current_time", "noon", false)
     }
 
     #[test]
@@ -310,6 +320,30 @@ mod tests {
         };
         assert_eq!(estimate_message(&call), 3 + MESSAGE_OVERHEAD_TOKENS, "tool calls count too");
         assert_eq!(estimate(&"s".repeat(8), &[user("abcd")]), 2 + 1 + MESSAGE_OVERHEAD_TOKENS);
+    }
+
+    #[test]
+    fn an_image_counts_a_fixed_cost_not_its_base64_and_the_summarizer_sees_its_size() {
+        let image = crate::agent::conversation::ImagePart {
+            media_type: "image/png".into(),
+            data: "A".repeat(4_000_000),
+            width: 1568,
+            height: 392,
+        };
+        let with_image = ChatMessage::ToolResult {
+            call_id: "c".into(),
+            name: "read".into(),
+            content: "abcd".into(),
+            is_error: false,
+            images: vec![image.clone(), image],
+        };
+        assert_eq!(estimate_message(&with_image), 2 + MESSAGE_OVERHEAD_TOKENS + 2 * IMAGE_TOKENS);
+
+        let budget = ContextBudget { context_window: 100_000, reserve_tokens: 0 };
+        let request = summarize_request("m", &[user("look"), calls(&["c"]), with_image], None, budget);
+        let ChatMessage::User { text } = &request.messages[0] else { panic!("a user message") };
+        assert!(text.contains("Tool read returned: abcd\n[image 1568×392]\n[image 1568×392]"), "{text}");
+        assert!(!text.contains("AAAA"));
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub fn fake_model_runner(model_url: &str, workspace: &Path, channels: &ChannelRe
             provider: Arc::new(OpenAiProvider::new("fake", model_url, None)),
             model: "test".into(),
             context_window: None,
+            vision: false,
             is_fallback_echo: false,
         }
         .into(),

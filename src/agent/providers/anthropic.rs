@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::http::{self, looks_like_context_overflow};
 use super::sse::{SseEvent, StreamDecoder, decode_stream, sse_events};
-use super::{ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, StopReason};
-use crate::agent::conversation::{ChatMessage, ThinkingBlock, Usage};
+use super::{ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, StopReason, text_with_image_notes};
+use crate::agent::conversation::{ChatMessage, ImagePart, ThinkingBlock, Usage};
 use crate::config::Secret;
 
 /// Anthropic's public endpoint, used when a provider sets no `base_url`.
@@ -60,7 +60,7 @@ impl ModelProvider for AnthropicProvider {
 
 /// The Messages request for a conversation. Consecutive messages of one role are merged
 /// (the API requires user and assistant turns to alternate), and tool results travel as
-/// `tool_result` blocks of a user turn.
+/// `tool_result` blocks of a user turn, with their images inside when the model takes them.
 pub fn request_body(request: &ModelRequest) -> Value {
     let budget = request.thinking.anthropic_budget();
     // Thinking blocks matter only in the tool-use loop answering the latest user message
@@ -90,12 +90,12 @@ pub fn request_body(request: &ModelRequest) -> Value {
                 }
                 ("assistant", blocks)
             }
-            ChatMessage::ToolResult { call_id, content, is_error, .. } => (
-                "user",
-                vec![
-                    json!({ "type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error }),
-                ],
-            ),
+            ChatMessage::ToolResult { call_id, content, is_error, images, .. } => {
+                let content = tool_result_content(content, images, request.vision);
+                let block =
+                    json!({ "type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error });
+                ("user", vec![block])
+            }
         };
         if blocks.is_empty() {
             continue;
@@ -127,6 +127,26 @@ pub fn request_body(request: &ModelRequest) -> Value {
             .collect();
     }
     body
+}
+
+/// A `tool_result` block's `content`: the text alone (with a note per image when the model
+/// has no image input), or a text block followed by one base64 `image` block per image.
+fn tool_result_content(text: &str, images: &[ImagePart], vision: bool) -> Value {
+    if images.is_empty() || !vision {
+        return text_with_image_notes(text, images).into();
+    }
+    let mut blocks = Vec::with_capacity(images.len() + 1);
+    // The API refuses empty text blocks.
+    if !text.is_empty() {
+        blocks.push(json!({ "type": "text", "text": text }));
+    }
+    blocks.extend(images.iter().map(|image| {
+        json!({
+            "type": "image",
+            "source": { "type": "base64", "media_type": image.media_type, "data": image.data },
+        })
+    }));
+    Value::Array(blocks)
 }
 
 /// A stored thinking block as the API wants it back: unmodified, with its signature.
@@ -354,22 +374,13 @@ mod tests {
                     ],
                     thinking: Vec::new(),
                 },
-                ChatMessage::ToolResult {
-                    call_id: "t1".into(),
-                    name: "x".into(),
-                    content: "ok".into(),
-                    is_error: false,
-                },
-                ChatMessage::ToolResult {
-                    call_id: "t2".into(),
-                    name: "y".into(),
-                    content: "bad".into(),
-                    is_error: true,
-                },
+                ChatMessage::tool_result("t1", "x", "ok", false),
+                ChatMessage::tool_result("t2", "y", "bad", true),
             ],
             tools: vec![],
             max_output_tokens: None,
             thinking: Default::default(),
+            vision: false,
         };
         let body = request_body(&request);
         let messages = body["messages"].as_array().unwrap();
@@ -381,6 +392,61 @@ mod tests {
         assert_eq!(messages[2]["content"][1]["is_error"], true);
         assert_eq!(body["system"], "sys");
         assert_eq!(body["max_tokens"], DEFAULT_MAX_TOKENS);
+    }
+
+    /// A conversation whose one tool call returned text and two images.
+    fn with_tool_images(vision: bool) -> ModelRequest {
+        let image =
+            |width, height| ImagePart { media_type: "image/png".into(), data: "iVBORw0KGgo=".into(), width, height };
+        ModelRequest {
+            model: "claude-test".into(),
+            system: String::new(),
+            messages: vec![
+                ChatMessage::user("look"),
+                ChatMessage::assistant(
+                    "",
+                    vec![ToolCall { id: "t1".into(), name: "read".into(), arguments: "{}".into() }],
+                ),
+                ChatMessage::ToolResult {
+                    call_id: "t1".into(),
+                    name: "read".into(),
+                    content: "a.png".into(),
+                    is_error: false,
+                    images: vec![image(1280, 960), image(10, 20)],
+                },
+            ],
+            tools: vec![],
+            max_output_tokens: None,
+            thinking: Default::default(),
+            vision,
+        }
+    }
+
+    #[test]
+    fn with_image_input_tool_result_images_become_image_blocks_inside_the_result() {
+        let body = request_body(&with_tool_images(true));
+        let result = &body["messages"][2]["content"][0];
+        assert_eq!(result["type"], "tool_result");
+        assert_eq!(result["tool_use_id"], "t1");
+        assert_eq!(
+            result["content"],
+            json!([
+                { "type": "text", "text": "a.png" },
+                { "type": "image", "source": { "type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo=" } },
+                { "type": "image", "source": { "type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo=" } },
+            ])
+        );
+    }
+
+    #[test]
+    fn without_image_input_each_image_becomes_a_line_of_text() {
+        let body = request_body(&with_tool_images(false));
+        assert_eq!(
+            body["messages"][2]["content"][0]["content"],
+            "a.png\n[image 1280×960 not shown: this model has no image input]\n\
+             [image 10×20 not shown: this model has no image input]"
+        );
+        assert!(!body.to_string().contains("iVBOR"));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use futures::StreamExt;
 
-use super::{ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, StopReason};
+use super::{ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, StopReason, text_with_image_notes};
 use crate::agent::conversation::{ChatMessage, Usage};
 
 /// How many deltas a reply is streamed in (fewer for very short text).
@@ -38,14 +38,15 @@ impl ModelProvider for EchoProvider {
     }
 }
 
-/// About four characters a token: good enough for an offline stand-in.
+/// About four characters a token: good enough for an offline stand-in. Echo has no image
+/// input: an image counts as the line of text a text-only model gets instead.
 fn estimate_tokens(request: &ModelRequest) -> u64 {
     let text: usize = request
         .messages
         .iter()
         .map(|message| match message {
             ChatMessage::User { text } | ChatMessage::Assistant { text, .. } => text.len(),
-            ChatMessage::ToolResult { content, .. } => content.len(),
+            ChatMessage::ToolResult { content, images, .. } => text_with_image_notes(content, images).len(),
         })
         .sum();
     ((text + request.system.len()) / 4) as u64 + 1
@@ -96,6 +97,7 @@ mod tests {
             tools: vec![],
             max_output_tokens: None,
             thinking: Default::default(),
+            vision: false,
         };
         let events: Vec<_> = EchoProvider.stream(&request).await.unwrap().collect().await;
         let text: String = events
@@ -107,5 +109,33 @@ mod tests {
             .collect();
         assert_eq!(text, "say this back please, in parts");
         assert!(matches!(events.last(), Some(Ok(ModelEvent::Stop(StopReason::EndTurn)))));
+    }
+
+    #[test]
+    fn an_image_counts_as_its_note_not_its_bytes() {
+        let image = crate::agent::conversation::ImagePart {
+            media_type: "image/png".into(),
+            data: "A".repeat(400_000),
+            width: 1280,
+            height: 960,
+        };
+        let request = |images: Vec<_>| ModelRequest {
+            model: "echo".into(),
+            system: String::new(),
+            messages: vec![ChatMessage::ToolResult {
+                call_id: "c".into(),
+                name: "read".into(),
+                content: "a.png".into(),
+                is_error: false,
+                images,
+            }],
+            tools: vec![],
+            max_output_tokens: None,
+            thinking: Default::default(),
+            vision: false,
+        };
+        let note = "\n[image 1280×960 not shown: this model has no image input]".len() as u64;
+        assert_eq!(estimate_tokens(&request(vec![image])), (("a.png".len() as u64 + note) / 4) + 1);
+        assert_eq!(estimate_tokens(&request(vec![])), 2);
     }
 }

@@ -29,7 +29,7 @@ pub use resolve::{ResolveError, ResolvedModel, resolve_model};
 pub use retry::RetryPolicy;
 pub use sse::{SseEvent, StreamDecoder, decode_stream, sse_events};
 
-use super::conversation::{ChatMessage, ThinkingBlock, Usage};
+use super::conversation::{ChatMessage, ImagePart, ThinkingBlock, Usage};
 use crate::models::ThinkingLevel;
 
 /// The context window assumed for an OpenAI-compatible model of unknown size: what current
@@ -49,6 +49,32 @@ pub struct ModelRequest {
     pub max_output_tokens: Option<u32>,
     /// How hard the model is asked to think (`/think`); `Off` sends no thinking knob.
     pub thinking: ThinkingLevel,
+    /// Whether the model takes image input (`models.providers.<name>.vision`). Without it,
+    /// the images in the conversation reach the model as one line of text each
+    /// ([`image_note`]), since a text-only model would refuse the request.
+    pub vision: bool,
+}
+
+/// What a model without image input reads in place of an image: its size and why it is
+/// not shown, so the model can tell the user rather than guess what the image holds.
+pub fn image_note(image: &ImagePart) -> String {
+    format!("[image {}×{} not shown: this model has no image input]", image.width, image.height)
+}
+
+/// A tool result's text with one [`image_note`] line per image: what a model without image
+/// input gets. Borrowed when there are no images.
+pub fn text_with_image_notes<'a>(text: &'a str, images: &[ImagePart]) -> std::borrow::Cow<'a, str> {
+    if images.is_empty() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut noted = text.to_owned();
+    for image in images {
+        if !noted.is_empty() {
+            noted.push('\n');
+        }
+        noted.push_str(&image_note(image));
+    }
+    std::borrow::Cow::Owned(noted)
 }
 
 /// A tool as the model sees it: a name, what it is for, and its parameters' JSON schema.

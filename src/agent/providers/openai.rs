@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::http::{self, error_details, looks_like_context_overflow};
 use super::sse::{SseEvent, StreamDecoder, decode_stream, sse_events};
-use super::{ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, StopReason};
-use crate::agent::conversation::{ChatMessage, Usage};
+use super::{ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, StopReason, text_with_image_notes};
+use crate::agent::conversation::{ChatMessage, ImagePart, Usage};
 use crate::config::Secret;
 
 /// OpenAI's public endpoint, used when a provider sets no `base_url`.
@@ -54,12 +54,22 @@ impl ModelProvider for OpenAiProvider {
 }
 
 /// The Chat Completions request for a conversation.
+///
+/// A `tool` message holds text only. When the model takes images, the images of a run of
+/// tool results follow it in one `user` message (right after the last `tool` message: the
+/// API requires the results to follow the assistant's `tool_calls` without a gap); without
+/// image input each image is a line of text in its result.
 pub fn request_body(request: &ModelRequest) -> Value {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if !request.system.is_empty() {
         messages.push(json!({ "role": "system", "content": request.system }));
     }
+    // Images of the current run of tool results, sent once the run ends.
+    let mut tool_images: Vec<(&str, &str, &[ImagePart])> = Vec::new();
     for message in &request.messages {
+        if !matches!(message, ChatMessage::ToolResult { .. }) {
+            push_tool_images(&mut messages, &mut tool_images);
+        }
         messages.push(match message {
             ChatMessage::User { text } => json!({ "role": "user", "content": text }),
             ChatMessage::Assistant { text, tool_calls, .. } if tool_calls.is_empty() => {
@@ -74,11 +84,18 @@ pub fn request_body(request: &ModelRequest) -> Value {
                     "function": { "name": call.name, "arguments": call.arguments },
                 })).collect::<Vec<_>>(),
             }),
-            ChatMessage::ToolResult { call_id, content, .. } => {
+            ChatMessage::ToolResult { call_id, name, content, images, .. } if request.vision => {
+                if !images.is_empty() {
+                    tool_images.push((name, call_id, images));
+                }
                 json!({ "role": "tool", "tool_call_id": call_id, "content": content })
+            }
+            ChatMessage::ToolResult { call_id, content, images, .. } => {
+                json!({ "role": "tool", "tool_call_id": call_id, "content": text_with_image_notes(content, images) })
             }
         });
     }
+    push_tool_images(&mut messages, &mut tool_images);
     let mut body = json!({
         "model": request.model,
         "messages": messages,
@@ -104,6 +121,22 @@ pub fn request_body(request: &ModelRequest) -> Value {
         body["reasoning_effort"] = request.thinking.as_str().into();
     }
     body
+}
+
+/// The `user` message carrying the images of the tool results just sent, if they had any:
+/// for each call a text part naming it, then its images as `data:` URLs.
+fn push_tool_images(messages: &mut Vec<Value>, tool_images: &mut Vec<(&str, &str, &[ImagePart])>) {
+    if tool_images.is_empty() {
+        return;
+    }
+    let mut parts = Vec::new();
+    for (name, call_id, images) in tool_images.drain(..) {
+        parts.push(json!({ "type": "text", "text": format!("Images returned by tool {name} (call {call_id}):") }));
+        parts.extend(
+            images.iter().map(|image| json!({ "type": "image_url", "image_url": { "url": image.data_url() } })),
+        );
+    }
+    messages.push(json!({ "role": "user", "content": parts }));
 }
 
 /// A `chat.completion.chunk`, the fields Ferry reads. Strings borrow from the event's
@@ -357,12 +390,7 @@ mod tests {
                     tool_calls: vec![ToolCall { id: "c1".into(), name: "current_time".into(), arguments: "{}".into() }],
                     thinking: Vec::new(),
                 },
-                ChatMessage::ToolResult {
-                    call_id: "c1".into(),
-                    name: "current_time".into(),
-                    content: "noon".into(),
-                    is_error: false,
-                },
+                ChatMessage::tool_result("c1", "current_time", "noon", false),
             ],
             tools: vec![ToolSpec {
                 name: "current_time".into(),
@@ -371,6 +399,7 @@ mod tests {
             }],
             max_output_tokens: None,
             thinking: Default::default(),
+            vision: false,
         };
         let body = request_body(&request);
         assert_eq!(body["messages"][0], json!({"role":"system","content":"be brief"}));
@@ -380,5 +409,76 @@ mod tests {
         assert_eq!(body["tools"][0]["function"]["parameters"], json!({"type":"object"}));
         assert_eq!(body["stream_options"]["include_usage"], true);
         assert!(body.get("max_tokens").is_none());
+    }
+
+    /// Two parallel calls, the first returning an image, the second two; then a steering
+    /// message.
+    fn with_tool_images(vision: bool) -> ModelRequest {
+        let image =
+            |width, height| ImagePart { media_type: "image/jpeg".into(), data: "/9j/4A==".into(), width, height };
+        let call = |id: &str, name: &str| ToolCall { id: id.into(), name: name.into(), arguments: "{}".into() };
+        ModelRequest {
+            model: "gpt-test".into(),
+            system: String::new(),
+            messages: vec![
+                ChatMessage::user("look"),
+                ChatMessage::assistant("", vec![call("c1", "read"), call("c2", "screenshot")]),
+                ChatMessage::ToolResult {
+                    call_id: "c1".into(),
+                    name: "read".into(),
+                    content: "a.jpg".into(),
+                    is_error: false,
+                    images: vec![image(1280, 960)],
+                },
+                ChatMessage::ToolResult {
+                    call_id: "c2".into(),
+                    name: "screenshot".into(),
+                    content: String::new(),
+                    is_error: false,
+                    images: vec![image(1568, 980), image(300, 200)],
+                },
+                ChatMessage::user("and this?"),
+            ],
+            tools: vec![],
+            max_output_tokens: None,
+            thinking: Default::default(),
+            vision,
+        }
+    }
+
+    #[test]
+    fn with_image_input_tool_images_follow_the_last_tool_message_in_one_user_message() {
+        let body = request_body(&with_tool_images(true));
+        let messages = body["messages"].as_array().unwrap();
+        let roles: Vec<_> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "tool", "user", "user"]);
+        assert_eq!(messages[2], json!({"role":"tool","tool_call_id":"c1","content":"a.jpg"}));
+        assert_eq!(messages[3], json!({"role":"tool","tool_call_id":"c2","content":""}));
+        let url = json!({ "type": "image_url", "image_url": { "url": "data:image/jpeg;base64,/9j/4A==" } });
+        assert_eq!(
+            messages[4]["content"],
+            json!([
+                { "type": "text", "text": "Images returned by tool read (call c1):" },
+                url,
+                { "type": "text", "text": "Images returned by tool screenshot (call c2):" },
+                url,
+                url,
+            ])
+        );
+        assert_eq!(messages[5]["content"], "and this?");
+    }
+
+    #[test]
+    fn without_image_input_each_image_becomes_a_line_of_its_tool_message() {
+        let body = request_body(&with_tool_images(false));
+        let messages = body["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 5, "no extra user message");
+        assert_eq!(messages[2]["content"], "a.jpg\n[image 1280×960 not shown: this model has no image input]");
+        assert_eq!(
+            messages[3]["content"],
+            "[image 1568×980 not shown: this model has no image input]\n\
+             [image 300×200 not shown: this model has no image input]"
+        );
+        assert!(!body.to_string().contains("base64"));
     }
 }

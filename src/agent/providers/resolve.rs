@@ -13,6 +13,8 @@ pub struct ResolvedModel {
     pub provider: Arc<dyn ModelProvider>,
     pub model: String,
     pub context_window: Option<u32>,
+    /// Whether the model takes image input (`models.providers.<name>.vision`).
+    pub vision: bool,
     /// The offline echo provider stands in because nothing was configured; callers warn
     /// loudly about it at start-up.
     pub is_fallback_echo: bool,
@@ -24,6 +26,7 @@ impl std::fmt::Debug for ResolvedModel {
             .field("provider", &self.provider.name())
             .field("model", &self.model)
             .field("context_window", &self.context_window)
+            .field("vision", &self.vision)
             .finish()
     }
 }

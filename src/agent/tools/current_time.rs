@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{ToolContext, ToolError, TypedTool};
+use super::{ToolContext, ToolError, ToolOutput, TypedTool};
 
 /// No arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -22,7 +22,7 @@ impl TypedTool for CurrentTime {
     const DESCRIPTION: &'static str =
         "Get the current date and time, in UTC and in the gateway's local time zone, with the weekday.";
 
-    async fn run(&self, _args: CurrentTimeArgs, _context: &ToolContext) -> Result<String, ToolError> {
+    async fn run(&self, _args: CurrentTimeArgs, _context: &ToolContext) -> Result<ToolOutput, ToolError> {
         let utc = Utc::now();
         let local = utc.with_timezone(&Local);
         Ok(json!({
@@ -32,6 +32,7 @@ impl TypedTool for CurrentTime {
             "weekday": local.format("%A").to_string(),
             "unix": utc.timestamp(),
         })
-        .to_string())
+        .to_string()
+        .into())
     }
 }

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Origin, ToolContext, ToolError, TypedTool};
+use super::{Origin, ToolContext, ToolError, ToolOutput, TypedTool};
 use crate::reply::directive::{self, ReplyTarget};
 
 /// A message the tool delivered.
@@ -53,7 +53,7 @@ impl TypedTool for MessageTool {
          text in your reply.";
     const MUTATES: bool = true;
 
-    async fn run(&self, args: MessageArgs, context: &ToolContext) -> Result<String, ToolError> {
+    async fn run(&self, args: MessageArgs, context: &ToolContext) -> Result<ToolOutput, ToolError> {
         if args.text.trim().is_empty() {
             return Err(ToolError::new("`text` is empty; there is nothing to send"));
         }
@@ -89,7 +89,8 @@ impl TypedTool for MessageTool {
         };
         context.sends.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(send);
         Ok(json!({ "ok": true, "messageId": sent.message_id, "channel": channel.name(), "to": target.chat.id })
-            .to_string())
+            .to_string()
+            .into())
     }
 }
 

@@ -35,7 +35,7 @@ pub use result_cap::{DEFAULT_MAX_RESULT_CHARS, cap_result};
 pub use sessions_list::{RecentSessions, SessionCatalog, SessionSummary, SessionsList};
 pub use skill_read::SkillRead;
 
-use super::conversation::ToolCall;
+use super::conversation::{ImagePart, ToolCall};
 use super::providers::ToolSpec;
 use super::skills::SkillsSnapshot;
 use crate::channels::ChannelRegistry;
@@ -80,6 +80,35 @@ impl ToolError {
     }
 }
 
+/// What a tool returns: text for the model, and the images it produced, if any (a
+/// screenshot, an image file it read). Tools that only return text build it from their
+/// `String` with `.into()`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub text: String,
+    /// Prepared for models ([`crate::media::prepare_image`]); the text cap does not apply.
+    pub images: Vec<ImagePart>,
+}
+
+impl ToolOutput {
+    /// Text and images together.
+    pub fn with_images(text: impl Into<String>, images: Vec<ImagePart>) -> Self {
+        Self { text: text.into(), images }
+    }
+}
+
+impl From<String> for ToolOutput {
+    fn from(text: String) -> Self {
+        Self { text, images: Vec::new() }
+    }
+}
+
+impl From<&str> for ToolOutput {
+    fn from(text: &str) -> Self {
+        text.to_owned().into()
+    }
+}
+
 /// A tool as the registry runs it. Implement [`TypedTool`] instead: it derives this.
 #[async_trait]
 pub trait Tool: Send + Sync + 'static {
@@ -89,7 +118,7 @@ pub trait Tool: Send + Sync + 'static {
     /// Whether calling it changes something outside the conversation (sends a message,
     /// writes a file). A failed mutating tool is always reported to the user.
     fn mutates(&self) -> bool;
-    async fn call(&self, arguments: Value, context: &ToolContext) -> Result<String, ToolError>;
+    async fn call(&self, arguments: Value, context: &ToolContext) -> Result<ToolOutput, ToolError>;
     /// The session ended (`/reset`, `/new`, an idle or daily reset): drop what the tool
     /// keeps for it, such as background commands.
     fn session_ended(&self, _session_key: &str) {}
@@ -97,7 +126,8 @@ pub trait Tool: Send + Sync + 'static {
     fn shutdown(&self) {}
 }
 
-/// A tool with typed arguments. The result is text for the model (usually JSON).
+/// A tool with typed arguments. The result is text for the model (usually JSON), with
+/// images when the tool has some.
 #[async_trait]
 pub trait TypedTool: Send + Sync + 'static {
     type Args: DeserializeOwned + JsonSchema + Send;
@@ -105,7 +135,7 @@ pub trait TypedTool: Send + Sync + 'static {
     const DESCRIPTION: &'static str;
     const MUTATES: bool = false;
 
-    async fn run(&self, args: Self::Args, context: &ToolContext) -> Result<String, ToolError>;
+    async fn run(&self, args: Self::Args, context: &ToolContext) -> Result<ToolOutput, ToolError>;
     /// See [`Tool::session_ended`].
     fn session_ended(&self, _session_key: &str) {}
     /// See [`Tool::shutdown`].
@@ -136,7 +166,7 @@ impl<T: TypedTool> Tool for T {
         T::MUTATES
     }
 
-    async fn call(&self, arguments: Value, context: &ToolContext) -> Result<String, ToolError> {
+    async fn call(&self, arguments: Value, context: &ToolContext) -> Result<ToolOutput, ToolError> {
         let args: T::Args =
             serde_json::from_value(arguments).map_err(|error| ToolError::new(format!("invalid arguments: {error}")))?;
         self.run(args, context).await
@@ -157,6 +187,15 @@ pub struct ToolOutcome {
     pub content: String,
     pub is_error: bool,
     pub mutates: bool,
+    /// The tool's images (none for an error); they go to the model with `content`.
+    pub images: Vec<ImagePart>,
+}
+
+impl ToolOutcome {
+    /// A failed call: `content` says why, for the model.
+    pub fn error(content: impl Into<String>, mutates: bool) -> Self {
+        Self { content: content.into(), is_error: true, mutates, images: Vec::new() }
+    }
 }
 
 /// The tools available to runs, by name.
@@ -256,15 +295,14 @@ impl ToolRegistry {
             return None;
         }
         let available: Vec<&str> = self.tools.keys().copied().filter(|name| filter.allows(name)).collect();
-        Some(ToolOutcome {
-            content: format!(
+        Some(ToolOutcome::error(
+            format!(
                 "the tool `{}` is not available in this chat; available tools: {}",
                 call.name,
                 available.join(", ")
             ),
-            is_error: true,
-            mutates: false,
-        })
+            false,
+        ))
     }
 
     /// Runs one call as the `before_tool_call` hooks decided ([`crate::hooks`]): as the model
@@ -282,16 +320,15 @@ impl ToolRegistry {
                 let call = ToolCall { arguments: arguments.to_string(), ..call.clone() };
                 self.execute(&call, context).await
             }
-            Err(reason) => ToolOutcome {
-                content: format!("{BLOCKED}: {reason}. The tool did not run; do not retry it."),
-                is_error: true,
-                mutates: false,
-            },
+            Err(reason) => {
+                ToolOutcome::error(format!("{BLOCKED}: {reason}. The tool did not run; do not retry it."), false)
+            }
         }
     }
 
     /// Runs one call. Every failure becomes an error outcome; a panicking tool is caught. The
-    /// result is capped at `tools.max_result_chars`.
+    /// result's text is capped at `tools.max_result_chars`; its images are already bounded
+    /// in size ([`crate::media::prepare_image`]) and pass unchanged.
     pub async fn execute(&self, call: &ToolCall, context: ToolContext) -> ToolOutcome {
         let mut outcome = self.execute_uncapped(call, context).await;
         outcome.content = cap_result(outcome.content, self.max_result_chars);
@@ -301,26 +338,25 @@ impl ToolRegistry {
     async fn execute_uncapped(&self, call: &ToolCall, context: ToolContext) -> ToolOutcome {
         let Some(tool) = self.tools.get(call.name.as_str()).cloned() else {
             let available: Vec<_> = self.tools.keys().copied().collect();
-            return ToolOutcome {
-                content: format!("unknown tool `{}`; available tools: {}", call.name, available.join(", ")),
-                is_error: true,
-                mutates: false,
-            };
+            return ToolOutcome::error(
+                format!("unknown tool `{}`; available tools: {}", call.name, available.join(", ")),
+                false,
+            );
         };
         let mutates = tool.mutates();
         let arguments = match parse_arguments(&call.arguments) {
             Ok(arguments) => arguments,
-            Err(error) => return ToolOutcome { content: error, is_error: true, mutates },
+            Err(error) => return ToolOutcome::error(error, mutates),
         };
         // Caught in place: a panicking tool must not take the run down, and spawning a task
         // for isolation would cost a thread hand-off on every call.
         let called = AssertUnwindSafe(async move { tool.call(arguments, &context).await }).catch_unwind().await;
         match called {
-            Ok(Ok(content)) => ToolOutcome { content, is_error: false, mutates },
-            Ok(Err(error)) => ToolOutcome { content: error.0, is_error: true, mutates },
+            Ok(Ok(output)) => ToolOutcome { content: output.text, is_error: false, mutates, images: output.images },
+            Ok(Err(error)) => ToolOutcome::error(error.0, mutates),
             Err(_) => {
                 tracing::error!(tool = %call.name, "a tool panicked; the model is told it failed");
-                ToolOutcome { content: format!("the tool `{}` crashed", call.name), is_error: true, mutates }
+                ToolOutcome::error(format!("the tool `{}` crashed", call.name), mutates)
             }
         }
     }

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ToolContext, ToolError, TypedTool};
+use super::{ToolContext, ToolError, ToolOutput, TypedTool};
 use crate::agent::conversation::Usage;
 
 /// Most sessions listed at once.
@@ -81,10 +81,11 @@ impl TypedTool for SessionsList {
     const DESCRIPTION: &'static str =
         "List this agent's conversation sessions (key, last update, tokens used), most recent first.";
 
-    async fn run(&self, args: SessionsListArgs, context: &ToolContext) -> Result<String, ToolError> {
+    async fn run(&self, args: SessionsListArgs, context: &ToolContext) -> Result<ToolOutput, ToolError> {
         let limit = args.limit.unwrap_or(20).clamp(1, MAX_LIMIT);
         let sessions = context.sessions.list(limit).await;
         serde_json::to_string(&serde_json::json!({ "sessions": sessions, "current": context.session_key }))
+            .map(ToolOutput::from)
             .map_err(|error| ToolError::new(format!("could not encode the session list: {error}")))
     }
 }

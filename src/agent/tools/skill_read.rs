@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{ToolContext, ToolError, TypedTool};
+use super::{ToolContext, ToolError, ToolOutput, TypedTool};
 use crate::agent::skills::body;
 
 /// A skill body longer than this is cut, so one huge file cannot fill the context.
@@ -25,7 +25,7 @@ impl TypedTool for SkillRead {
     const NAME: &'static str = "skill_read";
     const DESCRIPTION: &'static str = "Read the full instructions of one of the skills listed in the system prompt.";
 
-    async fn run(&self, args: SkillReadArgs, context: &ToolContext) -> Result<String, ToolError> {
+    async fn run(&self, args: SkillReadArgs, context: &ToolContext) -> Result<ToolOutput, ToolError> {
         // Only listed skills: the name never becomes a path, so nothing else can be read.
         let skill = context.skills.get(&args.name).ok_or_else(|| {
             let names: Vec<_> = context.skills.skills().iter().map(|s| s.name.as_str()).collect();
@@ -35,9 +35,10 @@ impl TypedTool for SkillRead {
             .await
             .map_err(|error| ToolError::new(format!("cannot read skill {:?}: {error}", args.name)))?;
         let body = body(&text);
-        Ok(match body.char_indices().nth(MAX_SKILL_CHARS) {
+        let text = match body.char_indices().nth(MAX_SKILL_CHARS) {
             Some((cut, _)) => format!("{}\n[…skill truncated at {MAX_SKILL_CHARS} characters]", &body[..cut]),
             None => body.to_owned(),
-        })
+        };
+        Ok(text.into())
     }
 }

@@ -48,7 +48,7 @@ impl TypedTool for Exploding {
     const NAME: &'static str = "exploding";
     const DESCRIPTION: &'static str = "panics";
 
-    async fn run(&self, _args: Nothing, _context: &ToolContext) -> Result<String, ToolError> {
+    async fn run(&self, _args: Nothing, _context: &ToolContext) -> Result<ToolOutput, ToolError> {
         panic!("boom")
     }
 }
@@ -62,10 +62,36 @@ impl TypedTool for Counting {
     const NAME: &'static str = "counting";
     const DESCRIPTION: &'static str = "counts";
 
-    async fn run(&self, _args: Nothing, _context: &ToolContext) -> Result<String, ToolError> {
+    async fn run(&self, _args: Nothing, _context: &ToolContext) -> Result<ToolOutput, ToolError> {
         let text: Vec<String> = (0..self.0.unsigned_abs()).map(|n| n.to_string()).collect();
-        if self.0 < 0 { Err(ToolError::new(text.join("\n"))) } else { Ok(text.join("\n")) }
+        if self.0 < 0 { Err(ToolError::new(text.join("\n"))) } else { Ok(text.join("\n").into()) }
     }
+}
+
+/// Returns a long text and one image, as a screenshot tool would.
+struct Snapshot;
+
+#[async_trait]
+impl TypedTool for Snapshot {
+    type Args = Nothing;
+    const NAME: &'static str = "snapshot";
+    const DESCRIPTION: &'static str = "takes a picture";
+
+    async fn run(&self, _args: Nothing, _context: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let image = ImagePart { media_type: "image/png".into(), data: "A".repeat(40_000), width: 640, height: 480 };
+        Ok(ToolOutput::with_images("x".repeat(10_000), vec![image]))
+    }
+}
+
+#[tokio::test]
+async fn images_pass_through_the_registry_and_only_the_text_is_capped() {
+    let mut registry = ToolRegistry::new().with_result_limit(1_000);
+    registry.register(Snapshot);
+    let outcome = registry.execute(&call("snapshot", "{}"), context(None, ChannelRegistry::new())).await;
+    assert!(!outcome.is_error);
+    assert!(outcome.content.chars().count() <= 1_000);
+    assert_eq!(outcome.images.len(), 1);
+    assert_eq!(outcome.images[0].data.len(), 40_000, "the image is not cut");
 }
 
 #[tokio::test]

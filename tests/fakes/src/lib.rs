@@ -10,8 +10,10 @@
 //! against each provider client. Each API key can be given a [`KeyBehaviour`] (rate-limited,
 //! revoked, out of credit, overloaded, stalled) to test failover between auth profiles, and
 //! the Anthropic fake validates extended thinking (budget bounds, signed `thinking` blocks
-//! handed back intact) as strictly as the real API. [`RecordedRequest`] reads back what the
-//! client sent: the key, the user's words, the thinking knobs.
+//! handed back intact) as strictly as the real API. Both check image parts as their API does
+//! (decodable PNG, JPEG, WebP or GIF, at most 5 MB of base64, in the places the API allows).
+//! [`RecordedRequest`] reads back what the client sent: the key, the user's words, the
+//! thinking knobs, the images ([`ReceivedImage`]: media type, pixel size, byte length).
 //!
 //! [`FakeTelegram`] is the Bot API: injected updates served through `getUpdates` long polling,
 //! `sendMessage` / `editMessageText` / `deleteMessage` checked against Telegram's limits and
@@ -29,6 +31,7 @@
 
 mod anthropic;
 mod discord;
+mod images;
 mod keys;
 mod model_script;
 mod model_server;
@@ -46,6 +49,7 @@ pub use discord::{
     STORM_RETRY_AFTER as DISCORD_STORM_RETRY_AFTER, SentMessage as DiscordSentMessage,
     TEXT_LIMIT as DISCORD_TEXT_LIMIT,
 };
+pub use images::{ANTHROPIC_MAX_SIDE, IMAGE_BASE64_LIMIT, ReceivedImage};
 pub use keys::KeyBehaviour;
 pub use model_script::{HttpError, Reply, StopReason, ToolCall, Turn, Usage};
 pub use openai::FakeOpenAi;

@@ -15,7 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -172,6 +172,10 @@ impl<D: Dialect> Shared<D> {
     }
 }
 
+/// The largest request body the fakes read: Anthropic's 32 MB request limit, room for a few
+/// images of 5 MB each (axum's default of 2 MB would refuse one).
+const REQUEST_BODY_LIMIT: usize = 32 * 1024 * 1024;
+
 /// A running fake model server of one dialect. The public per-provider handles wrap this.
 pub(crate) struct ModelFake<D: Dialect> {
     server: FakeServer,
@@ -194,7 +198,10 @@ impl<D: Dialect> ModelFake<D> {
         for path in D::PATHS {
             router = router.route(path, post(handle::<D>));
         }
-        let router = router.fallback(not_found::<D>).with_state(Arc::clone(&shared));
+        let router = router
+            .fallback(not_found::<D>)
+            .layer(DefaultBodyLimit::max(REQUEST_BODY_LIMIT))
+            .with_state(Arc::clone(&shared));
         let server = FakeServer::start(router).await?;
         Ok(Self { server, shared })
     }

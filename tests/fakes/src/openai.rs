@@ -14,6 +14,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
+use crate::images::{FoundImage, IMAGE_BASE64_LIMIT, ImageProblem, check, find_images, is_known_media_type};
 use crate::keys::{Fault, KeyBehaviour};
 use crate::model_script::{Reply, StopReason, Turn};
 use crate::model_server::{
@@ -200,7 +201,7 @@ impl Dialect for OpenAiDialect {
             let error = error_json("you must provide a model parameter", "invalid_request_error", None, None);
             return Err(Rejection::new(StatusCode::BAD_REQUEST, error));
         }
-        if !body.get("messages").is_some_and(Value::is_array) {
+        let Some(messages) = body.get("messages").and_then(Value::as_array) else {
             let error = error_json(
                 "Missing required parameter: 'messages'.",
                 "invalid_request_error",
@@ -208,8 +209,9 @@ impl Dialect for OpenAiDialect {
                 Some("missing_required_parameter"),
             );
             return Err(Rejection::new(StatusCode::BAD_REQUEST, error));
-        }
-        Ok(())
+        };
+        check_tool_order(messages)?;
+        check_images(messages)
     }
 
     fn context_overflow() -> Response {
@@ -297,6 +299,102 @@ impl Dialect for OpenAiDialect {
     fn stall_events(_context: &TurnContext<'_>) -> Vec<Event> {
         Vec::new()
     }
+}
+
+/// A `tool` message must follow the assistant's `tool_calls` or another `tool` message: the
+/// API refuses anything in between (such as a user message carrying images).
+fn check_tool_order(messages: &[Value]) -> Result<(), Rejection> {
+    let role = |message: &Value| message.get("role").and_then(Value::as_str).unwrap_or_default().to_owned();
+    for (index, message) in messages.iter().enumerate().skip(1) {
+        if role(message) != "tool" {
+            continue;
+        }
+        let previous = &messages[index - 1];
+        let calls = previous.get("tool_calls").and_then(Value::as_array).is_some_and(|calls| !calls.is_empty());
+        if role(previous) == "tool" || (role(previous) == "assistant" && calls) {
+            continue;
+        }
+        let error = error_json(
+            "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with \
+             'tool_calls'.",
+            "invalid_request_error",
+            Some(&format!("messages.[{index}].role")),
+            None,
+        );
+        return Err(Rejection::new(StatusCode::BAD_REQUEST, error));
+    }
+    Ok(())
+}
+
+/// Refuses an image part the API would refuse (see [`crate::images`]): an image URL outside a
+/// `user` message, a malformed data URL, bytes that are no PNG, JPEG, WebP or GIF, or (the
+/// fake holding clients to Ferry's promise) more than 5 MB of base64.
+fn check_images(messages: &[Value]) -> Result<(), Rejection> {
+    for image in find_images(messages) {
+        let param = openai_param(&image);
+        let invalid = |message: String, code: &str| {
+            let error = error_json(&message, "invalid_request_error", Some(&param), Some(code));
+            Err(Rejection::new(StatusCode::BAD_REQUEST, error))
+        };
+        if image.role != "user" {
+            return invalid(
+                format!(
+                    "Invalid 'messages[{}]'. Image URLs are only allowed for messages with role 'user', but this \
+                     message with role '{}' contains an image URL.",
+                    image.message, image.role
+                ),
+                "invalid_value",
+            );
+        }
+        let problem = if image.data.is_some() && !is_known_media_type(image.media_type) {
+            Some(ImageProblem::NotAnImage)
+        } else {
+            check(&image, false, u32::MAX).err()
+        };
+        match problem {
+            None => {}
+            Some(ImageProblem::Malformed | ImageProblem::InvalidBase64) => {
+                return invalid(
+                    format!(
+                        "Invalid '{param}.image_url.url'. Expected a base64-encoded data URL with an image MIME type \
+                         (e.g. 'data:image/png;base64,aW1nIGJ5dGVzIGhlcmU='), but got an invalid value."
+                    ),
+                    "invalid_value",
+                );
+            }
+            Some(ImageProblem::TooLarge { base64_len }) => {
+                return invalid(
+                    format!("Invalid image: {base64_len} bytes of base64, over the {IMAGE_BASE64_LIMIT}-byte limit."),
+                    "image_too_large",
+                );
+            }
+            Some(_) => {
+                return invalid(
+                    "You uploaded an unsupported image. Please make sure your image has of one the following \
+                     formats: ['png', 'jpeg', 'gif', 'webp']."
+                        .to_owned(),
+                    "invalid_image_format",
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `messages.2.content.1` as OpenAI names it in errors: `messages[2].content[1]`.
+fn openai_param(image: &FoundImage<'_>) -> String {
+    let mut param = String::new();
+    for part in image.path.split('.') {
+        if part.chars().all(|c| c.is_ascii_digit()) {
+            param.push_str(&format!("[{part}]"));
+        } else {
+            if !param.is_empty() {
+                param.push('.');
+            }
+            param.push_str(part);
+        }
+    }
+    param
 }
 
 /// A faulty key's answer as OpenAI sends it.

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::images::{ReceivedImage, find_images, read};
+
 /// One request as the fake received it, recorded before any check so rejected requests show up
 /// too.
 #[derive(Clone, Debug)]
@@ -55,7 +57,8 @@ impl RecordedRequest {
     /// The text of every `user` message in the body's `messages`, in order. Works for both
     /// OpenAI Chat Completions and Anthropic Messages bodies: `content` is either a string or
     /// an array of parts whose `{"type":"text","text":…}` parts are joined with `\n` (other
-    /// parts, such as images or Anthropic `tool_result` blocks, are ignored). A user message
+    /// parts, such as images or Anthropic `tool_result` blocks, are ignored; see
+    /// [`RecordedRequest::images`]). A user message
     /// with no text part at all (an Anthropic turn carrying only tool results) is skipped;
     /// OpenAI tool results have their own `tool` role and never count.
     pub fn user_texts(&self) -> Vec<String> {
@@ -65,6 +68,16 @@ impl RecordedRequest {
             .filter(|message| message.get("role").and_then(Value::as_str) == Some("user"))
             .filter_map(|message| content_text(message.get("content")?))
             .collect()
+    }
+
+    /// Every image the request carried, in order: Anthropic `image` blocks (in a user turn or
+    /// inside a `tool_result`, with its `tool_use_id`) and OpenAI `image_url` parts with a
+    /// data URL (with the text part before them, e.g. "Images returned by tool …"). Each with
+    /// its media type, byte length and, when it decodes, pixel size. Listed for refused
+    /// requests too.
+    pub fn images(&self) -> Vec<ReceivedImage> {
+        let Some(messages) = self.body.get("messages").and_then(Value::as_array) else { return Vec::new() };
+        find_images(messages).iter().map(read).collect()
     }
 
     /// The text of the last `user` message that has text (see [`RecordedRequest::user_texts`]):

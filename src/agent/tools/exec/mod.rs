@@ -18,7 +18,7 @@ use serde::Deserialize;
 pub use approvals::{AnswerError, Approvals, Decision};
 pub use jobs::{Ending, Job, Jobs};
 
-use super::{ToolContext, ToolError, TypedTool};
+use super::{ToolContext, ToolError, ToolOutput, TypedTool};
 use crate::config::ExecConfig;
 use crate::sandbox::Sandbox;
 
@@ -83,7 +83,7 @@ impl TypedTool for Exec {
         a process id to use with the `process` tool (poll its output, write to its input, kill it).";
     const MUTATES: bool = true;
 
-    async fn run(&self, args: ExecArgs, context: &ToolContext) -> Result<String, ToolError> {
+    async fn run(&self, args: ExecArgs, context: &ToolContext) -> Result<ToolOutput, ToolError> {
         let runtime = &self.runtime;
         let command = args.command.trim();
         if command.is_empty() {
@@ -152,7 +152,7 @@ impl TypedTool for Exec {
                 ));
             }
         }
-        Ok(result)
+        Ok(result.into())
     }
 
     fn session_ended(&self, session_key: &str) {
@@ -268,7 +268,13 @@ impl TypedTool for Process {
         `kill` with `id`.";
     const MUTATES: bool = true;
 
-    async fn run(&self, args: ProcessArgs, context: &ToolContext) -> Result<String, ToolError> {
+    async fn run(&self, args: ProcessArgs, context: &ToolContext) -> Result<ToolOutput, ToolError> {
+        self.act(args, context).await.map(ToolOutput::from)
+    }
+}
+
+impl Process {
+    async fn act(&self, args: ProcessArgs, context: &ToolContext) -> Result<String, ToolError> {
         let jobs = &self.runtime.jobs;
         let session_key = &context.session_key;
         if args.action == ProcessAction::List {

@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 pub use confine::{PathError, Workspace};
 
-use super::{ToolContext, ToolError, TypedTool};
+use super::{ToolContext, ToolError, ToolOutput, TypedTool};
 use crate::sandbox::Sandbox;
 
 /// The largest file `read` and `edit` take whole; bigger ones are for `exec` (`head`, `sed`).
@@ -48,8 +48,26 @@ async fn workspace<T: Send + 'static>(
     .map_err(|_| ToolError::new("the file operation failed"))?
 }
 
+/// The image formats `read` hands the model as images.
+const IMAGE_FORMATS: &[image::ImageFormat] =
+    &[image::ImageFormat::Png, image::ImageFormat::Jpeg, image::ImageFormat::WebP, image::ImageFormat::Gif];
+
 /// Reads a whole text file (at most [`MAX_FILE_BYTES`]).
 fn read_text(workspace: &Workspace, path: &str) -> Result<String, ToolError> {
+    let bytes = read_bytes(workspace, path)?;
+    text_of(path, bytes)
+}
+
+/// The file's bytes as text, unless it is binary or not UTF-8.
+fn text_of(path: &str, bytes: Vec<u8>) -> Result<String, ToolError> {
+    if bytes.iter().take(8192).any(|byte| *byte == 0) {
+        return Err(ToolError::new(format!("`{path}` is a binary file ({} bytes), not text", bytes.len())));
+    }
+    String::from_utf8(bytes).map_err(|_| ToolError::new(format!("`{path}` is not UTF-8 text")))
+}
+
+/// Reads a whole file (at most [`MAX_FILE_BYTES`]).
+fn read_bytes(workspace: &Workspace, path: &str) -> Result<Vec<u8>, ToolError> {
     let mut file = workspace.read(path)?;
     let meta = file.metadata().map_err(|error| ToolError::new(format!("`{path}`: {error}")))?;
     if meta.is_dir() {
@@ -63,10 +81,7 @@ fn read_text(workspace: &Workspace, path: &str) -> Result<String, ToolError> {
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.read_to_end(&mut bytes).map_err(|error| ToolError::new(format!("`{path}`: {error}")))?;
-    if bytes.iter().take(8192).any(|byte| *byte == 0) {
-        return Err(ToolError::new(format!("`{path}` is a binary file ({} bytes), not text", bytes.len())));
-    }
-    String::from_utf8(bytes).map_err(|_| ToolError::new(format!("`{path}` is not UTF-8 text")))
+    Ok(bytes)
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -95,13 +110,21 @@ impl ReadFile {
 impl TypedTool for ReadFile {
     type Args = ReadArgs;
     const NAME: &'static str = "read";
-    const DESCRIPTION: &'static str = "Read a text file in your workspace. `offset` (first line, from 1) and `limit` \
-        (lines, default 2000) read a part of a long file.";
+    const DESCRIPTION: &'static str = "Read a file in your workspace: text, or an image (PNG, JPEG, WebP, GIF), \
+        which you are shown. For text, `offset` (first line, from 1) and `limit` (lines, default 2000) read a part \
+        of a long file.";
 
-    async fn run(&self, args: ReadArgs, context: &ToolContext) -> Result<String, ToolError> {
+    async fn run(&self, args: ReadArgs, context: &ToolContext) -> Result<ToolOutput, ToolError> {
         workspace(&self.sandbox, context, move |workspace| {
-            let text = read_text(&workspace, &args.path)?;
-            Ok(lines(&text, args.offset.unwrap_or(1).max(1), args.limit.unwrap_or(DEFAULT_LINES).max(1)))
+            let bytes = read_bytes(&workspace, &args.path)?;
+            if image::guess_format(&bytes).is_ok_and(|format| IMAGE_FORMATS.contains(&format)) {
+                let image = crate::media::prepare_image(&bytes)
+                    .map_err(|error| ToolError::new(format!("`{}`: {error}", args.path)))?;
+                let text = format!("{} ({} bytes): {}", args.path, bytes.len(), image.describe());
+                return Ok(ToolOutput::with_images(text, vec![image]));
+            }
+            let text = text_of(&args.path, bytes)?;
+            Ok(lines(&text, args.offset.unwrap_or(1).max(1), args.limit.unwrap_or(DEFAULT_LINES).max(1)).into())
         })
         .await
     }
@@ -153,12 +176,12 @@ impl TypedTool for WriteFile {
         "Create or replace a file in your workspace with `content`; missing directories are created.";
     const MUTATES: bool = true;
 
-    async fn run(&self, args: WriteArgs, context: &ToolContext) -> Result<String, ToolError> {
+    async fn run(&self, args: WriteArgs, context: &ToolContext) -> Result<ToolOutput, ToolError> {
         workspace(&self.sandbox, context, move |workspace| {
             let mut file = workspace.create(&args.path)?;
             file.write_all(args.content.as_bytes())
                 .map_err(|error| ToolError::new(format!("`{}`: {error}", args.path)))?;
-            Ok(format!("wrote {} bytes to {}", args.content.len(), args.path))
+            Ok(format!("wrote {} bytes to {}", args.content.len(), args.path).into())
         })
         .await
     }
@@ -197,7 +220,7 @@ impl TypedTool for EditFile {
         match exactly once (include surrounding lines to make it unique), or set `replace_all`.";
     const MUTATES: bool = true;
 
-    async fn run(&self, args: EditArgs, context: &ToolContext) -> Result<String, ToolError> {
+    async fn run(&self, args: EditArgs, context: &ToolContext) -> Result<ToolOutput, ToolError> {
         workspace(&self.sandbox, context, move |workspace| {
             let text = read_text(&workspace, &args.path)?;
             let edited = replace(&text, &args.old_text, &args.new_text, args.replace_all.unwrap_or(false))
@@ -205,7 +228,7 @@ impl TypedTool for EditFile {
             let mut file = workspace.create(&args.path)?;
             file.write_all(edited.text.as_bytes())
                 .map_err(|error| ToolError::new(format!("`{}`: {error}", args.path)))?;
-            Ok(format!("replaced {} occurrence(s) in {}", edited.replaced, args.path))
+            Ok(format!("replaced {} occurrence(s) in {}", edited.replaced, args.path).into())
         })
         .await
     }

@@ -39,16 +39,20 @@ fn files() -> Files {
 
 async fn write(files: &Files, path: &str, content: &str) -> Result<String, ToolError> {
     let args = WriteArgs { path: path.into(), content: content.into() };
-    files.write.run(args, &context(None, ChannelRegistry::default())).await
+    files.write.run(args, &context(None, ChannelRegistry::default())).await.map(|output| output.text)
 }
 
 async fn read(files: &Files, path: &str, offset: Option<usize>, limit: Option<usize>) -> Result<String, ToolError> {
-    files.read.run(ReadArgs { path: path.into(), offset, limit }, &context(None, ChannelRegistry::default())).await
+    files
+        .read
+        .run(ReadArgs { path: path.into(), offset, limit }, &context(None, ChannelRegistry::default()))
+        .await
+        .map(|output| output.text)
 }
 
 async fn edit(files: &Files, path: &str, old: &str, new: &str, all: bool) -> Result<String, ToolError> {
     let args = EditArgs { path: path.into(), old_text: old.into(), new_text: new.into(), replace_all: Some(all) };
-    files.edit.run(args, &context(None, ChannelRegistry::default())).await
+    files.edit.run(args, &context(None, ChannelRegistry::default())).await.map(|output| output.text)
 }
 
 #[tokio::test]
@@ -111,4 +115,18 @@ async fn binary_and_oversized_files_are_refused_with_a_reason() {
     let big = std::fs::File::create(files.workspace().join("big.txt")).unwrap();
     big.set_len(MAX_FILE_BYTES + 1).unwrap();
     assert!(read(&files, "big.txt", None, None).await.unwrap_err().0.contains("use exec"));
+}
+
+#[tokio::test]
+async fn an_image_file_is_read_as_an_image_for_the_model() {
+    let files = files();
+    std::fs::create_dir_all(files.workspace().join("shots")).unwrap();
+    let picture = image::RgbImage::from_fn(3000, 1000, |x, _| image::Rgb([(x % 256) as u8, 0, 0]));
+    picture.save(files.workspace().join("shots/wide.png")).unwrap();
+    let args = ReadArgs { path: "shots/wide.png".into(), offset: None, limit: None };
+    let output = files.read.run(args, &context(None, ChannelRegistry::default())).await.unwrap();
+    assert_eq!(output.images.len(), 1);
+    assert_eq!((output.images[0].width, output.images[0].height), (1568, 523));
+    assert!(output.text.starts_with("shots/wide.png ("), "{}", output.text);
+    assert!(!output.text.contains(&output.images[0].data[..20]), "the text holds no image bytes");
 }

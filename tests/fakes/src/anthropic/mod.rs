@@ -18,6 +18,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use self::thinking::ThinkingLedger;
+use crate::images::{
+    ANTHROPIC_MAX_SIDE, FoundImage, IMAGE_BASE64_LIMIT, ImageProblem, check, find_images, is_known_media_type,
+};
 use crate::keys::{Fault, KeyBehaviour};
 use crate::model_script::{Reply, StopReason, Turn, Usage};
 use crate::model_server::{
@@ -209,9 +212,11 @@ impl Dialect for AnthropicDialect {
         if !body.get("max_tokens").is_some_and(Value::is_u64) {
             return Err(invalid_request("max_tokens: Field required"));
         }
-        if !body.get("messages").is_some_and(Value::is_array) {
+        let Some(messages) = body.get("messages").and_then(Value::as_array) else {
             return Err(invalid_request("messages: Field required"));
-        }
+        };
+        check_tool_result_blocks(messages)?;
+        check_images(messages)?;
         ledger.check(headers, body)
     }
 
@@ -302,6 +307,67 @@ impl Dialect for AnthropicDialect {
 
     fn stall_events(context: &TurnContext<'_>) -> Vec<Event> {
         vec![message_start(context, Usage::default())]
+    }
+}
+
+/// A `tool_result` whose content is an array may hold only non-empty `text` blocks and
+/// `image` blocks, as the API requires.
+fn check_tool_result_blocks(messages: &[Value]) -> Result<(), Rejection> {
+    for (index, message) in messages.iter().enumerate() {
+        let Some(blocks) = message.get("content").and_then(Value::as_array) else { continue };
+        for (position, block) in blocks.iter().enumerate() {
+            if block.get("type").and_then(Value::as_str) != Some("tool_result") {
+                continue;
+            }
+            let Some(inner) = block.get("content").and_then(Value::as_array) else { continue };
+            for (part, content) in inner.iter().enumerate() {
+                let path = format!("messages.{index}.content.{position}.content.{part}");
+                match content.get("type").and_then(Value::as_str) {
+                    Some("image") => {}
+                    Some("text") if content.get("text").and_then(Value::as_str).is_some_and(|t| !t.is_empty()) => {}
+                    Some("text") => return Err(invalid_request("messages: text content blocks must be non-empty")),
+                    _ => return Err(invalid_request(&format!("{path}.type: Input should be 'text' or 'image'"))),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses an image the API would refuse, with its error text (see [`crate::images`]).
+fn check_images(messages: &[Value]) -> Result<(), Rejection> {
+    for image in find_images(messages) {
+        if image.data.is_some() && !is_known_media_type(image.media_type) {
+            return Err(invalid_request(&format!(
+                "{}.source.media_type: Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'",
+                image.path
+            )));
+        }
+        if let Err(problem) = check(&image, true, ANTHROPIC_MAX_SIDE) {
+            return Err(invalid_request(&image_error(&image, problem)));
+        }
+    }
+    Ok(())
+}
+
+fn image_error(image: &FoundImage<'_>, problem: ImageProblem) -> String {
+    let path = &image.path;
+    match problem {
+        ImageProblem::Malformed => {
+            format!("{path}.source: expected {{\"type\": \"base64\", \"media_type\": …, \"data\": …}}")
+        }
+        ImageProblem::InvalidBase64 => format!("{path}.source.base64: invalid base64 data"),
+        ImageProblem::TooLarge { base64_len } => {
+            format!("{path}.source.base64: image exceeds 5 MB maximum: {base64_len} bytes > {IMAGE_BASE64_LIMIT} bytes")
+        }
+        ImageProblem::NotAnImage => format!("{path}.source.base64: Could not process image"),
+        ImageProblem::WrongMediaType { .. } => {
+            format!("{path}.source.base64: Image does not match the provided media type {}", image.media_type)
+        }
+        ImageProblem::TooManyPixels => format!(
+            "{path}.source.base64.data: At least one of the image dimensions exceed max allowed size: \
+             {ANTHROPIC_MAX_SIDE} pixels"
+        ),
     }
 }
 

@@ -1,0 +1,24 @@
+//! Media made ready for a model: bytes from a tool (and later from a chat) in, a part a
+//! provider can send out.
+//!
+//! Models take images only within limits (Anthropic: 5 MB of base64 per image; both vendors
+//! scale anything larger than about 1,568 px down themselves, at the caller's cost), and
+//! only in a few formats. Every image therefore passes through [`prepare_image`] before it
+//! reaches a conversation: decoded under memory limits (a small file can claim gigapixels),
+//! downscaled, re-encoded and measured. What comes out is an
+//! [`ImagePart`](crate::agent::conversation::ImagePart) that every provider can send as is.
+//!
+//! ```
+//! # fn demo(bytes: &[u8]) -> Result<(), ferry::media::ImageError> {
+//! let part = ferry::media::prepare_image(bytes)?;
+//! assert!(part.width.max(part.height) <= ferry::media::MAX_SIDE);
+//! println!("{}", part.describe()); // e.g. "image/jpeg 1568×1176, 312 KB"
+//! # Ok(()) }
+//! ```
+
+mod image;
+
+pub use self::image::{
+    ImageError, ImageLimits, MAX_BASE64_BYTES, MAX_DECODE_BYTES, MAX_DECODE_SIDE, MAX_SIDE, prepare_image,
+    prepare_image_within,
+};
