@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use ferry::agent::tools::{ToolPolicy, ToolRegistry};
+use ferry::agent::tools::{ToolPolicy, ToolRegistry, web};
 use ferry::agent::{AbortReason, AgentRunner, EventBus, RunRequest, RunSettings, RunStatus, RunnerParts};
 use ferry::channels::ChannelRegistry;
 use ferry::config::{Config, Environment};
@@ -195,9 +195,11 @@ async fn embedded(config: &Config, args: AgentArgs, env: &Environment) -> anyhow
 
     tracing::info!(model = %model.label(), %session_key, "running one agent turn (embedded)");
     let router = ModelRouter::new(catalog).with_health(HealthStore::new(database.clone())).await;
+    let mut tools = ToolRegistry::with_builtins().with_result_limit(config.tools.max_result_chars);
+    web::register(&mut tools, &config.tools.web)?;
     let runner = AgentRunner::new(RunnerParts {
         model: router,
-        tools: ToolRegistry::with_builtins().with_result_limit(config.tools.max_result_chars),
+        tools,
         bus: EventBus::new(),
         settings: RunSettings::from_config(&config.agents.defaults),
         workspace,

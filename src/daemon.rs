@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use ferry::agent::tools::ToolRegistry;
+use ferry::agent::tools::{ToolRegistry, web};
 use ferry::agent::{AgentRunner, EventBus, RunSettings, RunnerParts};
 use ferry::channels::ChannelRegistry;
 use ferry::config::{self, Environment};
@@ -50,9 +50,11 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     let bus = EventBus::new();
     tracing::info!(model = %model.label(), state_dir = %state_dir.display(), "starting the gateway");
     let router = ModelRouter::new(catalog).with_health(HealthStore::new(database.clone())).await;
+    let mut tools = ToolRegistry::with_builtins().with_result_limit(config.tools.max_result_chars);
+    web::register(&mut tools, &config.tools.web)?;
     let runner = AgentRunner::new(RunnerParts {
         model: router,
-        tools: ToolRegistry::with_builtins().with_result_limit(config.tools.max_result_chars),
+        tools,
         bus: bus.clone(),
         settings: RunSettings::from_config(&config.agents.defaults),
         workspace,
