@@ -218,6 +218,8 @@ fn web_search_needs_what_its_provider_needs_and_brave_reads_its_key_from_the_env
     assert_eq!(invalid_key(scratch.load_text(&bad_url, &[]).unwrap_err()), "tools.web.search.url");
     let good = format!("{searxng}url = \"http://127.0.0.1:8888\"\n");
     assert!(scratch.load_text(&good, &[]).unwrap().config.tools.web.search.unwrap().api_key.is_none());
+    let no_provider = "[tools.web.search]\nurl = \"http://127.0.0.1:8888\"\n";
+    assert_eq!(invalid_key(scratch.load_text(no_provider, &[]).unwrap_err()), "tools.web.search.provider");
     let error = scratch.load_text("[tools.web.search]\nprovider = \"google\"\n", &[]).unwrap_err();
     assert!(error.to_string().contains("searxng") && error.to_string().contains("brave"), "{error}");
     for (text, key) in [
