@@ -192,7 +192,7 @@ async fn embedded(loaded: &LoadedConfig, args: AgentArgs, env: &Environment) -> 
     let agent_id = args.agent.as_deref().unwrap_or(DEFAULT_AGENT).to_lowercase();
     let session_key = args.session.clone().unwrap_or_else(|| format!("agent:{agent_id}:main")).to_lowercase();
     let policy = ToolPolicy::from_config(config);
-    let tools = HostTools::registry(config, sandbox_paths(&loaded.source, &state_dir, &workspace)?);
+    let tools = HostTools::registry(config, sandbox_paths(&loaded.source, &state_dir, &workspace)?)?;
     if let Some(host) = tools.host() {
         host.check_sandbox(&policy).await;
     }

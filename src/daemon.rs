@@ -46,7 +46,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     }
     let state_dir = state::resolve_state_dir(&config, env)?;
     let workspace = config.agents.defaults.workspace.clone().unwrap_or_else(|| state_dir.join("workspace"));
-    let tools = HostTools::registry(&config, sandbox_paths(&loaded_source, &state_dir, &workspace)?);
+    let tools = HostTools::registry(&config, sandbox_paths(&loaded_source, &state_dir, &workspace)?)?;
     if let Some(host) = tools.host() {
         host.check_sandbox(&ToolPolicy::from_config(&config)).await;
     }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::environment::Environment;
 use super::error::{ConfigError, ConfigWarning, Violation};
-use super::schema::Config;
+use super::schema::{Config, WebSearchProvider};
 use super::{Secret, explain, validate};
 
 /// Prefix of environment overrides: `FERRY__GATEWAY__PORT` sets `gateway.port`.
@@ -158,6 +158,7 @@ fn layer(file_text: Option<&str>, source: ConfigSource, env: &Environment) -> Re
     })?;
 
     apply_token_fallbacks(&mut config, env);
+    apply_web_search_key_fallback(&mut config, env);
     validate::validate(&config).map_err(|violation| attribute(violation, &source, env))?;
     let warnings = validate::warnings(&config)
         .into_iter()
@@ -226,5 +227,19 @@ fn apply_token_fallbacks(config: &mut Config, env: &Environment) {
         {
             *slot = Some(Secret::new(value));
         }
+    }
+}
+
+/// The environment variable Brave's subscription token is read from when
+/// `tools.web.search.api_key` is unset and the provider is Brave.
+const BRAVE_API_KEY_VAR: &str = "BRAVE_API_KEY";
+
+fn apply_web_search_key_fallback(config: &mut Config, env: &Environment) {
+    let Some(search) = &mut config.tools.web.search else { return };
+    if search.provider == WebSearchProvider::Brave
+        && search.api_key.as_ref().is_none_or(Secret::is_blank)
+        && let Some(value) = env.var(BRAVE_API_KEY_VAR)
+    {
+        search.api_key = Some(Secret::new(value));
     }
 }

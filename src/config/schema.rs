@@ -49,6 +49,8 @@ pub struct ToolsConfig {
     pub max_result_chars: usize,
     pub sandbox: SandboxConfig,
     pub exec: ExecConfig,
+    /// `web_fetch` and `web_search` (`[tools.web]`).
+    pub web: WebToolsConfig,
 }
 
 impl ToolsConfig {
@@ -67,8 +69,60 @@ impl Default for ToolsConfig {
             max_result_chars: crate::agent::tools::DEFAULT_MAX_RESULT_CHARS,
             sandbox: SandboxConfig::default(),
             exec: ExecConfig::default(),
+            web: WebToolsConfig::default(),
         }
     }
+}
+
+/// `[tools.web]`: how far `web_fetch` may reach and how much it may read, and the search
+/// provider behind `web_search`. The limits bound what one call can cost (time, memory); the
+/// address rule is the SSRF guard (see `agent::tools::web`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebToolsConfig {
+    /// Let `web_fetch` reach loopback, private, link-local (cloud metadata) and other
+    /// non-public addresses. Off: a model talked into fetching `http://169.254.169.254/` or
+    /// the gateway's own port is refused.
+    pub allow_private: bool,
+    /// The most one `web_fetch` (every redirect and the body) or `web_search` call may take.
+    pub timeout_seconds: u64,
+    /// The most of a response body `web_fetch` reads; the rest is left unread and the model
+    /// told the page was cut.
+    pub max_bytes: u64,
+    /// Redirects `web_fetch` follows before giving up; each hop is checked like the first URL.
+    pub max_redirects: u32,
+    /// The provider behind `web_search`; absent, the tool does not exist.
+    pub search: Option<WebSearchConfig>,
+}
+
+impl Default for WebToolsConfig {
+    fn default() -> Self {
+        Self { allow_private: false, timeout_seconds: 30, max_bytes: 5_000_000, max_redirects: 5, search: None }
+    }
+}
+
+/// `[tools.web.search]`: where `web_search` sends queries.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebSearchConfig {
+    pub provider: WebSearchProvider,
+    /// SearXNG: its base URL (required). Brave: an override of the API root, for tests and
+    /// proxies; `https://api.search.brave.com` when unset.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Brave's subscription token; `BRAVE_API_KEY` is used when unset.
+    #[serde(default)]
+    pub api_key: Option<Secret>,
+}
+
+/// The search engines `web_search` can ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WebSearchProvider {
+    /// A SearXNG instance's JSON API (`/search?format=json`), often self-hosted.
+    Searxng,
+    /// The Brave Search API (needs a subscription token).
+    Brave,
 }
 
 /// The daemon's WebSocket RPC and HTTP listener.

@@ -199,6 +199,40 @@ fn platform_token_variables_fill_missing_tokens_but_not_set_ones() {
 }
 
 #[test]
+fn web_search_needs_what_its_provider_needs_and_brave_reads_its_key_from_the_environment() {
+    let scratch = Scratch::new();
+    let brave = "[tools.web.search]\nprovider = \"brave\"\n";
+    let error = scratch.load_text(brave, &[]).unwrap_err();
+    assert!(error.to_string().contains("BRAVE_API_KEY"), "{error}");
+    assert_eq!(invalid_key(error), "tools.web.search.api_key");
+    let loaded = scratch.load_text(brave, &[("BRAVE_API_KEY", "bsa-env")]).unwrap();
+    let search = loaded.config.tools.web.search.as_ref().unwrap();
+    assert_eq!(search.api_key.as_ref().map(Secret::expose), Some("bsa-env"));
+    let with_key = format!("{brave}api_key = \"bsa-file\"\n");
+    let loaded = scratch.load_text(&with_key, &[("BRAVE_API_KEY", "bsa-env")]).unwrap();
+    assert_eq!(loaded.config.tools.web.search.unwrap().api_key.as_ref().map(Secret::expose), Some("bsa-file"));
+
+    let searxng = "[tools.web.search]\nprovider = \"searxng\"\n";
+    assert_eq!(invalid_key(scratch.load_text(searxng, &[("BRAVE_API_KEY", "k")]).unwrap_err()), "tools.web.search.url");
+    let bad_url = format!("{searxng}url = \"ftp://x\"\n");
+    assert_eq!(invalid_key(scratch.load_text(&bad_url, &[]).unwrap_err()), "tools.web.search.url");
+    let good = format!("{searxng}url = \"http://127.0.0.1:8888\"\n");
+    assert!(scratch.load_text(&good, &[]).unwrap().config.tools.web.search.unwrap().api_key.is_none());
+    let no_provider = "[tools.web.search]\nurl = \"http://127.0.0.1:8888\"\n";
+    assert_eq!(invalid_key(scratch.load_text(no_provider, &[]).unwrap_err()), "tools.web.search.provider");
+    let error = scratch.load_text("[tools.web.search]\nprovider = \"google\"\n", &[]).unwrap_err();
+    assert!(error.to_string().contains("searxng") && error.to_string().contains("brave"), "{error}");
+    for (text, key) in [
+        ("[tools.web]\ntimeout_seconds = 0", "tools.web.timeout_seconds"),
+        ("[tools.web]\nmax_bytes = 10", "tools.web.max_bytes"),
+        ("[tools.web]\nmax_redirects = 50", "tools.web.max_redirects"),
+        ("[tools.web]\nallow_privat = true", "tools.web.allow_privat"),
+    ] {
+        assert_eq!(invalid_key(scratch.load_text(text, &[]).unwrap_err()), key, "{text}");
+    }
+}
+
+#[test]
 fn each_broken_rule_names_its_key() {
     let cases = [
         ("bogus = 1", "bogus"),

@@ -9,7 +9,7 @@ use super::human_delay::HumanDelay;
 use super::model_choice::ModelSetting;
 use super::schema::{
     AgentDefaults, Config, DEFAULT_PROFILE, DmPolicy, GatewayConfig, HooksConfig, ModelsConfig, ProviderConfig,
-    QueueConfig, ResetMode, SessionConfig, SlackMode, TelegramMode, ToolLists,
+    QueueConfig, ResetMode, SessionConfig, SlackMode, TelegramMode, ToolLists, WebSearchProvider, WebToolsConfig,
 };
 use super::{Secret, ranges};
 
@@ -31,7 +31,29 @@ pub fn validate(config: &Config) -> Result<(), Violation> {
     session(&config.session)?;
     hooks(&config.hooks)?;
     tool_lists(config)?;
+    web_tools(&config.tools.web)?;
     channels(config)
+}
+
+/// `[tools.web.search]` names a provider `web_search` can reach: SearXNG needs its URL, Brave
+/// its key (here or in `BRAVE_API_KEY`, already applied by loading).
+fn web_tools(web: &WebToolsConfig) -> Result<(), Violation> {
+    let Some(search) = &web.search else { return Ok(()) };
+    const KEY: &str = "tools.web.search";
+    if let Some(url) = &search.url {
+        http_url(&format!("{KEY}.url"), url)?;
+    }
+    match search.provider {
+        WebSearchProvider::Searxng if search.url.is_none() => Err(Violation::new(
+            format!("{KEY}.url"),
+            "missing; required when provider = \"searxng\" (the instance's base URL, e.g. \"http://127.0.0.1:8888\")",
+        )),
+        WebSearchProvider::Brave if missing(&search.api_key) => Err(Violation::new(
+            format!("{KEY}.api_key"),
+            "missing; required when provider = \"brave\" (set it here or in BRAVE_API_KEY)",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Every `allow` / `deny` list names tools or groups of tools that exist.

@@ -26,12 +26,12 @@ impl HostTools {
         Arc::new(Self { sandbox, runtime })
     }
 
-    /// The registry of a daemon or an embedded run: the built-ins and the host tools,
-    /// results capped at `tools.max_result_chars`.
-    pub fn registry(config: &Config, paths: SandboxPaths) -> ToolRegistry {
-        ToolRegistry::with_builtins()
-            .with_result_limit(config.tools.max_result_chars)
-            .with_host_tools(Self::new(config, paths))
+    /// The registry of a daemon or an embedded run: the built-ins, the web tools and the
+    /// host tools, results capped at `tools.max_result_chars`.
+    pub fn registry(config: &Config, paths: SandboxPaths) -> Result<ToolRegistry, super::web::WebToolsError> {
+        let mut registry = ToolRegistry::with_builtins().with_result_limit(config.tools.max_result_chars);
+        super::web::register(&mut registry, &config.tools.web)?;
+        Ok(registry.with_host_tools(Self::new(config, paths)))
     }
 
     pub fn sandbox(&self) -> &Arc<Sandbox> {

@@ -15,6 +15,7 @@ mod policy;
 mod result_cap;
 mod sessions_list;
 mod skill_read;
+pub mod web;
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
