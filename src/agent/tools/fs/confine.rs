@@ -42,7 +42,7 @@ impl Workspace {
 
     /// The path relative to the workspace: a relative one as is, an absolute one only when
     /// it lies inside. Whether it escapes through `..` or a symlink is for the kernel to say.
-    pub fn relative<'a>(&self, shown: &'a str) -> Result<PathBuf, PathError> {
+    pub fn relative(&self, shown: &str) -> Result<PathBuf, PathError> {
         let path = Path::new(shown);
         if shown.trim().is_empty() {
             return Err(PathError::Outside(shown.to_owned()));
