@@ -319,3 +319,6 @@ fn describe(job: &Job) -> String {
     };
     format!("{}: {status}: {}", job.id, job.command)
 }
+
+#[cfg(test)]
+mod tests;
