@@ -28,7 +28,7 @@ use ferry::agent::{ChatMessage, Usage};
 use ferry::config::ResetConfig;
 use ferry::session::{SessionStore, SqliteSessionStore};
 use ferry::state::Database;
-use ferry_fakes::{FakeOpenAi, Reply, Turn};
+use ferry_fakes::{FakeOpenAi, Reply, ToolCall, Turn};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
 use tempfile::TempDir;
@@ -284,6 +284,64 @@ async fn markdown(client: &Client, world: &World) -> Result<()> {
     screenshot(client, "webchat-markdown.png").await
 }
 
+/// Every command waits for approval; the model can run commands.
+const ASK_ALWAYS: &str = "[tools]\nprofile = \"coding\"\n\n[tools.exec]\nask = \"always\"";
+const APPROVED_COMMAND: &str = "echo approved-$((6*7))";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_waiting_for_approval_runs_once_its_approve_button_is_clicked() {
+    let fake = FakeOpenAi::start().await.expect("start the fake model");
+    let arguments = json!({ "command": APPROVED_COMMAND }).to_string();
+    fake.push(Turn::tool_calls([ToolCall::new("call_exec", "exec", arguments)]));
+    fake.push(Turn::text(["The command printed approved-42."]));
+    let Some(world) = World::start_with(Some(&fake.url()), ASK_ALWAYS).await else { return };
+    let client = world.browser().await;
+    let outcome = approve_with_the_button(&client, &world, &fake).await;
+    world.finish(outcome, [client]).await;
+}
+
+async fn approve_with_the_button(client: &Client, world: &World, fake: &FakeOpenAi) -> Result<()> {
+    client.goto(&world.gateway.url).await?;
+    wait_for_state(client, "connected").await?;
+    send(client, "Run the check, please").await?;
+
+    let request = ".msg.assistant:has(.approval)";
+    // Polled until the text shows: WebDriver reads no text while the bubble fades in.
+    let (asked, labels) = poll("the approval request with its buttons", || async {
+        let asked = texts(client, &format!("{request} .msg-body")).await?.into_iter().find(|t| t.contains("/approve"));
+        let labels = texts(client, &format!("{request} .approval button")).await?;
+        Ok(asked.filter(|_| labels.iter().all(|label| !label.is_empty())).map(|asked| (asked, labels)))
+    })
+    .await?;
+    ensure!(asked.contains(APPROVED_COMMAND), "the exact command is shown: {asked:?}");
+    let id = asked
+        .split_once("/approve ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .with_context(|| format!("no id in {asked:?}"))?
+        .to_owned();
+    ensure!(labels == ["Approve", "Deny"], "the buttons, got {labels:?}");
+    screenshot(client, "webchat-approval.png").await?;
+    ensure!(fake.requests().len() == 1, "the run waits for the answer");
+
+    client.find(Locator::Css(&format!("{request} .approval-btn.approve"))).await?.click().await?;
+    let sent = poll("the /approve message sent for the click", || async {
+        let users = texts(client, ".msg.user .msg-body").await?;
+        Ok(users.into_iter().find(|text| text.starts_with("/approve")))
+    })
+    .await?;
+    ensure!(sent.trim() == format!("/approve {id}"), "the button sends the command with its id: {sent:?}");
+    for button in client.find_all(Locator::Css(&format!("{request} .approval button"))).await? {
+        ensure!(button.attr("disabled").await?.is_some(), "an answered request's buttons are disabled");
+    }
+    final_answer_containing(client, "The command printed approved-42.").await?;
+    let request = tokio::time::timeout(PAGE_BOUND, fake.wait_for_request(1)).await.context("the run went on")?;
+    let messages = request.body["messages"].as_array().cloned().unwrap_or_default();
+    let result = messages.iter().rev().find(|m| m["role"] == "tool").map(|m| m["content"].to_string());
+    let result = result.context("no tool result in the model's request")?;
+    ensure!(result.contains("approved-42") && result.contains("exit code 0"), "the command ran: {result}");
+    screenshot(client, "webchat-approved.png").await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_shows_reconnecting_while_the_gateway_is_away_and_catches_up_when_it_is_back() {
     let Some(mut world) = World::start(None).await else { return };
@@ -523,6 +581,11 @@ impl World {
     /// `None` (after a loud notice) when the browser is not installed and not required.
     /// `model` is an OpenAI-compatible base URL; without one the echo provider answers.
     async fn start(model: Option<&str>) -> Option<Self> {
+        Self::start_with(model, "").await
+    }
+
+    /// [`World::start`] with `config` (TOML tables) added to the gateway's config.
+    async fn start_with(model: Option<&str>, config: &str) -> Option<Self> {
         if let Some(missing) = [CHROMIUM, CHROMEDRIVER].into_iter().find(|path| !Path::new(path).exists()) {
             let required = std::env::var(REQUIRE_BROWSER_VAR).is_ok_and(|value| value == "1");
             assert!(
@@ -536,7 +599,7 @@ impl World {
             return None;
         }
         let dir = tempfile::tempdir().expect("temp dir");
-        let gateway = Gateway::launch(dir.path(), model).await.expect("start the gateway");
+        let gateway = Gateway::launch(dir.path(), model, config).await.expect("start the gateway");
         let driver = ChromeDriver::start(dir.path()).await.expect("start chromedriver");
         Some(Self { gateway, driver, _dir: dir })
     }
@@ -635,10 +698,11 @@ struct Gateway {
 }
 
 impl Gateway {
-    async fn launch(dir: &Path, model: Option<&str>) -> Result<Self> {
+    /// `extra`: TOML tables after `[gateway]`.
+    async fn launch(dir: &Path, model: Option<&str>, extra: &str) -> Result<Self> {
         let port = free_port();
         let config = dir.join("ferry.toml");
-        std::fs::write(&config, format!("[gateway]\nport = {port}\n"))?;
+        std::fs::write(&config, format!("[gateway]\nport = {port}\n\n{extra}\n"))?;
         let mut gateway = Gateway {
             url: format!("http://127.0.0.1:{port}/"),
             dir: dir.to_owned(),

@@ -39,10 +39,12 @@
 
 pub mod delivery;
 pub mod discord;
+pub mod exec;
 pub mod slack;
 pub mod telegram;
 
 pub use delivery::*;
+pub use exec::*;
 
 use std::future::Future;
 use std::time::Duration;
@@ -547,6 +549,21 @@ macro_rules! conformance_suite {
             async fn a_model_failure_after_visible_output_is_retried_into_the_same_preview() {
                 use $crate::conformance as c;
                 c::a_model_failure_after_visible_output_is_retried_into_the_same_preview::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn a_command_asked_for_in_a_group_runs_once_a_member_approves_it() {
+                $crate::conformance::a_command_asked_for_in_a_group_runs_once_a_member_approves_it::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn a_command_a_member_denies_does_not_run_and_the_model_is_told() {
+                $crate::conformance::a_command_a_member_denies_does_not_run_and_the_model_is_told::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn stop_leaves_a_background_command_running_and_reset_kills_it() {
+                $crate::conformance::stop_leaves_a_background_command_running_and_reset_kills_it::<$platform>().await;
             }
 
             #[tokio::test]

@@ -325,3 +325,6 @@ fn describe(job: &Job) -> String {
     };
     format!("{}: {status}: {}", job.id, job.command)
 }
+
+#[cfg(test)]
+mod tests;

@@ -10,7 +10,8 @@
  * rendered as streaming bubbles with tool chips. Reconnects with backoff; unacknowledged
  * messages stay on screen and are re-sent with the same idempotency key, so the gateway never
  * runs one twice. The connection state is `#status[data-state]`: connecting, connected,
- * reconnecting (a banner says so) or unauthorized.
+ * reconnecting (a banner says so) or unauthorized. A request to approve a command gets
+ * Approve / Deny buttons that send `/approve ID` / `/deny ID` as the user would.
  */
 "use strict";
 
@@ -437,14 +438,20 @@
         return;
       }
       if (text === null) { dropRun(p.runId); return; }
+      // No run started it: a message Ferry sent to this chat (a tool's, such as a request to
+      // approve a command), not a reply the page saw stream.
+      const sentToChat = !runs.has(p.runId);
       const run = runFor(p.runId);
       // Lines for the user that are not the answer ("this model cannot think"): after it.
       const notices = Array.isArray(p.notices) ? p.notices.filter((n) => typeof n === "string" && n) : [];
+      const approval = sentToChat ? approvalId(text) : null;
       mutate(() => {
         undrawn.delete(run);
         if (reasoning !== null) setReasoning(run.el, reasoning);
-        setBody(run.el, text);
+        // Ferry's own message opens with an emoji, which may draw as a box (see addNotice).
+        setBody(run.el, approval ? text.replace(LEADING_EMOJI, "") : text);
         finishRun(run, "final");
+        if (approval) addApprovalButtons(run.el, approval);
         for (const notice of notices) addNotice(notice);
       });
     } else if (p.state === "aborted") {
@@ -488,6 +495,42 @@
         chip.title = `${name}: ${TOOL_STATES[state]}`;
       });
     }
+  }
+
+  // ---------------------------------------------------------------- approvals
+
+  /** `/approve ID` in a request to approve a command (`[tools.exec] ask`): the id it names. */
+  const APPROVE_COMMAND = /(?:^|\s)\/approve\s+([A-Za-z0-9]+)(?![A-Za-z0-9])/;
+
+  /** The id a request to approve a command names, if `text` is one: it says both `/approve ID` and `/deny ID`. */
+  function approvalId(text) {
+    const match = APPROVE_COMMAND.exec(text);
+    if (!match) return null;
+    const deny = new RegExp(`(?:^|\\s)/deny\\s+${match[1]}(?![A-Za-z0-9])`);
+    return deny.test(text) ? match[1] : null;
+  }
+
+  /**
+   * Approve and Deny buttons under the request `msg` to approve command `id`. Each sends its
+   * command as if typed, then both are disabled: a request is answered once. The labels are
+   * fixed text; the request itself is rendered like any message (`renderMarkdown`).
+   */
+  function addApprovalButtons(msg, id) {
+    if (msg.querySelector(".approval")) return;
+    const bar = el("div", "approval");
+    bar.setAttribute("role", "group");
+    bar.setAttribute("aria-label", "Approve or deny this command");
+    for (const [verb, label] of [["approve", "Approve"], ["deny", "Deny"]]) {
+      const button = el("button", `approval-btn ${verb}`, label);
+      button.type = "button";
+      button.addEventListener("click", () => {
+        for (const other of bar.querySelectorAll("button")) other.disabled = true;
+        button.classList.add("chosen");
+        sendMessage(`/${verb} ${id}`);
+      });
+      bar.appendChild(button);
+    }
+    msg.querySelector(".msg-main").insertBefore(bar, msg.querySelector(".msg-meta"));
   }
 
   // ---------------------------------------------------------------- sending
