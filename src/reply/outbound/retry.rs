@@ -72,7 +72,10 @@ impl RetryPolicy {
         let wait = wanted.mul_f64(1.0 + rand::rng().random_range(0.0..=self.jitter.max(0.0)));
         match priority {
             Priority::Preview => (attempt < self.attempts && wanted <= self.max_wait).then(|| wait.min(self.max_wait)),
-            Priority::Final => (elapsed.saturating_add(wanted) <= self.deadline).then_some(wait),
+            // The jitter may not carry the retry past the deadline (the wait the platform
+            // asked for still fits, or there is no retry).
+            Priority::Final => (elapsed.saturating_add(wanted) <= self.deadline)
+                .then(|| wait.min(self.deadline.saturating_sub(elapsed))),
         }
     }
 }
@@ -122,6 +125,14 @@ mod tests {
             "a retry_after longer than a preview would wait is still waited out"
         );
         assert_eq!(policy.next_wait(3, &storm, Priority::Final, Duration::from_secs(59)), None, "past the deadline");
+        for _ in 0..50 {
+            let last = policy.next_wait(3, &storm, Priority::Final, Duration::from_secs(58));
+            assert_eq!(
+                last,
+                Some(Duration::from_secs(2)),
+                "the jitter does not carry the last retry past the deadline"
+            );
+        }
         let backoff = policy
             .next_wait(20, &ChannelError::Transient { reason: "timeout".into() }, Priority::Final, Duration::ZERO)
             .unwrap();
