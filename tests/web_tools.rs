@@ -289,15 +289,15 @@ async fn a_fetch_that_takes_too_long_is_stopped() {
     assert!(error.0.ends_with("took longer than 1 s (tools.web.timeout_seconds) and was stopped"), "{error}");
 }
 
-/// A search API's requests, as its fake saw them: the query string and the Brave token header.
-/// The queries a fake search server received, with the API key each carried.
-type Queries = Arc<Mutex<Vec<(String, Option<String>)>>>;
+/// One request to a search API's fake: its query string and its Brave token header.
+type SearchRequest = (String, Option<String>);
 
+/// A search API's requests, as its fake saw them.
 #[derive(Clone, Default)]
-struct SearchLog(Queries);
+struct SearchLog(Arc<Mutex<Vec<SearchRequest>>>);
 
 impl SearchLog {
-    fn requests(&self) -> Vec<(String, Option<String>)> {
+    fn requests(&self) -> Vec<SearchRequest> {
         self.0.lock().unwrap().clone()
     }
 }
