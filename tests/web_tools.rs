@@ -278,6 +278,17 @@ async fn errors_binary_types_and_text_are_told_apart() {
     assert!(result.contains("Content-Type: application/json\n\n{\"answer\": 42}"), "{result}");
     let error = fetch.fetch("file:///etc/passwd", None).await.unwrap_err();
     assert!(error.0.contains("only http:// and https://"), "{error}");
+    let error = fetch.fetch("example.com/page", None).await.unwrap_err();
+    assert!(error.0.ends_with("is not a full URL: start it with https:// or http://"), "{error}");
+
+    // Nothing listens on the port of a server that was shut down.
+    let gone = serve(Router::new(), [127, 0, 0, 1]).await;
+    let gone_url = format!("{}/", gone.url());
+    gone.shutdown().await;
+    let error = fetch.fetch(&gone_url, None).await.unwrap_err();
+    assert!(error.0.starts_with(&format!("could not fetch {gone_url}: ")), "{error}");
+    assert!(error.0.contains("refused"), "says why: {error}");
+    assert_eq!(error.0.matches(&gone_url).count(), 1, "the URL once: {error}");
 }
 
 #[tokio::test]
@@ -289,15 +300,15 @@ async fn a_fetch_that_takes_too_long_is_stopped() {
     assert!(error.0.ends_with("took longer than 1 s (tools.web.timeout_seconds) and was stopped"), "{error}");
 }
 
-/// A search API's requests, as its fake saw them: the query string and the Brave token header.
-/// The queries a fake search server received, with the API key each carried.
-type Queries = Arc<Mutex<Vec<(String, Option<String>)>>>;
+/// One request to a search API's fake: its query string and its Brave token header.
+type SearchRequest = (String, Option<String>);
 
+/// A search API's requests, as its fake saw them.
 #[derive(Clone, Default)]
-struct SearchLog(Queries);
+struct SearchLog(Arc<Mutex<Vec<SearchRequest>>>);
 
 impl SearchLog {
-    fn requests(&self) -> Vec<(String, Option<String>)> {
+    fn requests(&self) -> Vec<SearchRequest> {
         self.0.lock().unwrap().clone()
     }
 }

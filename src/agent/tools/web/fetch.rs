@@ -9,6 +9,7 @@
 //! HTML becomes markdown ([`super::markdown`]); text, markdown and JSON pass through; a body
 //! with no usable content type is sniffed; binary types are refused without reading them.
 
+use std::error::Error as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -102,8 +103,12 @@ impl WebFetch {
     /// Fetches `url` and renders it for the model (see the module doc); every failure is an
     /// error worded for the model.
     pub async fn fetch(&self, url: &str, max_chars: Option<usize>) -> Result<String, ToolError> {
-        let parsed =
-            Url::parse(url.trim()).map_err(|error| ToolError::new(format!("{url:?} is not a URL: {error}")))?;
+        let parsed = Url::parse(url.trim()).map_err(|error| match error {
+            url::ParseError::RelativeUrlWithoutBase => {
+                ToolError::new(format!("{url:?} is not a full URL: start it with https:// or http://"))
+            }
+            error => ToolError::new(format!("{url:?} is not a URL: {error}")),
+        })?;
         check_scheme(&parsed)?;
         let max_chars = max_chars.unwrap_or(DEFAULT_MAX_CHARS).clamp(MAX_CHARS_RANGE.0, MAX_CHARS_RANGE.1);
         match tokio::time::timeout(self.settings.timeout, self.fetch_within(parsed, max_chars)).await {
@@ -247,7 +252,9 @@ fn request_failure(url: &Url, error: &reqwest::Error) -> ToolError {
     if error.is_timeout() {
         return ToolError::new(format!("connecting to {url} timed out"));
     }
-    ToolError::new(format!("could not fetch {url}: {}", error_chain(error)))
+    // reqwest's own message repeats the URL; its causes say what happened.
+    let why = error.source().map_or_else(|| error.to_string(), error_chain);
+    ToolError::new(format!("could not fetch {url}: {why}"))
 }
 
 /// An error and its causes, joined: "error sending request: dns error: no such host".
@@ -355,6 +362,9 @@ async fn read_capped(mut response: Response, max_bytes: u64) -> Result<Body, req
 /// The start of an error page, as text, for the error result: APIs explain themselves there.
 async fn error_excerpt(response: Response) -> String {
     let Ok(body) = read_capped(response, (ERROR_EXCERPT_CHARS * 4) as u64).await else { return String::new() };
+    if matches!(sniff(&body.bytes), ContentKind::Binary(_)) {
+        return String::new();
+    }
     let text = decode(&body.bytes);
     let text = text.trim();
     if text.is_empty() {

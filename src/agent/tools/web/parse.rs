@@ -15,7 +15,8 @@ use std::rc::Rc;
 
 use html5ever::tendril::StrTendril;
 use html5ever::tokenizer::{
-    BufferQueue, EndTag, StartTag, TagToken, Token, TokenSink, TokenSinkResult, Tokenizer, TokenizerOpts,
+    BufferQueue, CharacterTokens, EndTag, StartTag, TagToken, Token, TokenSink, TokenSinkResult, Tokenizer,
+    TokenizerOpts,
 };
 use html5ever::tree_builder::{TreeBuilder, TreeBuilderOpts};
 use html5ever::{LocalName, TokenizerResult};
@@ -130,6 +131,40 @@ fn counted(name: &str) -> bool {
     )
 }
 
+/// The text of a small HTML fragment, such as a search snippet: entities decoded, tags dropped
+/// but `<strong>` / `<b>` kept as markdown bold, whitespace collapsed. Tokenized only, with no
+/// tree, so there is no depth to bound.
+pub fn fragment_text(html: &str) -> String {
+    let tokenizer = Tokenizer::new(TextCollector::default(), TokenizerOpts::default());
+    let input = BufferQueue::default();
+    input.push_back(StrTendril::from(html));
+    while !matches!(tokenizer.feed(&input), TokenizerResult::Done) {}
+    tokenizer.end();
+    let text = tokenizer.sink.text.borrow();
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A token sink that keeps the text (see [`fragment_text`]).
+#[derive(Default)]
+struct TextCollector {
+    text: RefCell<String>,
+}
+
+impl TokenSink for TextCollector {
+    type Handle = ();
+
+    fn process_token(&self, token: Token, _line_number: u64) -> TokenSinkResult<()> {
+        let mut text = self.text.borrow_mut();
+        match token {
+            CharacterTokens(characters) => text.push_str(&characters),
+            TagToken(tag) if matches!(&*tag.name, "strong" | "b") => text.push_str("**"),
+            TagToken(tag) if matches!(&*tag.name, "br" | "p" | "div" | "li") => text.push(' '),
+            _ => {}
+        }
+        TokenSinkResult::Continue
+    }
+}
+
 /// The depth of the deepest element under `root`, without recursion. For tests and the
 /// converter's own bound.
 pub fn depth(root: &Handle) -> usize {
@@ -184,6 +219,17 @@ mod tests {
         let html_element = Rc::clone(&root.children.borrow()[0]);
         let body = Rc::clone(&html_element.children.borrow()[1]);
         assert_eq!(body.children.borrow().len(), 2, "the second div is the body's child again");
+    }
+
+    #[test]
+    fn web_a_fragment_is_its_text_with_bold_kept() {
+        assert_eq!(
+            fragment_text("Run <strong>chat</strong> agents &#x27;anywhere&#x27;."),
+            "Run **chat** agents 'anywhere'."
+        );
+        assert_eq!(fragment_text("Ferry &amp; friends"), "Ferry & friends");
+        assert_eq!(fragment_text("one<br>two  \n three"), "one two three");
+        assert_eq!(fragment_text(&"<span>".repeat(100_000)), "", "no tree, no depth");
     }
 
     #[test]

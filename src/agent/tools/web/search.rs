@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-use super::{USER_AGENT, WebToolsError, markdown};
+use super::{USER_AGENT, WebToolsError, parse};
 use crate::agent::tools::{ToolContext, ToolError, ToolOutput, TypedTool};
 use crate::config::{Secret, WebSearchConfig, WebSearchProvider};
 
@@ -269,14 +269,12 @@ fn parse_brave(body: &[u8]) -> Result<Vec<SearchResult>, serde_json::Error> {
         .collect())
 }
 
-/// The text of an HTML fragment (Brave marks up its titles and snippets), as markdown.
+/// The text of an HTML fragment (Brave marks up its titles and snippets).
 fn html_text(fragment: &str) -> String {
     if !fragment.contains(['<', '&']) {
         return fragment.trim().to_owned();
     }
-    // The base only matters for links, which snippets do not have.
-    let Ok(base) = Url::parse("about:blank") else { return fragment.to_owned() };
-    markdown::html_to_markdown(fragment, &base).markdown
+    parse::fragment_text(fragment)
 }
 
 #[cfg(test)]
