@@ -323,6 +323,9 @@ impl AgentRunner {
         let span = tracing::info_span!("run", run_id = %request.run_id, session_key = %request.session_key);
         let started_at = Utc::now();
         let merged_run_ids = std::mem::take(&mut request.merged_run_ids);
+        // Once per run: a session that must be sandboxed loses the command tools when the
+        // sandbox cannot be used.
+        request.tools = parts.tools.filter_for(&request.session_key, &request.tools);
         let first = parts.model.route(&request.session_key, request.model.as_ref()).next_attempt();
         events.lifecycle(LifecycleEvent::Start {
             started_at,
@@ -420,7 +423,7 @@ impl AgentRunner {
         let system = system_prompt(&skills, &files.await, request.extra_system_prompt.as_deref());
         let system =
             parts.hooks.before_agent_start(&request.run_id, &request.session_key, &request.message, system).await;
-        let tool_specs = parts.tools.specs(&skills, &parts.tools.filter_for(&request.session_key, &request.tools));
+        let tool_specs = parts.tools.specs(&skills, &request.tools);
         let mut rounds = 0;
         loop {
             let tools_allowed = rounds < parts.settings.max_tool_rounds;
@@ -672,8 +675,7 @@ impl AgentRunner {
             updates: Some(updates),
         };
         let started = std::time::Instant::now();
-        let outcome = match parts.tools.not_offered(call, &parts.tools.filter_for(&request.session_key, &request.tools))
-        {
+        let outcome = match parts.tools.not_offered(call, &request.tools) {
             Some(refused) => refused,
             None => {
                 let checked = parts.hooks.before_tool_call(&request.run_id, &request.session_key, call).await;

@@ -48,7 +48,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use dedupe::{Admitted, DedupeError, DedupeStore};
 pub use mention::{Gate, InvalidMentionPattern, MentionGate};
 pub use pairing::{ApprovedSender, PairingError, PairingRequest, PairingStore, PendingPairing};
-pub use session_key::{InvalidSessionKey, SessionKey, ThreadLabel, ThreadLabels, session_key};
+pub use session_key::{InvalidSessionKey, SessionKey, ThreadLabel, ThreadLabels, is_main_session, session_key};
 
 use crate::config::{Config, DmScope};
 use crate::state::Database;

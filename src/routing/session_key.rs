@@ -167,6 +167,13 @@ impl ThreadLabels {
     }
 }
 
+/// Whether `key` is an agent's main session, `agent:<a>:main`: the operator's own (gateway
+/// clients, `ferry agent`, and DMs under `dm_scope = "main"`).
+pub fn is_main_session(key: &str) -> bool {
+    let mut parts = key.split(':');
+    matches!((parts.next(), parts.next(), parts.next(), parts.next()), (Some("agent"), Some(_), Some("main"), None))
+}
+
 /// The session a message belongs to, for agent `agent_id`. Deterministic: the same message
 /// fields always give the same key.
 pub fn session_key(
@@ -252,6 +259,17 @@ mod tests {
 
     fn key(scope: DmScope, message: &InboundMessage) -> String {
         session_key("Main", scope, message, ThreadLabel::Thread).into_string()
+    }
+
+    #[test]
+    fn only_an_agents_main_key_is_the_main_session() {
+        assert!(is_main_session("agent:main:main"));
+        assert!(is_main_session("agent:ops:main"));
+        for key in
+            ["agent:main:telegram:direct:42", "agent:main:main:thread:1", "agent:main:telegram:group:main", "main"]
+        {
+            assert!(!is_main_session(key), "{key}");
+        }
     }
 
     #[test]

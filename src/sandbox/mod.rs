@@ -23,6 +23,7 @@ use std::sync::OnceLock;
 pub use spec::{Confinement, LaunchSpec, Limits, Program};
 
 use crate::config::{SandboxConfig, SandboxMode, SandboxScope};
+use crate::routing::is_main_session;
 
 /// The user and group sandboxed commands become when Ferry runs as root: `nobody`.
 const NOBODY: (u32, u32) = (65534, 65534);
@@ -199,12 +200,6 @@ impl Sandbox {
         }
         command
     }
-}
-
-/// `agent:<id>:main`: the agent's main session, the operator's own.
-pub fn is_main_session(session_key: &str) -> bool {
-    let mut parts = session_key.split(':');
-    matches!((parts.next(), parts.next(), parts.next(), parts.next()), (Some("agent"), Some(_), Some("main"), None))
 }
 
 /// The user sandboxed commands run as: nobody when Ferry is root, else Ferry's own user.

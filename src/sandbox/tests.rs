@@ -1,15 +1,6 @@
 use super::*;
 
 #[test]
-fn only_the_agents_main_key_is_the_main_session() {
-    assert!(is_main_session("agent:main:main"));
-    assert!(is_main_session("agent:ops:main"));
-    for key in ["agent:main:telegram:direct:42", "agent:main:main:thread:1", "agent:main:telegram:group:main", "main"] {
-        assert!(!is_main_session(key), "{key}");
-    }
-}
-
-#[test]
 fn slugs_are_safe_names_and_keys_that_read_alike_still_differ() {
     let one = slug("agent:main:telegram:group:-100");
     assert!(one.starts_with("agent_main_telegram_group_-100-"), "{one}");

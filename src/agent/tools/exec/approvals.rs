@@ -76,7 +76,6 @@ impl Approvals {
     pub fn request(&self, session_key: &str, command: &str) -> (String, oneshot::Receiver<Decision>) {
         let (answer, decided) = oneshot::channel();
         let mut pending = self.lock();
-        pending.retain(|_, waiting| !waiting.answer.is_closed());
         let id = loop {
             let id = short_id();
             if !pending.contains_key(&id) {

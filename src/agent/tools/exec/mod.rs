@@ -277,17 +277,20 @@ impl Process {
     async fn act(&self, args: ProcessArgs, context: &ToolContext) -> Result<String, ToolError> {
         let jobs = &self.runtime.jobs;
         let session_key = &context.session_key;
-        if args.action == ProcessAction::List {
-            let listed: Vec<String> = jobs.list(session_key).iter().map(|job| describe(job)).collect();
-            return Ok(if listed.is_empty() { "no background commands".to_owned() } else { listed.join("\n") });
-        }
-        let id = args.id.as_deref().map(str::trim).ok_or_else(|| ToolError::new("give the process `id`"))?;
-        let job = jobs.get(session_key, id).ok_or_else(|| {
-            ToolError::new(format!("there is no background command `{id}` in this chat; `list` shows them"))
-        })?;
+        let find = || {
+            let id = args.id.as_deref().map(str::trim).ok_or_else(|| ToolError::new("give the process `id`"))?;
+            let job = jobs.get(session_key, id).ok_or_else(|| {
+                ToolError::new(format!("there is no background command `{id}` in this chat; `list` shows them"))
+            })?;
+            Ok::<_, ToolError>((id, job))
+        };
         match args.action {
-            ProcessAction::List => unreachable!("handled above"),
+            ProcessAction::List => {
+                let listed: Vec<String> = jobs.list(session_key).iter().map(|job| describe(job)).collect();
+                Ok(if listed.is_empty() { "no background commands".to_owned() } else { listed.join("\n") })
+            }
             ProcessAction::Poll => {
+                let (id, job) = find()?;
                 let mut result = job.take_unread(self.runtime.keep);
                 if result.is_empty() {
                     result.push_str("(no new output)\n");
@@ -304,11 +307,13 @@ impl Process {
                 Ok(result)
             }
             ProcessAction::Write => {
+                let (id, job) = find()?;
                 let input = args.input.ok_or_else(|| ToolError::new("`write` needs `input`"))?;
                 job.write(&input).await.map_err(|why| ToolError::new(format!("`{id}`: {why}")))?;
                 Ok(format!("sent {} bytes to {id}", input.len()))
             }
             ProcessAction::Kill => {
+                let (id, job) = find()?;
                 job.kill();
                 let ending = job.wait_until(Some(Instant::now() + Duration::from_secs(5))).await;
                 jobs.forget(session_key, id);
