@@ -814,3 +814,93 @@ async fn inline_think_blocks_become_reasoning_and_leave_the_answer_clean() {
     let (silent, _) = run(&runner, RunRequest::new("k", "ok")).await;
     assert_eq!(silent.payloads[0].text, "NO_REPLY", "the answer is exactly the silent token");
 }
+
+/// A tool that never answers, for stopping a run while a tool runs.
+struct Hang;
+
+#[async_trait::async_trait]
+impl ferry::agent::tools::Tool for Hang {
+    fn name(&self) -> &'static str {
+        "hang"
+    }
+    fn description(&self) -> &'static str {
+        "never returns"
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn mutates(&self) -> bool {
+        false
+    }
+    async fn call(
+        &self,
+        _arguments: serde_json::Value,
+        _context: &ferry::agent::tools::ToolContext,
+    ) -> Result<ferry::agent::tools::ToolOutput, ferry::agent::tools::ToolError> {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn a_run_stopped_during_its_tools_leaves_no_call_unanswered() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::tool_calls([ToolCall::new("a", "current_time", "{}"), ToolCall::new("b", "hang", "{}")]));
+    fake.push(Turn::tool_calls([ToolCall::new("c", "current_time", "{}")]));
+    fake.push(Turn::text(["Back."]));
+    let workspace = tempfile::tempdir().unwrap();
+    let mut tools = ToolRegistry::with_builtins();
+    tools.register(Hang);
+    let runner = AgentRunner::new(RunnerParts {
+        model: ResolvedModel {
+            provider: openai(&fake),
+            model: "test-model".into(),
+            context_window: None,
+            vision: false,
+            is_fallback_echo: false,
+        }
+        .into(),
+        tools,
+        bus: EventBus::new(),
+        settings: settings(),
+        workspace: workspace.path().to_owned(),
+        channels: ChannelRegistry::new(),
+        sessions: Arc::new(RecentSessions::default()),
+        hooks: Hooks::default(),
+    });
+    let request = RunRequest::new("k", "go");
+    let cancel = request.cancel.clone();
+    let mut handle = runner.start(request);
+    while let Some(event) = handle.events.recv().await {
+        if matches!(&event.stream, AgentStream::Tool(ToolEvent::Start { name, .. }) if name == "hang") {
+            cancel.cancel();
+        }
+    }
+    let outcome = handle.outcome().await.unwrap();
+    assert_eq!(outcome.status, RunStatus::Aborted(AbortReason::Cancelled));
+    let results: Vec<(&str, bool)> = outcome
+        .transcript
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::ToolResult { call_id, is_error, .. } => Some((call_id.as_str(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results, [("a", false), ("b", true)], "{:#?}", outcome.transcript);
+
+    // The session goes on: its next run sends a conversation in which every call has its
+    // answer, even from a transcript saved before stopped runs were repaired.
+    let mut unrepaired = outcome.transcript.clone();
+    unrepaired.pop();
+    for history in [outcome.transcript, unrepaired] {
+        let mut next = RunRequest::new("k", "again");
+        next.history = history;
+        let (outcome, _) = run(&runner, next).await;
+        assert_eq!(outcome.status, RunStatus::Completed);
+        let sent = fake.requests().last().unwrap().body.clone();
+        let roles: Vec<_> =
+            sent["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap().to_owned()).collect();
+        assert_eq!(roles[..6], ["system", "user", "assistant", "tool", "tool", "user"], "{sent}");
+        fake.push(Turn::tool_calls([ToolCall::new("c", "current_time", "{}")]));
+        fake.push(Turn::text(["Back."]));
+    }
+}

@@ -137,6 +137,43 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
+/// Gives every tool call in `messages[from..]` that has no result an error result saying
+/// `why`, placed after the results its assistant message has. A run stopped while its tools
+/// ran (`/stop`, its timeout) leaves such calls behind, and providers refuse a conversation
+/// in which a call goes unanswered: without this, the session's next message would fail.
+/// Returns how many results were added.
+pub fn answer_open_tool_calls(messages: &mut Vec<ChatMessage>, from: usize, why: &str) -> usize {
+    let mut added = 0;
+    let mut index = from;
+    while index < messages.len() {
+        let ChatMessage::Assistant { tool_calls, .. } = &messages[index] else {
+            index += 1;
+            continue;
+        };
+        let calls = tool_calls.clone();
+        let mut end = index + 1;
+        while matches!(messages.get(end), Some(ChatMessage::ToolResult { .. })) {
+            end += 1;
+        }
+        let answered: Vec<&str> = messages[index + 1..end]
+            .iter()
+            .filter_map(|message| match message {
+                ChatMessage::ToolResult { call_id, .. } => Some(call_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        let missing: Vec<ChatMessage> = calls
+            .iter()
+            .filter(|call| !answered.contains(&call.id.as_str()))
+            .map(|call| ChatMessage::tool_result(call.id.clone(), call.name.clone(), why, true))
+            .collect();
+        added += missing.len();
+        index = end + missing.len();
+        messages.splice(end..end, missing);
+    }
+    added
+}
+
 /// Tokens a run consumed, summed over its model calls.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -197,5 +234,28 @@ mod tests {
         let debug = format!("{:?}", image("iVBORw0KGgo="));
         assert!(!debug.contains("iVBOR"), "{debug}");
         assert!(debug.contains("12 base64 chars"), "{debug}");
+    }
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall { id: id.into(), name: "exec".into(), arguments: "{}".into() }
+    }
+
+    #[test]
+    fn calls_left_without_results_are_answered_in_place() {
+        let mut messages = vec![
+            ChatMessage::user("old"),
+            ChatMessage::assistant("", vec![call("x")]),
+            ChatMessage::user("new"),
+            ChatMessage::assistant("", vec![call("a"), call("b"), call("c")]),
+            ChatMessage::tool_result("a", "exec", "done", false),
+        ];
+        // Only the run's own part is repaired.
+        assert_eq!(answer_open_tool_calls(&mut messages, 2, "stopped"), 2);
+        assert_eq!(messages.len(), 7);
+        assert_eq!(messages[5], ChatMessage::tool_result("b", "exec", "stopped", true));
+        assert_eq!(messages[6], ChatMessage::tool_result("c", "exec", "stopped", true));
+        assert_eq!(answer_open_tool_calls(&mut messages, 0, "lost"), 1);
+        assert_eq!(messages[2], ChatMessage::tool_result("x", "exec", "lost", true));
+        assert_eq!(answer_open_tool_calls(&mut messages, 0, "again"), 0);
     }
 }

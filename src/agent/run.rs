@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::compaction::Compactor;
-use super::conversation::{ChatMessage, ToolCall, Usage};
+use super::conversation::{ChatMessage, ToolCall, Usage, answer_open_tool_calls};
 use super::events::{
     AgentEvent, AssistantEvent, EventBus, LifecycleEvent, RunEvents, ToolEvent, tool_result_for_event,
 };
@@ -336,6 +336,8 @@ impl AgentRunner {
         let run_metrics = metrics().run_started();
 
         let mut history = std::mem::take(&mut request.history);
+        // A transcript saved before stopped runs were repaired may hold unanswered calls.
+        answer_open_tool_calls(&mut history, 0, INTERRUPTED_TOOL);
         let first_new = history.len();
         history.push(ChatMessage::user(request.message.clone()));
         let mut state = RunState {
@@ -377,6 +379,9 @@ impl AgentRunner {
             }
             Err(reason) => {
                 span.in_scope(|| tracing::info!(?reason, "run aborted"));
+                // Stopped mid-tool: the calls still running get a result, so the session's
+                // conversation stays one every provider accepts.
+                answer_open_tool_calls(&mut state.messages, state.first_new, INTERRUPTED_TOOL);
                 let terminal =
                     LifecycleEvent::End { ended_at, aborted: true, merged_run_ids, model, notices: Vec::new() };
                 (RunStatus::Aborted(reason), terminal, RunEnd::Aborted)
@@ -722,6 +727,10 @@ impl AgentRunner {
         });
     }
 }
+
+/// The result of a tool call whose run was stopped before it answered.
+const INTERRUPTED_TOOL: &str =
+    "interrupted: the run was stopped before this tool call finished; its effects are unknown";
 
 fn tool_result(call: &ToolCall, content: String, is_error: bool) -> ChatMessage {
     ChatMessage::tool_result(call.id.clone(), call.name.clone(), content, is_error)
