@@ -19,6 +19,7 @@ mod error;
 mod explain;
 mod human_delay;
 mod load;
+mod mcp_schema;
 mod model_choice;
 mod ranges;
 mod schema;
@@ -34,6 +35,7 @@ pub use load::{
     CONFIG_FILE_NAME, CONFIG_FILE_VAR, ConfigSource, ENV_PREFIX, ENV_SEPARATOR, LoadedConfig, default_locations,
     env_var_for, load, load_text, locate,
 };
+pub use mcp_schema::{MAX_SERVER_NAME_CHARS, valid_server_name};
 pub use model_choice::ModelSetting;
 pub use schema::*;
 pub use secret::{REDACTED, Secret};

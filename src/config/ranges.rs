@@ -83,6 +83,7 @@ pub(crate) const RANGES: &[NumericRange] = &[
     NumericRange::new("tools.web.timeout_seconds", 1, 3_600),
     NumericRange::new("tools.web.max_bytes", 1_000, 100_000_000),
     NumericRange::new("tools.web.max_redirects", 0, 20),
+    NumericRange::new("mcp.servers.*.timeout", 1, DAY_SECONDS),
     NumericRange::new("channels.*.history_limit", 0, 1_000),
     NumericRange::new("channels.*.text_chunk_limit", 1, 100_000),
     NumericRange::new("channels.discord.max_lines_per_message", 1, 1_000),

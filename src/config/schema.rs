@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Secret;
 use super::human_delay::HumanDelay;
+pub use super::mcp_schema::{McpConfig, McpServerConfig};
 use super::model_choice::ModelSetting;
 pub use super::tools_schema::{ExecAsk, ExecConfig, SandboxConfig, SandboxMode, SandboxScope};
 pub use crate::agent::tools::{ToolLists, ToolProfile};
@@ -31,6 +32,8 @@ pub struct Config {
     pub channels: ChannelsConfig,
     pub hooks: HooksConfig,
     pub tools: ToolsConfig,
+    /// Model Context Protocol servers whose tools the agent is offered (`[mcp.servers.NAME]`).
+    pub mcp: McpConfig,
 }
 
 /// The agent's tools.

@@ -32,6 +32,7 @@ pub fn validate(config: &Config) -> Result<(), Violation> {
     hooks(&config.hooks)?;
     tool_lists(config)?;
     web_tools(&config.tools.web)?;
+    super::mcp_schema::validate(&config.mcp)?;
     channels(config)
 }
 
@@ -74,8 +75,9 @@ fn tool_lists(config: &Config) -> Result<(), Violation> {
     for (id, channel) in &channels.slack.channels {
         levels.push((format!("channels.slack.channels.{id}."), &channel.tools));
     }
+    let servers: Vec<&str> = config.mcp.servers.keys().map(String::as_str).collect();
     for (prefix, lists) in levels {
-        lists.check().map_err(|(list, why)| Violation::new(format!("{prefix}tools.{list}"), why))?;
+        lists.check(&servers).map_err(|(list, why)| Violation::new(format!("{prefix}tools.{list}"), why))?;
     }
     Ok(())
 }

@@ -6,6 +6,11 @@
 //! The lists name tools or groups of tools (`group:fs`, `group:runtime`, `group:web`). An
 //! `allow` adds to the profile; a `deny` at any level wins over every `allow`, so an
 //! operator can take `exec` away from one noisy group whatever the profile says.
+//!
+//! Tools of MCP servers (`<server>__<tool>`) are offered in every profile: configuring a
+//! server is the operator's choice to offer it (its own `allow`/`deny` pick its tools). The
+//! lists take them away by name, a whole server (`group:mcp:<server>`) or all of them
+//! (`group:mcp`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -22,6 +27,29 @@ const GROUPS: &[(&str, &[&str])] = &[
     ("group:runtime", &["exec", "process"]),
     ("group:web", &["web_fetch", "web_search"]),
 ];
+
+/// What separates server and tool in the name an MCP tool is offered under.
+pub const MCP_SEPARATOR: &str = "__";
+/// Every MCP server's tools.
+const MCP_GROUP: &str = "group:mcp";
+
+/// The server an MCP tool's name (`<server>__<tool>`) belongs to; `None` for Ferry's own
+/// tools, none of which has `__` in its name.
+pub fn mcp_server_of(tool: &str) -> Option<&str> {
+    tool.split_once(MCP_SEPARATOR).map(|(server, _)| server).filter(|server| !server.is_empty())
+}
+
+/// Whether a list entry names MCP tools (`group:mcp`, `group:mcp:<server>`,
+/// `<server>__<tool>`) and which server, if one.
+fn mcp_entry(entry: &str) -> Option<Option<&str>> {
+    if entry == MCP_GROUP {
+        return Some(None);
+    }
+    if let Some(server) = entry.strip_prefix("group:mcp:") {
+        return Some(Some(server));
+    }
+    mcp_server_of(entry).map(Some)
+}
 
 /// Every tool a list may name: the built-ins and the host tools of SPEC §6.8 (the groups').
 fn known_tools() -> impl Iterator<Item = &'static &'static str> {
@@ -55,14 +83,26 @@ impl ToolLists {
     }
 
     /// Why an entry of `allow` or `deny` names nothing, keyed by its list (`allow`, `deny`).
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
+    /// `mcp_servers` are the configured MCP servers, whose tools the lists may name.
+    pub fn check(&self, mcp_servers: &[&str]) -> Result<(), (&'static str, String)> {
         for (list, entries) in [("allow", &self.allow), ("deny", &self.deny)] {
-            if let Some(unknown) = entries.iter().find(|entry| expand(entry).is_none()) {
+            for entry in entries {
+                let Some(server) = mcp_entry(entry) else { continue };
+                if let Some(server) = server.filter(|server| !mcp_servers.contains(server)) {
+                    let servers = if mcp_servers.is_empty() { "none".to_owned() } else { mcp_servers.join(", ") };
+                    return Err((
+                        list,
+                        format!("`{entry}` names MCP server `{server}`, which is not configured; servers: {servers}"),
+                    ));
+                }
+            }
+            if let Some(unknown) = entries.iter().find(|entry| expand(entry).is_none() && mcp_entry(entry).is_none()) {
                 let groups: Vec<&str> = GROUPS.iter().map(|(name, _)| *name).collect();
                 return Err((
                     list,
                     format!(
-                        "`{unknown}` is not a tool or a group of tools; tools: {}; groups: {}",
+                        "`{unknown}` is not a tool or a group of tools; tools: {}; groups: {}, group:mcp, \
+                         group:mcp:<server>; an MCP server's tools: <server>__<tool>",
                         known_tools().copied().collect::<Vec<_>>().join(", "),
                         groups.join(", ")
                     ),
@@ -87,6 +127,8 @@ pub struct ToolFilter {
     /// `None`: every tool (the `full` profile, and runs outside any chat) but `denied`.
     offered: Option<BTreeSet<&'static str>>,
     denied: BTreeSet<&'static str>,
+    /// Denied MCP entries as written: `group:mcp`, `group:mcp:<server>`, `<server>__<tool>`.
+    denied_mcp: BTreeSet<String>,
 }
 
 impl ToolFilter {
@@ -96,6 +138,12 @@ impl ToolFilter {
     }
 
     pub fn allows(&self, tool: &str) -> bool {
+        if let Some(server) = mcp_server_of(tool) {
+            let names_it = |entry: &String| {
+                entry == tool || entry == MCP_GROUP || entry.strip_prefix("group:mcp:") == Some(server)
+            };
+            return !self.denied_mcp.iter().any(names_it);
+        }
         !self.denied.contains(tool) && self.offered.as_ref().is_none_or(|offered| offered.contains(tool))
     }
 
@@ -112,13 +160,15 @@ impl ToolFilter {
             ToolProfile::Coding => Some(known_tools().copied().collect()),
         };
         let mut denied = BTreeSet::new();
+        let mut denied_mcp = BTreeSet::new();
         for lists in levels {
             if let Some(offered) = &mut offered {
                 offered.extend(lists.allow.iter().filter_map(|entry| expand(entry)).flatten().copied());
             }
             denied.extend(lists.deny.iter().filter_map(|entry| expand(entry)).flatten().copied());
+            denied_mcp.extend(lists.deny.iter().filter(|entry| mcp_entry(entry).is_some()).cloned());
         }
-        Self { offered, denied }
+        Self { offered, denied, denied_mcp }
     }
 }
 
@@ -237,10 +287,34 @@ mod tests {
 
     #[test]
     fn unknown_names_are_refused_with_the_choices() {
-        assert_eq!(lists(&["group:fs", "exec"], &["web_search"]).check(), Ok(()));
-        let (list, why) = lists(&[], &["group:shell"]).check().unwrap_err();
+        assert_eq!(lists(&["group:fs", "exec"], &["web_search"]).check(&[]), Ok(()));
+        let (list, why) = lists(&[], &["group:shell"]).check(&[]).unwrap_err();
         assert_eq!(list, "deny");
         assert!(why.contains("`group:shell` is not a tool") && why.contains("group:runtime"), "{why}");
-        assert_eq!(lists(&["exce"], &[]).check().unwrap_err().0, "allow");
+        assert_eq!(lists(&["exce"], &[]).check(&[]).unwrap_err().0, "allow");
+        let mcp = lists(&[], &["group:mcp", "group:mcp:github", "github__create_issue"]);
+        assert_eq!(mcp.check(&["github"]), Ok(()));
+        let (list, why) = mcp.check(&["gitlab"]).unwrap_err();
+        assert_eq!(list, "deny");
+        assert!(why.contains("MCP server `github`, which is not configured; servers: gitlab"), "{why}");
+    }
+
+    #[test]
+    fn mcp_tools_are_offered_everywhere_unless_denied() {
+        let chat = ToolPolicy::default().for_chat("telegram", "42", None);
+        assert!(chat.allows("github__create_issue") && chat.allows("db__query"));
+        assert!(!chat.allows("exec"), "MCP names do not open Ferry's own tools");
+        let groups = BTreeMap::from([("-100".to_owned(), lists(&[], &["group:mcp"]))]);
+        let policy = ToolPolicy::new(ToolProfile::Chat, lists(&[], &["github__delete_repo"]))
+            .with_channel("telegram", lists(&[], &[]), groups)
+            .with_channel("discord", lists(&[], &["group:mcp:db"]), BTreeMap::new());
+        let dm = policy.for_chat("telegram", "42", None);
+        assert!(dm.allows("github__create_issue") && !dm.allows("github__delete_repo") && dm.allows("db__query"));
+        let group = policy.for_chat("telegram", "-100", None);
+        assert!(!group.allows("github__create_issue") && !group.allows("db__query"));
+        assert!(group.allows("message"), "group:mcp takes only MCP tools away");
+        let discord = policy.for_chat("discord", "chan", None);
+        assert!(!discord.allows("db__query") && discord.allows("github__create_issue"));
+        assert!(discord.allows("dbx__query"), "a server's name is matched whole");
     }
 }
