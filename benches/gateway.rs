@@ -76,7 +76,7 @@ async fn load() {
         thread_labels: ThreadLabels::new(),
     })
     .expect("dispatcher");
-    let gateway = Gateway::start(GatewayParts { config, dispatcher, bus, channels, agent_id: DEFAULT_AGENT_ID.into() })
+    let gateway = Gateway::start(GatewayParts { config, dispatcher, bus, channels, agent_id: DEFAULT_AGENT_ID.into(), mcp: None })
         .await
         .expect("gateway");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listen");

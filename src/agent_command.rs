@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use ferry::mcp::McpTools;
 use ferry::agent::tools::{HostTools, ToolPolicy};
 use ferry::agent::{AbortReason, AgentRunner, EventBus, RunRequest, RunSettings, RunStatus, RunnerParts};
 use ferry::channels::ChannelRegistry;
@@ -192,7 +193,11 @@ async fn embedded(loaded: &LoadedConfig, args: AgentArgs, env: &Environment) -> 
     let agent_id = args.agent.as_deref().unwrap_or(DEFAULT_AGENT).to_lowercase();
     let session_key = args.session.clone().unwrap_or_else(|| format!("agent:{agent_id}:main")).to_lowercase();
     let policy = ToolPolicy::from_config(config);
-    let tools = HostTools::registry(config, sandbox_paths(&loaded.source, &state_dir, &workspace)?)?;
+    // One turn: its MCP servers' tools must be there before it starts.
+    let mcp = McpTools::start(&config.mcp, env);
+    mcp.settled(ferry::mcp::CONNECT_TIMEOUT).await;
+    let tools =
+        HostTools::registry(config, sandbox_paths(&loaded.source, &state_dir, &workspace)?)?.with_source(mcp.clone());
     if let Some(host) = tools.host() {
         host.check_sandbox(&policy).await;
     }
@@ -232,6 +237,8 @@ async fn embedded(loaded: &LoadedConfig, args: AgentArgs, env: &Environment) -> 
         printer.print(&serde_json::to_value(&event)?)?;
     }
     let outcome = run.await.context("the run task failed")?.context("loading the session")?;
+    tools.shutdown();
+    mcp.shutdown().await;
     database.close().await;
     match outcome.status {
         RunStatus::Completed => Ok(()),

@@ -13,6 +13,7 @@ use ferry::config::{self, Environment};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::gateway::{Gateway, GatewayError, GatewayParts};
 use ferry::hooks::{GatewayEvent, Hooks};
+use ferry::mcp::McpTools;
 use ferry::models::health_store::HealthStore;
 use ferry::models::{ModelCatalog, ModelRouter};
 use ferry::routing::SystemClock;
@@ -46,7 +47,10 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     }
     let state_dir = state::resolve_state_dir(&config, env)?;
     let workspace = config.agents.defaults.workspace.clone().unwrap_or_else(|| state_dir.join("workspace"));
-    let tools = HostTools::registry(&config, sandbox_paths(&loaded_source, &state_dir, &workspace)?)?;
+    // In the background: a slow server holds up neither the start nor the channels.
+    let mcp = McpTools::start(&config.mcp, env);
+    let tools = HostTools::registry(&config, sandbox_paths(&loaded_source, &state_dir, &workspace)?)?
+        .with_source(mcp.clone());
     if let Some(host) = tools.host() {
         host.check_sandbox(&ToolPolicy::from_config(&config)).await;
     }
@@ -83,6 +87,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
         bus,
         channels: channels.clone(),
         agent_id: DEFAULT_AGENT.to_owned(),
+        mcp: Some(mcp.clone()),
     })
     .await?;
     let registry = channels;
@@ -105,8 +110,9 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     if aborted > 0 {
         tracing::warn!(aborted, "aborted runs that did not finish in time; their messages are answered on restart");
     }
-    // Background commands end with the daemon.
+    // Background commands and MCP servers end with the daemon.
     tools.shutdown();
+    mcp.shutdown().await;
     draining.close(CONNECTION_CLOSE_PATIENCE).await;
     hooks.gateway_stop(GatewayEvent { address: address.to_string() }).await;
     database.close().await;

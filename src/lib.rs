@@ -22,6 +22,7 @@ pub mod dispatch;
 pub mod gateway;
 pub mod hooks;
 pub mod logging;
+pub mod mcp;
 pub mod media;
 pub mod metrics;
 pub mod models;

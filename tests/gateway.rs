@@ -58,7 +58,7 @@ async fn gateway(config: Config) -> Gw {
     })
     .unwrap();
     let parts =
-        GatewayParts { config, dispatcher: dispatcher.clone(), bus, channels, agent_id: DEFAULT_AGENT_ID.into() };
+        GatewayParts { config, dispatcher: dispatcher.clone(), bus, channels, agent_id: DEFAULT_AGENT_ID.into(), mcp: None };
     // An adapter's webhook would be mounted like this route.
     let extra = axum::Router::new().route("/extra", axum::routing::get(|| async { "mounted" }));
     let gateway = Gateway::start(parts).await.unwrap().with_routes(extra);

@@ -428,16 +428,17 @@ impl AgentRunner {
         let system = system_prompt(&skills, &files.await, request.extra_system_prompt.as_deref());
         let system =
             parts.hooks.before_agent_start(&request.run_id, &request.session_key, &request.message, system).await;
-        let tool_specs = parts.tools.specs(&skills, &request.tools);
         let mut rounds = 0;
         loop {
             let tools_allowed = rounds < parts.settings.max_tool_rounds;
+            // Listed anew each round: an MCP server's tools change while a run goes on.
+            let tool_specs = if tools_allowed { parts.tools.specs(&skills, &request.tools) } else { Vec::new() };
             let model_request = ModelRequest {
                 // Each attempt names its own model (see `call_model`).
                 model: String::new(),
                 system: system.clone(),
                 messages: state.messages.clone(),
-                tools: if tools_allowed { tool_specs.clone() } else { Vec::new() },
+                tools: tool_specs,
                 max_output_tokens: None,
                 thinking: request.thinking.unwrap_or(parts.settings.thinking),
                 // Each attempt says whether its own model takes images (see `call_model`).

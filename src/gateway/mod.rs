@@ -69,6 +69,8 @@ pub struct GatewayParts {
     pub bus: EventBus,
     pub channels: ChannelRegistry,
     pub agent_id: String,
+    /// The MCP servers, for `/healthz`; `None` when none is configured.
+    pub mcp: Option<Arc<crate::mcp::McpTools>>,
 }
 
 /// The state every connection and handler shares.
@@ -87,6 +89,7 @@ pub struct GatewayState {
     connections: TaskTracker,
     /// See [`max_frame_bytes`].
     pub(crate) max_frame_bytes: usize,
+    mcp: Option<Arc<crate::mcp::McpTools>>,
 }
 
 impl GatewayState {
@@ -120,7 +123,12 @@ impl GatewayState {
         // Not ok while any channel is not running: its users' messages go unanswered.
         let ok = states.iter().all(|state| state.health == ChannelHealth::Running);
         let channels: Vec<Value> = states.into_iter().map(channel_health).collect();
-        json!({ "ok": ok, "channels": channels, "uptimeMs": self.started.elapsed().as_millis() as u64 })
+        let mut health = json!({ "ok": ok, "channels": channels, "uptimeMs": self.started.elapsed().as_millis() as u64 });
+        // MCP servers do not count against `ok`: without one, the bot still answers.
+        if let Some(mcp) = self.mcp.as_ref().filter(|mcp| !mcp.is_empty()) {
+            health["mcp"] = mcp.health();
+        }
+        health
     }
 }
 
@@ -180,6 +188,7 @@ impl Gateway {
             closing: CancellationToken::new(),
             connections: TaskTracker::new(),
             max_frame_bytes: max_frame_bytes(parts.config.messages.max_inbound_chars),
+            mcp: parts.mcp,
         };
         Ok(Self { state: Arc::new(state), stop, hub: hub_task, extra: Router::new() })
     }

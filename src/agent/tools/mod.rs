@@ -15,6 +15,7 @@ mod policy;
 mod result_cap;
 mod sessions_list;
 mod skill_read;
+mod source;
 pub mod web;
 
 use std::collections::BTreeMap;
@@ -31,10 +32,11 @@ pub use current_time::CurrentTime;
 pub use host::{COMMAND_TOOLS, HostTools};
 pub(crate) use message::parse_chat;
 pub use message::{MessageTool, ToolSend};
-pub use policy::{ToolFilter, ToolLists, ToolPolicy, ToolProfile};
+pub use policy::{MCP_SEPARATOR, ToolFilter, ToolLists, ToolPolicy, ToolProfile, mcp_server_of};
 pub use result_cap::{DEFAULT_MAX_RESULT_CHARS, cap_result};
 pub use sessions_list::{RecentSessions, SessionCatalog, SessionSummary, SessionsList};
 pub use skill_read::SkillRead;
+pub use source::ToolSource;
 
 use super::conversation::{ImagePart, ToolCall};
 use super::providers::ToolSpec;
@@ -210,11 +212,19 @@ pub struct ToolRegistry {
     max_result_chars: usize,
     /// The file and command tools, when registered.
     host: Option<Arc<HostTools>>,
+    /// Tools listed at run time (MCP servers'), asked for their tools on every model call.
+    sources: Vec<Arc<dyn ToolSource>>,
 }
 
 impl Default for ToolRegistry {
     fn default() -> Self {
-        Self { tools: BTreeMap::new(), specs: BTreeMap::new(), max_result_chars: DEFAULT_MAX_RESULT_CHARS, host: None }
+        Self {
+            tools: BTreeMap::new(),
+            specs: BTreeMap::new(),
+            max_result_chars: DEFAULT_MAX_RESULT_CHARS,
+            host: None,
+            sources: Vec::new(),
+        }
     }
 }
 
@@ -251,6 +261,17 @@ impl ToolRegistry {
         self.host.as_ref()
     }
 
+    /// Adds tools that are listed at run time (an MCP server's).
+    pub fn with_source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.sources.push(source);
+        self
+    }
+
+    /// The source that answers calls to `name`, if no tool of Ferry's own has that name.
+    fn source_of(&self, name: &str) -> Option<&Arc<dyn ToolSource>> {
+        self.sources.iter().find(|source| source.owns(name))
+    }
+
     /// The tools `session_key` may use under `filter`: the command tools go when the
     /// session must be sandboxed and the sandbox cannot be used.
     pub fn filter_for(&self, session_key: &str, filter: &ToolFilter) -> ToolFilter {
@@ -280,12 +301,20 @@ impl ToolRegistry {
     /// The tools as the model sees them: those `filter` allows (the chat's policy).
     /// `skill_read` is offered only when skills exist.
     pub fn specs(&self, skills: &SkillsSnapshot, filter: &ToolFilter) -> Vec<ToolSpec> {
-        self.specs
+        let own = self
+            .specs
             .iter()
             .filter(|(name, _)| **name != SkillRead::NAME || !skills.is_empty())
             .filter(|(name, _)| filter.allows(name))
-            .map(|(_, spec)| spec.clone())
-            .collect()
+            .map(|(_, spec)| spec.clone());
+        let listed = self.sources.iter().flat_map(|source| source.specs()).filter(|spec| filter.allows(&spec.name));
+        own.chain(listed).collect()
+    }
+
+    /// Every tool's name there is now, Ferry's own and the sources'.
+    fn names(&self) -> Vec<String> {
+        let own = self.tools.keys().map(|name| (*name).to_owned());
+        own.chain(self.sources.iter().flat_map(|source| source.specs()).map(|spec| spec.name)).collect()
     }
 
     /// The error result for a call to a tool `filter` does not allow (one the model was not
@@ -295,7 +324,7 @@ impl ToolRegistry {
         if filter.allows(&call.name) {
             return None;
         }
-        let available: Vec<&str> = self.tools.keys().copied().filter(|name| filter.allows(name)).collect();
+        let available: Vec<String> = self.names().into_iter().filter(|name| filter.allows(name)).collect();
         Some(ToolOutcome::error(
             format!(
                 "the tool `{}` is not available in this chat; available tools: {}",
@@ -337,21 +366,34 @@ impl ToolRegistry {
     }
 
     async fn execute_uncapped(&self, call: &ToolCall, context: ToolContext) -> ToolOutcome {
-        let Some(tool) = self.tools.get(call.name.as_str()).cloned() else {
-            let available: Vec<_> = self.tools.keys().copied().collect();
-            return ToolOutcome::error(
-                format!("unknown tool `{}`; available tools: {}", call.name, available.join(", ")),
-                false,
-            );
+        let own = self.tools.get(call.name.as_str()).cloned();
+        let source = if own.is_none() { self.source_of(&call.name).cloned() } else { None };
+        let mutates = match (&own, &source) {
+            (Some(tool), _) => tool.mutates(),
+            (None, Some(source)) => source.mutates(&call.name),
+            (None, None) => {
+                return ToolOutcome::error(
+                    format!("unknown tool `{}`; available tools: {}", call.name, self.names().join(", ")),
+                    false,
+                );
+            }
         };
-        let mutates = tool.mutates();
         let arguments = match parse_arguments(&call.arguments) {
             Ok(arguments) => arguments,
             Err(error) => return ToolOutcome::error(error, mutates),
         };
         // Caught in place: a panicking tool must not take the run down, and spawning a task
         // for isolation would cost a thread hand-off on every call.
-        let called = AssertUnwindSafe(async move { tool.call(arguments, &context).await }).catch_unwind().await;
+        let name = call.name.as_str();
+        let called = AssertUnwindSafe(async move {
+            match (own, source) {
+                (Some(tool), _) => tool.call(arguments, &context).await,
+                (None, Some(source)) => source.call(name, arguments, &context).await,
+                (None, None) => Err(ToolError::new("unknown tool")),
+            }
+        })
+        .catch_unwind()
+        .await;
         match called {
             Ok(Ok(output)) => ToolOutcome { content: output.text, is_error: false, mutates, images: output.images },
             Ok(Err(error)) => ToolOutcome::error(error.0, mutates),

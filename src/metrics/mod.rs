@@ -42,6 +42,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
+mod mcp;
+
+pub use mcp::{McpCall, McpMetrics};
+
 /// The media type of [`render`]'s output (OpenMetrics text 1.0.0), for the `/metrics`
 /// response's `Content-Type`. Prometheus reads it natively.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -261,6 +265,7 @@ pub struct Metrics {
     model_failovers: Family<FailoverLabels, Counter>,
     profile_cooldowns: Family<CooldownLabels, Counter>,
     profiles_cooling: Gauge,
+    mcp: mcp::McpFamilies,
     /// Count the profiles cooling now (one per model router), read at each render: a
     /// cooldown ends with time alone, with no event to update the gauge.
     cooling_samplers: Mutex<Vec<CoolingSampler>>,
@@ -391,6 +396,8 @@ impl Metrics {
             profiles_cooling.clone(),
         );
 
+        let mcp = mcp::McpFamilies::register(&mut registry);
+
         // Series with fixed labels exist from the start, so a rate over them is defined
         // before the first event.
         for status in [RunEnd::Ok, RunEnd::Aborted, RunEnd::Error] {
@@ -422,6 +429,7 @@ impl Metrics {
             model_failovers,
             profile_cooldowns,
             profiles_cooling,
+            mcp,
             cooling_samplers: Mutex::new(Vec::new()),
         }
     }
@@ -485,6 +493,11 @@ impl Metrics {
     }
 
     /// The model metrics of `provider` (its name in the config), for a runner to keep.
+    /// One MCP server's series (`ferry_mcp_*{server}`).
+    pub fn mcp(&self, server: &str) -> McpMetrics {
+        self.mcp.server(server)
+    }
+
     pub fn model(&self, provider: &str) -> ModelMetrics {
         let labels = ProviderLabels { provider: provider.to_owned() };
         ModelMetrics {
