@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use ferry::mcp::McpTools;
 use ferry::agent::tools::{HostTools, ToolPolicy};
 use ferry::agent::{AbortReason, AgentRunner, EventBus, RunRequest, RunSettings, RunStatus, RunnerParts};
 use ferry::channels::ChannelRegistry;
 use ferry::config::{Config, Environment, LoadedConfig};
 use ferry::gateway::client::{ClientError, GatewayClient};
+use ferry::mcp::McpTools;
 use ferry::models::health_store::HealthStore;
 use ferry::models::{ModelCatalog, ModelRouter};
 use ferry::session::{SqliteSessionStore, run_in_session};

@@ -50,6 +50,9 @@ pub enum Command {
     /// Inspect conversation sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
+    /// The Model Context Protocol servers of the config.
+    #[command(subcommand)]
+    Mcp(McpCommand),
 }
 
 impl Command {
@@ -102,6 +105,12 @@ pub enum PairingCommand {
         /// The 8-character code.
         code: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Connect to every configured server and print its state and tools.
+    List,
 }
 
 #[derive(Debug, Subcommand)]

@@ -31,8 +31,26 @@ pub fn config_check(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()
     println!("config OK: {}", describe_source(&loaded.source));
     println!("state_dir: {}", state_dir.display());
     println!("channels enabled: {}", wiring::enabled_channels(&loaded.config).join(", "));
+    check_mcp_programs(&loaded, env)?;
+    if !loaded.config.mcp.servers.is_empty() {
+        let names: Vec<&str> = loaded.config.mcp.servers.keys().map(String::as_str).collect();
+        println!("mcp servers: {}", names.join(", "));
+    }
     for warning in &loaded.warnings {
         eprintln!("warning: {warning}");
+    }
+    Ok(())
+}
+
+/// Every local MCP server's program exists where starting it would look (its `PATH` is
+/// Ferry's): a typo fails the check instead of a server that never starts.
+fn check_mcp_programs(loaded: &LoadedConfig, env: &Environment) -> anyhow::Result<()> {
+    for (name, server) in &loaded.config.mcp.servers {
+        let Some(command) = &server.command else { continue };
+        if let Err(why) = ferry::mcp::find_program(command, server.cwd.as_deref(), env.var("PATH")) {
+            let violation = config::Violation::new(format!("mcp.servers.{name}.command"), why);
+            return Err(loaded.error_at(violation).into());
+        }
     }
     Ok(())
 }

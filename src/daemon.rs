@@ -49,8 +49,8 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     let workspace = config.agents.defaults.workspace.clone().unwrap_or_else(|| state_dir.join("workspace"));
     // In the background: a slow server holds up neither the start nor the channels.
     let mcp = McpTools::start(&config.mcp, env);
-    let tools = HostTools::registry(&config, sandbox_paths(&loaded_source, &state_dir, &workspace)?)?
-        .with_source(mcp.clone());
+    let tools =
+        HostTools::registry(&config, sandbox_paths(&loaded_source, &state_dir, &workspace)?)?.with_source(mcp.clone());
     if let Some(host) = tools.host() {
         host.check_sandbox(&ToolPolicy::from_config(&config)).await;
     }

@@ -5,6 +5,7 @@ mod agent_command;
 mod cli;
 mod commands;
 mod daemon;
+mod mcp_command;
 mod wiring;
 
 use std::process::ExitCode;
@@ -67,6 +68,7 @@ fn run(cli: Cli, env: &Environment) -> anyhow::Result<()> {
         Command::Gateway => runtime()?.block_on(daemon::gateway(&cli.global, env)),
         Command::Pairing(command) => runtime()?.block_on(commands::pairing(&cli.global, command, env)),
         Command::Sessions(cli::SessionsCommand::List) => runtime()?.block_on(commands::sessions_list(&cli.global, env)),
+        Command::Mcp(cli::McpCommand::List) => runtime()?.block_on(mcp_command::list(&cli.global, env)),
     }
 }
 

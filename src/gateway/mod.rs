@@ -123,7 +123,8 @@ impl GatewayState {
         // Not ok while any channel is not running: its users' messages go unanswered.
         let ok = states.iter().all(|state| state.health == ChannelHealth::Running);
         let channels: Vec<Value> = states.into_iter().map(channel_health).collect();
-        let mut health = json!({ "ok": ok, "channels": channels, "uptimeMs": self.started.elapsed().as_millis() as u64 });
+        let mut health =
+            json!({ "ok": ok, "channels": channels, "uptimeMs": self.started.elapsed().as_millis() as u64 });
         // MCP servers do not count against `ok`: without one, the bot still answers.
         if let Some(mcp) = self.mcp.as_ref().filter(|mcp| !mcp.is_empty()) {
             health["mcp"] = mcp.health();

@@ -7,12 +7,12 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, SubscriptionFilter};
 use rmcp::service::{NotificationContext, QuitReason, RunningService, RunningServiceCancellationToken};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
-use reqwest::header::{HeaderName, HeaderValue};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::{Notify, oneshot};
 
@@ -188,7 +188,11 @@ fn headers(server: &McpServerConfig, env: &Environment) -> Result<HashMap<Header
 /// Keeps the service running on its own task and hands back what the supervisor needs. On
 /// a connection that negotiated a revision where list changes are subscribed to, it
 /// subscribes.
-async fn follow(service: RunningService<RoleClient, Handler>, tools_changed: Arc<Notify>, pid: Option<u32>) -> Connection {
+async fn follow(
+    service: RunningService<RoleClient, Handler>,
+    tools_changed: Arc<Notify>,
+    pid: Option<u32>,
+) -> Connection {
     let peer = service.peer().clone();
     let cancel = service.cancellation_token();
     let (ended_tx, ended) = oneshot::channel();

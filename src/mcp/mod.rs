@@ -11,6 +11,7 @@
 
 mod connect;
 mod names;
+mod program;
 mod results;
 mod schema;
 mod server;
@@ -26,6 +27,7 @@ use tokio_util::task::TaskTracker;
 
 pub use connect::CONNECT_TIMEOUT;
 pub use names::{MAX_TOOL_NAME_CHARS, offered_name};
+pub use program::find_program;
 pub use server::{Phase, ServerStatus};
 
 use crate::agent::providers::ToolSpec;

@@ -104,8 +104,7 @@ enum Ended {
 
 impl Server {
     pub fn new(name: &str, config: McpServerConfig) -> Arc<Self> {
-        let shared =
-            Shared { phase: Phase::Starting, peer: None, tools: Arc::default(), restarts: 0, protocol: None };
+        let shared = Shared { phase: Phase::Starting, peer: None, tools: Arc::default(), restarts: 0, protocol: None };
         let metrics = metrics().mcp(name);
         Arc::new(Self { name: name.to_owned(), config, shared: RwLock::new(shared), metrics })
     }
@@ -170,8 +169,7 @@ impl Server {
             {
                 let mut shared = self.write();
                 shared.peer = None;
-                shared.phase =
-                    Phase::Retrying { last_error: error, attempts, next_attempt: Instant::now() + delay };
+                shared.phase = Phase::Retrying { last_error: error, attempts, next_attempt: Instant::now() + delay };
             }
             tokio::select! {
                 () = stop.cancelled() => break,
