@@ -76,9 +76,13 @@ fn filter(verbosity: Verbosity, rust_log: Option<&str>) -> (EnvFilter, Option<St
 /// ever writes a secret.
 const WIRE_LOGGERS: [&str; 2] = ["tungstenite", "tokio_tungstenite"];
 
-/// `filter` with the wire loggers capped at INFO (see [`WIRE_LOGGERS`]).
-fn without_wire_dumps(filter: EnvFilter) -> EnvFilter {
-    WIRE_LOGGERS.iter().fold(filter, |filter, target| match format!("{target}=info").parse() {
+/// `filter` with the wire loggers capped at INFO (see [`WIRE_LOGGERS`]), and rmcp, which
+/// writes whole JSON-RPC messages at DEBUG (what users told remote servers), at INFO too; at
+/// WARN when `quiet_mcp`, since it says INFO on every notification a server sends.
+fn without_wire_dumps(filter: EnvFilter, quiet_mcp: bool) -> EnvFilter {
+    let rmcp = if quiet_mcp { "rmcp=warn".to_owned() } else { "rmcp=info".to_owned() };
+    let caps = WIRE_LOGGERS.iter().map(|target| format!("{target}=info")).chain([rmcp]);
+    caps.fold(filter, |filter, cap| match cap.parse() {
         Ok(directive) => filter.add_directive(directive),
         Err(_) => filter,
     })
@@ -89,7 +93,9 @@ fn without_wire_dumps(filter: EnvFilter) -> EnvFilter {
 /// `RUST_LOG` must not silence the daemon).
 pub fn init(format: LogFormat, verbosity: Verbosity, rust_log: Option<&str>) {
     let (env_filter, rejected) = filter(verbosity, rust_log);
-    let env_filter = without_wire_dumps(env_filter);
+    // Unless asked for more (-v, RUST_LOG), rmcp's chatter stays out.
+    let asked = verbosity.raised > 0 || (rust_log.is_some() && rejected.is_none());
+    let env_filter = without_wire_dumps(env_filter, !asked);
     let builder = tracing_subscriber::fmt().with_env_filter(env_filter).with_writer(std::io::stderr);
     let installed = match format {
         LogFormat::Pretty => builder.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).try_init(),

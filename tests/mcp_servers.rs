@@ -253,12 +253,13 @@ async fn a_broken_server_holds_up_neither_the_others_nor_the_start() {
     assert!(stopping.elapsed() < Duration::from_secs(10));
 }
 
-/// server-everything's streamable HTTP mode on a free loopback port, and its endpoint.
-pub async fn everything_over_http(installed: &Installed) -> (tokio::process::Child, String) {
+/// server-everything's streamable HTTP mode on loopback `port` (0: a free one), and its
+/// endpoint.
+pub async fn everything_over_http(installed: &Installed, port: u16) -> (tokio::process::Child, String) {
     use tokio::io::AsyncBufReadExt;
     let mut child = tokio::process::Command::new(&installed.node)
         .args(["--import", &installed.loopback, &installed.everything, "streamableHttp"])
-        .env("PORT", "0")
+        .env("PORT", port.to_string())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -283,7 +284,7 @@ pub async fn everything_over_http(installed: &Installed) -> (tokio::process::Chi
 #[tokio::test]
 async fn server_everything_over_streamable_http() {
     let Some(installed) = installed() else { return };
-    let (_server, url) = everything_over_http(&installed).await;
+    let (_server, url) = everything_over_http(&installed, 0).await;
     let remote = McpServerConfig {
         url: Some(url),
         headers: BTreeMap::from([("X-Team".to_owned(), Secret::new("ops"))]),
@@ -345,5 +346,27 @@ async fn headers_reach_a_remote_server_and_a_missing_variable_is_named() {
     let status = mcp.status();
     let Phase::Retrying { last_error, .. } = &status[1].phase else { panic!("{status:?}") };
     assert!(last_error.contains("NOT_SET_ANYWHERE is not set"), "{last_error}");
+    mcp.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_remote_server_that_goes_away_is_reconnected_when_it_is_back() {
+    let Some(installed) = installed() else { return };
+    let (mut server, url) = everything_over_http(&installed, 0).await;
+    let port: u16 = url.rsplit(':').next().unwrap().trim_end_matches("/mcp").parse().unwrap();
+    let remote = McpServerConfig { url: Some(url), ..Default::default() };
+    let mcp = start(vec![("remote", remote)]);
+    ready(&mcp).await;
+    assert!(mcp.call("remote__echo", json!({"message": "one"}), &context()).await.is_ok());
+
+    server.kill().await.unwrap();
+    let lost = mcp.call("remote__echo", json!({"message": "two"}), &context()).await.unwrap_err();
+    assert!(lost.0.contains("remote"), "{lost}");
+    eventually("the server to be seen down", || offered(&mcp).is_empty()).await;
+
+    let (_back, _) = everything_over_http(&installed, port).await;
+    eventually("the server to be back", || offered(&mcp).contains(&"remote__echo".to_owned())).await;
+    let echoed = mcp.call("remote__echo", json!({"message": "three"}), &context()).await.unwrap();
+    assert!(echoed.text.contains("three"), "{}", echoed.text);
     mcp.shutdown().await;
 }

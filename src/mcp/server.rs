@@ -73,6 +73,11 @@ struct Shared {
     /// Times the connection was lost after it had been ready.
     restarts: u64,
     protocol: Option<String>,
+    /// Cancelled by a call that found the current connection broken. A remote server that
+    /// went away does not end the connection by itself (rmcp keeps trying to send), so the
+    /// supervisor reconnects from scratch when told. One per connection: a signal about an
+    /// old one must not end the next.
+    broken: CancellationToken,
 }
 
 /// One configured server and its live state.
@@ -104,7 +109,14 @@ enum Ended {
 
 impl Server {
     pub fn new(name: &str, config: McpServerConfig) -> Arc<Self> {
-        let shared = Shared { phase: Phase::Starting, peer: None, tools: Arc::default(), restarts: 0, protocol: None };
+        let shared = Shared {
+            phase: Phase::Starting,
+            peer: None,
+            tools: Arc::default(),
+            restarts: 0,
+            protocol: None,
+            broken: CancellationToken::new(),
+        };
         let metrics = metrics().mcp(name);
         Arc::new(Self { name: name.to_owned(), config, shared: RwLock::new(shared), metrics })
     }
@@ -193,8 +205,10 @@ impl Server {
         };
         let protocol = peer.peer_info().map(|info| info.protocol_version.to_string());
         tracing::info!(server = %self.name, tools = tools.len(), protocol = protocol.as_deref().unwrap_or("?"), pid, "MCP server ready");
+        let broken = CancellationToken::new();
         {
             let mut shared = self.write();
+            shared.broken = broken.clone();
             shared.tools = Arc::new(tools);
             shared.peer = Some(peer.clone());
             shared.protocol = protocol;
@@ -205,6 +219,12 @@ impl Server {
                 reason = &mut ended => {
                     self.write().restarts += 1;
                     return Ended::Lost(describe_end(reason.ok()));
+                }
+                () = broken.cancelled() => {
+                    self.write().restarts += 1;
+                    cancel.cancel();
+                    let _ = tokio::time::timeout(CLOSE_PATIENCE, &mut ended).await;
+                    return Ended::Lost("a call found the connection broken".into());
                 }
                 () = tools_changed.notified() => match self.list(&peer).await {
                     Ok(tools) => {
@@ -256,7 +276,7 @@ impl Server {
 
     /// Runs the server's tool `offered`, within the server's `timeout`.
     pub async fn call(&self, offered: &str, arguments: Value) -> Result<ToolOutput, ToolError> {
-        let (peer, original) = {
+        let (peer, original, broken) = {
             let shared = self.read();
             match (&shared.phase, &shared.peer) {
                 (Phase::Ready, Some(peer)) => {
@@ -267,7 +287,7 @@ impl Server {
                             shared.tools.keys().cloned().collect::<Vec<_>>().join(", ")
                         )));
                     };
-                    (peer.clone(), tool.original.clone())
+                    (peer.clone(), tool.original.clone(), shared.broken.clone())
                 }
                 (phase, _) => return Err(self.unavailable(phase)),
             }
@@ -287,7 +307,7 @@ impl Server {
                 self.name,
                 timeout.as_secs()
             ))),
-            Ok(Err(error)) => Err(self.failed(&error)),
+            Ok(Err(error)) => Err(self.failed(&error, &broken)),
             Ok(Ok(result)) => results::convert(result).await,
         };
         timer.ended(result.is_ok());
@@ -309,14 +329,17 @@ impl Server {
         })
     }
 
-    fn failed(&self, error: &ServiceError) -> ToolError {
+    fn failed(&self, error: &ServiceError, broken: &CancellationToken) -> ToolError {
         let name = &self.name;
         ToolError::new(match error {
             ServiceError::McpError(error) => format!("the MCP server `{name}` refused the call: {}", error.message),
-            ServiceError::TransportClosed | ServiceError::TransportSend(_) => format!(
-                "the connection to the MCP server `{name}` was lost during the call (Ferry restarts it); the call \
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+                broken.cancel();
+                format!(
+                    "the connection to the MCP server `{name}` was lost during the call (Ferry restarts it); the call \
                  may or may not have taken effect"
-            ),
+                )
+            }
             other => format!("the call to the MCP server `{name}` failed: {other}"),
         })
     }

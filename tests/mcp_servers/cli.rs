@@ -177,3 +177,31 @@ async fn config_check_names_a_missing_program_and_a_bad_entry() {
     let error = text(&ferry(home.path(), &model, &["config", "check"]).await.stderr);
     assert!(error.contains("tools.deny") && error.contains("`nope`, which is not configured"), "{error}");
 }
+
+#[tokio::test]
+async fn no_secret_of_a_server_reaches_the_log_at_trace() {
+    let Some(installed) = installed() else { return };
+    let (_server, url) = super::everything_over_http(&installed, 0).await;
+    let model = FakeOpenAi::start().await.unwrap();
+    let config = format!(
+        "{}env = {{ FAST_SECRET = \"env-secret-4711\" }}\n\n[mcp.servers.remote]\nurl = {url:?}\nheaders = {{ Authorization = \"Bearer header-secret-4712\" }}\n",
+        fast_server(&installed)
+    );
+    let daemon = crate_daemon::gateway_at_trace(&config, &model, "webchat").await;
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let health = crate_daemon::health(daemon.port).await;
+            let states: Vec<&Value> = health["mcp"]
+                .as_array()
+                .map(|servers| servers.iter().map(|s| &s["state"]).collect())
+                .unwrap_or_default();
+            if states.len() == 2 && states.iter().all(|state| *state == "ready") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("both servers ready");
+    crate_daemon::assert_log_free_of(&daemon, &["env-secret-4711", "header-secret-4712"]);
+}
