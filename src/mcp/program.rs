@@ -40,7 +40,11 @@ mod tests {
         assert!(missing.contains("not on PATH (/bin)"), "{missing}");
         assert!(find_program("/bin/sh", None, None).is_ok());
         assert!(find_program("./sh", Some(Path::new("/bin")), None).is_ok());
-        let not_exec = find_program("/etc/hostname", None, None).unwrap_err();
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("server.js");
+        std::fs::write(&plain, "not a program").unwrap();
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let not_exec = find_program(plain.to_str().unwrap(), None, None).unwrap_err();
         assert!(not_exec.contains("not executable"), "{not_exec}");
     }
 }
