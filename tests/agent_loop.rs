@@ -24,6 +24,8 @@ use futures::StreamExt;
 
 #[path = "agent_loop/tool_images.rs"]
 mod tool_images;
+#[path = "agent_loop/tool_sources.rs"]
+mod tool_sources;
 
 /// Generous limits, so only the behaviour under test ends a run.
 fn settings() -> RunSettings {
