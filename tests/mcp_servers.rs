@@ -206,7 +206,11 @@ async fn a_list_change_is_followed_and_a_server_that_exits_is_restarted() {
     let second_pid = mcp.call("fast__pid", json!({}), &context()).await.unwrap().text;
     assert_ne!(first_pid, second_pid, "a new process");
     assert_eq!(mcp.status()[0].restarts, 1);
+    // Shutting down ends the server's process.
+    let alive = std::path::PathBuf::from(format!("/proc/{}", second_pid.trim()));
+    assert!(alive.exists());
     mcp.shutdown().await;
+    eventually("the server process to exit", || !alive.exists() || zombie(&alive)).await;
 }
 
 #[tokio::test]
@@ -369,4 +373,10 @@ async fn a_remote_server_that_goes_away_is_reconnected_when_it_is_back() {
     let echoed = mcp.call("remote__echo", json!({"message": "three"}), &context()).await.unwrap();
     assert!(echoed.text.contains("three"), "{}", echoed.text);
     mcp.shutdown().await;
+}
+
+/// Whether the process at `/proc/<pid>` has exited and waits to be reaped.
+fn zombie(proc: &std::path::Path) -> bool {
+    std::fs::read_to_string(proc.join("stat"))
+        .is_ok_and(|stat| stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
 }
