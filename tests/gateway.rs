@@ -384,7 +384,13 @@ async fn http_endpoints_answer() {
     let page = reqwest::get(format!("http://{}/", gw.address)).await.unwrap();
     assert_eq!(page.status(), 200);
     assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
-    assert!(page.text().await.unwrap().contains("app.js"));
+    let page = page.text().await.unwrap();
+    for script in ["markdown.js", "app.js"] {
+        assert!(page.contains(&format!("src=\"{script}\"")), "the page loads {script}");
+        let served = reqwest::get(format!("http://{}/{script}", gw.address)).await.unwrap();
+        assert_eq!(served.status(), 200, "{script}");
+        assert!(served.headers()["content-type"].to_str().unwrap().starts_with("text/javascript"), "{script}");
+    }
     let extra = reqwest::get(format!("http://{}/extra", gw.address)).await.unwrap().text().await.unwrap();
     assert_eq!(extra, "mounted", "routes added with Gateway::with_routes are served");
 

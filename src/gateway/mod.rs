@@ -190,12 +190,14 @@ impl Gateway {
         self
     }
 
-    /// The HTTP routes: `/ws`, `/`, `/app.js`, `/style.css`, `/healthz`, `/metrics`.
+    /// The HTTP routes: `/ws`, `/`, `/app.js`, `/markdown.js`, `/style.css`, `/vendor/…`,
+    /// `/healthz`, `/metrics`.
     pub fn router(&self) -> Router {
         Router::new()
             .route("/ws", get(upgrade))
             .route("/", get(index))
             .route("/app.js", get(app_js))
+            .route("/markdown.js", get(markdown_js))
             .route("/style.css", get(style_css))
             .route("/vendor/{file}", get(webchat::vendor_file))
             .route("/healthz", get(healthz))
@@ -290,6 +292,10 @@ async fn index(State(state): State<Arc<GatewayState>>) -> Response {
 
 async fn app_js() -> Response {
     ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], webchat::assets::APP_JS).into_response()
+}
+
+async fn markdown_js() -> Response {
+    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], webchat::assets::MARKDOWN_JS).into_response()
 }
 
 async fn style_css() -> Response {

@@ -36,6 +36,7 @@ const INBOUND_BACKLOG: usize = 1024;
 pub mod assets {
     pub const INDEX_HTML: &str = include_str!("assets/index.html");
     pub const APP_JS: &str = include_str!("assets/app.js");
+    pub const MARKDOWN_JS: &str = include_str!("assets/markdown.js");
     pub const STYLE_CSS: &str = include_str!("assets/style.css");
 
     /// Third-party files the page loads from `/vendor/<name>`: the libraries as published
