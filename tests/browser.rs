@@ -287,13 +287,23 @@ async fn markdown(client: &Client, world: &World) -> Result<()> {
 /// Every command waits for approval; the model can run commands.
 const ASK_ALWAYS: &str = "[tools]\nprofile = \"coding\"\n\n[tools.exec]\nask = \"always\"";
 const APPROVED_COMMAND: &str = "echo approved-$((6*7))";
+const APPROVED_ANSWER: &str = "The command printed approved-42.";
+/// The request to approve a command, and its Approve button.
+const REQUEST: &str = ".msg.assistant[data-approval]";
+const APPROVE_BUTTON: &str = ".msg.assistant[data-approval] .approval-btn.approve";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_command_waiting_for_approval_runs_once_its_approve_button_is_clicked() {
+/// The fake model: `exec` with [`APPROVED_COMMAND`], then [`APPROVED_ANSWER`].
+async fn approval_model() -> FakeOpenAi {
     let fake = FakeOpenAi::start().await.expect("start the fake model");
     let arguments = json!({ "command": APPROVED_COMMAND }).to_string();
     fake.push(Turn::tool_calls([ToolCall::new("call_exec", "exec", arguments)]));
-    fake.push(Turn::text(["The command printed approved-42."]));
+    fake.push(Turn::text([APPROVED_ANSWER]));
+    fake
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_waiting_for_approval_runs_once_its_approve_button_is_clicked() {
+    let fake = approval_model().await;
     let Some(world) = World::start_with(Some(&fake.url()), ASK_ALWAYS).await else { return };
     let client = world.browser().await;
     let outcome = approve_with_the_button(&client, &world, &fake).await;
@@ -305,12 +315,68 @@ async fn approve_with_the_button(client: &Client, world: &World, fake: &FakeOpen
     wait_for_state(client, "connected").await?;
     send(client, "Run the check, please").await?;
 
-    let request = ".msg.assistant:has(.approval)";
+    let (id, labels) = approval_request(client).await?;
+    ensure!(labels == ["Approve", "Deny"], "the buttons, got {labels:?}");
+    screenshot(client, "webchat-approval.png").await?;
+    ensure!(fake.requests().len() == 1, "the run waits for the answer");
+
+    client.find(Locator::Css(APPROVE_BUTTON)).await?.click().await?;
+    let sent = poll("the /approve message sent for the click", || async {
+        let users = texts(client, ".msg.user .msg-body").await?;
+        Ok(users.into_iter().find(|text| text.starts_with("/approve")))
+    })
+    .await?;
+    ensure!(sent.trim() == format!("/approve {id}"), "the button sends the command with its id: {sent:?}");
+    approved_without_buttons(client).await?;
+    final_answer_containing(client, APPROVED_ANSWER).await?;
+    let request = tokio::time::timeout(PAGE_BOUND, fake.wait_for_request(1)).await.context("the run went on")?;
+    let messages = request.body["messages"].as_array().cloned().unwrap_or_default();
+    let result = messages.iter().rev().find(|m| m["role"] == "tool").map(|m| m["content"].to_string());
+    let result = result.context("no tool result in the model's request")?;
+    ensure!(result.contains("approved-42") && result.contains("exit code 0"), "the command ran: {result}");
+    screenshot(client, "webchat-approved.png").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_still_waiting_after_a_reload_can_be_approved_and_then_shows_settled() {
+    let fake = approval_model().await;
+    let Some(world) = World::start_with(Some(&fake.url()), ASK_ALWAYS).await else { return };
+    let client = world.browser().await;
+    let outcome = approve_after_a_reload(&client, &world, &fake).await;
+    world.finish(outcome, [client]).await;
+}
+
+async fn approve_after_a_reload(client: &Client, world: &World, fake: &FakeOpenAi) -> Result<()> {
+    client.goto(&world.gateway.url).await?;
+    wait_for_state(client, "connected").await?;
+    send(client, "Run the check, please").await?;
+    let (id, _) = approval_request(client).await?;
+
+    client.refresh().await?;
+    wait_for_state(client, "connected").await?;
+    let (again, labels) = approval_request(client).await?;
+    ensure!(again == id && labels == ["Approve", "Deny"], "the same request, buttons again: {again} {labels:?}");
+    ensure!(fake.requests().len() == 1, "the run still waits for the answer");
+    client.find(Locator::Css(APPROVE_BUTTON)).await?.click().await?;
+    approved_without_buttons(client).await?;
+    final_answer_containing(client, APPROVED_ANSWER).await?;
+
+    client.refresh().await?;
+    wait_for_state(client, "connected").await?;
+    final_answer_containing(client, APPROVED_ANSWER).await?;
+    approved_without_buttons(client).await?;
+    screenshot(client, "webchat-approval-settled.png").await
+}
+
+/// Waits for the request to approve a command with its buttons; returns its id (as its text
+/// names it) and the buttons' labels.
+async fn approval_request(client: &Client) -> Result<(String, Vec<String>)> {
     // Polled until the text shows: WebDriver reads no text while the bubble fades in.
     let (asked, labels) = poll("the approval request with its buttons", || async {
-        let asked = texts(client, &format!("{request} .msg-body")).await?.into_iter().find(|t| t.contains("/approve"));
-        let labels = texts(client, &format!("{request} .approval button")).await?;
-        Ok(asked.filter(|_| labels.iter().all(|label| !label.is_empty())).map(|asked| (asked, labels)))
+        let asked = texts(client, &format!("{REQUEST} .msg-body")).await?.into_iter().find(|t| t.contains("/approve"));
+        let labels = texts(client, &format!("{REQUEST} .approval button")).await?;
+        let ready = !labels.is_empty() && labels.iter().all(|label| !label.is_empty());
+        Ok(asked.filter(|_| ready).map(|asked| (asked, labels)))
     })
     .await?;
     ensure!(asked.contains(APPROVED_COMMAND), "the exact command is shown: {asked:?}");
@@ -319,27 +385,22 @@ async fn approve_with_the_button(client: &Client, world: &World, fake: &FakeOpen
         .and_then(|(_, rest)| rest.split_whitespace().next())
         .with_context(|| format!("no id in {asked:?}"))?
         .to_owned();
-    ensure!(labels == ["Approve", "Deny"], "the buttons, got {labels:?}");
-    screenshot(client, "webchat-approval.png").await?;
-    ensure!(fake.requests().len() == 1, "the run waits for the answer");
+    let named = client.find(Locator::Css(REQUEST)).await?.attr("data-approval").await?;
+    ensure!(named.as_deref() == Some(id.as_str()), "the bubble names the request it shows: {named:?}");
+    Ok((id, labels))
+}
 
-    client.find(Locator::Css(&format!("{request} .approval-btn.approve"))).await?.click().await?;
-    let sent = poll("the /approve message sent for the click", || async {
-        let users = texts(client, ".msg.user .msg-body").await?;
-        Ok(users.into_iter().find(|text| text.starts_with("/approve")))
+/// Waits until the request says it was approved (by this browser) and offers no button.
+async fn approved_without_buttons(client: &Client) -> Result<()> {
+    let outcome = poll("the request to show it was approved", || async {
+        let outcome = texts(client, &format!("{REQUEST} .approval-outcome")).await?;
+        Ok(outcome.into_iter().find(|text| !text.is_empty()))
     })
     .await?;
-    ensure!(sent.trim() == format!("/approve {id}"), "the button sends the command with its id: {sent:?}");
-    for button in client.find_all(Locator::Css(&format!("{request} .approval button"))).await? {
-        ensure!(button.attr("disabled").await?.is_some(), "an answered request's buttons are disabled");
-    }
-    final_answer_containing(client, "The command printed approved-42.").await?;
-    let request = tokio::time::timeout(PAGE_BOUND, fake.wait_for_request(1)).await.context("the run went on")?;
-    let messages = request.body["messages"].as_array().cloned().unwrap_or_default();
-    let result = messages.iter().rev().find(|m| m["role"] == "tool").map(|m| m["content"].to_string());
-    let result = result.context("no tool result in the model's request")?;
-    ensure!(result.contains("approved-42") && result.contains("exit code 0"), "the command ran: {result}");
-    screenshot(client, "webchat-approved.png").await
+    ensure!(outcome.starts_with("Approved by you"), "how it ended: {outcome:?}");
+    let buttons = client.find_all(Locator::Css(&format!("{REQUEST} .approval button"))).await?;
+    ensure!(buttons.is_empty(), "a settled request offers no button");
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,7 +10,9 @@
  * messages stay on screen and are re-sent with the same idempotency key, so the gateway never
  * runs one twice. The connection state is `#status[data-state]`: connecting, connected,
  * reconnecting (a banner says so) or unauthorized. A request to approve a command gets
- * Approve / Deny buttons that send `/approve ID` / `/deny ID` as the user would.
+ * Approve / Deny buttons that send `/approve ID` / `/deny ID` as the user would; `approval`
+ * events and the history keep it current (how it ended replaces the buttons), so a reload
+ * shows a pending request with working buttons and a settled one as settled.
  */
 "use strict";
 
@@ -196,6 +198,7 @@
       if (frame.payload.sessionKey && frame.payload.sessionKey !== conn.sessionKey) return;
       if (frame.event === "chat") onChat(frame.payload);
       else if (frame.event === "agent") onAgent(frame.payload);
+      else if (frame.event === "approval") onApproval(frame.payload);
     }
   }
 
@@ -226,13 +229,18 @@
     request("chat.history", { limit: HISTORY_LIMIT }).then((payload) => {
       const receivedAt = performance.now();
       clearMessages();
-      const shown = (payload.messages || []).filter((m) => m.role === "user" || m.role === "assistant");
-      const answers = renderMarkdownAll(shown.filter((m) => m.role === "assistant").map((m) => m.text));
+      const shown = (payload.messages || []).filter((m) => typeof m.text === "string" &&
+        (m.role === "user" || m.role === "assistant" || (m.role === "approval" && validApproval(m.approval))));
+      // A request to approve a command is Ferry's own message: without its emoji, as live.
+      const sources = shown.filter((m) => m.role !== "user")
+        .map((m) => m.role === "approval" ? m.text.replace(LEADING_EMOJI, "") : m.text);
+      const answers = renderMarkdownAll(sources);
       // Built off-page and added in one go: one layout for the whole history.
       const list = document.createDocumentFragment();
       let answer = 0;
       for (const m of shown) {
         const restored = m.role === "user" ? bubble("user", "sent", m.text) : bubble("assistant", "final", answers[answer++]);
+        if (m.role === "approval") setApproval(restored, latestApproval(m.approval));
         restored.classList.add("restored");
         list.appendChild(restored);
       }
@@ -443,17 +451,17 @@
       // No run started it: a message Ferry sent to this chat (a tool's, such as a request to
       // approve a command), not a reply the page saw stream.
       const sentToChat = !runs.has(p.runId);
+      const approval = sentToChat && validApproval(p.approval) ? p.approval : null;
       const run = runFor(p.runId);
       // Lines for the user that are not the answer ("this model cannot think"): after it.
       const notices = Array.isArray(p.notices) ? p.notices.filter((n) => typeof n === "string" && n) : [];
-      const approval = sentToChat ? approvalId(text) : null;
       mutate(() => {
         undrawn.delete(run);
         if (reasoning !== null) setReasoning(run.el, reasoning);
         // Ferry's own message opens with an emoji, which may draw as a box (see addNotice).
         setBody(run.el, approval ? text.replace(LEADING_EMOJI, "") : text);
         finishRun(run, "final");
-        if (approval) addApprovalButtons(run.el, approval);
+        if (approval) setApproval(run.el, latestApproval(approval));
         for (const notice of notices) addNotice(notice);
       });
     } else if (p.state === "aborted") {
@@ -501,38 +509,80 @@
 
   // ---------------------------------------------------------------- approvals
 
-  /** `/approve ID` in a request to approve a command (`[tools.exec] ask`): the id it names. */
-  const APPROVE_COMMAND = /(?:^|\s)\/approve\s+([A-Za-z0-9]+)(?![A-Za-z0-9])/;
+  /** What the gateway says of a request to approve a command, checked: `{id, state, by?}` with string values. */
+  function validApproval(a) {
+    return Boolean(a) && typeof a.id === "string" && a.id !== "" && typeof a.state === "string" &&
+      (a.by === undefined || typeof a.by === "string");
+  }
 
-  /** The id a request to approve a command names, if `text` is one: it says both `/approve ID` and `/deny ID`. */
-  function approvalId(text) {
-    const match = APPROVE_COMMAND.exec(text);
-    if (!match) return null;
-    const deny = new RegExp(`(?:^|\\s)/deny\\s+${match[1]}(?![A-Za-z0-9])`);
-    return deny.test(text) ? match[1] : null;
+  /** Who answered a request: this browser is "you" (the web chat answers as its client id). */
+  function answeredBy(by) {
+    return by && by === clientId() ? "you" : by || "someone";
+  }
+
+  /** How a settled request ended, in words; `null` while it waits. */
+  function approvalOutcome(a) {
+    switch (a.state) {
+      case "pending": return null;
+      case "approved": return `Approved by ${answeredBy(a.by)}.`;
+      case "denied": return `Denied by ${answeredBy(a.by)}: the command did not run.`;
+      case "timedOut": return "Nobody answered in time: the command did not run.";
+      case "withdrawn": return "No longer waiting (the reply was stopped): the command did not run.";
+      default: return "No longer waiting.";
+    }
   }
 
   /**
-   * Approve and Deny buttons under the request `msg` to approve command `id`. Each sends its
-   * command as if typed, then both are disabled: a request is answered once. The labels are
-   * fixed text; the request itself is rendered like any message (`renderMarkdown`).
+   * The Approve / Deny bar under `msg`, the request to approve command `a.id`, as `a.state`
+   * says: buttons while it waits, each sending its command as if typed (then both are disabled:
+   * a request is answered once); once settled, how it ended instead, never a button. The
+   * labels and the outcome are fixed text; the request itself is rendered like any message.
    */
-  function addApprovalButtons(msg, id) {
-    if (msg.querySelector(".approval")) return;
-    const bar = el("div", "approval");
-    bar.setAttribute("role", "group");
-    bar.setAttribute("aria-label", "Approve or deny this command");
+  function setApproval(msg, a) {
+    msg.dataset.approval = a.id;
+    let bar = msg.querySelector(".approval");
+    if (!bar) {
+      bar = el("div", "approval");
+      bar.setAttribute("role", "group");
+      bar.setAttribute("aria-label", "Approve or deny this command");
+      msg.querySelector(".msg-main").insertBefore(bar, msg.querySelector(".msg-meta"));
+    }
+    bar.dataset.state = a.state;
+    const outcome = approvalOutcome(a);
+    if (outcome !== null) {
+      bar.replaceChildren(el("span", "approval-outcome", outcome));
+      return;
+    }
+    if (bar.querySelector("button")) return; // already offered, maybe already clicked
     for (const [verb, label] of [["approve", "Approve"], ["deny", "Deny"]]) {
       const button = el("button", `approval-btn ${verb}`, label);
       button.type = "button";
       button.addEventListener("click", () => {
         for (const other of bar.querySelectorAll("button")) other.disabled = true;
         button.classList.add("chosen");
-        sendMessage(`/${verb} ${id}`);
+        sendMessage(`/${verb} ${a.id}`);
       });
       bar.appendChild(button);
     }
-    msg.querySelector(".msg-main").insertBefore(bar, msg.querySelector(".msg-meta"));
+  }
+
+  /**
+   * Requests this page heard settle, by id: a history (or a message) read just before a request
+   * settled may still call it pending when it arrives after the `approval` event that settled it.
+   */
+  const settledApprovals = new Map();
+
+  /** `a`, unless the page already heard that it settled. */
+  function latestApproval(a) {
+    return (a.state === "pending" && settledApprovals.get(a.id)) || a;
+  }
+
+  /** An `approval` event: a request was answered, timed out or withdrawn. */
+  function onApproval(p) {
+    if (!validApproval(p) || p.state === "pending") return;
+    settledApprovals.set(p.id, p);
+    const msg = [...ui.messages.querySelectorAll(".msg[data-approval]")].find((m) => m.dataset.approval === p.id);
+    if (msg) mutate(() => setApproval(msg, p));
   }
 
   // ---------------------------------------------------------------- sending
