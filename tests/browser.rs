@@ -329,6 +329,7 @@ async fn approve_with_the_button(client: &Client, world: &World, fake: &FakeOpen
     ensure!(sent.trim() == format!("/approve {id}"), "the button sends the command with its id: {sent:?}");
     approved_without_buttons(client).await?;
     final_answer_containing(client, APPROVED_ANSWER).await?;
+    ensure_asked_before_answered(client).await?;
     let request = tokio::time::timeout(PAGE_BOUND, fake.wait_for_request(1)).await.context("the run went on")?;
     let messages = request.body["messages"].as_array().cloned().unwrap_or_default();
     let result = messages.iter().rev().find(|m| m["role"] == "tool").map(|m| m["content"].to_string());
@@ -360,11 +361,13 @@ async fn approve_after_a_reload(client: &Client, world: &World, fake: &FakeOpenA
     client.find(Locator::Css(APPROVE_BUTTON)).await?.click().await?;
     approved_without_buttons(client).await?;
     final_answer_containing(client, APPROVED_ANSWER).await?;
+    ensure_asked_before_answered(client).await?;
 
     client.refresh().await?;
     wait_for_state(client, "connected").await?;
     final_answer_containing(client, APPROVED_ANSWER).await?;
     approved_without_buttons(client).await?;
+    ensure_asked_before_answered(client).await?;
     screenshot(client, "webchat-approval-settled.png").await
 }
 
@@ -400,6 +403,22 @@ async fn approved_without_buttons(client: &Client) -> Result<()> {
     ensure!(outcome.starts_with("Approved by you"), "how it ended: {outcome:?}");
     let buttons = client.find_all(Locator::Css(&format!("{REQUEST} .approval button"))).await?;
     ensure!(buttons.is_empty(), "a settled request offers no button");
+    Ok(())
+}
+
+/// The request to approve the command shows above the answer the run gave after it.
+async fn ensure_asked_before_answered(client: &Client) -> Result<()> {
+    let order = client
+        .execute(
+            "return [...document.querySelectorAll('#messages > .msg')].map((m) =>
+               m.dataset.approval ? 'request' : m.querySelector('.msg-body').textContent.trim());",
+            vec![],
+        )
+        .await?;
+    let order: Vec<String> = serde_json::from_value(order)?;
+    let asked = order.iter().position(|m| m == "request").context("no request on the page")?;
+    let answered = order.iter().position(|m| m.contains(APPROVED_ANSWER)).context("no answer on the page")?;
+    ensure!(asked < answered, "the request shows above the answer that came after it: {order:?}");
     Ok(())
 }
 

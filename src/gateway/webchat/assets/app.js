@@ -353,7 +353,12 @@
 
   // ---------------------------------------------------------------- runs
 
-  /** One assistant bubble per runId: `{el, live, text}`; `live` while it may still stream. */
+  /**
+   * One entry per runId: `{el, live, text, interrupted, chips}`. `el` is the bubble the run
+   * shows its output in, `live` while it may still stream, `interrupted` once a request to
+   * approve a command it asked for landed under that bubble (see `resume`), `chips` its tool
+   * chips by call id.
+   */
   const runs = new Map();
   /** A "thinking" bubble shown from a send until the reply's first event. */
   let typing = null;
@@ -374,11 +379,41 @@
     let run = runs.get(runId);
     if (!run) {
       setTyping(false);
-      run = { el: mutate(() => addBubble("assistant", "typing")), live: true, text: "" };
+      run = { el: mutate(() => addBubble("assistant", "typing")), live: true, text: "", interrupted: false, chips: new Map() };
       run.el.dataset.run = runId;
       runs.set(runId, run);
     }
     return run;
+  }
+
+  /**
+   * A request to approve a command comes from a tool the run `runId` called: after what the
+   * run has shown, and before what it shows next. The run's next output goes under it
+   * (`resume`).
+   */
+  function interruptRun(runId) {
+    const run = typeof runId === "string" ? runs.get(runId) : undefined;
+    if (run && run.live) run.interrupted = true;
+  }
+
+  /**
+   * Before an interrupted run shows more: a bubble with no text yet (dots, tool chips) moves to
+   * the bottom; one with text stays where it is, settled, and the run goes on in a new bubble
+   * at the bottom. Either way the page reads in the order things happened. Call inside `mutate`.
+   */
+  function resume(run) {
+    if (!run.interrupted) return;
+    run.interrupted = false;
+    if (undrawn.delete(run)) setBody(run.el, run.text);
+    if (run.el.querySelector(".msg-body").textContent.trim() === "") {
+      ui.messages.appendChild(run.el);
+      return;
+    }
+    run.el.dataset.state = "final";
+    const next = bubble("assistant", "typing");
+    next.dataset.run = run.el.dataset.run;
+    run.el = ui.messages.appendChild(next);
+    run.text = "";
   }
 
   function drawSoon(run, text) {
@@ -437,6 +472,7 @@
     if (p.state === "delta") {
       const run = runFor(p.runId);
       if (!run.live) return;
+      if (reasoning !== null || text !== null) mutate(() => resume(run));
       if (reasoning !== null) mutate(() => setReasoning(run.el, reasoning));
       if (text === null) return;
       drawSoon(run, text);
@@ -452,10 +488,12 @@
       // approve a command), not a reply the page saw stream.
       const sentToChat = !runs.has(p.runId);
       const approval = sentToChat && validApproval(p.approval) ? p.approval : null;
+      if (approval) interruptRun(approval.runId);
       const run = runFor(p.runId);
       // Lines for the user that are not the answer ("this model cannot think"): after it.
       const notices = Array.isArray(p.notices) ? p.notices.filter((n) => typeof n === "string" && n) : [];
       mutate(() => {
+        resume(run);
         undrawn.delete(run);
         if (reasoning !== null) setReasoning(run.el, reasoning);
         // Ferry's own message opens with an emoji, which may draw as a box (see addNotice).
@@ -468,13 +506,14 @@
       setTyping(false);
       const run = runFor(p.runId);
       mutate(() => {
+        resume(run);
         if (text !== null) { undrawn.delete(run); setBody(run.el, text); }
         finishRun(run, "stopped", "Stopped");
       });
     } else if (p.state === "error") {
       setTyping(false);
       const run = runFor(p.runId);
-      mutate(() => finishRun(run, "error", p.errorMessage || "Something went wrong."));
+      mutate(() => { resume(run); finishRun(run, "error", p.errorMessage || "Something went wrong."); });
     }
   }
 
@@ -493,13 +532,17 @@
       else dropRun(p.runId);
     } else if (p.stream === "tool" && (data.phase === "start" || data.phase === "result")) {
       const run = runFor(p.runId);
-      const tools = run.el.querySelector(".tools");
       const id = data.toolCallId || data.name;
       const name = data.name || "tool";
       const state = data.phase === "start" ? "running" : data.isError ? "error" : "ok";
       mutate(() => {
-        let chip = [...tools.children].find((c) => c.dataset.call === id);
-        if (!chip) chip = tools.appendChild(el("span", "chip"));
+        // A result updates its call's chip where it is, even in a bubble the run has left.
+        let chip = run.chips.get(id);
+        if (!chip) {
+          resume(run);
+          chip = run.el.querySelector(".tools").appendChild(el("span", "chip"));
+          run.chips.set(id, chip);
+        }
         Object.assign(chip.dataset, { call: id, state });
         chip.textContent = name;
         chip.title = `${name}: ${TOOL_STATES[state]}`;
