@@ -7,42 +7,31 @@
 //!
 //! Needs `/usr/bin/chromium` and `/usr/bin/chromedriver` (Debian: `chromium chromium-driver`).
 //! Without them each test prints a loud notice and passes, unless `FERRY_REQUIRE_BROWSER=1`
-//! (set by `.ci/run`), in which case it fails. Nothing is downloaded.
+//! (set by `.ci/run`), in which case it fails. Nothing is downloaded. The harness (gateway,
+//! chromedriver, page helpers) is in `common/browser.rs`.
 //!
 //! Every wait polls for a visible condition under a generous bound; none asserts on timing.
 //! The one figure measured (how long 500 messages of history take to show) is printed only.
 #![cfg(unix)]
 
-use std::fs::OpenOptions;
-use std::future::Future;
-use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+#[path = "common/browser.rs"]
+mod harness;
 
-use anyhow::{Context, Result, bail, ensure};
-use fantoccini::key::Key;
-use fantoccini::{Client, ClientBuilder, Locator};
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use fantoccini::{Client, Locator};
 use ferry::agent::{ChatMessage, Usage};
 use ferry::config::ResetConfig;
 use ferry::session::{SessionStore, SqliteSessionStore};
 use ferry::state::Database;
 use ferry_fakes::{FakeOpenAi, Reply, ToolCall, Turn};
-use hyper_util::client::legacy::connect::HttpConnector;
+use harness::{
+    PAGE_BOUND, World, banner_shown, client_id, final_answer_containing, hero_shown, page_text, poll, screenshot, send,
+    session_key, texts, wait_for_hero, wait_for_history_with, wait_for_state,
+};
 use serde_json::json;
-use tempfile::TempDir;
-
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-/// When set to `1`, a missing browser fails the test instead of skipping it.
-const REQUIRE_BROWSER_VAR: &str = "FERRY_REQUIRE_BROWSER";
-/// How long the gateway and chromedriver may take to answer after spawning, and the gateway
-/// to exit after SIGTERM (a busy CI machine).
-const STARTUP_BOUND: Duration = Duration::from_secs(60);
-/// How long the page may take to show something (connect, stream a reply, render history).
-const PAGE_BOUND: Duration = Duration::from_secs(30);
-const POLL_EVERY: Duration = Duration::from_millis(100);
 
 const MESSAGE: &str = "Hello from the browser test";
 
@@ -287,13 +276,23 @@ async fn markdown(client: &Client, world: &World) -> Result<()> {
 /// Every command waits for approval; the model can run commands.
 const ASK_ALWAYS: &str = "[tools]\nprofile = \"coding\"\n\n[tools.exec]\nask = \"always\"";
 const APPROVED_COMMAND: &str = "echo approved-$((6*7))";
+const APPROVED_ANSWER: &str = "The command printed approved-42.";
+/// The request to approve a command, and its Approve button.
+const REQUEST: &str = ".msg.assistant[data-approval]";
+const APPROVE_BUTTON: &str = ".msg.assistant[data-approval] .approval-btn.approve";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_command_waiting_for_approval_runs_once_its_approve_button_is_clicked() {
+/// The fake model: `exec` with [`APPROVED_COMMAND`], then [`APPROVED_ANSWER`].
+async fn approval_model() -> FakeOpenAi {
     let fake = FakeOpenAi::start().await.expect("start the fake model");
     let arguments = json!({ "command": APPROVED_COMMAND }).to_string();
     fake.push(Turn::tool_calls([ToolCall::new("call_exec", "exec", arguments)]));
-    fake.push(Turn::text(["The command printed approved-42."]));
+    fake.push(Turn::text([APPROVED_ANSWER]));
+    fake
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_waiting_for_approval_runs_once_its_approve_button_is_clicked() {
+    let fake = approval_model().await;
     let Some(world) = World::start_with(Some(&fake.url()), ASK_ALWAYS).await else { return };
     let client = world.browser().await;
     let outcome = approve_with_the_button(&client, &world, &fake).await;
@@ -305,12 +304,71 @@ async fn approve_with_the_button(client: &Client, world: &World, fake: &FakeOpen
     wait_for_state(client, "connected").await?;
     send(client, "Run the check, please").await?;
 
-    let request = ".msg.assistant:has(.approval)";
+    let (id, labels) = approval_request(client).await?;
+    ensure!(labels == ["Approve", "Deny"], "the buttons, got {labels:?}");
+    screenshot(client, "webchat-approval.png").await?;
+    ensure!(fake.requests().len() == 1, "the run waits for the answer");
+
+    client.find(Locator::Css(APPROVE_BUTTON)).await?.click().await?;
+    let sent = poll("the /approve message sent for the click", || async {
+        let users = texts(client, ".msg.user .msg-body").await?;
+        Ok(users.into_iter().find(|text| text.starts_with("/approve")))
+    })
+    .await?;
+    ensure!(sent.trim() == format!("/approve {id}"), "the button sends the command with its id: {sent:?}");
+    approved_without_buttons(client).await?;
+    final_answer_containing(client, APPROVED_ANSWER).await?;
+    ensure_asked_before_answered(client).await?;
+    let request = tokio::time::timeout(PAGE_BOUND, fake.wait_for_request(1)).await.context("the run went on")?;
+    let messages = request.body["messages"].as_array().cloned().unwrap_or_default();
+    let result = messages.iter().rev().find(|m| m["role"] == "tool").map(|m| m["content"].to_string());
+    let result = result.context("no tool result in the model's request")?;
+    ensure!(result.contains("approved-42") && result.contains("exit code 0"), "the command ran: {result}");
+    screenshot(client, "webchat-approved.png").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_still_waiting_after_a_reload_can_be_approved_and_then_shows_settled() {
+    let fake = approval_model().await;
+    let Some(world) = World::start_with(Some(&fake.url()), ASK_ALWAYS).await else { return };
+    let client = world.browser().await;
+    let outcome = approve_after_a_reload(&client, &world, &fake).await;
+    world.finish(outcome, [client]).await;
+}
+
+async fn approve_after_a_reload(client: &Client, world: &World, fake: &FakeOpenAi) -> Result<()> {
+    client.goto(&world.gateway.url).await?;
+    wait_for_state(client, "connected").await?;
+    send(client, "Run the check, please").await?;
+    let (id, _) = approval_request(client).await?;
+
+    client.refresh().await?;
+    wait_for_state(client, "connected").await?;
+    let (again, labels) = approval_request(client).await?;
+    ensure!(again == id && labels == ["Approve", "Deny"], "the same request, buttons again: {again} {labels:?}");
+    ensure!(fake.requests().len() == 1, "the run still waits for the answer");
+    client.find(Locator::Css(APPROVE_BUTTON)).await?.click().await?;
+    approved_without_buttons(client).await?;
+    final_answer_containing(client, APPROVED_ANSWER).await?;
+    ensure_asked_before_answered(client).await?;
+
+    client.refresh().await?;
+    wait_for_state(client, "connected").await?;
+    final_answer_containing(client, APPROVED_ANSWER).await?;
+    approved_without_buttons(client).await?;
+    ensure_asked_before_answered(client).await?;
+    screenshot(client, "webchat-approval-settled.png").await
+}
+
+/// Waits for the request to approve a command with its buttons; returns its id (as its text
+/// names it) and the buttons' labels.
+async fn approval_request(client: &Client) -> Result<(String, Vec<String>)> {
     // Polled until the text shows: WebDriver reads no text while the bubble fades in.
     let (asked, labels) = poll("the approval request with its buttons", || async {
-        let asked = texts(client, &format!("{request} .msg-body")).await?.into_iter().find(|t| t.contains("/approve"));
-        let labels = texts(client, &format!("{request} .approval button")).await?;
-        Ok(asked.filter(|_| labels.iter().all(|label| !label.is_empty())).map(|asked| (asked, labels)))
+        let asked = texts(client, &format!("{REQUEST} .msg-body")).await?.into_iter().find(|t| t.contains("/approve"));
+        let labels = texts(client, &format!("{REQUEST} .approval button")).await?;
+        let ready = !labels.is_empty() && labels.iter().all(|label| !label.is_empty());
+        Ok(asked.filter(|_| ready).map(|asked| (asked, labels)))
     })
     .await?;
     ensure!(asked.contains(APPROVED_COMMAND), "the exact command is shown: {asked:?}");
@@ -319,27 +377,38 @@ async fn approve_with_the_button(client: &Client, world: &World, fake: &FakeOpen
         .and_then(|(_, rest)| rest.split_whitespace().next())
         .with_context(|| format!("no id in {asked:?}"))?
         .to_owned();
-    ensure!(labels == ["Approve", "Deny"], "the buttons, got {labels:?}");
-    screenshot(client, "webchat-approval.png").await?;
-    ensure!(fake.requests().len() == 1, "the run waits for the answer");
+    let named = client.find(Locator::Css(REQUEST)).await?.attr("data-approval").await?;
+    ensure!(named.as_deref() == Some(id.as_str()), "the bubble names the request it shows: {named:?}");
+    Ok((id, labels))
+}
 
-    client.find(Locator::Css(&format!("{request} .approval-btn.approve"))).await?.click().await?;
-    let sent = poll("the /approve message sent for the click", || async {
-        let users = texts(client, ".msg.user .msg-body").await?;
-        Ok(users.into_iter().find(|text| text.starts_with("/approve")))
+/// Waits until the request says it was approved (by this browser) and offers no button.
+async fn approved_without_buttons(client: &Client) -> Result<()> {
+    let outcome = poll("the request to show it was approved", || async {
+        let outcome = texts(client, &format!("{REQUEST} .approval-outcome")).await?;
+        Ok(outcome.into_iter().find(|text| !text.is_empty()))
     })
     .await?;
-    ensure!(sent.trim() == format!("/approve {id}"), "the button sends the command with its id: {sent:?}");
-    for button in client.find_all(Locator::Css(&format!("{request} .approval button"))).await? {
-        ensure!(button.attr("disabled").await?.is_some(), "an answered request's buttons are disabled");
-    }
-    final_answer_containing(client, "The command printed approved-42.").await?;
-    let request = tokio::time::timeout(PAGE_BOUND, fake.wait_for_request(1)).await.context("the run went on")?;
-    let messages = request.body["messages"].as_array().cloned().unwrap_or_default();
-    let result = messages.iter().rev().find(|m| m["role"] == "tool").map(|m| m["content"].to_string());
-    let result = result.context("no tool result in the model's request")?;
-    ensure!(result.contains("approved-42") && result.contains("exit code 0"), "the command ran: {result}");
-    screenshot(client, "webchat-approved.png").await
+    ensure!(outcome.starts_with("Approved by you"), "how it ended: {outcome:?}");
+    let buttons = client.find_all(Locator::Css(&format!("{REQUEST} .approval button"))).await?;
+    ensure!(buttons.is_empty(), "a settled request offers no button");
+    Ok(())
+}
+
+/// The request to approve the command shows above the answer the run gave after it.
+async fn ensure_asked_before_answered(client: &Client) -> Result<()> {
+    let order = client
+        .execute(
+            "return [...document.querySelectorAll('#messages > .msg')].map((m) =>
+               m.dataset.approval ? 'request' : m.querySelector('.msg-body').textContent.trim());",
+            vec![],
+        )
+        .await?;
+    let order: Vec<String> = serde_json::from_value(order)?;
+    let asked = order.iter().position(|m| m == "request").context("no request on the page")?;
+    let answered = order.iter().position(|m| m.contains(APPROVED_ANSWER)).context("no answer on the page")?;
+    ensure!(asked < answered, "the request shows above the answer that came after it: {order:?}");
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -461,348 +530,4 @@ async fn seed_transcript(state_dir: &Path, key: &str, count: usize) -> Result<()
     drop(store);
     database.close().await;
     Ok(())
-}
-
-// ------------------------------------------------------------------------ page helpers
-
-/// Types `text` into the composer and presses Enter.
-async fn send(client: &Client, text: &str) -> Result<()> {
-    let composer = client.find(Locator::Css("#composer")).await.context("the composer")?;
-    composer.send_keys(text).await?;
-    composer.send_keys(&Key::Enter.to_string()).await?;
-    Ok(())
-}
-
-/// Waits for a settled assistant bubble whose text contains `needle`; returns its text.
-async fn final_answer_containing(client: &Client, needle: &str) -> Result<String> {
-    poll(&format!("an answer containing {needle:?}"), || async {
-        let texts = texts(client, ".msg.assistant[data-state='final'] .msg-body").await?;
-        Ok(texts.into_iter().find(|text| text.contains(needle)))
-    })
-    .await
-}
-
-/// Waits for the history to show `text` as both the user's message and the echoed answer.
-async fn wait_for_history_with(client: &Client, text: &str) -> Result<()> {
-    poll(&format!("the history with {text:?}"), || async {
-        let users = texts(client, ".msg.user .msg-body").await?;
-        let assistants = texts(client, ".msg.assistant .msg-body").await?;
-        let restored = users.iter().any(|t| t.trim() == text) && assistants.iter().any(|t| t.trim() == text);
-        Ok(restored.then_some(()))
-    })
-    .await
-}
-
-async fn wait_for_state(client: &Client, state: &str) -> Result<()> {
-    poll(&format!("the connection state to be {state}"), || async {
-        let status = client.find(Locator::Css("#status")).await?;
-        Ok((status.attr("data-state").await?.as_deref() == Some(state)).then_some(()))
-    })
-    .await
-}
-
-async fn wait_for_hero(client: &Client) -> Result<()> {
-    poll("the empty conversation's hero", || async { Ok(hero_shown(client).await?.then_some(())) }).await
-}
-
-async fn hero_shown(client: &Client) -> Result<bool> {
-    Ok(client.find(Locator::Css("#empty")).await?.is_displayed().await?)
-}
-
-async fn banner_shown(client: &Client) -> Result<bool> {
-    Ok(client.find(Locator::Css("#banner")).await?.is_displayed().await?)
-}
-
-/// The session the gateway gave this browser (`hello-ok.sessionKey`).
-async fn session_key(client: &Client) -> Result<String> {
-    let status = client.find(Locator::Css("#status")).await?;
-    status.attr("data-session").await?.context("the page shows no session key")
-}
-
-async fn client_id(client: &Client) -> Result<String> {
-    let id = client.execute("return localStorage.getItem('ferry.webchat.clientId');", vec![]).await?;
-    id.as_str().map(str::to_owned).context("no client id in localStorage")
-}
-
-async fn page_text(client: &Client) -> Result<String> {
-    Ok(client.find(Locator::Css("#messages")).await?.text().await?)
-}
-
-/// Saves what the page looks like now under `target/`, for a person to look at.
-async fn screenshot(client: &Client, name: &str) -> Result<()> {
-    let path = target_dir().join(name);
-    std::fs::create_dir_all(path.parent().expect("target dir"))?;
-    std::fs::write(&path, client.screenshot().await?).with_context(|| format!("{}", path.display()))?;
-    eprintln!("screenshot: {}", path.display());
-    Ok(())
-}
-
-/// The visible text of every element matching `selector`, in document order.
-async fn texts(client: &Client, selector: &str) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    for element in client.find_all(Locator::Css(selector)).await? {
-        out.push(element.text().await?);
-    }
-    Ok(out)
-}
-
-/// Polls `check` until it yields a value; fails with `what` after [`PAGE_BOUND`]. Errors from
-/// `check` (an element that went stale mid-render) count as "not yet".
-async fn poll<T, F, Fut>(what: &str, mut check: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<T>>>,
-{
-    let started = Instant::now();
-    let mut last_error = None;
-    loop {
-        match check().await {
-            Ok(Some(value)) => return Ok(value),
-            Ok(None) => {}
-            Err(error) => last_error = Some(error),
-        }
-        if started.elapsed() > PAGE_BOUND {
-            bail!("waited {PAGE_BOUND:?} for {what}; last error: {last_error:?}");
-        }
-        tokio::time::sleep(POLL_EVERY).await;
-    }
-}
-
-// ------------------------------------------------------------------------ harness
-
-/// A test's gateway and chromedriver, in a temporary directory.
-struct World {
-    gateway: Gateway,
-    driver: ChromeDriver,
-    _dir: TempDir,
-}
-
-impl World {
-    /// `None` (after a loud notice) when the browser is not installed and not required.
-    /// `model` is an OpenAI-compatible base URL; without one the echo provider answers.
-    async fn start(model: Option<&str>) -> Option<Self> {
-        Self::start_with(model, "").await
-    }
-
-    /// [`World::start`] with `config` (TOML tables) added to the gateway's config.
-    async fn start_with(model: Option<&str>, config: &str) -> Option<Self> {
-        if let Some(missing) = [CHROMIUM, CHROMEDRIVER].into_iter().find(|path| !Path::new(path).exists()) {
-            let required = std::env::var(REQUIRE_BROWSER_VAR).is_ok_and(|value| value == "1");
-            assert!(
-                !required,
-                "{REQUIRE_BROWSER_VAR}=1 but {missing} is missing: install `chromium chromium-driver` (Debian)"
-            );
-            eprintln!("\n{}", "=".repeat(78));
-            eprintln!("SKIPPED the web chat browser test: {missing} is not installed.");
-            eprintln!("Install `chromium chromium-driver` (Debian) or set {REQUIRE_BROWSER_VAR}=1 to make this fail.");
-            eprintln!("{}\n", "=".repeat(78));
-            return None;
-        }
-        let dir = tempfile::tempdir().expect("temp dir");
-        let gateway = Gateway::launch(dir.path(), model, config).await.expect("start the gateway");
-        let driver = ChromeDriver::start(dir.path()).await.expect("start chromedriver");
-        Some(Self { gateway, driver, _dir: dir })
-    }
-
-    /// A new browser session: its own Chromium with a fresh profile (own localStorage).
-    async fn browser(&self) -> Client {
-        self.driver.session().await.expect("open a browser session")
-    }
-
-    /// Closes the browsers whatever happened, so no Chromium outlives the test; a failure
-    /// panics with the gateway's log.
-    async fn finish<const N: usize>(self, outcome: Result<()>, clients: [Client; N]) {
-        let mut closed = Vec::new();
-        for client in clients {
-            closed.push(client.close().await);
-        }
-        if let Err(error) = outcome {
-            panic!("{error:#}\n--- gateway log ---\n{}", self.gateway.log());
-        }
-        for close in closed {
-            close.expect("close the browser session");
-        }
-    }
-}
-
-/// `target/` of this workspace (or `CARGO_TARGET_DIR`), where the screenshot goes.
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
-}
-
-/// A port nobody listens on right now (bound, then released for the child to take).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("bind a free port").port()
-}
-
-/// Polls `url` until it answers 200, while checking that `child` is still alive.
-async fn wait_for_http(url: &str, child: &mut Child, name: &str) -> Result<()> {
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build()?;
-    let started = Instant::now();
-    loop {
-        if let Ok(response) = http.get(url).send().await
-            && response.status().is_success()
-        {
-            return Ok(());
-        }
-        if let Some(status) = child.try_wait()? {
-            bail!("{name} exited before answering {url}: {status}");
-        }
-        if started.elapsed() > STARTUP_BOUND {
-            bail!("{name} did not answer {url} within {STARTUP_BOUND:?}");
-        }
-        tokio::time::sleep(POLL_EVERY).await;
-    }
-}
-
-/// A child process killed (with its process group) when dropped.
-struct Process(Child);
-
-impl Process {
-    /// SIGTERM, then waits for the process to exit (SIGKILL after [`STARTUP_BOUND`]).
-    async fn terminate(mut self) -> Result<()> {
-        Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status().context("run kill")?;
-        let started = Instant::now();
-        while self.0.try_wait()?.is_none() {
-            if started.elapsed() > STARTUP_BOUND {
-                bail!("the process did not exit within {STARTUP_BOUND:?} of SIGTERM");
-            }
-            tokio::time::sleep(POLL_EVERY).await;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        // The group takes chromedriver's Chromium with it if the session was not closed.
-        let group = format!("-{}", self.0.id());
-        let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `ferry gateway` on a free port with its own config and state directory; it can be stopped
-/// and started again on the same port, as an operator's restart would.
-struct Gateway {
-    url: String,
-    dir: PathBuf,
-    config: PathBuf,
-    log_path: PathBuf,
-    /// The OpenAI-compatible server the agent talks to; the echo provider without one.
-    model: Option<String>,
-    process: Option<Process>,
-}
-
-impl Gateway {
-    /// `extra`: TOML tables after `[gateway]`.
-    async fn launch(dir: &Path, model: Option<&str>, extra: &str) -> Result<Self> {
-        let port = free_port();
-        let config = dir.join("ferry.toml");
-        std::fs::write(&config, format!("[gateway]\nport = {port}\n\n{extra}\n"))?;
-        let mut gateway = Gateway {
-            url: format!("http://127.0.0.1:{port}/"),
-            dir: dir.to_owned(),
-            config,
-            log_path: dir.join("gateway.log"),
-            model: model.map(str::to_owned),
-            process: None,
-        };
-        gateway.start().await?;
-        Ok(gateway)
-    }
-
-    /// Starts the gateway (again); returns once `/healthz` answers.
-    async fn start(&mut self) -> Result<()> {
-        let log = OpenOptions::new().create(true).append(true).open(&self.log_path)?;
-        let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
-        // A clean environment: no model keys, so only the model named here answers.
-        command
-            .args(["gateway", "--config"])
-            .arg(&self.config)
-            .env_clear()
-            .env("HOME", &self.dir)
-            .env("FERRY_STATE_DIR", self.state_dir())
-            .current_dir(&self.dir)
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .process_group(0);
-        if let Some(model) = &self.model {
-            command.env("OPENAI_BASE_URL", model);
-        }
-        let mut child = command.spawn().context("spawn ferry gateway")?;
-        let ready = wait_for_http(&format!("{}healthz", self.url), &mut child, "ferry gateway").await;
-        self.process = Some(Process(child));
-        if let Err(error) = ready {
-            bail!("{error:#}\n--- gateway log ---\n{}", self.log());
-        }
-        Ok(())
-    }
-
-    /// Stops the gateway as SIGTERM does in production; its port and state stay for
-    /// [`Gateway::start`].
-    async fn stop(&mut self) -> Result<()> {
-        match self.process.take() {
-            Some(process) => process.terminate().await.context("stop the gateway"),
-            None => Ok(()),
-        }
-    }
-
-    fn state_dir(&self) -> PathBuf {
-        self.dir.join("state")
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log_path).unwrap_or_default()
-    }
-}
-
-/// chromedriver on a free port; [`ChromeDriver::session`] opens headless Chromium through it.
-struct ChromeDriver {
-    url: String,
-    _process: Process,
-}
-
-impl ChromeDriver {
-    async fn start(dir: &Path) -> Result<Self> {
-        let port = free_port();
-        let mut child = Command::new(CHROMEDRIVER)
-            .arg(format!("--port={port}"))
-            .env("HOME", dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .context("spawn chromedriver")?;
-        let url = format!("http://127.0.0.1:{port}");
-        let ready = wait_for_http(&format!("{url}/status"), &mut child, "chromedriver").await;
-        let driver = ChromeDriver { url, _process: Process(child) };
-        ready?;
-        Ok(driver)
-    }
-
-    /// A new Chromium; chromedriver gives each session a fresh temporary profile.
-    async fn session(&self) -> Result<Client> {
-        let options = json!({
-            "binary": CHROMIUM,
-            "args": [
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--window-size=1200,900",
-            ],
-        });
-        let mut capabilities = serde_json::Map::new();
-        capabilities.insert("goog:chromeOptions".to_owned(), options);
-        // chromedriver speaks plain HTTP on 127.0.0.1: no TLS connector needed.
-        let client = ClientBuilder::new(HttpConnector::new()).capabilities(capabilities).connect(&self.url).await?;
-        Ok(client)
-    }
 }

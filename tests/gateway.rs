@@ -2,179 +2,20 @@
 //! served on a local port, with the dispatcher and agent runs against the fake OpenAI
 //! server.
 
+#[path = "common/gateway.rs"]
+mod gw;
 #[path = "common/runner.rs"]
 mod runner;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry::agent::{AgentRunner, EventBus, RunnerParts};
-use ferry::channels::ChannelRegistry;
 use ferry::config::{Config, Secret};
-use ferry::dispatch::{Dispatcher, DispatcherParts};
-use ferry::gateway::{Gateway, GatewayParts};
-use ferry::routing::{DEFAULT_AGENT_ID, SystemClock, ThreadLabels};
-use ferry::state::Database;
-use ferry_fakes::{FakeOpenAi, Reply, Turn};
-use futures::{SinkExt, StreamExt};
-use runner::fake_model_runner;
+use ferry_fakes::{Reply, Turn};
+use futures::SinkExt;
+use gw::{Client, PATIENCE, gateway};
 use serde_json::{Value, json};
-use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
-
-/// Generous bound for waiting on explicit signals; never a measurement.
-const PATIENCE: Duration = Duration::from_secs(20);
-
-struct Gw {
-    address: std::net::SocketAddr,
-    fake: FakeOpenAi,
-    dispatcher: Dispatcher,
-    _shutdown: tokio::sync::oneshot::Sender<()>,
-    _state: tempfile::TempDir,
-    _workspace: tempfile::TempDir,
-}
-
-async fn gateway(config: Config) -> Gw {
-    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("ferry=info").try_init();
-    let fake = FakeOpenAi::start().await.unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let workspace = tempfile::tempdir().unwrap();
-    let database = Database::open(state.path()).await.unwrap();
-    let channels = ChannelRegistry::new();
-    let bus = EventBus::new();
-    let runner = AgentRunner::new(RunnerParts {
-        bus: bus.clone(),
-        ..fake_model_runner(&fake.url(), workspace.path(), &channels)
-    });
-    let config = Arc::new(config);
-    let dispatcher = Dispatcher::new(DispatcherParts {
-        config: config.clone(),
-        database,
-        runner,
-        channels: channels.clone(),
-        clock: Arc::new(SystemClock),
-        agent_id: DEFAULT_AGENT_ID.into(),
-        thread_labels: ThreadLabels::new(),
-    })
-    .unwrap();
-    let parts = GatewayParts {
-        config,
-        dispatcher: dispatcher.clone(),
-        bus,
-        channels,
-        agent_id: DEFAULT_AGENT_ID.into(),
-        mcp: None,
-    };
-    // An adapter's webhook would be mounted like this route.
-    let extra = axum::Router::new().route("/extra", axum::routing::get(|| async { "mounted" }));
-    let gateway = Gateway::start(parts).await.unwrap().with_routes(extra);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(gateway.serve(listener, async move {
-        let _ = stop.await;
-    }));
-    Gw { address, fake, dispatcher, _shutdown: shutdown, _state: state, _workspace: workspace }
-}
-
-struct Client {
-    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
-    next_id: u64,
-    /// Events that arrived while waiting for something else.
-    events: Vec<Value>,
-}
-
-impl Client {
-    /// Opens a socket without the handshake.
-    async fn open(gw: &Gw) -> Self {
-        let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws", gw.address)).await.unwrap();
-        Self { ws, next_id: 0, events: Vec::new() }
-    }
-
-    /// Opens a socket and passes the handshake as `client_id`.
-    async fn connect(gw: &Gw, client_id: &str) -> (Self, Value) {
-        let mut client = Self::open(gw).await;
-        let hello = client.request("connect", json!({"client": {"id": client_id, "version": "test"}})).await;
-        assert_eq!(hello["ok"], true, "{hello}");
-        (client, hello["payload"].clone())
-    }
-
-    async fn send_text(&mut self, text: &str) {
-        self.ws.send(Message::Text(text.into())).await.unwrap();
-    }
-
-    /// Sends a request and returns its response frame (events seen meanwhile are kept).
-    async fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id.to_string();
-        let frame = json!({"type": "req", "id": id, "method": method, "params": params});
-        self.send_text(&frame.to_string()).await;
-        self.response(&id).await
-    }
-
-    async fn response(&mut self, id: &str) -> Value {
-        loop {
-            let frame = self.frame().await.expect("the socket closed before the response");
-            if frame["type"] == "res" && frame["id"] == id {
-                return frame;
-            }
-            if frame["type"] == "event" {
-                self.events.push(frame);
-            }
-        }
-    }
-
-    /// The next frame, or `None` once the socket closed.
-    async fn frame(&mut self) -> Option<Value> {
-        loop {
-            let message = tokio::time::timeout(PATIENCE, self.ws.next()).await.expect("no frame in time")?;
-            match message {
-                Ok(Message::Text(text)) => return Some(serde_json::from_str(&text).unwrap()),
-                Ok(Message::Close(_)) | Err(_) => return None,
-                Ok(_) => continue,
-            }
-        }
-    }
-
-    /// Frames up to the gateway's close frame: what it answered, and the close code and
-    /// reason (`None` if the socket ended without a close frame).
-    async fn until_closed(&mut self) -> (Vec<Value>, Option<(u16, String)>) {
-        let mut frames = Vec::new();
-        loop {
-            let message = tokio::time::timeout(PATIENCE, self.ws.next()).await.expect("no frame in time");
-            match message {
-                Some(Ok(Message::Text(text))) => frames.push(serde_json::from_str(&text).unwrap()),
-                Some(Ok(Message::Close(frame))) => {
-                    return (frames, frame.map(|frame| (u16::from(frame.code), frame.reason.to_string())));
-                }
-                Some(Ok(_)) => continue,
-                Some(Err(_)) | None => return (frames, None),
-            }
-        }
-    }
-
-    /// `chat` events of `run_id` up to and including its terminal one.
-    async fn chat_events(&mut self, run_id: &str) -> Vec<Value> {
-        let mut seen: Vec<Value> = Vec::new();
-        let mut backlog = std::mem::take(&mut self.events).into_iter();
-        loop {
-            let frame = match backlog.next() {
-                Some(frame) => frame,
-                None => self.frame().await.expect("the socket closed before the final"),
-            };
-            if frame["event"] == "chat" && frame["payload"]["runId"] == run_id {
-                let state = frame["payload"]["state"].as_str().unwrap_or_default().to_owned();
-                seen.push(frame["payload"].clone());
-                if state != "delta" {
-                    self.events.extend(backlog);
-                    return seen;
-                }
-            } else if frame["type"] == "event" {
-                self.events.push(frame);
-            }
-        }
-    }
-}
 
 #[tokio::test]
 async fn the_handshake_announces_methods_events_and_the_clients_session() {
@@ -187,7 +28,7 @@ async fn the_handshake_announces_methods_events_and_the_clients_session() {
     for method in ["agent", "agent.wait", "chat.send", "chat.abort", "chat.history", "sessions.list", "health"] {
         assert!(methods.contains(&method), "{method} missing from {methods:?}");
     }
-    assert_eq!(hello["features"]["events"], json!(["agent", "chat", "tick"]));
+    assert_eq!(hello["features"]["events"], json!(["agent", "chat", "approval", "tick"]));
 
     let mut early = Client::open(&gw).await;
     let refused = early.request("health", json!({})).await;
@@ -390,7 +231,13 @@ async fn http_endpoints_answer() {
     let page = reqwest::get(format!("http://{}/", gw.address)).await.unwrap();
     assert_eq!(page.status(), 200);
     assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
-    assert!(page.text().await.unwrap().contains("app.js"));
+    let page = page.text().await.unwrap();
+    for script in ["markdown.js", "app.js"] {
+        assert!(page.contains(&format!("src=\"{script}\"")), "the page loads {script}");
+        let served = reqwest::get(format!("http://{}/{script}", gw.address)).await.unwrap();
+        assert_eq!(served.status(), 200, "{script}");
+        assert!(served.headers()["content-type"].to_str().unwrap().starts_with("text/javascript"), "{script}");
+    }
     let extra = reqwest::get(format!("http://{}/extra", gw.address)).await.unwrap().text().await.unwrap();
     assert_eq!(extra, "mounted", "routes added with Gateway::with_routes are served");
 

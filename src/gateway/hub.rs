@@ -1,10 +1,12 @@
 //! The gateway's event fan-out: every run's events from the bus, turned into `agent` and
-//! `chat` events for the connections that follow the run's session, and replies the web
-//! chat channel sends, for the connections of that chat.
+//! `chat` events for the connections that follow the run's session, changes of requests to
+//! approve a command as `approval` events for the same, and replies the web chat channel
+//! sends, for the connections of that chat.
 //!
 //! ```text
 //! EventBus ─► Hub::run ─► RunRegistry (agent.wait)
 //!                      └► ChatEvents per run ─► Outbox of each subscribed connection
+//! Approvals ─► Hub::run ─► Outbox of each connection following the request's session
 //! WebChat::send ─► Hub::notice ─► Outbox of each connection of that chat
 //! ```
 
@@ -12,12 +14,15 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use serde_json::Value;
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::sleep_until;
 use tokio_util::sync::CancellationToken;
 
 use super::outbox::{Delivery, Outbox};
 use super::runs::RunRegistry;
+use crate::agent::tools::exec::{Approval, Approvals};
 use crate::agent::{AgentEvent, AgentStream, EventBus};
 use crate::reply::chat_events::{ChatEvent, ChatEvents, ChatState, ChatText};
 
@@ -102,8 +107,10 @@ impl Hub {
     }
 
     /// A message the web chat channel sends to `chat_id` (a command's answer, a notice, a
-    /// `message` tool send): one `final` with a run id of its own.
-    pub fn notice(&self, chat_id: &str, run_id: &str, text: &str) -> bool {
+    /// `message` tool send, a request to approve a command): one `final` with a run id of
+    /// its own, with `approval` (see [`super::approvals::view`]) when it is such a request.
+    /// False when no connection has that chat open.
+    pub fn notice(&self, chat_id: &str, run_id: &str, text: &str, approval: Option<Value>) -> bool {
         let state = self.lock();
         let Some((ids, session_key)) = state.by_chat.get(chat_id) else { return false };
         let event = ChatEvent {
@@ -116,7 +123,14 @@ impl Hub {
             reasoning: None,
             notices: Vec::new(),
         };
-        let payload = to_json(&event);
+        let payload = match approval {
+            Some(approval) => {
+                let mut payload = serde_json::to_value(&event).unwrap_or_default();
+                payload["approval"] = approval;
+                to_json(&payload)
+            }
+            None => to_json(&event),
+        };
         for id in ids {
             if let Some(outbox) = state.outboxes.get(id) {
                 outbox.push_event("chat", &payload, Delivery::Reliable);
@@ -125,10 +139,18 @@ impl Hub {
         true
     }
 
-    /// Follows the bus until `stop`: keeps the run registry current and feeds connections.
-    /// Subscribe before any run starts (the receiver is taken here, at the call).
-    pub fn run(self: Arc<Self>, bus: &EventBus, stop: CancellationToken) -> impl Future<Output = ()> + use<> {
+    /// Follows the bus until `stop`: keeps the run registry current and feeds connections;
+    /// with `approvals`, tells the connections following a session of each change of its
+    /// requests to approve a command. Subscribe before any run starts (the receivers are
+    /// taken here, at the call).
+    pub fn run(
+        self: Arc<Self>,
+        bus: &EventBus,
+        approvals: Option<&Approvals>,
+        stop: CancellationToken,
+    ) -> impl Future<Output = ()> + use<> {
         let mut events = bus.subscribe();
+        let mut changes = approvals.map(Approvals::subscribe);
         async move {
             let mut chats: HashMap<String, ChatEvents> = HashMap::new();
             loop {
@@ -140,6 +162,13 @@ impl Hub {
                             tracing::warn!(missed, "the gateway fell behind the event bus; clients miss some events");
                         }
                         Err(RecvError::Closed) => break,
+                    },
+                    changed = next_change(&mut changes) => match changed {
+                        Ok(approval) => self.approval_changed(&approval),
+                        Err(RecvError::Lagged(missed)) => {
+                            tracing::warn!(missed, "the gateway fell behind the approvals; clients miss some changes");
+                        }
+                        Err(RecvError::Closed) => changes = None,
                     },
                     () = async { if let Some(due) = due { sleep_until(due).await } }, if due.is_some() => {
                         for chat in chats.values_mut() {
@@ -189,6 +218,18 @@ impl Hub {
         }
     }
 
+    /// An `approval` event for the connections following the request's session.
+    fn approval_changed(&self, approval: &Approval) {
+        let state = self.lock();
+        let Some(ids) = state.by_session.get(&approval.session_key) else { return };
+        let payload = to_json(&super::approvals::event(approval));
+        for id in ids {
+            if let Some(outbox) = state.outboxes.get(id) {
+                outbox.push_event("approval", &payload, Delivery::Reliable);
+            }
+        }
+    }
+
     fn publish_chat(&self, event: &ChatEvent) {
         let state = self.lock();
         let Some(ids) = state.by_session.get(&event.session_key) else { return };
@@ -204,6 +245,14 @@ impl Hub {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The next change of a request to approve a command; never, without approvals to follow.
+async fn next_change(changes: &mut Option<broadcast::Receiver<Approval>>) -> Result<Approval, RecvError> {
+    match changes {
+        Some(changes) => changes.recv().await,
+        None => std::future::pending().await,
     }
 }
 

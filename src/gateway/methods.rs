@@ -8,11 +8,11 @@ use serde_json::{Value, json};
 use tokio::time::Duration;
 
 use super::GatewayState;
+use super::approvals;
 use super::connection::Client;
 use super::protocol::{ErrorCode, RpcError, params};
 use super::runs::{Claim, Waited};
 use super::webchat::{ACCOUNT_ID, CHANNEL_NAME};
-use crate::agent::ChatMessage;
 use crate::agent::tools::parse_chat;
 use crate::routing::{SessionKey, too_long};
 
@@ -274,19 +274,13 @@ async fn chat_history(gateway: &GatewayState, client: &Client, params: HistoryPa
     })?;
     let mut messages = Vec::new();
     if let Some(session) = session {
-        let history = store.history(&session.session_id).await.map_err(|error| {
+        let transcript = store.transcript(&session.session_id).await.map_err(|error| {
             tracing::error!(%session_key, %error, "cannot read a transcript for chat.history");
             RpcError::unavailable("the conversation cannot be read right now")
         })?;
-        for entry in history {
-            match entry {
-                ChatMessage::User { text } => messages.push(json!({ "role": "user", "text": text })),
-                ChatMessage::Assistant { text, .. } if !text.trim().is_empty() => {
-                    messages.push(json!({ "role": "assistant", "text": text }))
-                }
-                _ => {}
-            }
-        }
+        let requests = gateway.approvals.as_ref().map(|approvals| approvals.of_session(&session_key));
+        let running = gateway.dispatcher.scheduler().status(&session_key).running;
+        messages = approvals::history(transcript, requests.unwrap_or_default(), running);
     }
     let limit = params.limit.unwrap_or(DEFAULT_HISTORY);
     let skip = messages.len().saturating_sub(limit);

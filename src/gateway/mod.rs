@@ -8,11 +8,14 @@
 //! - [`outbox`]: a connection's queue, where a slow client loses deltas, never finals;
 //! - [`runs`]: idempotency answers and terminal snapshots for `agent.wait`;
 //! - [`client`]: the other end, for `ferry agent` and benches;
-//! - [`webchat`]: the web chat channel and its page.
+//! - [`webchat`]: the web chat channel and its page;
+//! - [`approvals`]: requests to approve a command, with their state, for clients that
+//!   offer Approve / Deny.
 //!
 //! Everything a client sends to the agent enters through the [`webchat::WebChat`] channel,
 //! so it takes the same path as a platform message: routing, commands, queue, lanes.
 
+pub mod approvals;
 pub mod client;
 pub mod connection;
 pub mod hub;
@@ -44,6 +47,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::agent::EventBus;
+use crate::agent::tools::exec::Approvals;
 use crate::channels::{ChannelHealth, ChannelRegistry, ChannelState};
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
@@ -79,6 +83,9 @@ pub struct GatewayState {
     pub(crate) hub: Arc<Hub>,
     pub(crate) webchat: Arc<WebChat>,
     pub(crate) channels: ChannelRegistry,
+    /// Commands waiting for approval and those recently settled; `None` without the
+    /// command tools.
+    pub(crate) approvals: Option<Arc<Approvals>>,
     pub(crate) agent_id: String,
     pub(crate) auth_token: Option<String>,
     webchat_page: bool,
@@ -174,14 +181,16 @@ impl Gateway {
     pub async fn start(parts: GatewayParts) -> Result<Self, GatewayError> {
         let hub = Arc::new(Hub::default());
         let stop = CancellationToken::new();
-        let hub_task = tokio::spawn(hub.clone().run(&parts.bus, stop.clone()));
-        let webchat = Arc::new(WebChat::new(hub.clone()));
+        let approvals = parts.dispatcher.runner().tools().host().map(|host| host.approvals().clone());
+        let hub_task = tokio::spawn(hub.clone().run(&parts.bus, approvals.as_deref(), stop.clone()));
+        let webchat = Arc::new(WebChat::new(hub.clone(), approvals.clone()));
         parts.dispatcher.attach(webchat.clone()).await?;
         let state = GatewayState {
             dispatcher: parts.dispatcher,
             hub,
             webchat,
             channels: parts.channels,
+            approvals,
             agent_id: parts.agent_id,
             auth_token: parts.config.gateway.auth_token.as_ref().map(|token| token.expose().to_owned()),
             webchat_page: parts.config.channels.webchat.enabled,
@@ -200,12 +209,14 @@ impl Gateway {
         self
     }
 
-    /// The HTTP routes: `/ws`, `/`, `/app.js`, `/style.css`, `/healthz`, `/metrics`.
+    /// The HTTP routes: `/ws`, `/`, `/app.js`, `/markdown.js`, `/style.css`, `/vendor/…`,
+    /// `/healthz`, `/metrics`.
     pub fn router(&self) -> Router {
         Router::new()
             .route("/ws", get(upgrade))
             .route("/", get(index))
             .route("/app.js", get(app_js))
+            .route("/markdown.js", get(markdown_js))
             .route("/style.css", get(style_css))
             .route("/vendor/{file}", get(webchat::vendor_file))
             .route("/healthz", get(healthz))
@@ -300,6 +311,10 @@ async fn index(State(state): State<Arc<GatewayState>>) -> Response {
 
 async fn app_js() -> Response {
     ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], webchat::assets::APP_JS).into_response()
+}
+
+async fn markdown_js() -> Response {
+    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], webchat::assets::MARKDOWN_JS).into_response()
 }
 
 async fn style_css() -> Response {

@@ -12,7 +12,7 @@ pub const METHODS: [&str; 7] =
     ["agent", "agent.wait", "chat.send", "chat.abort", "chat.history", "sessions.list", "health"];
 
 /// Events a client may receive.
-pub const EVENTS: [&str; 3] = ["agent", "chat", "tick"];
+pub const EVENTS: [&str; 4] = ["agent", "chat", "approval", "tick"];
 
 /// A client's request: `{type:"req", id, method, params}`.
 #[derive(Debug, Clone, Deserialize)]

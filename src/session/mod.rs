@@ -18,5 +18,6 @@ pub use reset::ResetReason;
 pub use run::run_in_session;
 pub use sqlite::SqliteSessionStore;
 pub use store::{
-    CompactionEntry, OpenedRun, Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptSaved,
+    CompactionEntry, OpenedRun, Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptEntry,
+    TranscriptSaved,
 };

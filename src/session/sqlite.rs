@@ -7,7 +7,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::compaction::summary_message;
 use super::reset::{ResetReason, staleness};
 use super::store::{
-    CompactionEntry, OpenedRun, Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptSaved,
+    CompactionEntry, OpenedRun, Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptEntry,
+    TranscriptSaved,
 };
 use crate::agent::tools::{SessionCatalog, SessionSummary};
 use crate::agent::{ChatMessage, Usage};
@@ -152,8 +153,8 @@ struct StoredCompaction {
     tokens_before: u64,
 }
 
-/// One transcript row: id, role, JSON content.
-type Row = (i64, String, String);
+/// One transcript row: id, role, JSON content, and `T`: nothing, or the run that wrote it.
+type Row<T = ()> = (i64, String, String, T);
 
 /// A session id's transcript entries as stored, oldest first.
 fn transcript_rows(connection: &Connection, session_id: &str) -> rusqlite::Result<Vec<Row>> {
@@ -162,38 +163,50 @@ fn transcript_rows(connection: &Connection, session_id: &str) -> rusqlite::Resul
     // which cost ~4% of the inbound benchmark. The index yields id order anyway.
     let mut rows: Vec<Row> = connection
         .prepare_cached("SELECT id, role, content FROM transcript_entries WHERE session_id = ?")?
-        .query_map([session_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+        .query_map([session_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, ())))?
         .collect::<rusqlite::Result<_>>()?;
-    rows.sort_unstable_by_key(|(id, _, _)| *id);
+    rows.sort_unstable_by_key(|(id, ..)| *id);
+    Ok(rows)
+}
+
+/// [`transcript_rows`] with the run that wrote each row; off the runs' hot path, which
+/// does not need them.
+fn transcript_rows_with_runs(connection: &Connection, session_id: &str) -> rusqlite::Result<Vec<Row<Option<String>>>> {
+    let mut rows: Vec<Row<Option<String>>> = connection
+        .prepare_cached("SELECT id, role, content, run_id FROM transcript_entries WHERE session_id = ?")?
+        .query_map([session_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    rows.sort_unstable_by_key(|(id, ..)| *id);
     Ok(rows)
 }
 
 /// The context a transcript gives the model, each entry with its row id: after the latest
-/// compaction, its summary (no row of its own: `None`) then the entries it did not cover.
-fn context_entries(rows: Vec<Row>) -> Result<Vec<(Option<i64>, ChatMessage)>, StoreError> {
-    let latest = rows.iter().rposition(|(_, role, _)| role == COMPACTION_ROLE);
+/// compaction, its summary (no row of its own: `None`, and `T::default()`) then the entries
+/// it did not cover, each with its row's `T`.
+fn context_entries<T: Default>(rows: Vec<Row<T>>) -> Result<Vec<(Option<i64>, T, ChatMessage)>, StoreError> {
+    let latest = rows.iter().rposition(|(_, role, ..)| role == COMPACTION_ROLE);
     let mut context = Vec::new();
     let mut first_kept = i64::MIN;
     if let Some(index) = latest {
-        let (id, _, content) = &rows[index];
+        let (id, _, content, _) = &rows[index];
         let compaction: StoredCompaction =
             serde_json::from_str(content).map_err(|e| StoreError::Corrupt(format!("compaction entry: {e}")))?;
         first_kept = compaction.first_kept_entry_id.unwrap_or(id + 1);
-        context.push((None, summary_message(&compaction.summary)));
+        context.push((None, T::default(), summary_message(&compaction.summary)));
     }
-    for (id, role, content) in rows {
+    for (id, role, content, extra) in rows {
         if id < first_kept || role == COMPACTION_ROLE {
             continue;
         }
         let entry =
             serde_json::from_str(&content).map_err(|e| StoreError::Corrupt(format!("transcript entry: {e}")))?;
-        context.push((Some(id), entry));
+        context.push((Some(id), extra, entry));
     }
     Ok(context)
 }
 
 fn decode_transcript(rows: Vec<Row>) -> Result<Vec<ChatMessage>, StoreError> {
-    Ok(context_entries(rows)?.into_iter().map(|(_, entry)| entry).collect())
+    Ok(context_entries(rows)?.into_iter().map(|(_, _, entry)| entry).collect())
 }
 
 /// Records a compaction of `key`'s context if `run_id` owns the session (see
@@ -211,7 +224,7 @@ fn compact_on(
         .optional()?;
     let Some(session_id) = session_id else { return Err(StoreError::Superseded { key, run_id }) };
     let rows = transcript_rows(connection, &session_id)?;
-    let parent = rows.last().map(|(id, _, _)| *id);
+    let parent = rows.last().map(|(id, ..)| *id);
     let context = context_entries(rows)?;
     if context.len() != context_len || entry.keep_from == 0 || entry.keep_from > context_len {
         return Err(StoreError::Corrupt(format!(
@@ -220,7 +233,7 @@ fn compact_on(
             context.len()
         )));
     }
-    let first_kept_entry_id = context.get(entry.keep_from).and_then(|(id, _)| *id);
+    let first_kept_entry_id = context.get(entry.keep_from).and_then(|(id, ..)| *id);
     let stored =
         StoredCompaction { summary: entry.summary.clone(), first_kept_entry_id, tokens_before: entry.tokens_before };
     let content = serde_json::to_string(&stored).map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -410,6 +423,12 @@ impl SessionStore for SqliteSessionStore {
         decode_transcript(self.database.read(|connection| transcript_rows(connection, session_id))?)
     }
 
+    async fn transcript(&self, session_id: &str) -> Result<Vec<TranscriptEntry>, StoreError> {
+        let rows = self.database.read(|connection| transcript_rows_with_runs(connection, session_id))?;
+        let context = context_entries(rows)?;
+        Ok(context.into_iter().map(|(_, run_id, message)| TranscriptEntry { run_id, message }).collect())
+    }
+
     async fn append(&self, key: &str, run_id: &str, entries: &[ChatMessage]) -> Result<(), StoreError> {
         let encoded = encode_entries(entries)?;
         let (key, run_id) = (key.to_owned(), run_id.to_owned());
@@ -592,6 +611,25 @@ mod tests {
         assert_eq!(store.close_run("k", "run-2", &entries, usage).await.unwrap(), TranscriptSaved::Superseded);
         assert!(store.history(&reset.session.session_id).await.unwrap().is_empty());
         assert_eq!(store.get("k").await.unwrap().unwrap().usage, usage);
+    }
+
+    #[tokio::test]
+    async fn the_transcript_is_the_context_with_the_run_that_wrote_each_entry() {
+        let (store, _dir) = store().await;
+        let opened = store.open_run("k", Utc::now(), &DAILY, "run-1").await.unwrap();
+        let session_id = opened.resolved.session.session_id;
+        let answer = |text: &str| ChatMessage::assistant(text, vec![]);
+        store.close_run("k", "run-1", &[ChatMessage::user("q1"), answer("a1")], Usage::default()).await.unwrap();
+        store.open_run("k", Utc::now(), &DAILY, "run-2").await.unwrap();
+        store.append("k", "run-2", &[ChatMessage::user("q2"), answer("a2")]).await.unwrap();
+        let entry = CompactionEntry { summary: "q1".into(), keep_from: 2, tokens_before: 40 };
+        store.compact("k", "run-2", 4, &entry).await.unwrap();
+
+        let transcript = store.transcript(&session_id).await.unwrap();
+        let runs: Vec<Option<&str>> = transcript.iter().map(|entry| entry.run_id.as_deref()).collect();
+        assert_eq!(runs, [None, Some("run-2"), Some("run-2")], "the summary was written by no run");
+        let messages: Vec<ChatMessage> = transcript.into_iter().map(|entry| entry.message).collect();
+        assert_eq!(messages, store.history(&session_id).await.unwrap());
     }
 
     #[tokio::test]

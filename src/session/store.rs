@@ -65,6 +65,15 @@ pub struct OpenedRun {
     pub history: Result<Vec<ChatMessage>, StoreError>,
 }
 
+/// An entry of a session's context with the run that wrote it (`None` for a compaction's
+/// summary), for readers that place other records of a run beside its messages (the web
+/// chat's history puts a request to approve a command after the message that asked).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TranscriptEntry {
+    pub run_id: Option<String>,
+    pub message: ChatMessage,
+}
+
 /// A compaction entry (SPEC §4, §6.9): the summary of a session's older transcript, which
 /// stands in for it in every later context.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,6 +136,13 @@ pub trait SessionStore: Send + Sync {
     /// The context of a session id, oldest first: its transcript, where the latest compaction
     /// entry stands in (as one summary message) for the entries it summarized.
     async fn history(&self, session_id: &str) -> Result<Vec<ChatMessage>, StoreError>;
+
+    /// [`SessionStore::history`] with the run that wrote each entry. A backend that does not
+    /// record runs gives `None` for every entry.
+    async fn transcript(&self, session_id: &str) -> Result<Vec<TranscriptEntry>, StoreError> {
+        let history = self.history(session_id).await?;
+        Ok(history.into_iter().map(|message| TranscriptEntry { run_id: None, message }).collect())
+    }
 
     /// Appends a run's entries, if the run still owns the session.
     async fn append(&self, key: &str, run_id: &str, entries: &[ChatMessage]) -> Result<(), StoreError>;

@@ -1,9 +1,11 @@
 //! The built-in web chat as a channel like the others: what a gateway client sends with
 //! `chat.send` or `agent` enters the dispatcher through [`WebChat`]'s inbound stream
 //! (routing, commands, queue modes, dedupe all apply), and what the reply pipeline sends to
-//! a web chat (command answers, notices, `message` tool sends) reaches the client's
-//! connections as `chat` events. Run replies themselves reach clients through the run's
-//! own `chat` events, so the channel declares `replies_via_chat_events`.
+//! a web chat (command answers, notices, `message` tool sends, requests to approve a
+//! command) reaches the client's connections as `chat` events. Run replies themselves reach
+//! clients through the run's own `chat` events, so the channel declares
+//! `replies_via_chat_events`. A request to approve a command is a message like the others;
+//! its event also names the request ([`super::approvals`]), so the page can offer buttons.
 //!
 //! The page itself (`assets/`) is served by the gateway at `/`, the libraries it renders
 //! Markdown with at `/vendor/` ([`vendor_file`]).
@@ -22,6 +24,7 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 
 use super::hub::Hub;
+use crate::agent::tools::exec::Approvals;
 
 /// The channel's name in config, session keys and logs.
 pub const CHANNEL_NAME: &str = "webchat";
@@ -36,6 +39,7 @@ const INBOUND_BACKLOG: usize = 1024;
 pub mod assets {
     pub const INDEX_HTML: &str = include_str!("assets/index.html");
     pub const APP_JS: &str = include_str!("assets/app.js");
+    pub const MARKDOWN_JS: &str = include_str!("assets/markdown.js");
     pub const STYLE_CSS: &str = include_str!("assets/style.css");
 
     /// Third-party files the page loads from `/vendor/<name>`: the libraries as published
@@ -84,15 +88,19 @@ pub async fn vendor_file(Path(name): Path<String>) -> Response {
     }
 }
 
+/// The web chat channel: clients' messages in, what the core sends to a web chat out.
 pub struct WebChat {
     capabilities: ChannelCapabilities,
     hub: Arc<Hub>,
+    /// Where a message's request to approve a command is looked up; `None` without the
+    /// command tools.
+    approvals: Option<Arc<Approvals>>,
     inbound: mpsc::Sender<InboundDelivery>,
     receiver: Mutex<Option<mpsc::Receiver<InboundDelivery>>>,
 }
 
 impl WebChat {
-    pub fn new(hub: Arc<Hub>) -> Self {
+    pub fn new(hub: Arc<Hub>, approvals: Option<Arc<Approvals>>) -> Self {
         let (inbound, receiver) = mpsc::channel(INBOUND_BACKLOG);
         let capabilities = ChannelCapabilities {
             // The page renders Markdown itself (markdown-it) and shows any length.
@@ -106,7 +114,7 @@ impl WebChat {
             replies_via_chat_events: true,
             ..ChannelCapabilities::unrestricted()
         };
-        Self { capabilities, hub, inbound, receiver: Mutex::new(Some(receiver)) }
+        Self { capabilities, hub, approvals, inbound, receiver: Mutex::new(Some(receiver)) }
     }
 
     /// Hands a client's message to the dispatcher. The receiver resolves once it was
@@ -150,7 +158,13 @@ impl Channel for WebChat {
             .clone()
             .or_else(|| message.idempotency_key.clone())
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        if !self.hub.notice(&message.target.chat.id, &id, &message.text) {
+        // The core marks nothing: the message is a request when its key is a pending one's.
+        let approval = message
+            .idempotency_key
+            .as_deref()
+            .and_then(|key| self.approvals.as_ref()?.pending_for_message(key))
+            .map(|approval| super::approvals::view(&approval));
+        if !self.hub.notice(&message.target.chat.id, &id, &message.text, approval) {
             // Nobody has that chat open: like a platform with no such chat.
             return Err(ChannelError::Rejected {
                 reason: format!("no web chat client is connected as {}", message.target.chat.id),

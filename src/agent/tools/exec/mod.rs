@@ -15,7 +15,7 @@ use ferry_channel::OutboundMessage;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-pub use approvals::{AnswerError, Approvals, Decision};
+pub use approvals::{AnswerError, Approval, ApprovalState, Approvals, Asking, Decision};
 pub use jobs::{Ending, Job, Jobs};
 
 use super::{ToolContext, ToolError, ToolOutput, TypedTool};
@@ -156,6 +156,7 @@ impl TypedTool for Exec {
     }
 
     fn session_ended(&self, session_key: &str) {
+        self.runtime.approvals.session_ended(session_key);
         let killed = self.runtime.jobs.end_session(session_key);
         if killed > 0 {
             tracing::info!(session_key, killed, "the session ended; its background commands were killed");
@@ -188,21 +189,30 @@ async fn approve(runtime: &Runtime, context: &ToolContext, command: &str) -> Res
         .channels
         .get(&origin.channel, Some(&origin.account_id))
         .ok_or_else(|| ToolError::new("this command needs approval, and the chat is not connected; it did not run"))?;
-    let (id, decided) = approvals.request(&context.session_key, command);
+    let asking =
+        Asking { session_key: &context.session_key, run_id: &context.run_id, call_id: &context.call_id, command };
+    let (request, decided) = approvals.request(asking);
+    let id = request.id;
     let _withdraw = Withdraw(approvals.clone(), id.clone());
-    let minutes = approvals.timeout().as_secs().div_ceil(60);
-    let text = format!(
-        "🔐 Approval needed to run this command:\n```\n{command}\n```\nReply /approve {id} to run it, or /deny {id}. \
-         (No answer within {minutes} min denies it.)"
-    );
-    let mut message = OutboundMessage::text(origin.target.clone(), text);
-    message.idempotency_key = Some(format!("{}:{}:approval", context.run_id, context.call_id));
-    channel.send(message).await.map_err(|error| {
-        ToolError::new(format!("cannot ask the chat for approval ({error}); the command did not run"))
-    })?;
+    let mut message = OutboundMessage::text(origin.target.clone(), request.text);
+    message.idempotency_key = Some(request.message_key);
+    if let Err(error) = channel.send(message).await {
+        // The chat never saw it, so nobody may find it there later either.
+        approvals.discard(&id);
+        return Err(ToolError::new(format!("cannot ask the chat for approval ({error}); the command did not run")));
+    }
     tracing::info!(session_key = %context.session_key, approval = %id, "a command waits for approval");
-    let decision = tokio::time::timeout(approvals.timeout(), decided).await.unwrap_or(Ok(Decision::TimedOut));
-    match decision.unwrap_or(Decision::TimedOut) {
+    let minutes = approvals.timeout().as_secs().div_ceil(60);
+    let decision = match tokio::time::timeout(approvals.timeout(), decided).await {
+        Ok(Ok(decision)) => decision,
+        Ok(Err(_)) => {
+            return Err(ToolError::new(
+                "the conversation was reset while the command waited for approval; it did not run",
+            ));
+        }
+        Err(_) => approvals.time_out(&id),
+    };
+    match decision {
         Decision::Approved { by } => {
             tracing::info!(approval = %id, %by, "command approved");
             Ok(())
@@ -216,7 +226,7 @@ async fn approve(runtime: &Runtime, context: &ToolContext, command: &str) -> Res
     }
 }
 
-/// Takes a request off the pending list when the call ends without an answer.
+/// Withdraws a request when the call ends without an answer (its run was stopped).
 struct Withdraw(Arc<Approvals>, String);
 
 impl Drop for Withdraw {

@@ -54,6 +54,8 @@ async fn a_command_nobody_answers_is_denied_after_approval_timeout_and_never_run
     assert_eq!(asked.len(), 1, "{asked:?}");
     assert!(asked[0].contains("touch ran") && asked[0].contains("No answer within 1 min denies it"), "{}", asked[0]);
     let id = asked[0].split_once("/approve ").and_then(|(_, rest)| rest.split_whitespace().next()).unwrap();
+    let kept = runtime.approvals.of_session(SESSION);
+    assert_eq!((kept.len(), &kept[0].state), (1, &ApprovalState::TimedOut), "it stays, settled, for the chat to show");
     let late = runtime.approvals.answer(SESSION, id, true, "alice");
     assert!(late.is_err(), "an answer after the timeout finds nothing to approve: {late:?}");
     let workspace = runtime.sandbox.place(SESSION).unwrap().workspace;

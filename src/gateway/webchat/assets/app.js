@@ -1,7 +1,6 @@
 /**
- * Ferry web chat: the page's behaviour (ES2020, no build step). Two vendored libraries load
- * before it from `/vendor/` (see vendor/README.md): markdown-it renders assistant text and
- * DOMPurify sanitizes what it renders.
+ * Ferry web chat: the page's behaviour (ES2020, no build step). markdown.js loads before it
+ * and renders assistant text (`window.ferryMarkdown`: markdown-it, then DOMPurify).
  *
  * Speaks the gateway's WebSocket protocol (docs/gateway-protocol.md) on `/ws`: a `connect`
  * handshake with a client id kept in localStorage (each browser is a client of its own, and
@@ -11,7 +10,9 @@
  * messages stay on screen and are re-sent with the same idempotency key, so the gateway never
  * runs one twice. The connection state is `#status[data-state]`: connecting, connected,
  * reconnecting (a banner says so) or unauthorized. A request to approve a command gets
- * Approve / Deny buttons that send `/approve ID` / `/deny ID` as the user would.
+ * Approve / Deny buttons that send `/approve ID` / `/deny ID` as the user would; `approval`
+ * events and the history keep it current (how it ended replaces the buttons), so a reload
+ * shows a pending request with working buttons and a settled one as settled.
  */
 "use strict";
 
@@ -29,6 +30,9 @@
   const CLIENT_ID_KEY = "ferry.webchat.clientId";
   const TOKEN_KEY = "ferry.webchat.token";
   const DRAFT_KEY = "ferry.webchat.draft";
+
+  /** Assistant text as sanitized DOM nodes (markdown.js): one text, or many in one pass. */
+  const { render: renderMarkdown, renderAll: renderMarkdownAll } = window.ferryMarkdown;
 
   const $ = (id) => document.getElementById(id);
   const ui = {
@@ -194,6 +198,7 @@
       if (frame.payload.sessionKey && frame.payload.sessionKey !== conn.sessionKey) return;
       if (frame.event === "chat") onChat(frame.payload);
       else if (frame.event === "agent") onAgent(frame.payload);
+      else if (frame.event === "approval") onApproval(frame.payload);
     }
   }
 
@@ -224,13 +229,18 @@
     request("chat.history", { limit: HISTORY_LIMIT }).then((payload) => {
       const receivedAt = performance.now();
       clearMessages();
-      const shown = (payload.messages || []).filter((m) => m.role === "user" || m.role === "assistant");
-      const answers = renderMarkdownAll(shown.filter((m) => m.role === "assistant").map((m) => m.text));
+      const shown = (payload.messages || []).filter((m) => typeof m.text === "string" &&
+        (m.role === "user" || m.role === "assistant" || (m.role === "approval" && validApproval(m.approval))));
+      // A request to approve a command is Ferry's own message: without its emoji, as live.
+      const sources = shown.filter((m) => m.role !== "user")
+        .map((m) => m.role === "approval" ? m.text.replace(LEADING_EMOJI, "") : m.text);
+      const answers = renderMarkdownAll(sources);
       // Built off-page and added in one go: one layout for the whole history.
       const list = document.createDocumentFragment();
       let answer = 0;
       for (const m of shown) {
         const restored = m.role === "user" ? bubble("user", "sent", m.text) : bubble("assistant", "final", answers[answer++]);
+        if (m.role === "approval") setApproval(restored, latestApproval(m.approval));
         restored.classList.add("restored");
         list.appendChild(restored);
       }
@@ -343,7 +353,12 @@
 
   // ---------------------------------------------------------------- runs
 
-  /** One assistant bubble per runId: `{el, live, text}`; `live` while it may still stream. */
+  /**
+   * One entry per runId: `{el, live, text, interrupted, chips}`. `el` is the bubble the run
+   * shows its output in, `live` while it may still stream, `interrupted` once a request to
+   * approve a command it asked for landed under that bubble (see `resume`), `chips` its tool
+   * chips by call id.
+   */
   const runs = new Map();
   /** A "thinking" bubble shown from a send until the reply's first event. */
   let typing = null;
@@ -364,11 +379,41 @@
     let run = runs.get(runId);
     if (!run) {
       setTyping(false);
-      run = { el: mutate(() => addBubble("assistant", "typing")), live: true, text: "" };
+      run = { el: mutate(() => addBubble("assistant", "typing")), live: true, text: "", interrupted: false, chips: new Map() };
       run.el.dataset.run = runId;
       runs.set(runId, run);
     }
     return run;
+  }
+
+  /**
+   * A request to approve a command comes from a tool the run `runId` called: after what the
+   * run has shown, and before what it shows next. The run's next output goes under it
+   * (`resume`).
+   */
+  function interruptRun(runId) {
+    const run = typeof runId === "string" ? runs.get(runId) : undefined;
+    if (run && run.live) run.interrupted = true;
+  }
+
+  /**
+   * Before an interrupted run shows more: a bubble with no text yet (dots, tool chips) moves to
+   * the bottom; one with text stays where it is, settled, and the run goes on in a new bubble
+   * at the bottom. Either way the page reads in the order things happened. Call inside `mutate`.
+   */
+  function resume(run) {
+    if (!run.interrupted) return;
+    run.interrupted = false;
+    if (undrawn.delete(run)) setBody(run.el, run.text);
+    if (run.el.querySelector(".msg-body").textContent.trim() === "") {
+      ui.messages.appendChild(run.el);
+      return;
+    }
+    run.el.dataset.state = "final";
+    const next = bubble("assistant", "typing");
+    next.dataset.run = run.el.dataset.run;
+    run.el = ui.messages.appendChild(next);
+    run.text = "";
   }
 
   function drawSoon(run, text) {
@@ -427,6 +472,7 @@
     if (p.state === "delta") {
       const run = runFor(p.runId);
       if (!run.live) return;
+      if (reasoning !== null || text !== null) mutate(() => resume(run));
       if (reasoning !== null) mutate(() => setReasoning(run.el, reasoning));
       if (text === null) return;
       drawSoon(run, text);
@@ -441,30 +487,33 @@
       // No run started it: a message Ferry sent to this chat (a tool's, such as a request to
       // approve a command), not a reply the page saw stream.
       const sentToChat = !runs.has(p.runId);
+      const approval = sentToChat && validApproval(p.approval) ? p.approval : null;
+      if (approval) interruptRun(approval.runId);
       const run = runFor(p.runId);
       // Lines for the user that are not the answer ("this model cannot think"): after it.
       const notices = Array.isArray(p.notices) ? p.notices.filter((n) => typeof n === "string" && n) : [];
-      const approval = sentToChat ? approvalId(text) : null;
       mutate(() => {
+        resume(run);
         undrawn.delete(run);
         if (reasoning !== null) setReasoning(run.el, reasoning);
         // Ferry's own message opens with an emoji, which may draw as a box (see addNotice).
         setBody(run.el, approval ? text.replace(LEADING_EMOJI, "") : text);
         finishRun(run, "final");
-        if (approval) addApprovalButtons(run.el, approval);
+        if (approval) setApproval(run.el, latestApproval(approval));
         for (const notice of notices) addNotice(notice);
       });
     } else if (p.state === "aborted") {
       setTyping(false);
       const run = runFor(p.runId);
       mutate(() => {
+        resume(run);
         if (text !== null) { undrawn.delete(run); setBody(run.el, text); }
         finishRun(run, "stopped", "Stopped");
       });
     } else if (p.state === "error") {
       setTyping(false);
       const run = runFor(p.runId);
-      mutate(() => finishRun(run, "error", p.errorMessage || "Something went wrong."));
+      mutate(() => { resume(run); finishRun(run, "error", p.errorMessage || "Something went wrong."); });
     }
   }
 
@@ -483,13 +532,17 @@
       else dropRun(p.runId);
     } else if (p.stream === "tool" && (data.phase === "start" || data.phase === "result")) {
       const run = runFor(p.runId);
-      const tools = run.el.querySelector(".tools");
       const id = data.toolCallId || data.name;
       const name = data.name || "tool";
       const state = data.phase === "start" ? "running" : data.isError ? "error" : "ok";
       mutate(() => {
-        let chip = [...tools.children].find((c) => c.dataset.call === id);
-        if (!chip) chip = tools.appendChild(el("span", "chip"));
+        // A result updates its call's chip where it is, even in a bubble the run has left.
+        let chip = run.chips.get(id);
+        if (!chip) {
+          resume(run);
+          chip = run.el.querySelector(".tools").appendChild(el("span", "chip"));
+          run.chips.set(id, chip);
+        }
         Object.assign(chip.dataset, { call: id, state });
         chip.textContent = name;
         chip.title = `${name}: ${TOOL_STATES[state]}`;
@@ -499,38 +552,80 @@
 
   // ---------------------------------------------------------------- approvals
 
-  /** `/approve ID` in a request to approve a command (`[tools.exec] ask`): the id it names. */
-  const APPROVE_COMMAND = /(?:^|\s)\/approve\s+([A-Za-z0-9]+)(?![A-Za-z0-9])/;
+  /** What the gateway says of a request to approve a command, checked: `{id, state, by?}` with string values. */
+  function validApproval(a) {
+    return Boolean(a) && typeof a.id === "string" && a.id !== "" && typeof a.state === "string" &&
+      (a.by === undefined || typeof a.by === "string");
+  }
 
-  /** The id a request to approve a command names, if `text` is one: it says both `/approve ID` and `/deny ID`. */
-  function approvalId(text) {
-    const match = APPROVE_COMMAND.exec(text);
-    if (!match) return null;
-    const deny = new RegExp(`(?:^|\\s)/deny\\s+${match[1]}(?![A-Za-z0-9])`);
-    return deny.test(text) ? match[1] : null;
+  /** Who answered a request: this browser is "you" (the web chat answers as its client id). */
+  function answeredBy(by) {
+    return by && by === clientId() ? "you" : by || "someone";
+  }
+
+  /** How a settled request ended, in words; `null` while it waits. */
+  function approvalOutcome(a) {
+    switch (a.state) {
+      case "pending": return null;
+      case "approved": return `Approved by ${answeredBy(a.by)}.`;
+      case "denied": return `Denied by ${answeredBy(a.by)}: the command did not run.`;
+      case "timedOut": return "Nobody answered in time: the command did not run.";
+      case "withdrawn": return "No longer waiting (the reply was stopped): the command did not run.";
+      default: return "No longer waiting.";
+    }
   }
 
   /**
-   * Approve and Deny buttons under the request `msg` to approve command `id`. Each sends its
-   * command as if typed, then both are disabled: a request is answered once. The labels are
-   * fixed text; the request itself is rendered like any message (`renderMarkdown`).
+   * The Approve / Deny bar under `msg`, the request to approve command `a.id`, as `a.state`
+   * says: buttons while it waits, each sending its command as if typed (then both are disabled:
+   * a request is answered once); once settled, how it ended instead, never a button. The
+   * labels and the outcome are fixed text; the request itself is rendered like any message.
    */
-  function addApprovalButtons(msg, id) {
-    if (msg.querySelector(".approval")) return;
-    const bar = el("div", "approval");
-    bar.setAttribute("role", "group");
-    bar.setAttribute("aria-label", "Approve or deny this command");
+  function setApproval(msg, a) {
+    msg.dataset.approval = a.id;
+    let bar = msg.querySelector(".approval");
+    if (!bar) {
+      bar = el("div", "approval");
+      bar.setAttribute("role", "group");
+      bar.setAttribute("aria-label", "Approve or deny this command");
+      msg.querySelector(".msg-main").insertBefore(bar, msg.querySelector(".msg-meta"));
+    }
+    bar.dataset.state = a.state;
+    const outcome = approvalOutcome(a);
+    if (outcome !== null) {
+      bar.replaceChildren(el("span", "approval-outcome", outcome));
+      return;
+    }
+    if (bar.querySelector("button")) return; // already offered, maybe already clicked
     for (const [verb, label] of [["approve", "Approve"], ["deny", "Deny"]]) {
       const button = el("button", `approval-btn ${verb}`, label);
       button.type = "button";
       button.addEventListener("click", () => {
         for (const other of bar.querySelectorAll("button")) other.disabled = true;
         button.classList.add("chosen");
-        sendMessage(`/${verb} ${id}`);
+        sendMessage(`/${verb} ${a.id}`);
       });
       bar.appendChild(button);
     }
-    msg.querySelector(".msg-main").insertBefore(bar, msg.querySelector(".msg-meta"));
+  }
+
+  /**
+   * Requests this page heard settle, by id: a history (or a message) read just before a request
+   * settled may still call it pending when it arrives after the `approval` event that settled it.
+   */
+  const settledApprovals = new Map();
+
+  /** `a`, unless the page already heard that it settled. */
+  function latestApproval(a) {
+    return (a.state === "pending" && settledApprovals.get(a.id)) || a;
+  }
+
+  /** An `approval` event: a request was answered, timed out or withdrawn. */
+  function onApproval(p) {
+    if (!validApproval(p) || p.state === "pending") return;
+    settledApprovals.set(p.id, p);
+    const msg = [...ui.messages.querySelectorAll(".msg[data-approval]")].find((m) => m.dataset.approval === p.id);
+    if (msg) mutate(() => setApproval(msg, p));
   }
 
   // ---------------------------------------------------------------- sending
@@ -669,79 +764,6 @@
       button.textContent = "Copied";
       setTimeout(() => { button.textContent = "Copy"; }, 1500);
     }, () => {});
-  }
-
-  // ---------------------------------------------------------------- markdown
-
-  /**
-   * Assistant text is untrusted Markdown. markdown-it renders it with raw HTML off (any tag the
-   * model writes shows as text); DOMPurify then keeps only the tags listed here and http(s) or
-   * mailto links, which open in a new tab with no opener and no referrer.
-   */
-  const markdown = window.markdownit({ html: false, linkify: true, breaks: true });
-  // An image would fetch a URL the model chose as soon as the message shows: links only.
-  markdown.disable("image");
-  // Only links with a scheme: file names such as main.rs or setup.py are domain names too.
-  markdown.linkify.set({ fuzzyLink: false });
-
-  const escapeHtml = markdown.utils.escapeHtml;
-
-  markdown.renderer.rules.fence = (tokens, index) => {
-    const token = tokens[index];
-    // A fence with nothing in it yet (a reply streaming "```", a stray one at the end of a
-    // message) draws no empty box. A fence typed mid-line is inline code to markdown-it.
-    if (!token.content.trim()) return "";
-    const lang = token.info.trim().split(/\s+/)[0];
-    const label = lang ? `<span class="code-lang">${escapeHtml(lang)}</span>` : "<span></span>";
-    return `<div class="code"><div class="code-head">${label}<button type="button" class="copy-btn">Copy</button>` +
-      `</div><pre><code>${escapeHtml(token.content.replace(/\n$/, ""))}</code></pre></div>`;
-  };
-  // Wide tables scroll inside the bubble instead of stretching it.
-  markdown.renderer.rules.table_open = () => '<div class="table-wrap"><table>';
-  markdown.renderer.rules.table_close = () => "</table></div>";
-
-  const SANITIZE = {
-    ALLOWED_TAGS: [
-      "p", "br", "strong", "em", "s", "code", "pre", "a", "ul", "ol", "li", "blockquote", "hr",
-      "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td",
-      "div", "span", "button",
-    ],
-    ALLOWED_ATTR: ["href", "class", "start", "style", "type"],
-    ALLOWED_URI_REGEXP: /^(?:https?:|mailto:)/i,
-    RETURN_DOM_FRAGMENT: true,
-  };
-  // markdown-it writes `style` only for a table column's alignment; nothing else survives.
-  DOMPurify.addHook("uponSanitizeAttribute", (_node, data) => {
-    if (data.attrName === "style") data.keepAttr = /^text-align:(left|center|right)$/.test(data.attrValue);
-  });
-  DOMPurify.addHook("afterSanitizeAttributes", (node) => {
-    if (node.tagName === "A" && node.hasAttribute("href")) {
-      node.setAttribute("target", "_blank");
-      node.setAttribute("rel", "noopener noreferrer");
-    }
-  });
-
-  /** Assistant text as sanitized DOM nodes, ready to put in a bubble. */
-  function renderMarkdown(source) {
-    return DOMPurify.sanitize(markdown.render(source), SANITIZE);
-  }
-
-  /**
-   * `renderMarkdown` for many texts (a history) in one sanitizer pass: DOMPurify's cost is
-   * mostly per call (it parses a document each time), and one pass over 500 texts takes about
-   * a third of 500 passes. Each text is wrapped in a `<div>` of its own; markdown-it, with raw
-   * HTML off, writes only balanced tags, so the wrappers come back one per text.
-   */
-  function renderMarkdownAll(sources) {
-    const html = sources.map((source) => `<div>${markdown.render(source)}</div>`).join("");
-    const wrappers = [...DOMPurify.sanitize(html, SANITIZE).children];
-    // Anything else would put a text in another's bubble: then one pass per text.
-    if (wrappers.length !== sources.length) return sources.map(renderMarkdown);
-    return wrappers.map((wrapper) => {
-      const nodes = document.createDocumentFragment();
-      nodes.append(...wrapper.childNodes);
-      return nodes;
-    });
   }
 
   // ---------------------------------------------------------------- start
