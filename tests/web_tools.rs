@@ -86,6 +86,12 @@ fn site(hits: &Hits) -> Router {
         // No content type: sniffed as HTML although it is not UTF-8.
         .route("/sjis-unlabelled", get(|| async { Body::from(shift_jis_page("<meta charset=shift_jis>")) }))
         .route("/header-wins", html("text/html; charset=windows-1252", shift_jis_page("<meta charset=shift_jis>")))
+        .route(
+            "/meta-without-charset",
+            get(|| async {
+                Html("<html><head><meta http-equiv=\"Content-Type\" content=\"text/html; charset\"></head><p>Still read.</p>")
+            }),
+        )
         .route("/json", get(|| async { ([(CONTENT_TYPE, "application/json")], r#"{"answer": 42}"#) }))
         .route("/image", get(|| async { ([(CONTENT_TYPE, "image/png")], b"\x89PNG\r\n\x1a\n".to_vec()) }))
         .route("/missing", get(|| async { (StatusCode::NOT_FOUND, "no such page here") }))
@@ -342,6 +348,16 @@ async fn a_page_in_a_legacy_charset_is_decoded_from_its_header_or_else_its_meta(
     // The header's charset wins over the page's <meta>: Shift_JIS bytes read as windows-1252.
     let result = fetch.fetch(&format!("{}/header-wins", server.url()), None).await.unwrap();
     assert!(content(result).starts_with("# \u{201c}ú\u{2013}{"));
+}
+
+/// html5ever 0.38 panicked on this `<meta>` (`content` ends in "charset"), which made the
+/// conversion, and so the fetch, fail.
+#[tokio::test]
+async fn a_meta_whose_content_ends_in_charset_does_not_stop_the_page_being_read() {
+    let hits = Hits::default();
+    let server = serve(site(&hits), [127, 0, 0, 1]).await;
+    let result = fetcher(settings(true)).fetch(&format!("{}/meta-without-charset", server.url()), None).await;
+    assert!(result.as_ref().is_ok_and(|page| page.ends_with("\n\nStill read.")), "{result:?}");
 }
 
 #[tokio::test]
