@@ -36,6 +36,19 @@ const PAGE: &str = r#"<!doctype html>
 <h2>Details</h2><ul><li>first</li><li>second</li></ul>
 </body></html>"#;
 
+/// "日本語のページ" in Shift_JIS.
+const JAPANESE_SJIS: &[u8] = b"\x93\xfa\x96{\x8c\xea\x82\xcc\x83y\x81[\x83W";
+
+/// An HTML page in Shift_JIS that says so only in a `<meta>`, with its title in Japanese too.
+fn shift_jis_page(meta: &str) -> Vec<u8> {
+    [format!("<!DOCTYPE html><html><head>{meta}<title>").as_bytes(), JAPANESE_SJIS, b"</title></head><body><h1>"]
+        .into_iter()
+        .chain([JAPANESE_SJIS, b"</h1></body></html>"])
+        .flatten()
+        .copied()
+        .collect()
+}
+
 /// How many requests a server answered.
 #[derive(Clone, Default)]
 struct Hits(Arc<AtomicUsize>);
@@ -51,10 +64,34 @@ async fn count_hit(State(hits): State<Hits>, request: Request, next: Next) -> Re
     next.run(request).await
 }
 
-/// The test site: a page, JSON, an image, errors, endless and stalled bodies, redirect loops.
+/// The test site: a page, pages in legacy charsets, JSON, an image, errors, endless and stalled
+/// bodies, redirect loops.
 fn site(hits: &Hits) -> Router {
+    let html =
+        |content_type: &'static str, body: Vec<u8>| get(move || async move { ([(CONTENT_TYPE, content_type)], body) });
     Router::new()
         .route("/page", get(|| async { Html(PAGE) }))
+        .route(
+            "/latin1",
+            get(|| async {
+                ([(CONTENT_TYPE, "text/plain; charset=ISO-8859-1")], b"na\xefve gar\xe7on, \x80 5".to_vec())
+            }),
+        )
+        .route("/cp1252", html("text/html; charset=windows-1252", b"<p>\x93Caf\xe9\x94 \x96 open</p>".to_vec()))
+        .route("/sjis-meta", html("text/html", shift_jis_page("<meta charset=\"Shift_JIS\">")))
+        .route(
+            "/sjis-http-equiv",
+            html("text/html", shift_jis_page("<meta http-equiv=\"Content-Type\" content=\"text/html; charset=sjis\">")),
+        )
+        // No content type: sniffed as HTML although it is not UTF-8.
+        .route("/sjis-unlabelled", get(|| async { Body::from(shift_jis_page("<meta charset=shift_jis>")) }))
+        .route("/header-wins", html("text/html; charset=windows-1252", shift_jis_page("<meta charset=shift_jis>")))
+        .route(
+            "/meta-without-charset",
+            get(|| async {
+                Html("<html><head><meta http-equiv=\"Content-Type\" content=\"text/html; charset\"></head><p>Still read.</p>")
+            }),
+        )
         .route("/json", get(|| async { ([(CONTENT_TYPE, "application/json")], r#"{"answer": 42}"#) }))
         .route("/image", get(|| async { ([(CONTENT_TYPE, "image/png")], b"\x89PNG\r\n\x1a\n".to_vec()) }))
         .route("/missing", get(|| async { (StatusCode::NOT_FOUND, "no such page here") }))
@@ -289,6 +326,38 @@ async fn errors_binary_types_and_text_are_told_apart() {
     assert!(error.0.starts_with(&format!("could not fetch {gone_url}: ")), "{error}");
     assert!(error.0.contains("refused"), "says why: {error}");
     assert_eq!(error.0.matches(&gone_url).count(), 1, "the URL once: {error}");
+}
+
+#[tokio::test]
+async fn a_page_in_a_legacy_charset_is_decoded_from_its_header_or_else_its_meta() {
+    let hits = Hits::default();
+    let server = serve(site(&hits), [127, 0, 0, 1]).await;
+    let fetch = fetcher(settings(true));
+    let content = |result: String| result.split_once("\n\n").map(|(_, content)| content.to_owned()).unwrap();
+
+    let latin1 = fetch.fetch(&format!("{}/latin1", server.url()), None).await.unwrap();
+    // ISO-8859-1 is read as browsers read it, as windows-1252: 0x80 is the euro sign.
+    assert_eq!(content(latin1), "naïve garçon, € 5");
+    let cp1252 = fetch.fetch(&format!("{}/cp1252", server.url()), None).await.unwrap();
+    assert_eq!(content(cp1252), "\u{201c}Café\u{201d} \u{2013} open");
+    for path in ["/sjis-meta", "/sjis-http-equiv", "/sjis-unlabelled"] {
+        let result = fetch.fetch(&format!("{}{path}", server.url()), None).await.unwrap();
+        assert!(result.contains("\nTitle: 日本語のページ\n"), "{path}: {result}");
+        assert_eq!(content(result), "# 日本語のページ", "{path}");
+    }
+    // The header's charset wins over the page's <meta>: Shift_JIS bytes read as windows-1252.
+    let result = fetch.fetch(&format!("{}/header-wins", server.url()), None).await.unwrap();
+    assert!(content(result).starts_with("# \u{201c}ú\u{2013}{"));
+}
+
+/// html5ever 0.38 panicked on this `<meta>` (`content` ends in "charset"), which made the
+/// conversion, and so the fetch, fail.
+#[tokio::test]
+async fn a_meta_whose_content_ends_in_charset_does_not_stop_the_page_being_read() {
+    let hits = Hits::default();
+    let server = serve(site(&hits), [127, 0, 0, 1]).await;
+    let result = fetcher(settings(true)).fetch(&format!("{}/meta-without-charset", server.url()), None).await;
+    assert!(result.as_ref().is_ok_and(|page| page.ends_with("\n\nStill read.")), "{result:?}");
 }
 
 #[tokio::test]

@@ -7,10 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ferry_fakes::{RecordedRequest, Reply, ToolCall, Turn};
-use serde_json::Value;
+use ferry_fakes::{Reply, ToolCall, Turn};
 
-use super::{GROUP, Harness, Platform, Shown};
+use super::{GROUP, Harness, Platform, last_tool_result};
 use crate::daemon::PATIENCE;
 
 /// The coding profile, every command asked for first.
@@ -23,43 +22,11 @@ const ALICE: u64 = 7;
 const BOB: u64 = 8;
 
 impl<P: Platform> Harness<P> {
-    /// Waits until request `index` reaches the model; returns it.
-    async fn request(&self, index: usize) -> RecordedRequest {
-        let waited = tokio::time::timeout(PATIENCE, self.openai.wait_for_request(index)).await;
-        waited.unwrap_or_else(|_| panic!("{}: the model never got request {index}", P::NAME))
-    }
-
-    /// Waits until the bot's messages in the group include one whose text contains `needle`;
-    /// returns that message.
-    async fn group_message_containing(&self, needle: &str) -> Shown {
-        let shown =
-            self.until(|p| p.group_messages(GROUP), |shown| shown.iter().any(|m| m.visible.contains(needle))).await;
-        shown.into_iter().find(|m| m.visible.contains(needle)).expect("found above")
-    }
-
     /// The gateway's state directory (`$HOME/.local/share/ferry`).
     fn state_dir(&self) -> PathBuf {
         let home = self.daemon.as_ref().and_then(|daemon| daemon.home.as_ref()).expect("a running gateway");
         home.path().join(".local/share/ferry")
     }
-}
-
-/// The tool results (OpenAI `tool` messages) the model was sent in `request`, in order.
-fn tool_results(request: &RecordedRequest) -> Vec<String> {
-    let messages = request.body["messages"].as_array().cloned().unwrap_or_default();
-    messages
-        .iter()
-        .filter(|message| message["role"] == "tool")
-        .map(|message| match &message["content"] {
-            Value::String(text) => text.clone(),
-            other => other.to_string(),
-        })
-        .collect()
-}
-
-/// The last tool result in `request`.
-fn last_tool_result(request: &RecordedRequest) -> String {
-    tool_results(request).pop().unwrap_or_else(|| panic!("no tool result in {}", request.body))
 }
 
 /// The id an approval request asks to be answered with: the word after `/approve `.

@@ -42,14 +42,17 @@ pub mod discord;
 pub mod exec;
 pub mod slack;
 pub mod telegram;
+pub mod web_fetch;
 
 pub use delivery::*;
 pub use exec::*;
+pub use web_fetch::*;
 
 use std::future::Future;
 use std::time::Duration;
 
-use ferry_fakes::{FakeOpenAi, Reply, Turn};
+use ferry_fakes::{FakeOpenAi, RecordedRequest, Reply, Turn};
+use serde_json::Value;
 
 use crate::daemon::{Daemon, PATIENCE, daemon_in, wait_for_inbound};
 
@@ -144,6 +147,15 @@ impl<P: Platform> Harness<P> {
         self.launch(home).await;
     }
 
+    /// Restarts the gateway (as [`Harness::crash_and_restart`]) on the same state, with
+    /// `tables` in place of the tables it was started with: a config change, which the gateway
+    /// reads at start-up. Wait for [`Harness::taken`] first, so that nothing sent before is
+    /// delivered again.
+    pub async fn restart_with(&mut self, tables: &str) {
+        self.tables = tables.to_owned();
+        self.crash_and_restart().await;
+    }
+
     /// Waits until the platform has its delivery of what was sent confirmed ([`Platform::taken`])
     /// and the gateway has handled `count` messages from it since it started.
     pub async fn taken(&self, count: u64) {
@@ -178,6 +190,20 @@ impl<P: Platform> Harness<P> {
         self.until(|p| p.dm_messages(user), |shown| pongs(shown) > before).await
     }
 
+    /// Waits until request `index` reaches the model; returns it.
+    pub async fn request(&self, index: usize) -> RecordedRequest {
+        let waited = tokio::time::timeout(PATIENCE, self.openai.wait_for_request(index)).await;
+        waited.unwrap_or_else(|_| panic!("{}: the model never got request {index}", P::NAME))
+    }
+
+    /// Waits until the bot's messages in the group include one whose text contains `needle`;
+    /// returns that message.
+    pub async fn group_message_containing(&self, needle: &str) -> Shown {
+        let shown =
+            self.until(|p| p.group_messages(GROUP), |shown| shown.iter().any(|m| m.visible.contains(needle))).await;
+        shown.into_iter().find(|m| m.visible.contains(needle)).expect("found above")
+    }
+
     /// The text of the last user message the model was sent in request `index`.
     pub fn prompt(&self, index: usize) -> String {
         let body = &self.openai.requests()[index].body;
@@ -185,6 +211,24 @@ impl<P: Platform> Harness<P> {
         last.map(|content| content.as_str().map(str::to_owned).unwrap_or_else(|| content.to_string()))
             .unwrap_or_default()
     }
+}
+
+/// The tool results (OpenAI `tool` messages) the model was sent in `request`, in order.
+fn tool_results(request: &RecordedRequest) -> Vec<String> {
+    let messages = request.body["messages"].as_array().cloned().unwrap_or_default();
+    messages
+        .iter()
+        .filter(|message| message["role"] == "tool")
+        .map(|message| match &message["content"] {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        })
+        .collect()
+}
+
+/// The last tool result in `request`.
+fn last_tool_result(request: &RecordedRequest) -> String {
+    tool_results(request).pop().unwrap_or_else(|| panic!("no tool result in {}", request.body))
 }
 
 fn visible(shown: &[Shown]) -> Vec<String> {
@@ -564,6 +608,12 @@ macro_rules! conformance_suite {
             #[tokio::test]
             async fn stop_leaves_a_background_command_running_and_reset_kills_it() {
                 $crate::conformance::stop_leaves_a_background_command_running_and_reset_kills_it::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn web_fetch_reads_a_local_page_only_when_private_addresses_are_allowed() {
+                use $crate::conformance as c;
+                c::web_fetch_reads_a_local_page_only_when_private_addresses_are_allowed::<$platform>().await;
             }
 
             #[tokio::test]

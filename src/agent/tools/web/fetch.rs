@@ -6,8 +6,10 @@
 //! checked like the first URL (scheme, IP-literal host; see [`super::ssrf`]); host names are
 //! vetted by the client's resolver, at connect time.
 //!
-//! HTML becomes markdown ([`super::markdown`]); text, markdown and JSON pass through; a body
-//! with no usable content type is sniffed; binary types are refused without reading them.
+//! A body is decoded from the charset its `Content-Type` or, for HTML, its `<meta>` names, else
+//! as UTF-8 ([`super::charset`]). HTML becomes markdown ([`super::markdown`]); text, markdown
+//! and JSON pass through; a body with no usable content type is sniffed; binary types are
+//! refused without reading them.
 
 use std::error::Error as _;
 use std::sync::Arc;
@@ -20,9 +22,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use url::Url;
 
-use super::markdown;
 use super::ssrf::{AddressPolicy, GuardedResolver, Lookup, Refused, SystemLookup, check_host};
 use super::{USER_AGENT, WebToolsError};
+use super::{charset, markdown};
 use crate::agent::tools::{ToolContext, ToolError, ToolOutput, TypedTool};
 use crate::config::WebToolsConfig;
 
@@ -130,7 +132,7 @@ impl WebFetch {
         if !status.is_success() {
             let excerpt = match kind {
                 ContentKind::Binary(_) => String::new(),
-                _ => error_excerpt(response).await,
+                _ => error_excerpt(response, content_type.as_deref(), kind == ContentKind::Html).await,
             };
             tracing::debug!(%host, status = status.as_u16(), "web_fetch got an error status");
             return Err(ToolError::new(format!("{url} answered HTTP {}{excerpt}", status_text(status))));
@@ -146,7 +148,7 @@ impl WebFetch {
             ContentKind::Unknown => sniff(&body.bytes),
             known => known,
         };
-        let text = decode(&body.bytes);
+        let text = charset::decode(&body.bytes, content_type.as_deref(), kind == ContentKind::Html);
         let (title, content) = match kind {
             ContentKind::Html => {
                 let page = markdown::convert(text, url.clone())
@@ -314,28 +316,22 @@ impl ContentKind {
     }
 }
 
-/// The kind of a body that came without a usable content type: binary if it has NUL bytes or
-/// is mostly not UTF-8, HTML if it opens like a document, else text.
+/// The kind of a body that came without a usable content type: binary if it has NUL bytes,
+/// HTML if it opens like a document (in whatever charset its `<meta>` names), binary if it is
+/// mostly not UTF-8, else text.
 fn sniff(bytes: &[u8]) -> ContentKind {
     let head = &bytes[..bytes.len().min(8 * 1024)];
-    let decoded = String::from_utf8_lossy(head);
-    let replaced = decoded.chars().filter(|c| *c == char::REPLACEMENT_CHARACTER).count();
-    if head.contains(&0) || replaced * 20 > decoded.chars().count().max(1) {
-        return ContentKind::Binary("binary data without a text content type".to_owned());
+    let binary = || ContentKind::Binary("binary data without a text content type".to_owned());
+    if head.contains(&0) {
+        return binary();
     }
+    let decoded = String::from_utf8_lossy(head);
     let start = decoded.trim_start_matches('\u{feff}').trim_start().to_ascii_lowercase();
     if start.starts_with("<!doctype html") || start.starts_with("<html") {
-        ContentKind::Html
-    } else {
-        ContentKind::Text
+        return ContentKind::Html;
     }
-}
-
-/// The body as text. Invalid UTF-8 (another charset, or a multi-byte character cut at
-/// `max_bytes`) is replaced, not refused.
-fn decode(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    text.strip_prefix('\u{feff}').unwrap_or(&text).to_owned()
+    let replaced = decoded.chars().filter(|c| *c == char::REPLACEMENT_CHARACTER).count();
+    if replaced * 20 > decoded.chars().count().max(1) { binary() } else { ContentKind::Text }
 }
 
 /// A body read up to a cap.
@@ -360,12 +356,14 @@ async fn read_capped(mut response: Response, max_bytes: u64) -> Result<Body, req
 }
 
 /// The start of an error page, as text, for the error result: APIs explain themselves there.
-async fn error_excerpt(response: Response) -> String {
+/// `html`: the content type says HTML.
+async fn error_excerpt(response: Response, content_type: Option<&str>, html: bool) -> String {
     let Ok(body) = read_capped(response, (ERROR_EXCERPT_CHARS * 4) as u64).await else { return String::new() };
-    if matches!(sniff(&body.bytes), ContentKind::Binary(_)) {
+    let sniffed = sniff(&body.bytes);
+    if matches!(sniffed, ContentKind::Binary(_)) {
         return String::new();
     }
-    let text = decode(&body.bytes);
+    let text = charset::decode(&body.bytes, content_type, html || sniffed == ContentKind::Html);
     let text = text.trim();
     if text.is_empty() {
         return String::new();
@@ -417,6 +415,11 @@ mod tests {
         assert_eq!(sniff(b"plain words"), ContentKind::Text);
         assert!(matches!(sniff(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"), ContentKind::Binary(_)));
         assert!(matches!(sniff(&[0xff, 0xfe, 0xfd, 0xfc, 0xfb, 0xfa]), ContentKind::Binary(_)));
+        // A page in a legacy charset is not UTF-8, but opens like HTML: its <meta> decides.
+        let shift_jis =
+            [b"<!DOCTYPE html><meta charset=shift_jis><p>".as_slice(), &b"\x93\xfa\x96{".repeat(50)].concat();
+        assert_eq!(sniff(&shift_jis), ContentKind::Html);
+        assert!(matches!(sniff(&b"\x93\xfa\x96{".repeat(50)), ContentKind::Binary(_)));
     }
 
     #[test]

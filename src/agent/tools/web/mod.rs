@@ -17,10 +17,12 @@
 //! addresses only, checked where the connection is made.
 //!
 //! - [`fetch`]: the `web_fetch` tool, its limits and redirects;
+//! - [`charset`]: which encoding a fetched body is in (header, `<meta>`, UTF-8);
 //! - [`ssrf`]: what an address is, and the resolver that keeps fetches off private ones;
 //! - [`markdown`]: HTML to markdown, on a DOM [`parse`] keeps from nesting too deep;
 //! - [`search`]: the `web_search` tool and its providers (SearXNG, Brave).
 
+pub mod charset;
 pub mod fetch;
 pub mod markdown;
 pub mod parse;

@@ -7,7 +7,8 @@
 //! 512 levels); so does this parser: [`DepthLimiter`] sits between html5ever's tokenizer and
 //! its tree builder and, past [`MAX_OPEN_ELEMENTS`] open elements, drops further start tags
 //! (and their end tags) while passing all text through. The content of a too-deep part of a
-//! page lands, flattened, in its deepest kept element.
+//! page lands, flattened, in its deepest kept element. The same sink keeps one html5ever bug
+//! away from the tree builder ([`defuse_meta`]).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -15,7 +16,7 @@ use std::rc::Rc;
 
 use html5ever::tendril::StrTendril;
 use html5ever::tokenizer::{
-    BufferQueue, CharacterTokens, EndTag, StartTag, TagToken, Token, TokenSink, TokenSinkResult, Tokenizer,
+    BufferQueue, CharacterTokens, EndTag, StartTag, Tag, TagToken, Token, TokenSink, TokenSinkResult, Tokenizer,
     TokenizerOpts,
 };
 use html5ever::tree_builder::{TreeBuilder, TreeBuilderOpts};
@@ -96,8 +97,14 @@ impl<S> DepthLimiter<S> {
 impl<S: TokenSink> TokenSink for DepthLimiter<S> {
     type Handle = S::Handle;
 
-    fn process_token(&self, token: Token, line_number: u64) -> TokenSinkResult<S::Handle> {
-        if self.keep(&token) { self.inner.process_token(token, line_number) } else { TokenSinkResult::Continue }
+    fn process_token(&self, mut token: Token, line_number: u64) -> TokenSinkResult<S::Handle> {
+        if !self.keep(&token) {
+            return TokenSinkResult::Continue;
+        }
+        if let TagToken(tag) = &mut token {
+            defuse_meta(tag);
+        }
+        self.inner.process_token(token, line_number)
     }
 
     fn end(&self) {
@@ -106,6 +113,21 @@ impl<S: TokenSink> TokenSink for DepthLimiter<S> {
 
     fn adjusted_current_node_present_but_not_in_html_namespace(&self) -> bool {
         self.inner.adjusted_current_node_present_but_not_in_html_namespace()
+    }
+}
+
+/// Takes `http-equiv="Content-Type"` off a `<meta>` start tag before the tree builder sees it.
+///
+/// html5ever 0.38's tree builder, on such a meta, reads the charset from its `content` ("extract
+/// a character encoding from a meta element", `html5ever/src/encoding.rs`) and indexes past the
+/// end of the value when it ends in the word `charset` (and whitespace): `content="text/html;
+/// charset"` panics, so any page could make the conversion fail. html5ever 0.40 checks the
+/// bound, but htmd 0.5 (the newest) is built on 0.38. The attribute only tells the tree builder
+/// the page's encoding, which [`super::charset`] settled before parsing, and a meta is not
+/// converted to markdown, so nothing is lost without it. Remove this when htmd moves on.
+fn defuse_meta(tag: &mut Tag) {
+    if tag.kind == StartTag && &*tag.name == "meta" {
+        tag.attrs.retain(|attr| &*attr.name.local != "http-equiv" || !attr.value.eq_ignore_ascii_case("content-type"));
     }
 }
 
@@ -219,6 +241,36 @@ mod tests {
         let html_element = Rc::clone(&root.children.borrow()[0]);
         let body = Rc::clone(&html_element.children.borrow()[1]);
         assert_eq!(body.children.borrow().len(), 2, "the second div is the body's child again");
+    }
+
+    #[test]
+    fn web_a_meta_whose_content_ends_in_the_word_charset_does_not_panic_the_tree_builder() {
+        // html5ever 0.38 indexes past the end of these `content` values (found by the
+        // `web_page` fuzz target; see `defuse_meta`).
+        for content in ["text/html; charset", "text/html; CHARSET \t", "charset"] {
+            let html =
+                format!("<html><head><meta http-equiv=\"Content-Type\" content=\"{content}\"></head><p>after</p>");
+            assert_eq!(text(&parse_bounded(&html)), "after", "{content}");
+        }
+        // Other metas keep their attributes.
+        let root = parse_bounded("<meta http-equiv=\"refresh\" content=\"5\"><meta charset=\"utf-8\"><p>x</p>");
+        let head = Rc::clone(&root.children.borrow()[0].children.borrow()[0]);
+        let attributes: Vec<Vec<(String, String)>> = head
+            .children
+            .borrow()
+            .iter()
+            .map(|meta| match &meta.data {
+                markup5ever_rcdom::NodeData::Element { attrs, .. } => {
+                    attrs.borrow().iter().map(|attr| (attr.name.local.to_string(), attr.value.to_string())).collect()
+                }
+                _ => Vec::new(),
+            })
+            .collect();
+        let pair = |name: &str, value: &str| (name.to_owned(), value.to_owned());
+        assert_eq!(
+            attributes,
+            [vec![pair("http-equiv", "refresh"), pair("content", "5")], vec![pair("charset", "utf-8")]]
+        );
     }
 
     #[test]
