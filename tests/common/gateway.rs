@@ -85,8 +85,14 @@ async fn start(config: Config, commands: bool) -> Gw {
         thread_labels: ThreadLabels::new(),
     })
     .unwrap();
-    let parts =
-        GatewayParts { config, dispatcher: dispatcher.clone(), bus, channels, agent_id: DEFAULT_AGENT_ID.into(), mcp: None };
+    let parts = GatewayParts {
+        config,
+        dispatcher: dispatcher.clone(),
+        bus,
+        channels,
+        agent_id: DEFAULT_AGENT_ID.into(),
+        mcp: None,
+    };
     // An adapter's webhook would be mounted like this route.
     let extra = axum::Router::new().route("/extra", axum::routing::get(|| async { "mounted" }));
     let gateway = Gateway::start(parts).await.unwrap().with_routes(extra);
