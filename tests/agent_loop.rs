@@ -50,6 +50,16 @@ fn hooked_runner(
     settings: RunSettings,
     hooks: Hooks,
 ) -> (AgentRunner, tempfile::TempDir) {
+    runner_with_tools(provider, settings, hooks, ToolRegistry::with_builtins())
+}
+
+/// A runner whose model is `provider`, with `tools`, in a fresh workspace.
+fn runner_with_tools(
+    provider: Arc<dyn ModelProvider>,
+    settings: RunSettings,
+    hooks: Hooks,
+    tools: ToolRegistry,
+) -> (AgentRunner, tempfile::TempDir) {
     let workspace = tempfile::tempdir().expect("workspace");
     let runner = AgentRunner::new(RunnerParts {
         model: ResolvedModel {
@@ -60,7 +70,7 @@ fn hooked_runner(
             is_fallback_echo: false,
         }
         .into(),
-        tools: ToolRegistry::with_builtins(),
+        tools,
         bus: EventBus::new(),
         settings,
         workspace: workspace.path().to_owned(),
@@ -849,26 +859,9 @@ async fn a_run_stopped_during_its_tools_leaves_no_call_unanswered() {
     fake.push(Turn::tool_calls([ToolCall::new("a", "current_time", "{}"), ToolCall::new("b", "hang", "{}")]));
     fake.push(Turn::tool_calls([ToolCall::new("c", "current_time", "{}")]));
     fake.push(Turn::text(["Back."]));
-    let workspace = tempfile::tempdir().unwrap();
     let mut tools = ToolRegistry::with_builtins();
     tools.register(Hang);
-    let runner = AgentRunner::new(RunnerParts {
-        model: ResolvedModel {
-            provider: openai(&fake),
-            model: "test-model".into(),
-            context_window: None,
-            vision: false,
-            is_fallback_echo: false,
-        }
-        .into(),
-        tools,
-        bus: EventBus::new(),
-        settings: settings(),
-        workspace: workspace.path().to_owned(),
-        channels: ChannelRegistry::new(),
-        sessions: Arc::new(RecentSessions::default()),
-        hooks: Hooks::default(),
-    });
+    let (runner, _workspace) = runner_with_tools(openai(&fake), settings(), Hooks::default(), tools);
     let request = RunRequest::new("k", "go");
     let cancel = request.cancel.clone();
     let mut handle = runner.start(request);

@@ -6,15 +6,14 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use ferry::agent::providers::{ResolvedModel, ToolSpec};
-use ferry::agent::tools::{RecentSessions, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSource};
-use ferry::agent::{AgentRunner, EventBus, RunRequest, RunStatus, RunnerParts};
-use ferry::channels::ChannelRegistry;
+use ferry::agent::providers::ToolSpec;
+use ferry::agent::tools::{ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSource};
+use ferry::agent::{RunRequest, RunStatus};
 use ferry::hooks::{BeforeToolCall, HookResult, Hooks, Plugin, ToolCallDecision};
 use ferry_fakes::{FakeOpenAi, ToolCall, Turn};
 use serde_json::{Value, json};
 
-use super::{openai, run, settings};
+use super::{openai, run, runner_with_tools, settings};
 
 /// A server whose `srv__late` tool appears once `srv__safe` was called.
 #[derive(Default)]
@@ -80,24 +79,9 @@ async fn listed_tools_are_offered_each_round_routed_to_their_source_and_hooks_ca
     ]));
     fake.push(Turn::text(["Done."]));
     let source = Arc::new(Listed::default());
-    let workspace = tempfile::tempdir().unwrap();
-    let model = ResolvedModel {
-        provider: openai(&fake),
-        model: "test-model".into(),
-        context_window: None,
-        vision: false,
-        is_fallback_echo: false,
-    };
-    let runner = AgentRunner::new(RunnerParts {
-        model: model.into(),
-        tools: ToolRegistry::with_builtins().with_source(source.clone()),
-        bus: EventBus::new(),
-        settings: settings(),
-        workspace: workspace.path().to_owned(),
-        channels: ChannelRegistry::new(),
-        sessions: Arc::new(RecentSessions::default()),
-        hooks: Hooks::builder().register(0, NoDanger).build(),
-    });
+    let tools = ToolRegistry::with_builtins().with_source(source.clone());
+    let hooks = Hooks::builder().register(0, NoDanger).build();
+    let (runner, _workspace) = runner_with_tools(openai(&fake), settings(), hooks, tools);
 
     let (outcome, _) = run(&runner, RunRequest::new("k", "go")).await;
     assert_eq!(outcome.status, RunStatus::Completed);
