@@ -8,6 +8,8 @@ examples, and markdown like the reply formatter's tests. Inputs libFuzzer found 
 crashed a target are added by hand as regression-<what> (a fixed bug) or limit-<what> (a
 documented limit, FUZZING.md); telegram_entities takes a structured input, so its seeds
 (generated-*) are a few inputs from a fuzzing run. This script leaves all of those alone.
+web_page's seeds are the pages tests/web_tools.rs and tests/conformance/web_fetch.rs serve and
+the ones the converter's and the charset module's unit tests read.
 """
 
 import json
@@ -259,3 +261,46 @@ for target, prefixes in headers.items():
     for name, text in replies.items():
         for index, prefix in enumerate(prefixes):
             write(target, f"{name}_{index}", prefix + text.encode())
+
+# ---- Web pages: what web_fetch reads, after a byte picking the Content-Type ------------------
+# The selector indexes CONTENT_TYPES in fuzz_targets/web_page.rs: 0 none, 1 text/html,
+# 2 utf-8, 3 windows-1252, 4 Shift_JIS, 5 gb18030, 6 utf-16le, 7 an unknown label.
+sjis = "日本語のページ".encode("shift_jis")
+pages = {
+    "test_page": (2, """<!doctype html>
+<html><head><title>Ferry test page</title><script>var tracking = 1;</script></head>
+<body><nav><a href="/">Home</a></nav>
+<h1>Welcome aboard</h1>
+<p>This page has <a href="/docs/setup">a setup guide</a> and <em>emphasis</em>.</p>
+<h2>Details</h2><ul><li>first</li><li>second</li></ul>
+</body></html>"""),
+    "harbour_notes": (2, "<!doctype html><html><head><title>Harbour notes</title>"
+                         "<script>var tracking = 'pixel';</script></head><body><h1>Tides today</h1>"
+                         "<p>High water at <strong>14:05</strong>; see <a href=\"/tables\">the tide tables</a>.</p></body></html>"),
+    "docs": (1, "<html><head><title> Ferry \n docs </title><style>h1{color:red}</style></head><body>"
+                "<h1>Getting started</h1><p>Read <a href=\"guide.html\">the guide</a> and "
+                "<strong>run</strong> it.</p><ul><li>one</li><li>two</li></ul>"
+                "<h2>Code</h2><pre><code>cargo run</code></pre></body></html>"),
+    "links": (0, "<head><base href=\"https://cdn.example.org/v2/\"></head><a href=\"/root\">root</a> "
+                 "<a href=\"#top\">top</a> <a href=\"javascript:void(0)\">js</a> "
+                 "<img src=\"data:image/png;base64,AAAA\" alt=\"pixel\"> <img src=\"pic.png\" alt=\"pic\">"),
+    "controls": (1, "<p>kept</p><script>alert('gone')</script><noscript>enable js</noscript>"
+                    "<form><input value=\"x\"><button>Click</button><select><option>opt</option></select></form>"
+                    "<svg><text>drawn</text></svg>"),
+    "nested_tables": (1, "<table><tr><td>" * 40 + "<b>bottom</b>" + "</td></tr></table>" * 40),
+    # Each table is four levels (table, tbody, tr, td) and counts once against the parser's bound
+    # (200), so 140 of them pass the converter's MAX_DEPTH (512): the part below is flattened.
+    "tables_past_max_depth": (1, "<table><tr><td>" * 140 + "<b>bottom</b>"),
+    "table": (2, "<table><thead><tr><th>a</th><th>b|c</th></tr></thead><tbody><tr><td>1</td><td>`x`</td></tr></tbody></table>"),
+    "windows_1252_header": (3, b"<p>\x93quoted\x94 Caf\xe9 \x80</p>"),
+    "shift_jis_meta": (1, b"<!doctype html><html><head><meta charset=\"Shift_JIS\"></head><body><p>" + sjis + b"</p></body></html>"),
+    "shift_jis_http_equiv": (0, b"<html><head><meta http-equiv=\"Content-Type\" content=\"text/html; charset=shift_jis\"></head><p>" + sjis),
+    "header_over_meta": (3, b"<head><meta charset=shift_jis></head><p>\x93\xfa\x96{</p>"),
+    "meta_in_comment": (1, b"<!-- <meta charset=shift_jis> --><div title=\"<meta charset=sjis>\">" + sjis),
+    "utf8_bom": (4, b"\xef\xbb\xbf<p>caf\xc3\xa9</p>"),
+    "utf16_bom": (6, b"\xff\xfe" + "<p>hé</p>".encode("utf-16-le")),
+}
+for name, (selector, page) in pages.items():
+    if isinstance(page, str):
+        page = page.encode()
+    write("web_page", name, bytes([selector]) + page)
