@@ -39,12 +39,14 @@ fn pieces<'a>(text: &'a str, sizes: &[usize]) -> Vec<&'a str> {
 /// Whether `text` has what the chunker documents it cannot keep balanced, counted
 /// generously: a line that could open a fence whose opening and closing lines would take more
 /// than half of `max_chars` (such a fence is cut like plain text, without closing and
-/// reopening it: `Fence::carried` in `src/reply/chunker/scan.rs`), or a run of backticks or
-/// tildes as long as half a block (a hard cut inside it cannot avoid leaving the rest to
+/// reopening it: `Fence::carried` in `src/reply/chunker/scan.rs`), or a run of backticks and
+/// tildes, mixed or not, as long as half a block (a hard cut inside it cannot avoid leaving the rest to
 /// start with a fence marker: `hard_cut` in `plan.rs` then takes the plain longest cut).
 fn has_uncarried_fence(text: &str, max_chars: usize) -> bool {
-    let longest_run = |marker: char| text.split(|c| c != marker).map(str::len).max().unwrap_or(0);
-    if longest_run('`').max(longest_run('~')) >= max_chars / 2 {
+    // Backticks and tildes together: a hard cut finds no clean point in a window of fence
+    // characters of either kind (`looks_like_fence` in `plan.rs` takes both).
+    let longest_run = text.split(|c| c != '`' && c != '~').map(str::len).max().unwrap_or(0);
+    if longest_run >= max_chars / 2 {
         return true;
     }
     text.split('\n').any(|line| {
