@@ -260,29 +260,44 @@ async fn a_broken_server_holds_up_neither_the_others_nor_the_start() {
 /// server-everything's streamable HTTP mode on loopback `port` (0: a free one), and its
 /// endpoint.
 pub async fn everything_over_http(installed: &Installed, port: u16) -> (tokio::process::Child, String) {
-    use tokio::io::AsyncBufReadExt;
-    let mut child = tokio::process::Command::new(&installed.node)
+    let mut command = tokio::process::Command::new(&installed.node);
+    command
         .args(["--import", &installed.loopback, &installed.everything, "streamableHttp"])
-        .env("PORT", port.to_string())
+        .env("PORT", port.to_string());
+    serving(command, "ferry-loopback: listening on ").await
+}
+
+/// The Python test server over streamable HTTP on a free loopback port, and its endpoint.
+async fn fastmcp_over_http(installed: &Installed) -> (tokio::process::Child, String) {
+    let mut command = tokio::process::Command::new(&installed.python);
+    command.args([&installed.fastmcp, "--http", "0"]);
+    serving(command, "Uvicorn running on ").await
+}
+
+/// Starts `command`, waits for the stderr line with `marker` followed by the address it
+/// listens on, and returns the process and `http://<address>/mcp`.
+async fn serving(mut command: tokio::process::Command, marker: &str) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = command
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .expect("start server-everything over HTTP");
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = tokio::io::BufReader::new(stderr).lines();
-    let port = tokio::time::timeout(Duration::from_secs(30), async {
+        .expect("start the HTTP server");
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let address = tokio::time::timeout(Duration::from_secs(30), async {
         while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(address) = line.strip_prefix("ferry-loopback: listening on ") {
-                return address.trim().to_owned();
+            if let Some(at) = line.find(marker) {
+                let rest = line[at + marker.len()..].split_whitespace().next().unwrap_or_default();
+                return rest.trim_start_matches("http://").to_owned();
             }
         }
-        panic!("server-everything exited before listening");
+        panic!("the server exited before listening");
     })
     .await
-    .expect("server-everything listening");
+    .expect("the server listening");
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, format!("http://{port}/mcp"))
+    (child, format!("http://{address}/mcp"))
 }
 
 #[tokio::test]
@@ -307,27 +322,7 @@ async fn server_everything_over_streamable_http() {
 #[tokio::test]
 async fn headers_reach_a_remote_server_and_a_missing_variable_is_named() {
     let Some(installed) = installed() else { return };
-    let mut child = tokio::process::Command::new(&installed.python)
-        .args([&installed.fastmcp, "--http", "0"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    use tokio::io::AsyncBufReadExt;
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(at) = line.find("Uvicorn running on ") {
-                let rest = &line[at + "Uvicorn running on ".len()..];
-                return format!("{}/mcp", rest.split_whitespace().next().unwrap());
-            }
-        }
-        panic!("the Python server exited before listening");
-    })
-    .await
-    .unwrap();
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let (_server, url) = fastmcp_over_http(&installed).await;
     let remote = McpServerConfig {
         url: Some(url.clone()),
         headers: BTreeMap::from([("X-Team".to_owned(), Secret::new("ops"))]),
