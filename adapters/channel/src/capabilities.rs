@@ -50,6 +50,15 @@ pub struct ChannelCapabilities {
     /// request left) is made safe to repeat; see [`SendReconciliation`].
     #[serde(default)]
     pub send_reconciliation: SendReconciliation,
+    /// The largest file, in bytes, the platform takes from a bot in one message (Telegram
+    /// 50 MB, Discord 10 MiB, Slack 1 GB). `None`: the channel sends no files. A file over it
+    /// is not attempted; the reader gets a note saying why instead.
+    #[serde(default)]
+    pub max_upload_bytes: Option<u64>,
+    /// The most characters a file's caption may hold (Telegram: 1,024). Longer text is sent
+    /// as messages of its own after the file. `None`: as many as a message's `text_limit`.
+    #[serde(default)]
+    pub caption_limit: Option<usize>,
 }
 
 /// What a channel offers against showing a message twice when a send's outcome is unknown
@@ -134,6 +143,8 @@ impl ChannelCapabilities {
             send_budget: SendBudget::UNLIMITED,
             replies_via_chat_events: false,
             send_reconciliation: SendReconciliation::None,
+            max_upload_bytes: Some(u64::MAX),
+            caption_limit: None,
         }
     }
 }

@@ -4,10 +4,28 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 
 use crate::outbound::TextFormat;
-use crate::{ChannelCapabilities, ChannelError, InboundDelivery, MessageRef, OutboundMessage, SentMessage, Target};
+use crate::{
+    Attachment, ChannelCapabilities, ChannelError, InboundDelivery, MessageRef, OutboundMessage, SentMessage, Target,
+};
 
 /// The inbound side of a started channel. It ends when the channel stops.
 pub type InboundStream = BoxStream<'static, InboundDelivery>;
+
+/// The bytes of an inbound attachment as they arrive ([`Channel::download`]). A stream, not
+/// a buffer, so the core can stop a download the moment it passes the size limit instead of
+/// holding a file of any size in memory.
+pub struct Download {
+    /// The size the platform announced for the body (its `Content-Length`), when it did: a
+    /// download announced over the limit is refused before its first byte.
+    pub declared_len: Option<u64>,
+    pub body: BoxStream<'static, Result<bytes::Bytes, ChannelError>>,
+}
+
+impl std::fmt::Debug for Download {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Download").field("declared_len", &self.declared_len).finish_non_exhaustive()
+    }
+}
 
 /// A chat platform account, as the core sees it.
 ///
@@ -30,7 +48,22 @@ pub trait Channel: Send + Sync + 'static {
     async fn start(&self) -> Result<InboundStream, ChannelError>;
 
     /// Sends one message and returns the platform's id for it.
+    ///
+    /// A message with an attachment (the core sends at most one per message) uploads the
+    /// file at its `path` with `text` as the caption, which the core has kept within
+    /// [`ChannelCapabilities::caption_limit`]; `text` may then be empty. The file is within
+    /// [`ChannelCapabilities::max_upload_bytes`]: the core sends a note instead of a file
+    /// the platform would refuse. How it is shown (a photo, a voice note, a document) is
+    /// the adapter's choice, from the attachment's kind and MIME type.
     async fn send(&self, message: OutboundMessage) -> Result<SentMessage, ChannelError>;
+
+    /// Starts downloading an inbound attachment this channel delivered, by its `reference`,
+    /// with whatever credentials the platform wants (Slack's bearer token, Telegram's
+    /// `getFile`). The core enforces size limits as the bytes arrive and sniffs their type.
+    async fn download(&self, attachment: &Attachment) -> Result<Download, ChannelError> {
+        let _ = attachment;
+        Err(ChannelError::Unsupported { operation: "download" })
+    }
 
     /// Replaces the text of a message the bot sent. A platform's "not modified" answer is
     /// success: the message already shows this text.

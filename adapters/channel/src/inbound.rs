@@ -86,8 +86,16 @@ impl AttachmentKind {
     }
 }
 
-/// A file attached to a message, inbound or outbound. The bytes stay on the platform; the
-/// reference is whatever the adapter needs to fetch or re-send them (a URL or a file id).
+/// A file attached to a message, inbound or outbound.
+///
+/// - **Inbound**, the bytes stay on the platform until the core asks for them with
+///   [`Channel::download`](crate::Channel::download); `reference` is whatever the adapter
+///   needs for that (a URL, a Telegram file id). An upload that is already on this machine
+///   (the web chat's) has `path` set instead, and the core reads the file.
+/// - **Outbound**, `path` names the file to upload (in Ferry's media store: immutable, named
+///   by its content, so a retried or resumed send uploads the same bytes), and `reference`
+///   is a name for logs. `mime_type` and `size_bytes` are always set by the core, sniffed and
+///   measured, never guessed from a name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attachment {
     pub kind: AttachmentKind,
@@ -95,6 +103,29 @@ pub struct Attachment {
     pub mime_type: Option<String>,
     pub file_name: Option<String>,
     pub size_bytes: Option<u64>,
+    /// The file on this machine: the bytes to upload (outbound) or an upload already
+    /// received (inbound web chat). `None` for platform files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<std::path::PathBuf>,
+    /// Pixel size, for images and videos, when known (platforms announce it; the core
+    /// measures what it sends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dimensions: Option<(u32, u32)>,
+}
+
+impl Attachment {
+    /// A platform file known by `reference`, with nothing else known yet.
+    pub fn remote(kind: AttachmentKind, reference: impl Into<String>) -> Self {
+        Self {
+            kind,
+            reference: reference.into(),
+            mime_type: None,
+            file_name: None,
+            size_bytes: None,
+            path: None,
+            dimensions: None,
+        }
+    }
 }
 
 /// A message from a chat platform, normalized by its adapter (SPEC §3.1).

@@ -45,7 +45,7 @@ mod outbound;
 
 pub use ack::{Ack, AckOutcome, AckReceiver};
 pub use capabilities::{ChannelCapabilities, MarkupDialect, Rate, SendBudget, SendReconciliation};
-pub use channel::{Channel, InboundStream};
+pub use channel::{Channel, Download, InboundStream};
 pub use error::ChannelError;
 pub use inbound::{
     Attachment, AttachmentKind, ChatKind, ChatRef, ClientRequest, Delivery, InboundDelivery, InboundMessage, Sender,

@@ -17,8 +17,9 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 
 use crate::{
-    Ack, AckReceiver, Channel, ChannelCapabilities, ChannelError, ChatRef, InboundDelivery, InboundMessage,
-    InboundStream, MessageRef, OutboundMessage, SendReconciliation, Sender, SentMessage, Target, TextFormat,
+    Ack, AckReceiver, Attachment, Channel, ChannelCapabilities, ChannelError, ChatRef, Download, InboundDelivery,
+    InboundMessage, InboundStream, MessageRef, OutboundMessage, SendReconciliation, Sender, SentMessage, Target,
+    TextFormat,
 };
 
 /// The kinds of outbound call, for injecting failures.
@@ -66,6 +67,8 @@ struct State {
     visible: BTreeMap<u64, VisibleMessage>,
     /// Injected failures: the call's kind, the error, and whether the call is applied first.
     failures: VecDeque<(OperationKind, ChannelError, bool)>,
+    /// Files [`Channel::download`] serves, by attachment reference.
+    files: BTreeMap<String, Vec<u8>>,
 }
 
 impl MemoryChannel {
@@ -93,6 +96,7 @@ impl MemoryChannel {
                 operations: Vec::new(),
                 visible: BTreeMap::new(),
                 failures: VecDeque::new(),
+                files: BTreeMap::new(),
             }),
         }
     }
@@ -106,6 +110,12 @@ impl MemoryChannel {
             id.to_string()
         };
         InboundMessage::new(&self.name, &self.account_id, chat, Sender::user(sender_id), message_id, text)
+    }
+
+    /// Makes `bytes` downloadable as the attachment `reference`, as a platform holds the
+    /// files its users send.
+    pub fn serve_file(&self, reference: impl Into<String>, bytes: Vec<u8>) {
+        self.state().files.insert(reference.into(), bytes);
     }
 
     /// Delivers a message to whoever consumes the inbound stream. The returned receiver
@@ -237,6 +247,17 @@ impl Channel for MemoryChannel {
         );
         state.operations.push(Operation::Sent { message_id: message_id.clone(), message });
         after.map_or(Ok(SentMessage { message_id }), Err)
+    }
+
+    async fn download(&self, attachment: &Attachment) -> Result<Download, ChannelError> {
+        let bytes = self.state().files.get(&attachment.reference).cloned().ok_or_else(|| ChannelError::Rejected {
+            reason: format!("no file {:?} on this channel", attachment.reference),
+        })?;
+        let declared_len = Some(bytes.len() as u64);
+        // In chunks, as a network body arrives, so size limits are checked mid-stream.
+        let chunks: Vec<Result<bytes::Bytes, ChannelError>> =
+            bytes.chunks(64 * 1024).map(|chunk| Ok(bytes::Bytes::copy_from_slice(chunk))).collect();
+        Ok(Download { declared_len, body: futures::stream::iter(chunks).boxed() })
     }
 
     async fn edit(&self, message: &MessageRef, text: &str, format: TextFormat) -> Result<(), ChannelError> {

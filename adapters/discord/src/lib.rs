@@ -85,5 +85,7 @@ pub fn capabilities() -> ChannelCapabilities {
         },
         replies_via_chat_events: false,
         send_reconciliation: ferry_channel::SendReconciliation::PlatformDeduplicates,
+        max_upload_bytes: Some(10 * 1024 * 1024),
+        caption_limit: None,
     }
 }

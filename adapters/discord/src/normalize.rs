@@ -154,6 +154,8 @@ fn attachments(message: &Message) -> Vec<Attachment> {
                 mime_type: mime,
                 file_name: Some(attachment.filename.clone()),
                 size_bytes: Some(u64::from(attachment.size)),
+                path: None,
+                dimensions: None,
             }
         })
         .collect()

@@ -85,5 +85,7 @@ pub fn capabilities() -> ChannelCapabilities {
         },
         replies_via_chat_events: false,
         send_reconciliation: ferry_channel::SendReconciliation::Lookup,
+        max_upload_bytes: Some(1000 * 1000 * 1000),
+        caption_limit: None,
     }
 }

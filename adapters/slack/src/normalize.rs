@@ -176,6 +176,8 @@ fn attachment(file: &SlackFile) -> Attachment {
         mime_type,
         file_name: file.name.clone(),
         size_bytes: None,
+        path: None,
+        dimensions: None,
     }
 }
 

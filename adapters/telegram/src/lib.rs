@@ -87,5 +87,7 @@ pub fn capabilities() -> ChannelCapabilities {
         },
         replies_via_chat_events: false,
         send_reconciliation: ferry_channel::SendReconciliation::None,
+        max_upload_bytes: Some(50 * 1000 * 1000),
+        caption_limit: Some(1024),
     }
 }

@@ -210,6 +210,8 @@ fn attachments(message: &Message) -> Vec<Attachment> {
             mime_type: Some("image/jpeg".to_owned()),
             file_name: None,
             size_bytes: size(largest.file.size),
+            path: None,
+            dimensions: None,
         });
     }
     if let Some(document) = message.document() {
@@ -219,6 +221,8 @@ fn attachments(message: &Message) -> Vec<Attachment> {
             mime_type: document.mime_type.as_ref().map(ToString::to_string),
             file_name: document.file_name.clone(),
             size_bytes: size(document.file.size),
+            path: None,
+            dimensions: None,
         });
     }
     if let Some(voice) = message.voice() {
@@ -228,6 +232,8 @@ fn attachments(message: &Message) -> Vec<Attachment> {
             mime_type: voice.mime_type.as_ref().map(ToString::to_string),
             file_name: None,
             size_bytes: size(voice.file.size),
+            path: None,
+            dimensions: None,
         });
     }
     if let Some(audio) = message.audio() {
@@ -237,6 +243,8 @@ fn attachments(message: &Message) -> Vec<Attachment> {
             mime_type: audio.mime_type.as_ref().map(ToString::to_string),
             file_name: audio.file_name.clone(),
             size_bytes: size(audio.file.size),
+            path: None,
+            dimensions: None,
         });
     }
     if let Some(video) = message.video() {
@@ -246,6 +254,8 @@ fn attachments(message: &Message) -> Vec<Attachment> {
             mime_type: video.mime_type.as_ref().map(ToString::to_string),
             file_name: video.file_name.clone(),
             size_bytes: size(video.file.size),
+            path: None,
+            dimensions: None,
         });
     }
     found
