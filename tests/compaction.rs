@@ -212,7 +212,7 @@ async fn a_context_overflow_compacts_the_session_and_the_retry_answers_once() {
         "plugins hear of the compaction"
     );
     let context = world.context().await;
-    let ChatMessage::User { text } = &context[0] else { panic!("{context:?}") };
+    let ChatMessage::User { text, .. } = &context[0] else { panic!("{context:?}") };
     assert!(text.contains("They asked two questions."), "the compaction entry stands in: {context:?}");
     assert_eq!(context.len(), 3, "summary, third question, its answer: {context:?}");
 

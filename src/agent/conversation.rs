@@ -9,6 +9,13 @@ use serde::{Deserialize, Serialize};
 pub enum ChatMessage {
     User {
         text: String,
+        /// Files that came with the message (issue 23), as references into the media store:
+        /// the transcript never holds their bytes. Whatever a model reads of a file that is
+        /// not an image (a transcript, a document's text, a note) is already in `text`;
+        /// images are shown to models with image input, as [`MediaRef::image`] loaded for
+        /// the request. Left out of the JSON when empty.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        media: Vec<MediaRef>,
     },
     Assistant {
         text: String,
@@ -37,7 +44,7 @@ pub enum ChatMessage {
 
 impl ChatMessage {
     pub fn user(text: impl Into<String>) -> Self {
-        ChatMessage::User { text: text.into() }
+        ChatMessage::User { text: text.into(), media: Vec::new() }
     }
 
     /// A tool's answer without images.
@@ -59,6 +66,59 @@ impl ChatMessage {
     /// An assistant message without thinking blocks.
     pub fn assistant(text: impl Into<String>, tool_calls: Vec<ToolCall>) -> Self {
         ChatMessage::Assistant { text: text.into(), tool_calls, thinking: Vec::new() }
+    }
+}
+
+/// A file a user sent, as a conversation remembers it: what it is and where its bytes are
+/// in the [media store](crate::media::MediaStore), by hash.
+///
+/// For an image, the stored file is the model-ready encoding ([`crate::media::prepare_image`])
+/// and `width`/`height` are its size. The agent loop loads images for the last few user
+/// turns into `image` before a model call (`media.history_images`); every other image is
+/// described by [`MediaRef::note`].
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MediaRef {
+    pub kind: ferry_channel::AttachmentKind,
+    /// Lowercase hex SHA-256 of the stored bytes.
+    pub sha256: String,
+    /// Sniffed from the bytes.
+    pub mime_type: String,
+    pub size_bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub width: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub height: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_name: Option<String>,
+    /// The image itself, loaded from the store for the request being built; never written
+    /// to a transcript.
+    #[serde(skip)]
+    pub image: Option<ImagePart>,
+}
+
+impl MediaRef {
+    /// What a model reads in place of an image it is not shown, e.g.
+    /// `[photo 1280×960 not shown: this model has no image input]`.
+    pub fn note(&self, why: &str) -> String {
+        match (self.width, self.height) {
+            (Some(width), Some(height)) => format!("[photo {width}×{height} not shown: {why}]"),
+            _ => format!("[photo not shown: {why}]"),
+        }
+    }
+}
+
+impl std::fmt::Debug for MediaRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MediaRef")
+            .field("kind", &self.kind)
+            .field("sha256", &self.sha256)
+            .field("mime_type", &self.mime_type)
+            .field("size_bytes", &self.size_bytes)
+            .field("width", &self.width)
+            .field("height", &self.height)
+            .field("file_name", &self.file_name)
+            .field("image", &self.image.as_ref().map(|_| "loaded"))
+            .finish()
     }
 }
 

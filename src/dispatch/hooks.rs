@@ -126,7 +126,7 @@ impl Dispatcher {
 
 fn transcript_line(message: ChatMessage) -> TranscriptLine {
     match message {
-        ChatMessage::User { text } => TranscriptLine { role: "user", text },
+        ChatMessage::User { text, .. } => TranscriptLine { role: "user", text },
         ChatMessage::Assistant { text, .. } => TranscriptLine { role: "assistant", text },
         ChatMessage::ToolResult { name, content, images, .. } => {
             // Scripts get the images' sizes, never their bytes (SPEC §6.3).

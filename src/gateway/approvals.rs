@@ -60,7 +60,7 @@ pub fn history(transcript: Vec<TranscriptEntry>, approvals: Vec<Approval>, runni
     let mut messages = Vec::new();
     for TranscriptEntry { run_id, message } in transcript {
         match message {
-            ChatMessage::User { text } => messages.push(json!({ "role": "user", "text": text })),
+            ChatMessage::User { text, .. } => messages.push(json!({ "role": "user", "text": text })),
             ChatMessage::Assistant { text, tool_calls, .. } => {
                 if !text.trim().is_empty() {
                     messages.push(json!({ "role": "assistant", "text": text }));

@@ -17,8 +17,10 @@
 //! ```
 
 mod image;
+mod store;
 
 pub use self::image::{
     ImageError, ImageLimits, MAX_BASE64_BYTES, MAX_DECODE_BYTES, MAX_DECODE_SIDE, MAX_SIDE, prepare_image,
     prepare_image_within,
 };
+pub use self::store::{MediaStore, MediaStoreError, StoredMedia, Swept, hex_digest};

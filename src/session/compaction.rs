@@ -64,7 +64,7 @@ with no preamble.";
 pub fn estimate_message(message: &ChatMessage) -> u64 {
     let mut images = 0;
     let chars = match message {
-        ChatMessage::User { text } => text.chars().count(),
+        ChatMessage::User { text, .. } => text.chars().count(),
         ChatMessage::Assistant { text, tool_calls, .. } => {
             text.chars().count()
                 + tool_calls
@@ -108,7 +108,7 @@ pub fn needs_compaction(
 
 /// Whether `message` is a compaction summary.
 pub fn is_summary(message: &ChatMessage) -> bool {
-    matches!(message, ChatMessage::User { text } if text.starts_with(SUMMARY_HEADER))
+    matches!(message, ChatMessage::User { text, .. } if text.starts_with(SUMMARY_HEADER))
 }
 
 /// The summary as the model sees it in the context.
@@ -167,11 +167,11 @@ pub fn summarize_request(
     let mut transcript = String::new();
     for message in messages {
         match message {
-            ChatMessage::User { text } if is_summary(message) => {
+            ChatMessage::User { text, .. } if is_summary(message) => {
                 transcript
                     .push_str(&format!("Summary of what came before:\n{}\n\n", text[SUMMARY_HEADER.len()..].trim()));
             }
-            ChatMessage::User { text } => transcript.push_str(&format!("User: {text}\n\n")),
+            ChatMessage::User { text, .. } => transcript.push_str(&format!("User: {text}\n\n")),
             ChatMessage::Assistant { text, tool_calls, .. } => {
                 if !text.trim().is_empty() {
                     transcript.push_str(&format!("Assistant: {text}\n\n"));
@@ -341,7 +341,7 @@ mod tests {
 
         let budget = ContextBudget { context_window: 100_000, reserve_tokens: 0 };
         let request = summarize_request("m", &[user("look"), calls(&["c"]), with_image], None, budget);
-        let ChatMessage::User { text } = &request.messages[0] else { panic!("a user message") };
+        let ChatMessage::User { text, .. } = &request.messages[0] else { panic!("a user message") };
         assert!(text.contains("Tool read returned: abcd\n[image 1568×392]\n[image 1568×392]"), "{text}");
         assert!(!text.contains("AAAA"));
     }
@@ -418,7 +418,7 @@ mod tests {
         let messages = [summary_message("they met"), user("time?"), calls(&["a"]), result("a"), answer("noon")];
         let request = summarize_request("m", &messages, Some("keep the times"), budget);
         assert!(request.tools.is_empty());
-        let ChatMessage::User { text } = &request.messages[0] else { panic!() };
+        let ChatMessage::User { text, .. } = &request.messages[0] else { panic!() };
         for expected in [
             "Summary of what came before:\nthey met",
             "User: time?",

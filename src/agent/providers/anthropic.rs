@@ -69,7 +69,7 @@ pub fn request_body(request: &ModelRequest) -> Value {
     let mut messages: Vec<(&str, Vec<Value>)> = Vec::new();
     for (position, message) in request.messages.iter().enumerate() {
         let (role, blocks) = match message {
-            ChatMessage::User { text } => ("user", vec![json!({ "type": "text", "text": text })]),
+            ChatMessage::User { text, .. } => ("user", vec![json!({ "type": "text", "text": text })]),
             ChatMessage::Assistant { text, tool_calls, thinking } => {
                 let mut blocks = Vec::new();
                 if budget.is_some() && loop_start.is_none_or(|start| position > start) {

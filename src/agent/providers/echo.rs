@@ -24,7 +24,7 @@ impl ModelProvider for EchoProvider {
             .iter()
             .rev()
             .find_map(|message| match message {
-                ChatMessage::User { text } => Some(text.clone()),
+                ChatMessage::User { text, .. } => Some(text.clone()),
                 _ => None,
             })
             .unwrap_or_default();
@@ -45,7 +45,7 @@ fn estimate_tokens(request: &ModelRequest) -> u64 {
         .messages
         .iter()
         .map(|message| match message {
-            ChatMessage::User { text } | ChatMessage::Assistant { text, .. } => text.len(),
+            ChatMessage::User { text, .. } | ChatMessage::Assistant { text, .. } => text.len(),
             ChatMessage::ToolResult { content, images, .. } => text_with_image_notes(content, images).len(),
         })
         .sum();

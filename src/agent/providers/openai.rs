@@ -71,7 +71,7 @@ pub fn request_body(request: &ModelRequest) -> Value {
             push_tool_images(&mut messages, &mut tool_images);
         }
         messages.push(match message {
-            ChatMessage::User { text } => json!({ "role": "user", "content": text }),
+            ChatMessage::User { text, .. } => json!({ "role": "user", "content": text }),
             ChatMessage::Assistant { text, tool_calls, .. } if tool_calls.is_empty() => {
                 json!({ "role": "assistant", "content": text })
             }

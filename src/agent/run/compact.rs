@@ -128,7 +128,7 @@ impl AgentRunner {
             );
             state.usage.add(compacted.usage);
             let summary = match &compacted.summary {
-                ChatMessage::User { text } => text.clone(),
+                ChatMessage::User { text, .. } => text.clone(),
                 _ => String::new(),
             };
             hooks.after_compaction(AfterCompaction {
