@@ -20,6 +20,7 @@ mod explain;
 mod human_delay;
 mod load;
 mod mcp_schema;
+mod media_schema;
 mod model_choice;
 mod ranges;
 mod schema;

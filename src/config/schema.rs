@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::Secret;
 use super::human_delay::HumanDelay;
 pub use super::mcp_schema::{McpConfig, McpServerConfig};
+pub use super::media_schema::{MediaConfig, TranscriptionConfig};
 use super::model_choice::ModelSetting;
 pub use super::tools_schema::{ExecAsk, ExecConfig, SandboxConfig, SandboxMode, SandboxScope};
 pub use crate::agent::tools::{ToolLists, ToolProfile};
@@ -34,6 +35,8 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// Model Context Protocol servers whose tools the agent is offered (`[mcp.servers.NAME]`).
     pub mcp: McpConfig,
+    /// Files users send and the agent sends back (`[media]`, `[media.transcription]`).
+    pub media: MediaConfig,
 }
 
 /// The agent's tools.

@@ -33,6 +33,7 @@ pub fn validate(config: &Config) -> Result<(), Violation> {
     tool_lists(config)?;
     web_tools(&config.tools.web)?;
     super::mcp_schema::validate(&config.mcp)?;
+    super::media_schema::validate(&config.media)?;
     channels(config)
 }
 
