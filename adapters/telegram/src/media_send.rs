@@ -26,6 +26,7 @@ use teloxide::{ApiError, Bot, RequestError};
 use tracing::{debug, info};
 
 use crate::CHANNEL_NAME;
+use crate::error::redact;
 
 /// `sendPhoto`: "The photo must be at most 10 MB in size" (Bot API). Counted in decimal
 /// megabytes, the stricter reading.
@@ -141,7 +142,7 @@ pub(crate) async fn send_file(
             info!(
                 channel = CHANNEL_NAME,
                 chat_id = %envelope.message.target.chat.id,
-                reason = %error,
+                reason = %redact(&error.to_string(), bot.token()),
                 "Telegram refused the image as a photo; sending it as a document instead"
             );
             Ok(send_as(bot, envelope, Method::Document, attachment, path, &file_name).await)

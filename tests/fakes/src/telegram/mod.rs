@@ -4,8 +4,9 @@
 //! case-insensitively, since teloxide sends `SendMessage`), keeps the state a bot can observe
 //! (chats, message ids per chat, the update queue and its `offset`), and enforces Telegram's
 //! rules with Telegram's own error texts: the 4096-character text limit, HTML parse-mode
-//! errors, "message is not modified", flood limits answered with 429 and `retry_after`, and a
-//! 409 when a second `getUpdates` poller appears.
+//! errors, "message is not modified", flood limits answered with 429 and `retry_after`, a
+//! 409 when a second `getUpdates` poller appears, and the file limits (`getFile` up to 20 MB,
+//! photos up to 10 MB, other uploads up to 50 MB, captions up to 1024 characters).
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
