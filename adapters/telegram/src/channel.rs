@@ -1,5 +1,6 @@
 //! [`TelegramChannel`]: the `Channel` implementation — start-up, inbound wiring, and the
-//! outbound calls (`sendMessage`, `editMessageText`, `deleteMessage`, `sendChatAction`).
+//! outbound calls (`sendMessage`, `editMessageText`, `deleteMessage`, `sendChatAction`; files
+//! go through [`crate::media_send`], downloads through [`crate::download`]).
 //!
 //! Each outbound call is exactly one Bot API request. No teloxide `Throttle` or retry
 //! adaptor is used: the core's outbound scheduler owns rate budgets and retries, driven by
@@ -10,8 +11,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ferry_channel::{
-    Channel, ChannelCapabilities, ChannelError, InboundDelivery, InboundStream, MessageRef, OutboundMessage,
-    SentMessage, Target, TextFormat,
+    Attachment, Channel, ChannelCapabilities, ChannelError, Download, InboundDelivery, InboundStream, MessageRef,
+    OutboundMessage, SentMessage, Target, TextFormat,
 };
 use futures::StreamExt;
 use teloxide::payloads::{EditMessageTextSetters, SendChatActionSetters, SendMessageSetters};
@@ -23,6 +24,7 @@ use tracing::{debug, info, warn};
 
 use crate::config::{TelegramConfig, TelegramMode};
 use crate::error::{TelegramError, channel_error, is_not_modified, redact};
+use crate::media_send::{self, Envelope};
 use crate::normalize::{BotIdentity, GENERAL_TOPIC};
 use crate::polling::Poller;
 use crate::webhook::{self, WebhookState};
@@ -34,6 +36,10 @@ const INBOUND_BUFFER: usize = 100;
 /// The HTTP timeout of outbound calls (teloxide's default). The long-poll client gets
 /// the poll timeout plus [`POLL_TIMEOUT_MARGIN`] instead.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(17);
+
+/// The HTTP timeout of uploads and downloads, which move up to 50 MB (uploads) or 20 MB
+/// (downloads) in one request: at 2 Mbit/s a 50 MB upload takes about 200 s.
+const MEDIA_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How much longer than the long-poll timeout the polling client waits for an answer,
 /// so a poll that returns empty on time is never cut off as a network error.
@@ -57,6 +63,8 @@ pub struct TelegramChannel {
     identity: BotIdentity,
     /// For outbound calls, with an ordinary request timeout.
     bot: Bot,
+    /// For uploads and downloads, with [`MEDIA_TIMEOUT`].
+    media_bot: Bot,
     /// What the first [`Channel::start`] takes; a second start finds `None`.
     inbound: Mutex<Option<PendingStart>>,
     /// The webhook's side of the inbound channel, in webhook mode.
@@ -111,6 +119,7 @@ impl TelegramChannel {
             );
         }
 
+        let media_bot = build_bot(&config, MEDIA_TIMEOUT)?;
         let (tx, rx) = mpsc::channel(INBOUND_BUFFER);
         let (poller, webhook) = match &config.mode {
             TelegramMode::Polling => {
@@ -138,6 +147,7 @@ impl TelegramChannel {
             token: config.token,
             capabilities: capabilities(),
             identity,
+            media_bot,
             bot,
             inbound: Mutex::new(Some(PendingStart { rx, poller })),
             webhook,
@@ -159,6 +169,26 @@ impl TelegramChannel {
 
     fn error(&self, error: &RequestError, text: Option<&str>) -> ChannelError {
         channel_error(error, text.map(|t| t.chars().count()), &self.token)
+    }
+
+    /// Sends `message` as the file at `path` with its text as the caption: one upload, the
+    /// same placement (topic, reply) and error classification as a text send.
+    async fn send_file(
+        &self,
+        message: &OutboundMessage,
+        attachment: &Attachment,
+        path: &std::path::Path,
+    ) -> Result<SentMessage, ChannelError> {
+        let envelope = Envelope {
+            recipient: recipient(&message.target)?,
+            thread: thread(&message.target, ThreadUse::Send)?,
+            reply: reply_parameters(message)?,
+            message,
+        };
+        let sent = media_send::send_file(&self.media_bot, &envelope, attachment, path)
+            .await?
+            .map_err(|error| self.error(&error, Some(&message.text)))?;
+        Ok(SentMessage { message_id: sent.id.0.to_string() })
     }
 }
 
@@ -192,6 +222,27 @@ impl Channel for TelegramChannel {
     }
 
     async fn send(&self, message: OutboundMessage) -> Result<SentMessage, ChannelError> {
+        if let Some(attachment) = message.attachments.first() {
+            if message.attachments.len() > 1 {
+                warn!(
+                    channel = CHANNEL_NAME,
+                    account_id = %self.account_id,
+                    chat_id = %message.target.chat.id,
+                    count = message.attachments.len(),
+                    "only one attachment is sent per message; the others are dropped"
+                );
+            }
+            match &attachment.path {
+                Some(path) => return self.send_file(&message, attachment, path).await,
+                None => warn!(
+                    channel = CHANNEL_NAME,
+                    account_id = %self.account_id,
+                    chat_id = %message.target.chat.id,
+                    attachment = %attachment.reference,
+                    "an outbound attachment without a local file cannot be uploaded; sending the text only"
+                ),
+            }
+        }
         let mut request = self.bot.send_message(recipient(&message.target)?, &message.text);
         if message.format == TextFormat::Markup {
             request = request.parse_mode(ParseMode::Html);
@@ -199,23 +250,15 @@ impl Channel for TelegramChannel {
         if let Some(thread) = thread(&message.target, ThreadUse::Send)? {
             request = request.message_thread_id(thread);
         }
-        if let Some(reply_to) = &message.reply_to_message_id {
-            request = request.reply_parameters(ReplyParameters {
-                allow_sending_without_reply: Some(true),
-                ..ReplyParameters::new(message_id(reply_to)?)
-            });
-        }
-        if !message.attachments.is_empty() {
-            warn!(
-                channel = CHANNEL_NAME,
-                account_id = %self.account_id,
-                chat_id = %message.target.chat.id,
-                count = message.attachments.len(),
-                "outbound attachments are not supported yet; sending the text only"
-            );
+        if let Some(reply) = reply_parameters(&message)? {
+            request = request.reply_parameters(reply);
         }
         let sent = request.await.map_err(|error| self.error(&error, Some(&message.text)))?;
         Ok(SentMessage { message_id: sent.id.0.to_string() })
+    }
+
+    async fn download(&self, attachment: &Attachment) -> Result<Download, ChannelError> {
+        crate::download::download(&self.media_bot, attachment).await
     }
 
     async fn edit(&self, message: &MessageRef, text: &str, format: TextFormat) -> Result<(), ChannelError> {
@@ -274,6 +317,13 @@ fn recipient(target: &Target) -> Result<Recipient, ChannelError> {
         return Ok(Recipient::ChannelUsername(id.to_owned()));
     }
     Err(ChannelError::Rejected { reason: format!("{id:?} is not a Telegram chat id") })
+}
+
+/// Threads a reply to the message it answers, and still sends it if that message was
+/// deleted meanwhile.
+fn reply_parameters(message: &OutboundMessage) -> Result<Option<ReplyParameters>, ChannelError> {
+    let Some(reply_to) = &message.reply_to_message_id else { return Ok(None) };
+    Ok(Some(ReplyParameters { allow_sending_without_reply: Some(true), ..ReplyParameters::new(message_id(reply_to)?) }))
 }
 
 fn message_id(id: &str) -> Result<MessageId, ChannelError> {

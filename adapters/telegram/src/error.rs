@@ -13,6 +13,9 @@ use teloxide::{ApiError, RequestError};
 /// The platform's hard limit on one message, reported with [`ChannelError::TooLong`].
 const TEXT_LIMIT: usize = 4096;
 
+/// The platform's limit on a file's caption, reported with [`ChannelError::TooLong`].
+const CAPTION_LIMIT: usize = 1024;
+
 /// Why [`TelegramChannel::connect`](crate::TelegramChannel::connect) failed.
 #[derive(Debug, thiserror::Error)]
 pub enum TelegramError {
@@ -78,6 +81,9 @@ fn unknown_api_error(description: &str, text_len: Option<usize>) -> ChannelError
     }
     if lower.contains("message is too long") || lower.contains("text is too long") {
         return ChannelError::TooLong { len: text_len.unwrap_or(0), limit: TEXT_LIMIT };
+    }
+    if lower.contains("caption is too long") {
+        return ChannelError::TooLong { len: text_len.unwrap_or(0), limit: CAPTION_LIMIT };
     }
     const REFUSALS: [&str; 6] =
         ["bad request", "forbidden", "unauthorized", "not found", "conflict", "request entity too large"];
@@ -147,6 +153,23 @@ mod tests {
     fn an_overlong_text_is_too_long_with_the_platform_limit() {
         let error = classify(r#"{"ok":false,"error_code":400,"description":"Bad Request: message is too long"}"#);
         assert_eq!(error, ChannelError::TooLong { len: 5000, limit: 4096 });
+    }
+
+    #[test]
+    fn an_overlong_caption_is_too_long_with_the_caption_limit() {
+        let error =
+            classify(r#"{"ok":false,"error_code":400,"description":"Bad Request: message caption is too long"}"#);
+        assert_eq!(error, ChannelError::TooLong { len: 5000, limit: 1024 });
+    }
+
+    #[test]
+    fn a_file_over_the_download_or_upload_limit_is_rejected() {
+        for body in [
+            r#"{"ok":false,"error_code":400,"description":"Bad Request: file is too big"}"#,
+            r#"{"ok":false,"error_code":413,"description":"Request Entity Too Large"}"#,
+        ] {
+            assert!(matches!(classify(body), ChannelError::Rejected { .. }), "{body}");
+        }
     }
 
     #[test]

@@ -22,7 +22,10 @@
 //!   calls of the `Channel` trait;
 //! - `polling`: the `getUpdates` loop, which confirms an update only after the core's ack;
 //! - `webhook`: the `/telegram-webhook` route for webhook mode;
-//! - `normalize`: Telegram updates → `InboundMessage` (chats, topics, mentions, replies);
+//! - `normalize`: Telegram updates → `InboundMessage` (chats, topics, mentions, replies,
+//!   attachments);
+//! - `download`: inbound files by `file_id` (`getFile`, then the file URL, streamed);
+//! - `media_send`: outbound files (`sendPhoto`, `sendVoice`, `sendDocument`, …);
 //! - `error`: Bot API errors → `ChannelError`.
 //!
 //! The platform's limits, which the core plans replies with (and `ferry config check`
@@ -34,10 +37,12 @@ use ferry_channel::{ChannelCapabilities, MarkupDialect, Rate, SendBudget};
 
 mod channel;
 mod config;
+mod download;
 mod error;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod media_send;
 mod normalize;
 mod offset;
 mod polling;

@@ -12,15 +12,22 @@
 //! - `@botname`, a text mention of the bot and `/command@botname` count as mentions;
 //!   `/command@botname` is rewritten to `/command` so the core's command parser sees it;
 //! - a reply to the bot counts, but not the implicit "reply" to a topic's creation message
-//!   that Telegram attaches to every message in a forum topic.
+//!   that Telegram attaches to every message in a forum topic;
+//! - photos, documents, voice notes, audio, videos, video notes, animations and stickers
+//!   become [`Attachment`](ferry_channel::Attachment)s (see `attachments`), each referring to
+//!   its `file_id` for [`Channel::download`](ferry_channel::Channel::download).
 
-use ferry_channel::{Attachment, AttachmentKind, ChatKind, ChatRef, InboundMessage, Sender};
+use ferry_channel::{ChatKind, ChatRef, InboundMessage, Sender};
 use teloxide::types::{
     ChatKind as TgChatKind, Me, Message, MessageEntity, MessageEntityKind, MessageKind, PublicChatKind, Update,
     UpdateKind, User, UserId,
 };
 
 use crate::CHANNEL_NAME;
+
+mod attachments;
+
+use attachments::attachments;
 
 /// The thread id of a forum's General topic. Telegram rejects it as `message_thread_id` on
 /// sends (they go to General without one) but expects it for `sendChatAction`.
@@ -104,7 +111,7 @@ fn normalize_message(message: &Message, bot: &BotIdentity, account_id: &str) -> 
     let entities = entities.unwrap_or_default();
     let attachments = attachments(message);
     if text.is_empty() && attachments.is_empty() {
-        return Err("message with neither text nor a supported attachment (sticker, location, …)");
+        return Err("message with neither text nor a supported attachment (location, contact, poll, …)");
     }
 
     let chat = ChatRef::new(kind, message.chat.id.0.to_string());
@@ -198,67 +205,6 @@ fn replies_to_bot(message: &Message, bot: &BotIdentity) -> bool {
     let topic_root = message.is_topic_message
         && (replied.forum_topic_created().is_some() || message.thread_id.is_some_and(|t| t.0 == replied.id));
     !topic_root && replied.from.as_ref().is_some_and(|from| from.id == bot.id)
-}
-
-fn attachments(message: &Message) -> Vec<Attachment> {
-    let mut found = Vec::new();
-    let size = |bytes: u32| (bytes != u32::MAX).then_some(u64::from(bytes));
-    if let Some(largest) = message.photo().and_then(|sizes| sizes.iter().max_by_key(|p| p.width * p.height)) {
-        found.push(Attachment {
-            kind: AttachmentKind::Image,
-            reference: largest.file.id.to_string(),
-            mime_type: Some("image/jpeg".to_owned()),
-            file_name: None,
-            size_bytes: size(largest.file.size),
-            path: None,
-            dimensions: None,
-        });
-    }
-    if let Some(document) = message.document() {
-        found.push(Attachment {
-            kind: AttachmentKind::Document,
-            reference: document.file.id.to_string(),
-            mime_type: document.mime_type.as_ref().map(ToString::to_string),
-            file_name: document.file_name.clone(),
-            size_bytes: size(document.file.size),
-            path: None,
-            dimensions: None,
-        });
-    }
-    if let Some(voice) = message.voice() {
-        found.push(Attachment {
-            kind: AttachmentKind::Audio,
-            reference: voice.file.id.to_string(),
-            mime_type: voice.mime_type.as_ref().map(ToString::to_string),
-            file_name: None,
-            size_bytes: size(voice.file.size),
-            path: None,
-            dimensions: None,
-        });
-    }
-    if let Some(audio) = message.audio() {
-        found.push(Attachment {
-            kind: AttachmentKind::Audio,
-            reference: audio.file.id.to_string(),
-            mime_type: audio.mime_type.as_ref().map(ToString::to_string),
-            file_name: audio.file_name.clone(),
-            size_bytes: size(audio.file.size),
-            path: None,
-            dimensions: None,
-        });
-    }
-    if let Some(video) = message.video() {
-        found.push(Attachment {
-            kind: AttachmentKind::Video,
-            reference: video.file.id.to_string(),
-            mime_type: video.mime_type.as_ref().map(ToString::to_string),
-            file_name: video.file_name.clone(),
-            size_bytes: size(video.file.size),
-            path: None,
-            dimensions: None,
-        });
-    }
-    found
 }
 
 #[cfg(test)]

@@ -61,6 +61,7 @@ pub use slack::{
     TEAM_ID as SLACK_TEAM_ID,
 };
 pub use telegram::{
-    BOT_USER_ID, BotCommand, Call, CallOutcome, ChatAction, DEFAULT_BOT_USERNAME, FakeTelegram, RateLimits,
-    SentMessage, TgUser,
+    BOT_USER_ID, BotCommand, Call, CallOutcome, ChatAction, DEFAULT_BOT_USERNAME, DOWNLOAD_LIMIT, FakeTelegram,
+    InjectedMedia, PHOTO_UPLOAD_LIMIT, RateLimits, SentMedia, SentMessage, StickerFormat, TgFile, TgMedia, TgUser,
+    UPLOAD_LIMIT, sample_jpeg,
 };

@@ -1,3 +1,4 @@
+use ferry_channel::AttachmentKind;
 use serde_json::{Value, json};
 
 use super::*;
@@ -189,6 +190,87 @@ fn a_document_and_a_voice_note_become_attachments_with_their_metadata() {
 }
 
 #[test]
+fn a_photo_keeps_the_largest_size_a_bot_may_download_with_its_dimensions() {
+    // Telegram's sizes, smallest first; the original is over getFile's 20 MiB limit.
+    let photo = json!([
+        {"file_id": "s", "file_unique_id": "s", "width": 90, "height": 60, "file_size": 1000},
+        {"file_id": "x", "file_unique_id": "x", "width": 1280, "height": 853, "file_size": 300_000},
+        {"file_id": "w", "file_unique_id": "w", "width": 9000, "height": 6000, "file_size": 25_000_000}
+    ]);
+    let inbound = normalized(message(private_chat(), json!({"photo": photo})));
+    let attachment = &inbound.attachments[0];
+    assert_eq!(attachment.reference, "x");
+    assert_eq!(attachment.dimensions, Some((1280, 853)));
+    assert_eq!(attachment.mime_type.as_deref(), Some("image/jpeg"));
+
+    // Nothing fits: the largest, so the core sees the size and says why it was not read.
+    let photo =
+        json!([{"file_id": "w", "file_unique_id": "w", "width": 9000, "height": 6000, "file_size": 25_000_000}]);
+    let inbound = normalized(message(private_chat(), json!({"photo": photo})));
+    assert_eq!(inbound.attachments[0].size_bytes, Some(25_000_000));
+}
+
+#[test]
+fn a_voice_note_keeps_its_type_and_a_video_note_is_a_square_mp4() {
+    // (teloxide cannot read a voice note without `mime_type`: Telegram always sends one.)
+    let voice =
+        json!({"file_id": "v1", "file_unique_id": "v", "duration": 3, "mime_type": "audio/mpeg", "file_size": 4000});
+    let inbound = normalized(message(private_chat(), json!({"voice": voice})));
+    let attachment = &inbound.attachments[0];
+    assert_eq!((attachment.kind, attachment.mime_type.as_deref()), (AttachmentKind::Audio, Some("audio/mpeg")));
+    assert_eq!(attachment.size_bytes, Some(4000));
+
+    let note = json!({"file_id": "n1", "file_unique_id": "n", "length": 240, "duration": 5});
+    let inbound = normalized(message(private_chat(), json!({"video_note": note})));
+    let attachment = &inbound.attachments[0];
+    assert_eq!((attachment.kind, attachment.mime_type.as_deref()), (AttachmentKind::Video, Some("video/mp4")));
+    assert_eq!((attachment.dimensions, attachment.size_bytes), (Some((240, 240)), None));
+}
+
+#[test]
+fn static_stickers_are_webp_images_and_animated_or_video_ones_are_other_files() {
+    let sticker = |animated: bool, video: bool| {
+        json!({"sticker": {"file_id": "st", "file_unique_id": "st", "type": "regular", "width": 512,
+            "height": 320, "is_animated": animated, "is_video": video, "emoji": "🙂", "file_size": 2000}})
+    };
+    let shown = |animated, video| {
+        let attachment = normalized(message(private_chat(), sticker(animated, video))).attachments.remove(0);
+        (attachment.kind, attachment.mime_type, attachment.file_name, attachment.dimensions)
+    };
+    let webp = (AttachmentKind::Image, Some("image/webp".to_owned()), None, Some((512, 320)));
+    assert_eq!(shown(false, false), webp);
+    let tgs = (
+        AttachmentKind::Other,
+        Some("application/x-tgsticker".to_owned()),
+        Some("sticker.tgs".to_owned()),
+        Some((512, 320)),
+    );
+    assert_eq!(shown(true, false), tgs);
+    let webm =
+        (AttachmentKind::Other, Some("video/webm".to_owned()), Some("sticker.webm".to_owned()), Some((512, 320)));
+    assert_eq!(shown(false, true), webm);
+}
+
+#[test]
+fn a_video_and_an_animation_are_videos_with_their_size() {
+    let video = json!({"file_id": "vid", "file_unique_id": "vid", "width": 640, "height": 360, "duration": 4,
+        "mime_type": "video/mp4", "file_name": "clip.mp4", "file_size": 50_000});
+    let inbound = normalized(message(private_chat(), json!({"video": video, "caption": "watch"})));
+    assert_eq!(inbound.text, "watch");
+    let attachment = &inbound.attachments[0];
+    assert_eq!((attachment.kind, attachment.dimensions), (AttachmentKind::Video, Some((640, 360))));
+    assert_eq!(attachment.file_name.as_deref(), Some("clip.mp4"));
+
+    let animation = json!({"file_id": "gif", "file_unique_id": "gif", "width": 320, "height": 240, "duration": 2,
+        "mime_type": "video/mp4", "file_name": "fun.gif.mp4"});
+    let document =
+        json!({"file_id": "gif", "file_unique_id": "gif", "mime_type": "video/mp4", "file_name": "fun.gif.mp4"});
+    let inbound = normalized(message(private_chat(), json!({"animation": animation, "document": document})));
+    assert_eq!(inbound.attachments.len(), 1, "{:?}", inbound.attachments);
+    assert_eq!(inbound.attachments[0].kind, AttachmentKind::Video);
+}
+
+#[test]
 fn edits_channel_posts_service_messages_and_other_updates_are_skipped() {
     let edited = message(private_chat(), json!({"text": "fixed", "edit_date": 1_700_000_100}));
     assert_eq!(skipped(update("edited_message", edited)), "edited message");
@@ -205,12 +287,8 @@ fn edits_channel_posts_service_messages_and_other_updates_are_skipped() {
         message(private_chat(), json!({"text": "hello", "entities": [{"type": "bold", "offset": -1, "length": 3}]}));
     assert_eq!(skipped(update("message", malformed)), UNREADABLE_MESSAGE);
 
-    let sticker = message(
-        private_chat(),
-        json!({"sticker": {"file_id": "st", "file_unique_id": "u",
-        "type": "regular", "width": 512, "height": 512, "is_animated": false, "is_video": false}}),
-    );
-    assert!(skipped(update("message", sticker)).starts_with("message with neither text"));
+    let location = message(private_chat(), json!({"location": {"latitude": 52.5, "longitude": 13.4}}));
+    assert!(skipped(update("message", location)).starts_with("message with neither text"));
 
     let callback = parse(
         &json!({"update_id": 2, "callback_query": {"id": "1", "from": alice(), "chat_instance": "c", "data": "x"}}),

@@ -12,18 +12,20 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
+use axum::extract::DefaultBodyLimit;
 use axum::extract::{Path, State as AxumState};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::any;
+use axum::routing::{any, get};
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
 use super::faults::Fault;
-use super::html;
 use super::params::Params;
 use super::state::{GENERAL_TOPIC_ID, State, StoredMessage, Webhook, unix_now};
+use super::uploads::{self, Upload};
 use super::{BotCommand, Call, CallOutcome, ChatAction, SentMessage, Shared, lock};
+use super::{files, html};
 
 /// Telegram's limit on a message's text after entity parsing.
 pub(crate) const TEXT_LIMIT: usize = 4096;
@@ -60,6 +62,12 @@ const METHODS: &[&str] = &[
     "setMyCommands",
     "getMyCommands",
     "deleteMyCommands",
+    "getFile",
+    "sendPhoto",
+    "sendDocument",
+    "sendVoice",
+    "sendAudio",
+    "sendVideo",
 ];
 
 /// `getUpdates` while a webhook is set.
@@ -72,17 +80,17 @@ pub(crate) const POLL_CONFLICT: &str =
 
 /// A failed call: status and Telegram's description.
 pub(crate) struct ApiError {
-    status: u16,
-    description: String,
-    retry_after: Option<u64>,
+    pub(crate) status: u16,
+    pub(crate) description: String,
+    pub(crate) retry_after: Option<u64>,
 }
 
 impl ApiError {
-    fn new(status: u16, description: impl Into<String>) -> Self {
+    pub(crate) fn new(status: u16, description: impl Into<String>) -> Self {
         Self { status, description: description.into(), retry_after: None }
     }
 
-    fn bad_request(detail: &str) -> Self {
+    pub(crate) fn bad_request(detail: &str) -> Self {
         Self::new(400, format!("Bad Request: {detail}"))
     }
 
@@ -96,6 +104,11 @@ impl ApiError {
         Self { status: 429, description, retry_after: Some(retry_after) }
     }
 
+    /// A body over the upload limit: what Telegram's front end answers (HTTP 413).
+    pub(crate) fn entity_too_large() -> Self {
+        Self::new(413, "Request Entity Too Large")
+    }
+
     pub(crate) fn is_too_many_requests(&self) -> bool {
         self.status == 429
     }
@@ -106,13 +119,13 @@ impl ApiError {
     }
 }
 
-type MethodResult = Result<Value, ApiError>;
+pub(crate) type MethodResult = Result<Value, ApiError>;
 
-fn ok_response(result: Value) -> Response {
+pub(crate) fn ok_response(result: Value) -> Response {
     (StatusCode::OK, axum::Json(json!({ "ok": true, "result": result }))).into_response()
 }
 
-fn error_response(error: &ApiError) -> Response {
+pub(crate) fn error_response(error: &ApiError) -> Response {
     let mut body = json!({ "ok": false, "error_code": error.status, "description": error.description });
     if let Some(retry_after) = error.retry_after {
         body["parameters"] = json!({ "retry_after": retry_after });
@@ -122,7 +135,7 @@ fn error_response(error: &ApiError) -> Response {
 }
 
 /// A response whose body fails at once: the client sees the connection close mid-answer.
-fn dropped_response() -> Response {
+pub(crate) fn dropped_response() -> Response {
     let failed = futures::stream::once(async {
         Err::<Bytes, io::Error>(io::Error::new(io::ErrorKind::ConnectionAborted, "scripted dropped connection"))
     });
@@ -130,7 +143,14 @@ fn dropped_response() -> Response {
 }
 
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
-    Router::new().route("/{bot}/{method}", any(handle)).fallback(not_found).with_state(shared)
+    Router::new()
+        .route("/{bot}/{method}", any(handle))
+        .route("/file/{bot}/{*path}", get(files::download))
+        .fallback(not_found)
+        // Uploads are read whole by `handle`, up to `uploads::BODY_LIMIT`, and refused with
+        // Telegram's own 413 answer beyond it, not axum's default 2 MB plain-text one.
+        .layer(DefaultBodyLimit::disable())
+        .with_state(shared)
 }
 
 async fn not_found() -> Response {
@@ -149,12 +169,20 @@ async fn handle(
     Path((bot, method)): Path<(String, String)>,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
     let method = canonical_method(&method);
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok());
-    let parsed = Params::parse(uri.query(), content_type, &body);
-    let params_json = parsed.as_ref().map(Params::to_value).unwrap_or(Value::Null);
+    let parsed = match axum::body::to_bytes(body, uploads::BODY_LIMIT).await {
+        Err(_) => Err(ParseFailure::TooLarge),
+        Ok(body) if uploads::is_multipart(content_type) => {
+            uploads::parse(uri.query(), content_type.unwrap_or_default(), body).await.map_err(ParseFailure::Invalid)
+        }
+        Ok(body) => Params::parse(uri.query(), content_type, &body)
+            .map(|params| (params, Vec::new()))
+            .map_err(ParseFailure::Invalid),
+    };
+    let params_json = parsed.as_ref().map(|(params, _)| params.to_value()).unwrap_or(Value::Null);
     let call = Call { method: method.clone(), params: params_json, at: Instant::now(), outcome: CallOutcome::InFlight };
     let index = shared.record(call);
 
@@ -163,13 +191,19 @@ async fn handle(
     response
 }
 
+/// Why a request's parameters could not be read.
+pub(crate) enum ParseFailure {
+    /// The body is over [`uploads::BODY_LIMIT`]: Telegram's front end answers 413.
+    TooLarge,
+    /// Anything else, with the description to answer.
+    Invalid(String),
+}
+
+/// A call's parameters and the files uploaded with it.
+type Parsed = Result<(Params, Vec<Upload>), ParseFailure>;
+
 /// Runs one call through the token check, a scripted fault and the method.
-async fn answer(
-    shared: &Arc<Shared>,
-    bot: &str,
-    method: &str,
-    parsed: Result<Params, String>,
-) -> (CallOutcome, Response) {
+async fn answer(shared: &Arc<Shared>, bot: &str, method: &str, parsed: Parsed) -> (CallOutcome, Response) {
     if bot.strip_prefix("bot") != Some(shared.token.as_str()) {
         let error =
             if bot.starts_with("bot") { ApiError::new(401, "Unauthorized") } else { ApiError::new(404, "Not Found") };
@@ -206,8 +240,11 @@ async fn answer(
 }
 
 /// Runs one method on the fake's state: its result or its refusal.
-async fn run_method(shared: &Arc<Shared>, key: &str, parsed: Result<Params, String>) -> MethodResult {
-    let params = parsed.map_err(|description| ApiError::new(400, description))?;
+async fn run_method(shared: &Arc<Shared>, key: &str, parsed: Parsed) -> MethodResult {
+    let (params, uploaded) = parsed.map_err(|failure| match failure {
+        ParseFailure::TooLarge => ApiError::entity_too_large(),
+        ParseFailure::Invalid(description) => ApiError::new(400, description),
+    })?;
     match key {
         "getupdates" => get_updates(shared, &params).await,
         _ => {
@@ -223,6 +260,10 @@ async fn run_method(shared: &Arc<Shared>, key: &str, parsed: Result<Params, Stri
                 "sendchataction" => send_chat_action(&mut state, &params),
                 "setmycommands" => set_my_commands(&mut state, &params),
                 "getmycommands" => Ok(commands_json(&state.commands)),
+                "getfile" => files::get_file(&state, &params),
+                "sendphoto" | "senddocument" | "sendvoice" | "sendaudio" | "sendvideo" => {
+                    uploads::send_media(&mut state, key, &params, &uploaded)
+                }
                 "deletemycommands" => {
                     state.commands.clear();
                     Ok(Value::Bool(true))
@@ -315,7 +356,7 @@ async fn get_updates(shared: &Arc<Shared>, params: &Params) -> MethodResult {
 }
 
 /// The chat a method names, or Telegram's "chat not found".
-fn chat_id(params: &Params) -> Result<i64, ApiError> {
+pub(crate) fn chat_id(params: &Params) -> Result<i64, ApiError> {
     match params.int("chat_id") {
         Some(id) => Ok(id),
         None if params.str("chat_id").is_some() => Err(ApiError::bad_request("chat not found")),
@@ -324,19 +365,19 @@ fn chat_id(params: &Params) -> Result<i64, ApiError> {
 }
 
 /// Text after `parse_mode`: visible text, entities, and the mode as given.
-struct Rendered {
-    visible: String,
-    entities: Vec<Value>,
-    parse_mode: Option<String>,
+pub(crate) struct Rendered {
+    pub(crate) visible: String,
+    pub(crate) entities: Vec<Value>,
+    pub(crate) parse_mode: Option<String>,
 }
 
-/// Applies `parse_mode` (or explicit `entities`) and Telegram's text checks.
-fn render_text(params: &Params) -> Result<Rendered, ApiError> {
-    let text = params.str("text").unwrap_or_default();
+/// Applies `parse_mode` (or explicit entities, from the `entities_field` parameter) to `text`:
+/// a message's text or a file's caption, which Telegram parses alike.
+pub(crate) fn render(text: &str, params: &Params, entities_field: &str) -> Result<Rendered, ApiError> {
     let parse_mode = params.str("parse_mode").filter(|mode| !mode.is_empty()).map(str::to_owned);
     let (visible, entities) = match parse_mode.as_deref().map(str::to_ascii_lowercase).as_deref() {
         None => {
-            let entities = params.json("entities").and_then(|value| value.as_array().cloned()).unwrap_or_default();
+            let entities = params.json(entities_field).and_then(|value| value.as_array().cloned()).unwrap_or_default();
             (text.to_owned(), entities)
         }
         Some("html") => {
@@ -353,20 +394,34 @@ fn render_text(params: &Params) -> Result<Rendered, ApiError> {
             )));
         }
     };
-    if visible.trim().is_empty() {
-        return Err(ApiError::bad_request("message text is empty"));
-    }
-    if html::utf16_len(&visible) > TEXT_LIMIT {
-        return Err(ApiError::bad_request("message is too long"));
-    }
     Ok(Rendered { visible, entities, parse_mode })
 }
 
-fn send_message(state: &mut State, params: &Params) -> MethodResult {
+/// Applies `parse_mode` (or explicit `entities`) and Telegram's text checks.
+fn render_text(params: &Params) -> Result<Rendered, ApiError> {
+    let rendered = render(params.str("text").unwrap_or_default(), params, "entities")?;
+    if rendered.visible.trim().is_empty() {
+        return Err(ApiError::bad_request("message text is empty"));
+    }
+    if html::utf16_len(&rendered.visible) > TEXT_LIMIT {
+        return Err(ApiError::bad_request("message is too long"));
+    }
+    Ok(rendered)
+}
+
+/// Where a new bot message goes: its forum topic and the message it replies to.
+pub(crate) struct Placement {
+    pub(crate) chat_id: i64,
+    pub(crate) thread_id: Option<i64>,
+    /// The replied-to message, as embedded in `reply_to_message`.
+    pub(crate) reply: Option<Value>,
+}
+
+/// Checks the chat, `message_thread_id` and reply parameters of a send, as Telegram does
+/// for `sendMessage` and every `send<Media>`.
+pub(crate) fn placement(state: &State, params: &Params) -> Result<Placement, ApiError> {
     let chat_id = chat_id(params)?;
     let Some(chat) = state.chats.get(&chat_id) else { return Err(ApiError::bad_request("chat not found")) };
-    let rendered = render_text(params)?;
-
     let thread_id = params.int("message_thread_id").filter(|_| chat.is_forum());
     if let Some(thread_id) = thread_id
         && (thread_id == GENERAL_TOPIC_ID || !chat.topics.contains(&thread_id))
@@ -383,11 +438,24 @@ fn send_message(state: &mut State, params: &Params) -> MethodResult {
         .and_then(|reply| reply.get("allow_sending_without_reply").and_then(Value::as_bool))
         .or_else(|| params.bool("allow_sending_without_reply"))
         .unwrap_or(false);
-    let reply_copy = reply_to.and_then(|message_id| state.reply_copy(chat_id, message_id));
-    if reply_to.is_some() && reply_copy.is_none() && !allow_without_reply {
+    let reply = reply_to.and_then(|message_id| state.reply_copy(chat_id, message_id));
+    if reply_to.is_some() && reply.is_none() && !allow_without_reply {
         return Err(ApiError::bad_request("message to be replied not found"));
     }
+    Ok(Placement { chat_id, thread_id, reply })
+}
 
+/// Counts a new bot message against flood control, then stores it: the common fields (id,
+/// topic, sender, chat, date, reply) plus what `fill` adds (text or media). `sent` is what
+/// tests read back; its ids are filled in here.
+pub(crate) fn store_bot_message(
+    state: &mut State,
+    placement: Placement,
+    params: &Params,
+    fill: impl FnOnce(&mut Map<String, Value>),
+    mut sent: SentMessage,
+) -> MethodResult {
+    let Placement { chat_id, thread_id, reply } = placement;
     state.admit(chat_id).map_err(ApiError::too_many_requests)?;
 
     let bot = state.bot.to_json();
@@ -402,30 +470,50 @@ fn send_message(state: &mut State, params: &Params) -> MethodResult {
     message.insert("from".into(), bot);
     message.insert("chat".into(), chat.json.clone());
     message.insert("date".into(), unix_now().into());
-    if let Some(reply) = &reply_copy {
+    if let Some(reply) = &reply {
         message.insert("reply_to_message".into(), reply.clone());
     }
-    message.insert("text".into(), rendered.visible.clone().into());
-    if !rendered.entities.is_empty() {
-        message.insert("entities".into(), rendered.entities.into());
-    }
+    fill(&mut message);
     if let Some(markup) = params.json("reply_markup").filter(|markup| markup.get("inline_keyboard").is_some()) {
         message.insert("reply_markup".into(), markup);
     }
     let message = Value::Object(message);
+    sent.chat_id = chat_id;
+    sent.message_id = message_id;
+    sent.thread_id = thread_id;
+    sent.reply_to = reply.and_then(|reply| reply["message_id"].as_i64());
+    chat.messages.insert(message_id, StoredMessage { json: message.clone(), sent: Some(sent) });
+    state.sent_order.push((chat_id, message_id));
+    Ok(message)
+}
+
+fn send_message(state: &mut State, params: &Params) -> MethodResult {
+    let chat_id = chat_id(params)?;
+    if !state.chats.contains_key(&chat_id) {
+        return Err(ApiError::bad_request("chat not found"));
+    }
+    let rendered = render_text(params)?;
+    let placement = placement(state, params)?;
+    let visible = rendered.visible.clone();
+    let entities = rendered.entities;
     let sent = SentMessage {
         chat_id,
-        message_id,
-        thread_id,
-        reply_to: reply_copy.and_then(|reply| reply["message_id"].as_i64()),
+        message_id: 0,
+        thread_id: None,
+        reply_to: None,
         text: params.str("text").unwrap_or_default().to_owned(),
         visible_text: rendered.visible,
         parse_mode: rendered.parse_mode,
         edits: 0,
+        media: None,
     };
-    chat.messages.insert(message_id, StoredMessage { json: message.clone(), sent: Some(sent) });
-    state.sent_order.push((chat_id, message_id));
-    Ok(message)
+    let fill = |message: &mut Map<String, Value>| {
+        message.insert("text".into(), visible.into());
+        if !entities.is_empty() {
+            message.insert("entities".into(), entities.into());
+        }
+    };
+    store_bot_message(state, placement, params, fill, sent)
 }
 
 fn message_id(params: &Params) -> Result<i64, ApiError> {

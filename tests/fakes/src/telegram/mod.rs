@@ -4,8 +4,9 @@
 //! case-insensitively, since teloxide sends `SendMessage`), keeps the state a bot can observe
 //! (chats, message ids per chat, the update queue and its `offset`), and enforces Telegram's
 //! rules with Telegram's own error texts: the 4096-character text limit, HTML parse-mode
-//! errors, "message is not modified", flood limits answered with 429 and `retry_after`, and a
-//! 409 when a second `getUpdates` poller appears.
+//! errors, "message is not modified", flood limits answered with 429 and `retry_after`, a
+//! 409 when a second `getUpdates` poller appears, and the file limits (`getFile` up to 20 MB,
+//! photos up to 10 MB, other uploads up to 50 MB, captions up to 1024 characters).
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -21,20 +22,26 @@
 //!
 //! Layout: `state.rs` holds chats, messages and the update queue; `methods.rs` serves the HTTP
 //! API; `faults.rs` the scripted faults and storms; `html.rs` is the parse-mode checker;
-//! `rate_limit.rs` the flood limits; `params.rs` reads query, form and JSON parameters.
+//! `rate_limit.rs` the flood limits; `params.rs` reads query, form and JSON parameters;
+//! `files.rs` keeps files and serves `getFile` and downloads; `uploads.rs` reads multipart
+//! uploads and serves `sendPhoto`, `sendDocument`, `sendVoice`, `sendAudio` and `sendVideo`;
+//! `media.rs` injects users' photos, documents, voice notes and stickers.
 //!
 //! The handle is `Send + Sync` and every method takes `&self`: a test can share it (in an
 //! `Arc`) with a task that scripts faults or reads state while a client is using the API.
 //!
-//! Not served: file uploads (multipart), inline mode, webhook delivery (`setWebhook` is only
+//! Not served: media groups, animations and stickers sent by the bot, inline mode, webhook delivery (`setWebhook` is only
 //! recorded, so it blocks `getUpdates` like on Telegram), Markdown validation.
 
 mod faults;
+mod files;
 mod html;
+mod media;
 mod methods;
 pub(crate) mod params;
 mod rate_limit;
 mod state;
+mod uploads;
 
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -45,8 +52,11 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use faults::Fault;
+pub use files::{DOWNLOAD_LIMIT, PHOTO_UPLOAD_LIMIT, TgFile, UPLOAD_LIMIT};
+pub use media::{InjectedMedia, StickerFormat, TgMedia, sample_jpeg};
 pub use rate_limit::RateLimits;
 use state::{GENERAL_TOPIC_ID, State, detect_entities, unix_now};
+pub use uploads::SentMedia;
 
 use crate::FakeServer;
 
@@ -148,6 +158,9 @@ pub struct SentMessage {
     pub parse_mode: Option<String>,
     /// How many successful `editMessageText` calls changed it.
     pub edits: u32,
+    /// The file it carries, for messages sent with `sendPhoto`, `sendDocument`, … (`text`
+    /// and `visible_text` are then its caption, empty without one).
+    pub media: Option<SentMedia>,
 }
 
 /// One accepted `sendChatAction`.

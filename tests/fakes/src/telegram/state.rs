@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
 use super::faults::Faults;
+use super::files::Files;
 use super::rate_limit::{Limiter, RateLimits};
 use super::{BotCommand, Call, ChatAction, SentMessage, TgUser};
 
@@ -83,6 +84,8 @@ pub(crate) struct State {
     pub(crate) commands: Vec<BotCommand>,
     /// `(chat_id, message_id)` of every bot message in send order, for `sent()`.
     pub(crate) sent_order: Vec<(i64, i64)>,
+    /// Every file a user or the bot sent, by `file_id`.
+    pub(crate) files: Files,
 }
 
 pub(crate) struct Webhook {
@@ -146,6 +149,7 @@ impl State {
             chat_actions: Vec::new(),
             commands: Vec::new(),
             sent_order: Vec::new(),
+            files: Files::default(),
         }
     }
 

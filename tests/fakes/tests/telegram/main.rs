@@ -4,6 +4,7 @@
 
 mod api;
 mod faults;
+mod files;
 mod teloxide_compat;
 mod updates;
 
