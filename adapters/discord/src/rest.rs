@@ -124,10 +124,12 @@ impl Rest {
         }
         // Serenity builds the URL and the headers; its request is rebuilt around the form
         // because it would add `Content-Length: 0` to a request without a JSON body.
+        let unbuildable = |error: String| CallError::Network(redact(&error, &self.token));
         let built = Request::new(Route::ChannelMessages { channel_id }, LightMethod::Post)
             .build(&self.client, &self.authorization, self.proxy.as_deref())
-            .and_then(|builder| builder.build().map_err(Into::into))
-            .map_err(|error| CallError::Network(redact(&error.to_string(), &self.token)))?;
+            .map_err(|error| unbuildable(error.to_string()))?
+            .build()
+            .map_err(|error| unbuildable(error.to_string()))?;
         let mut headers = built.headers().clone();
         headers.remove(CONTENT_LENGTH);
         headers.remove(CONTENT_TYPE);

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Multipart, Path, RawQuery, State as AxumState};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{Extensions, HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -136,9 +136,11 @@ pub(crate) fn is_multipart(headers: &HeaderMap) -> bool {
         .is_some_and(|value| value.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
 }
 
-/// Reads a multipart create's parts.
-pub(crate) async fn parse(headers: &HeaderMap, body: Bytes) -> Upload {
+/// Reads a multipart create's parts. `extensions` are the request's own: they carry the
+/// route's body limit ([`BODY_LIMIT`]), which axum's form reader applies.
+pub(crate) async fn parse(headers: &HeaderMap, extensions: Extensions, body: Bytes) -> Upload {
     let mut request = axum::http::Request::new(Body::from(body));
+    *request.extensions_mut() = extensions;
     if let Some(content_type) = headers.get(header::CONTENT_TYPE) {
         request.headers_mut().insert(header::CONTENT_TYPE, content_type.clone());
     }
@@ -184,7 +186,8 @@ pub(crate) struct Accepted {
 }
 
 /// Checks an upload's files against `payload`'s `attachments` and Discord's limits.
-pub(crate) fn check(payload: &Value, parts: &[Part]) -> Result<Vec<Accepted>, Response> {
+/// The refusal is boxed, as a `Response` is large for a `Result`'s error.
+pub(crate) fn check(payload: &Value, parts: &[Part]) -> Result<Vec<Accepted>, Box<Response>> {
     if parts.len() > MAX_FILES {
         return Err(invalid_attachments(json!({ "_errors": [
             { "code": "BASE_TYPE_MAX_LENGTH", "message": format!("Must be {MAX_FILES} or fewer in length.") }
@@ -192,7 +195,7 @@ pub(crate) fn check(payload: &Value, parts: &[Part]) -> Result<Vec<Accepted>, Re
     }
     let total: usize = parts.iter().map(|part| part.bytes.len()).sum();
     if total > UPLOAD_LIMIT {
-        return Err(super::rest::error(413, 40005, "Request entity too large"));
+        return Err(Box::new(super::rest::error(413, 40005, "Request entity too large")));
     }
     let mut names: BTreeMap<u64, String> = BTreeMap::new();
     let described = payload.get("attachments").and_then(Value::as_array).cloned().unwrap_or_default();
@@ -220,9 +223,9 @@ pub(crate) fn check(payload: &Value, parts: &[Part]) -> Result<Vec<Accepted>, Re
         .collect())
 }
 
-fn invalid_attachments(errors: Value) -> Response {
+fn invalid_attachments(errors: Value) -> Box<Response> {
     let body = json!({ "code": 50035, "message": "Invalid Form Body", "errors": { "attachments": errors } });
-    (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+    Box::new((StatusCode::BAD_REQUEST, axum::Json(body)).into_response())
 }
 
 impl State {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Path, State as AxumState};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{Extensions, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
 use serde_json::{Value, json};
@@ -288,12 +288,13 @@ async fn create_message(
     AxumState(shared): Shared_,
     Path(channel): Path<String>,
     headers: HeaderMap,
+    extensions: Extensions,
     body: Bytes,
 ) -> Response {
     // A create with files is a multipart form whose `payload_json` is the JSON body.
     let multipart = media::is_multipart(&headers);
     let (body, mut form_error, parts) = if multipart {
-        let Upload { payload, parts } = media::parse(&headers, body).await;
+        let Upload { payload, parts } = media::parse(&headers, extensions, body).await;
         match payload {
             Ok(payload) => (payload, None, parts),
             Err(refusal) => (Value::Null, Some(refusal), parts),
@@ -322,7 +323,7 @@ async fn create_message(
         if let Some(refusal) = form_error.take() {
             return Err(refusal.into());
         }
-        let files = if multipart { media::check(&body, &parts).map_err(Refused::from)? } else { Vec::new() };
+        let files = if multipart { media::check(&body, &parts).map_err(Refused::Answer)? } else { Vec::new() };
         let content = body.get("content").and_then(Value::as_str);
         check_content(content, !files.is_empty())?;
         let nonce = check_nonce(&body)?;
