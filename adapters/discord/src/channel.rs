@@ -1,6 +1,7 @@
 //! [`DiscordChannel`]: the `Channel` implementation — start-up (token check, gateway
-//! client), inbound wiring, and the outbound calls (create, edit and delete message, trigger
-//! typing).
+//! client), inbound wiring, the outbound calls (create — with a file as `multipart/form-data`,
+//! see `upload.rs` —, edit and delete message, trigger typing) and attachment downloads
+//! (`download.rs`).
 //!
 //! Each outbound call is exactly one REST request (see `rest.rs`); the core's outbound
 //! scheduler owns rate budgets and retries, driven by the [`ChannelError`] classification in
@@ -12,8 +13,8 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use ferry_channel::{
-    Channel, ChannelCapabilities, ChannelError, InboundDelivery, InboundStream, MessageRef, OutboundMessage,
-    SentMessage, Target, TextFormat,
+    Attachment, Channel, ChannelCapabilities, ChannelError, Download, InboundDelivery, InboundStream, MessageRef,
+    OutboundMessage, SentMessage, Target, TextFormat,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -22,14 +23,16 @@ use serenity::all::GatewayIntents;
 use serenity::http::HttpBuilder;
 use serenity::model::id::{ChannelId, MessageId, UserId};
 use tokio::sync::mpsc;
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
 use crate::config::DiscordConfig;
+use crate::download::Downloader;
 use crate::error::{DiscordError, channel_error};
 use crate::gateway::{Forwarder, Handler};
 use crate::nonce::nonce_for;
 use crate::normalize::BotIdentity;
 use crate::rest::{CallError, Rest};
+use crate::upload::{attachments_json, read_files};
 use crate::{CHANNEL_NAME, capabilities};
 
 /// Inbound deliveries buffered between the adapter and the core.
@@ -50,6 +53,8 @@ pub struct DiscordChannel {
     capabilities: ChannelCapabilities,
     identity: BotIdentity,
     rest: Rest,
+    /// Fetches inbound attachments from the CDN, without the bot token.
+    downloader: Downloader,
     /// What the first [`Channel::start`] takes; a second start finds `None`.
     pending: Mutex<Option<PendingStart>>,
 }
@@ -81,6 +86,7 @@ impl DiscordChannel {
             })?;
         }
         let rest = Rest::new(&token, proxy.clone()).map_err(|reason| DiscordError::InvalidConfig { reason })?;
+        let downloader = Downloader::new().map_err(|reason| DiscordError::InvalidConfig { reason })?;
         let me = rest.current_user().await.map_err(|error| match error {
             CallError::Status(failure) if failure.status == 401 => {
                 DiscordError::Unauthorized { reason: format!("GET /users/@me answered {}", failure.message()) }
@@ -115,6 +121,7 @@ impl DiscordChannel {
             capabilities: capabilities(),
             identity,
             rest,
+            downloader,
             pending: Mutex::new(Some(PendingStart { client, forwarder, messages })),
         })
     }
@@ -187,10 +194,14 @@ impl Channel for DiscordChannel {
     async fn send(&self, message: OutboundMessage) -> Result<SentMessage, ChannelError> {
         // Discord has no "plain" mode: plain text (notices, pairing codes) goes as is.
         let mut body = json!({
-            "content": message.text,
             // Users named in the text may be pinged; @everyone, @here and roles never.
             "allowed_mentions": {"parse": ["users"], "replied_user": true},
         });
+        // A file alone has no content; a text message always has (an empty one is Discord's
+        // to refuse).
+        if !message.text.is_empty() || message.attachments.is_empty() {
+            body["content"] = message.text.clone().into();
+        }
         if let Some(reply_to) = &message.reply_to_message_id {
             body["message_reference"] =
                 json!({"message_id": snowflake(reply_to, "message")?.to_string(), "fail_if_not_exists": false});
@@ -201,24 +212,24 @@ impl Channel for DiscordChannel {
             body["nonce"] = nonce_for(key).into();
             body["enforce_nonce"] = true.into();
         }
-        if !message.attachments.is_empty() {
-            warn!(
-                channel = CHANNEL_NAME,
-                account_id = %self.account_id,
-                chat_id = %message.target.chat.id,
-                count = message.attachments.len(),
-                "outbound attachments are not supported yet; sending the text only"
-            );
-        }
-        let sent = self
-            .rest
-            .create_message(channel_of(&message.target)?, &body)
-            .await
-            .map_err(|error| self.error(error, Some(&message.text)))?;
+        let channel_id = channel_of(&message.target)?;
+        let sent = if message.attachments.is_empty() {
+            self.rest.create_message(channel_id, &body).await
+        } else {
+            // The same body, as `payload_json`, naming the files.
+            let files = read_files(&message.attachments).await?;
+            body["attachments"] = attachments_json(&files);
+            self.rest.create_message_with_files(channel_id, &body, files).await
+        };
+        let sent = sent.map_err(|error| self.error(error, Some(&message.text)))?;
         let id = sent.get("id").and_then(Value::as_str).ok_or_else(|| ChannelError::Transient {
             reason: "Discord accepted the message but its answer has no id".to_owned(),
         })?;
         Ok(SentMessage { message_id: id.to_owned() })
+    }
+
+    async fn download(&self, attachment: &Attachment) -> Result<Download, ChannelError> {
+        self.downloader.download(attachment).await
     }
 
     async fn edit(&self, message: &MessageRef, text: &str, _format: TextFormat) -> Result<(), ChannelError> {

@@ -21,11 +21,15 @@
 //!   and the outbound calls of the `Channel` trait;
 //! - `gateway`: serenity's event handler, which only enqueues, and the forwarder that orders,
 //!   dedupes, resolves channels (threads, DMs) and hands messages to the core;
-//! - `normalize`: Discord messages → `InboundMessage` (DMs, channels, threads, mentions);
+//! - `normalize`: Discord messages → `InboundMessage` (DMs, channels, threads, mentions,
+//!   attachments by their CDN link, type, size and pixel size);
 //! - `nonce`: the `nonce` + `enforce_nonce` a create carries, derived from the message's
 //!   idempotency key, with which Discord itself drops a repeated send;
 //! - `rest`: one REST request per call, built by serenity, answered in full (status,
 //!   rate-limit headers, JSON body);
+//! - `upload`: the files a message carries (read from the core's media store, named so
+//!   Discord previews them), sent by `rest` as `multipart/form-data`;
+//! - `download`: inbound attachments fetched from their signed CDN links, streamed to the core;
 //! - `error`: REST failures → `ChannelError` (429 → `RateLimited { retry_after }`).
 //!
 //! The bot needs the Message Content privileged intent (developer portal → Bot); the gateway
@@ -40,6 +44,7 @@ use ferry_channel::{ChannelCapabilities, MarkupDialect, Rate, SendBudget};
 
 mod channel;
 mod config;
+mod download;
 mod error;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
@@ -49,6 +54,7 @@ mod nonce;
 mod normalize;
 mod rest;
 mod shard_watch;
+mod upload;
 
 pub use channel::{DiscordChannel, intents};
 pub use config::{DEFAULT_API_URL, DiscordConfig};

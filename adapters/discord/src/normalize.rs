@@ -12,6 +12,8 @@
 //! - `<@bot_id>` and the nickname form `<@!bot_id>` count as mentions and are cut from the
 //!   text (the model sees what was said to it, not the markup of the address);
 //! - a reply to one of the bot's messages counts as addressing it;
+//! - each attachment is referenced by its signed CDN `url` (what `download.rs` fetches), with
+//!   its kind from its `content_type`, its name, size and, for images and videos, pixel size;
 //! - system messages (joins, pins, thread creation notices) and empty messages are skipped.
 
 use ferry_channel::{Attachment, AttachmentKind, ChatKind, ChatRef, InboundMessage, Sender};
@@ -155,7 +157,7 @@ fn attachments(message: &Message) -> Vec<Attachment> {
                 file_name: Some(attachment.filename.clone()),
                 size_bytes: Some(u64::from(attachment.size)),
                 path: None,
-                dimensions: None,
+                dimensions: attachment.width.zip(attachment.height),
             }
         })
         .collect()

@@ -8,15 +8,24 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
+use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use reqwest::multipart::{Form, Part};
 use serde_json::Value;
 use serenity::http::{LightMethod, Request, Route};
 use serenity::model::id::{ChannelId, MessageId};
 
 use crate::error::{Failure, redact};
+use crate::upload::FileUpload;
 
 /// The HTTP timeout of one REST call. Longer than any answer Discord gives in practice,
 /// shorter than the reply pipeline's 15 s block-send stall detector plus a margin.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The HTTP timeout of a create that uploads files: up to 10 MiB must go up first, which
+/// takes longer than [`REQUEST_TIMEOUT`] on a slow link. A timed-out upload is transient and
+/// its repeat carries the same nonce, so Discord does not show it twice.
+const UPLOAD_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Why a REST call failed.
 #[derive(Debug, Clone)]
@@ -91,12 +100,55 @@ impl Rest {
         self.call(Route::ChannelTyping { channel_id }, LightMethod::Post, None).await.map(drop)
     }
 
+    /// `POST /channels/{id}/messages` as `multipart/form-data`: `payload_json` (the same
+    /// body a text create sends, plus its `attachments`) and one `files[n]` part per file,
+    /// with the file's own MIME type (see `upload.rs`).
+    pub(crate) async fn create_message_with_files(
+        &self,
+        channel_id: ChannelId,
+        payload: &Value,
+        files: Vec<FileUpload>,
+    ) -> Result<Value, CallError> {
+        let mut form = Form::new().text("payload_json", payload.to_string());
+        for (index, file) in files.into_iter().enumerate() {
+            let bytes = Bytes::from(file.bytes);
+            let len = bytes.len() as u64;
+            let part = Part::stream_with_length(bytes.clone(), len).file_name(file.file_name.clone());
+            // The core's types are sniffed, so they parse; a part whose type does not is sent
+            // without one, which Discord takes as bytes.
+            let part = match part.mime_str(&file.mime_type) {
+                Ok(part) => part,
+                Err(_) => Part::stream_with_length(bytes, len).file_name(file.file_name),
+            };
+            form = form.part(format!("files[{index}]"), part);
+        }
+        // Serenity builds the URL and the headers; its request is rebuilt around the form
+        // because it would add `Content-Length: 0` to a request without a JSON body.
+        let unbuildable = |error: String| CallError::Network(redact(&error, &self.token));
+        let built = Request::new(Route::ChannelMessages { channel_id }, LightMethod::Post)
+            .build(&self.client, &self.authorization, self.proxy.as_deref())
+            .map_err(|error| unbuildable(error.to_string()))?
+            .build()
+            .map_err(|error| unbuildable(error.to_string()))?;
+        let mut headers = built.headers().clone();
+        headers.remove(CONTENT_LENGTH);
+        headers.remove(CONTENT_TYPE);
+        let request = self.client.post(built.url().clone()).headers(headers).timeout(UPLOAD_TIMEOUT).multipart(form);
+        self.send(request).await
+    }
+
     async fn call(&self, route: Route<'_>, method: LightMethod, body: Option<&Value>) -> Result<Value, CallError> {
         let body = body.map(|body| body.to_string().into_bytes());
         let request = Request::new(route, method)
             .body(body)
             .build(&self.client, &self.authorization, self.proxy.as_deref())
             .map_err(|error| CallError::Network(redact(&error.to_string(), &self.token)))?;
+        self.send(request).await
+    }
+
+    /// Sends a built request and reads the answer in full: the JSON body of a success, or the
+    /// status, rate-limit headers and body of a failure.
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<Value, CallError> {
         let response =
             request.send().await.map_err(|error| CallError::Network(redact(&error.to_string(), &self.token)))?;
         let status = response.status().as_u16();

@@ -44,10 +44,12 @@ mod telegram;
 
 pub use anthropic::FakeAnthropic;
 pub use discord::{
-    Call as DiscordCall, DISCORD_BOT_ID, DiscordUser, Dropped as DiscordDropped, FakeDiscord, Mention,
+    Call as DiscordCall, CdnRequest as DiscordCdnRequest, DISCORD_BOT_ID, DiscordFile, DiscordUser,
+    Dropped as DiscordDropped, FakeDiscord, MAX_FILES as DISCORD_MAX_FILES, Mention,
     NONCE_LIMIT as DISCORD_NONCE_LIMIT, NONCE_WINDOW as DISCORD_NONCE_WINDOW, NonceReplay as DiscordNonceReplay,
-    STORM_RETRY_AFTER as DISCORD_STORM_RETRY_AFTER, SentMessage as DiscordSentMessage,
-    TEXT_LIMIT as DISCORD_TEXT_LIMIT,
+    STORM_RETRY_AFTER as DISCORD_STORM_RETRY_AFTER, SentAttachment as DiscordSentAttachment,
+    SentMessage as DiscordSentMessage, TEXT_LIMIT as DISCORD_TEXT_LIMIT, UPLOAD_LIMIT as DISCORD_UPLOAD_LIMIT,
+    UploadedFile as DiscordUploadedFile,
 };
 pub use images::{ANTHROPIC_MAX_SIDE, IMAGE_BASE64_LIMIT, ReceivedImage};
 pub use keys::KeyBehaviour;

@@ -100,6 +100,24 @@ fn attachments_are_kept_by_url_and_kind() {
 }
 
 #[test]
+fn an_attachment_keeps_its_name_size_type_and_pixel_size() {
+    let attachments = json!({"attachments": [
+        {"id": "1", "filename": "cat.png", "size": 2048, "url": "https://cdn/a/cat.png?ex=1&hm=2",
+         "proxy_url": "https://media/cat.png", "content_type": "image/png", "width": 640, "height": 480},
+        {"id": "2", "filename": "notes", "size": 3, "url": "https://cdn/a/notes", "proxy_url": "https://media/notes"},
+    ]});
+    let normalized = normalize(&message("see", attachments), &guild(), &bot(), "d", false).unwrap();
+    let [image, bare] = normalized.attachments.as_slice() else { panic!("{:?}", normalized.attachments) };
+    assert_eq!(image.reference, "https://cdn/a/cat.png?ex=1&hm=2");
+    assert_eq!(
+        (image.file_name.as_deref(), image.mime_type.as_deref(), image.size_bytes, image.dimensions),
+        (Some("cat.png"), Some("image/png"), Some(2048), Some((640, 480)))
+    );
+    assert_eq!((bare.kind, bare.mime_type.as_deref(), bare.dimensions), (AttachmentKind::Other, None, None));
+    assert!(image.path.is_none() && bare.path.is_none(), "platform files are fetched with download");
+}
+
+#[test]
 fn guild_messages_carry_their_guild_as_the_space_and_dms_none() {
     let in_guild = normalize(&message("x", json!({"guild_id": "77"})), &guild(), &bot(), "d", false).unwrap();
     assert_eq!(in_guild.space_id.as_deref(), Some("77"));

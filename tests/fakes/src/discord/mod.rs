@@ -28,13 +28,18 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Layout: `state.rs` holds channels, messages, faults, limits and the session log;
-//! `rest.rs` serves the HTTP API; `gateway.rs` the WebSocket.
+//! Files travel as Discord's do: a user's message can carry attachments the fake serves from
+//! signed links that expire, and the bot uploads files with a `multipart/form-data` create,
+//! checked against Discord's limits (`media.rs`).
 //!
-//! Not served: attachments and embeds, slash commands and interactions, guild and member
-//! endpoints, zlib-compressed gateway frames.
+//! Layout: `state.rs` holds channels, messages, faults, limits and the session log;
+//! `rest.rs` serves the HTTP API; `media.rs` the CDN and uploads; `gateway.rs` the WebSocket.
+//!
+//! Not served: embeds, slash commands and interactions, guild and member endpoints,
+//! zlib-compressed gateway frames.
 
 mod gateway;
+mod media;
 mod rest;
 mod state;
 
@@ -49,6 +54,8 @@ use tokio::time::Instant;
 use state::{ChannelInfo, DM, Fault, GROUP_DM, GUILD_TEXT, PUBLIC_THREAD, State, StoredMessage};
 
 use crate::FakeServer;
+
+pub use media::{CdnRequest, DiscordFile, MAX_FILES, SentAttachment, UPLOAD_LIMIT};
 
 /// Discord's limit on a message's content.
 pub const TEXT_LIMIT: usize = 2000;
@@ -130,6 +137,19 @@ pub struct Call {
     /// The connection was closed instead of answering (a scripted fault), and whether the
     /// call took effect first.
     pub dropped: Option<Dropped>,
+    /// The `files[n]` parts of a multipart create, in order (`body` is its `payload_json`).
+    pub files: Vec<UploadedFile>,
+}
+
+/// A file part of a multipart call, as received.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UploadedFile {
+    /// `n` of the part's name `files[n]`.
+    pub index: u64,
+    /// The part's own file name (the `attachments` entry may rename it).
+    pub filename: Option<String>,
+    pub content_type: Option<String>,
+    pub size: usize,
 }
 
 pub use crate::server::Dropped;
@@ -170,6 +190,8 @@ pub struct SentMessage {
     pub reply_to: Option<u64>,
     /// How many edits changed its content.
     pub edits: u32,
+    /// The files it carries, in order.
+    pub attachments: Vec<SentAttachment>,
 }
 
 /// How [`FakeDiscord`] ends the current gateway connection.
@@ -187,6 +209,8 @@ pub(crate) struct Shared {
     state: Mutex<State>,
     /// `ws://127.0.0.1:PORT/gateway`, set once the server is bound.
     gateway_url: Mutex<String>,
+    /// `http://127.0.0.1:PORT`, set once the server is bound: the CDN links' base.
+    url: Mutex<String>,
     heartbeat_interval: Duration,
     /// Bumped on every change a test or a connection may wait for.
     changed: watch::Sender<u64>,
@@ -207,6 +231,10 @@ impl Shared {
 
     fn gateway_url(&self) -> String {
         lock(&self.gateway_url).clone()
+    }
+
+    fn url(&self) -> String {
+        lock(&self.url).clone()
     }
 }
 
@@ -230,12 +258,14 @@ impl FakeDiscord {
             token: token.to_owned(),
             state: Mutex::new(State::new(bot)),
             gateway_url: Mutex::new(String::new()),
+            url: Mutex::new(String::new()),
             heartbeat_interval,
             changed: watch::Sender::new(0),
             kick: watch::Sender::new(Kick::Drop),
         });
         let server = FakeServer::start(rest::router(Arc::clone(&shared))).await?;
         *lock(&shared.gateway_url) = format!("ws://{}/gateway", server.addr());
+        *lock(&shared.url) = server.url();
         Ok(Self { server, shared })
     }
 
@@ -298,7 +328,7 @@ impl FakeDiscord {
     /// A `MESSAGE_CREATE` from `author` in `channel` (which must exist); returns the message
     /// id. Dispatched on the live session, or after the next READY if there is none.
     pub fn inject_message(&self, channel: u64, author: &DiscordUser, content: &str) -> u64 {
-        self.inject(channel, author, content, None)
+        self.inject_with(channel, author, content, None, Vec::new())
     }
 
     /// Dispatches `data` as a `t` event on the live session exactly as given, however wrong:
@@ -308,12 +338,28 @@ impl FakeDiscord {
         self.shared.notify();
     }
 
-    fn inject(&self, channel: u64, author: &DiscordUser, content: &str, reply_to: Option<u64>) -> u64 {
+    fn inject_with(
+        &self,
+        channel: u64,
+        author: &DiscordUser,
+        content: &str,
+        reply_to: Option<u64>,
+        files: Vec<DiscordFile>,
+    ) -> u64 {
+        let base_url = self.shared.url();
         let id = {
             let mut state = lock(&self.shared.state);
             assert!(state.channels.contains_key(&channel), "fake Discord: channel {channel} was never created");
             let id = state.next_id();
-            let json = state.message_json(id, channel, author, content, reply_to);
+            let mut json = state.message_json(id, channel, author, content, reply_to);
+            let attachments: Vec<Value> = files
+                .into_iter()
+                .map(|file| {
+                    let content_type = file.content_type.as_deref();
+                    state.publish(&base_url, channel, &file.filename, content_type, file.bytes.into()).1
+                })
+                .collect();
+            json["attachments"] = attachments.into();
             state.messages.insert(id, StoredMessage { json: json.clone(), sent: None });
             state.dispatch("MESSAGE_CREATE", json);
             id
@@ -372,7 +418,7 @@ impl FakeDiscord {
 
     /// A reply to message `to` in `channel` (`message_reference` + `referenced_message`).
     pub fn reply(&self, channel: u64, author: &DiscordUser, to: u64, content: &str) -> u64 {
-        self.inject(channel, author, content, Some(to))
+        self.inject_with(channel, author, content, Some(to), Vec::new())
     }
 
     // --- Faults -----------------------------------------------------------------------------

@@ -4,8 +4,9 @@
 //! way Discord checks it: the `Authorization: Bot <token>` header (401), the channel (404
 //! Unknown Channel), storms, scripted faults and rate limits (429 with `retry_after` and the
 //! `X-RateLimit-*` headers), the content (400 code 50006 empty, 50035 over 2000 chars) and
-//! the nonce (50035 over 25 chars). A create whose `nonce` repeats (with `enforce_nonce`) is
-//! answered with the existing message. Scripted connection drops end a call without an
+//! the nonce (50035 over 25 chars). A create with files comes as `multipart/form-data` and
+//! is checked in `media.rs` too (at most 10 MiB: 413, code 40005). A create whose `nonce`
+//! repeats (with `enforce_nonce`) is answered with the existing message. Scripted connection drops end a call without an
 //! answer, before or after it took effect.
 
 use std::io;
@@ -13,15 +14,18 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State as AxumState};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::extract::{DefaultBodyLimit, Path, State as AxumState};
+use axum::http::{Extensions, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::media::{self, Upload};
 use super::state::{Fault, NonceUse};
-use super::{Call, Dropped, NONCE_LIMIT, NonceReplay, SentMessage, Shared, TEXT_LIMIT, lock};
+use super::{
+    Call, Dropped, NONCE_LIMIT, NonceReplay, SentAttachment, SentMessage, Shared, TEXT_LIMIT, UploadedFile, lock,
+};
 
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
     Router::new()
@@ -29,17 +33,22 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v10/gateway/bot", get(gateway_bot))
         .route("/api/v10/users/@me", get(current_user))
         .route("/api/v10/channels/{channel}", get(channel))
-        .route("/api/v10/channels/{channel}/messages", post(create_message))
+        .route(
+            "/api/v10/channels/{channel}/messages",
+            post(create_message).layer(DefaultBodyLimit::max(media::BODY_LIMIT)),
+        )
         .route("/api/v10/channels/{channel}/messages/{message}", patch(edit_message).delete(delete_message))
         .route("/api/v10/channels/{channel}/typing", post(typing))
         .route("/gateway", get(super::gateway::upgrade))
+        .route("/attachments/{channel}/{attachment}/{filename}", get(media::serve))
+        .route("/media/attachments/{channel}/{attachment}/{filename}", get(media::serve))
         .with_state(shared)
 }
 
 type Shared_ = AxumState<Arc<Shared>>;
 
 /// A Discord JSON error answer.
-fn error(status: u16, code: i64, message: &str) -> Response {
+pub(crate) fn error(status: u16, code: i64, message: &str) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, axum::Json(json!({ "code": code, "message": message }))).into_response()
 }
@@ -75,6 +84,7 @@ impl Shared {
                 at: Instant::now(),
                 status: None,
                 dropped: None,
+                files: Vec::new(),
             });
             state.calls.len() - 1
         };
@@ -229,10 +239,11 @@ fn check_message_call(shared: &Shared, headers: &HeaderMap, channel: Option<u64>
     Ok(Admitted { channel, drop_answer })
 }
 
-/// The content's problem, as Discord reports it, if any.
-fn check_content(content: Option<&str>) -> Result<(), Refused> {
+/// The content's problem, as Discord reports it, if any. It may be empty only when the
+/// message carries files.
+fn check_content(content: Option<&str>, may_be_empty: bool) -> Result<(), Refused> {
     let content = content.unwrap_or_default();
-    if content.trim().is_empty() {
+    if content.trim().is_empty() && !may_be_empty {
         return Err(error(400, 50006, "Cannot send an empty message").into());
     }
     if content.chars().count() > TEXT_LIMIT {
@@ -277,23 +288,50 @@ async fn create_message(
     AxumState(shared): Shared_,
     Path(channel): Path<String>,
     headers: HeaderMap,
+    extensions: Extensions,
     body: Bytes,
 ) -> Response {
-    let body = parse_body(&body);
+    // A create with files is a multipart form whose `payload_json` is the JSON body.
+    let multipart = media::is_multipart(&headers);
+    let (body, mut form_error, parts) = if multipart {
+        let Upload { payload, parts } = media::parse(&headers, extensions, body).await;
+        match payload {
+            Ok(payload) => (payload, None, parts),
+            Err(refusal) => (Value::Null, Some(refusal), parts),
+        }
+    } else {
+        (parse_body(&body), None, Vec::new())
+    };
     let channel_id = channel.parse::<u64>().ok();
     let index = shared.record(&Method::POST, format!("/api/v10/channels/{channel}/messages"), channel_id, body.clone());
+    if let Some(call) = lock(&shared.state).calls.get_mut(index) {
+        call.files = parts
+            .iter()
+            .map(|part| UploadedFile {
+                index: part.index,
+                filename: part.filename.clone(),
+                content_type: part.content_type.clone(),
+                size: part.bytes.len(),
+            })
+            .collect();
+    }
     let mut drop_answer = false;
     let outcome = (|| -> Result<Response, Refused> {
         let admitted = check_message_call(&shared, &headers, channel_id)?;
         drop_answer = admitted.drop_answer;
         let channel = admitted.channel;
+        if let Some(refusal) = form_error.take() {
+            return Err(refusal.into());
+        }
+        let files = if multipart { media::check(&body, &parts).map_err(Refused::Answer)? } else { Vec::new() };
         let content = body.get("content").and_then(Value::as_str);
-        check_content(content)?;
+        check_content(content, !files.is_empty())?;
         let nonce = check_nonce(&body)?;
         let enforce_nonce = body.get("enforce_nonce").and_then(Value::as_bool) == Some(true);
         let content = content.unwrap_or_default();
         let reply_to =
             body.pointer("/message_reference/message_id").and_then(Value::as_str).and_then(|id| id.parse().ok());
+        let base_url = shared.url();
         let mut state = lock(&shared.state);
         let now = Instant::now();
         if let Some(nonce) = nonce.as_ref().filter(|_| enforce_nonce)
@@ -307,11 +345,28 @@ async fn create_message(
         let bot = state.bot.clone();
         let reply_to = reply_to.filter(|id| state.messages.contains_key(id));
         let mut json = state.message_json(id, channel, &bot, content, reply_to);
+        let mut attachments = Vec::new();
+        let mut objects = Vec::new();
+        for file in files {
+            let content_type = file.part.content_type.as_deref();
+            let (attachment_id, object) =
+                state.publish(&base_url, channel, &file.filename, content_type, file.part.bytes.clone());
+            attachments.push(SentAttachment {
+                id: attachment_id,
+                filename: file.filename,
+                content_type: file.part.content_type,
+                bytes: file.part.bytes.to_vec(),
+                url: object["url"].as_str().unwrap_or_default().to_owned(),
+            });
+            objects.push(object);
+        }
+        json["attachments"] = objects.into();
         if let Some(nonce) = &nonce {
             json["nonce"] = nonce.clone().into();
             state.nonces.insert((channel, nonce.clone()), NonceUse { message_id: id, at: now });
         }
-        let sent = SentMessage { channel_id: channel, message_id: id, content: content.to_owned(), reply_to, edits: 0 };
+        let content = content.to_owned();
+        let sent = SentMessage { channel_id: channel, message_id: id, content, reply_to, edits: 0, attachments };
         state.messages.insert(id, super::state::StoredMessage { json: json.clone(), sent: Some(sent) });
         Ok(axum::Json(json).into_response())
     })();
@@ -334,7 +389,7 @@ async fn edit_message(
         drop_answer = admitted.drop_answer;
         let channel = admitted.channel;
         let content = body.get("content").and_then(Value::as_str);
-        check_content(content)?;
+        check_content(content, false)?;
         let mut state = lock(&shared.state);
         let stored = message.parse::<u64>().ok().and_then(|id| state.messages.get_mut(&id));
         let Some(stored) = stored.filter(|stored| channel_of(&stored.json) == Some(channel)) else {

@@ -1,5 +1,5 @@
 //! What the fake Discord keeps: channels, messages, recorded calls, scripted faults, the
-//! outbound limits, and the gateway session's event log.
+//! outbound limits, the gateway session's event log, and the CDN's files.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::media::Cdn;
 use super::{Call, DiscordUser, NONCE_WINDOW, NonceReplay, SentMessage};
 
 /// Discord channel types used by the fake (API docs, "Channel Types").
@@ -95,6 +96,8 @@ pub(crate) struct State {
     pub(crate) windows: HashMap<u64, VecDeque<Instant>>,
     pub(crate) rate_limited: usize,
     pub(crate) gateway: Session,
+    /// The files the CDN serves (`media.rs`).
+    pub(crate) cdn: Cdn,
 }
 
 /// The gateway session: its id, its event log (the index + 1 is the sequence number) and
@@ -134,6 +137,7 @@ impl State {
             windows: HashMap::new(),
             rate_limited: 0,
             gateway: Session::default(),
+            cdn: Cdn::default(),
         }
     }
 
@@ -231,10 +235,15 @@ pub(crate) fn mentioned_ids(content: &str) -> Vec<u64> {
 
 /// Now as an ISO 8601 timestamp, as Discord writes them.
 pub(crate) fn timestamp() -> String {
-    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = unix_seconds();
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (year, month, day) = civil_from_days(days as i64);
     format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.000000+00:00", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// Seconds since 1970-01-01, by the system clock.
+pub(crate) fn unix_seconds() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 /// Days since 1970-01-01 → (year, month, day), Howard Hinnant's algorithm.

@@ -17,7 +17,7 @@ async fn open(discord: &FakeDiscord) -> Socket {
 }
 
 /// The next text frame as JSON; `None` when the connection closed (with the close code).
-async fn frame(socket: &mut Socket) -> Result<Value, Option<u16>> {
+pub(crate) async fn frame(socket: &mut Socket) -> Result<Value, Option<u16>> {
     loop {
         match soon(socket.next()).await {
             Some(Ok(Message::Text(text))) => return Ok(serde_json::from_str(text.as_str()).unwrap()),
@@ -33,7 +33,7 @@ async fn send(socket: &mut Socket, payload: Value) {
 }
 
 /// Hello, Identify, READY; returns the socket and the session id.
-async fn identified(discord: &FakeDiscord) -> (Socket, String) {
+pub(crate) async fn identified(discord: &FakeDiscord) -> (Socket, String) {
     let mut socket = open(discord).await;
     let hello = frame(&mut socket).await.unwrap();
     assert_eq!((hello["op"].as_u64(), hello["d"]["heartbeat_interval"].as_u64()), (Some(10), Some(1000)));

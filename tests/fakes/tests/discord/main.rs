@@ -4,6 +4,7 @@
 
 mod faults;
 mod gateway;
+mod media;
 mod rest;
 
 use std::future::Future;
