@@ -324,7 +324,7 @@ fn share_ts(shares: &Value, channel: &str, thread: Option<&str>) -> Option<Strin
             };
             placed.then(|| ts.to_owned())
         })
-        .last()
+        .next_back()
 }
 
 #[cfg(test)]

@@ -99,6 +99,8 @@ pub(crate) struct Files {
     /// `files.completeUploadExternal`'s answer.
     defer_shares: Option<u32>,
     info_calls: HashMap<String, u32>,
+    /// Every download answers the sign-in page, as for an app without `files:read`.
+    access_revoked: bool,
 }
 
 impl Files {
@@ -358,7 +360,11 @@ pub(crate) async fn download(
         return response;
     }
     let id = key.strip_prefix(&format!("{TEAM_ID}-")).unwrap_or(&key);
-    let hosted = lock(&shared.state).files.hosted(id).cloned();
+    let (hosted, revoked) = {
+        let state = lock(&shared.state);
+        (state.files.hosted(id).cloned(), state.files.access_revoked)
+    };
+    let authorized = !revoked && token.as_deref() == Some(shared.bot_token.as_str());
     let response = match hosted {
         Some(Hosted { redirect_to: Some(to), .. }) => {
             let mut response = StatusCode::FOUND.into_response();
@@ -367,9 +373,7 @@ pub(crate) async fn download(
             }
             response
         }
-        _ if token.as_deref() != Some(shared.bot_token.as_str()) => {
-            ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], LOGIN_PAGE).into_response()
-        }
+        _ if !authorized => ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], LOGIN_PAGE).into_response(),
         None => (StatusCode::NOT_FOUND, "file_not_found").into_response(),
         Some(hosted) => {
             let mut response = (StatusCode::OK, hosted.bytes).into_response();
@@ -540,6 +544,12 @@ impl FakeSlack {
         if let Some(file) = self.state().files.hosted.iter_mut().find(|file| file.id == file_id) {
             file.redirect_to = Some(to.to_owned());
         }
+    }
+
+    /// From now on every file download answers the HTML sign-in page, whatever the token, as
+    /// Slack does for an app without the `files:read` scope.
+    pub fn revoke_file_access(&self) {
+        self.state().files.access_revoked = true;
     }
 
     /// From now on `files.completeUploadExternal` answers with empty `shares` (as Slack does
