@@ -1,7 +1,8 @@
 //! [`SlackChannel`]: the `Channel` implementation — start-up (`auth.test`), inbound wiring,
 //! the outbound calls (`chat.postMessage`, `chat.update`, `chat.delete`), and the lookup of
 //! a sent message by its idempotency key (`lookup.rs`), which `chat.postMessage` records in
-//! the message's metadata.
+//! the message's metadata. Files go through `download.rs` (inbound) and `upload.rs` (a
+//! message with an attachment, its id, and finding it again).
 //!
 //! Each outbound call is exactly one Web API request. slack-morphism's own rate controller
 //! is not used: the core's outbound scheduler owns rate budgets and retries (it waits out a
@@ -11,26 +12,29 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use ferry_channel::{
-    Channel, ChannelCapabilities, ChannelError, InboundDelivery, InboundStream, MessageRef, OutboundMessage,
-    SentMessage, TextFormat,
+    Attachment, Channel, ChannelCapabilities, ChannelError, Download, InboundDelivery, InboundStream, MessageRef,
+    OutboundMessage, SentMessage, TextFormat,
 };
 use futures::StreamExt;
 use slack_morphism::api::{
     SlackApiAppsConnectionOpenRequest, SlackApiChatDeleteRequest, SlackApiChatPostMessageRequest,
-    SlackApiChatUpdateRequest,
+    SlackApiChatUpdateRequest, SlackApiFilesInfoRequest,
 };
 use slack_morphism::errors::SlackClientError;
-use slack_morphism::{SlackApiToken, SlackApiTokenValue, SlackChannelId, SlackMessageContent, SlackTs};
+use slack_morphism::{SlackApiToken, SlackApiTokenValue, SlackChannelId, SlackFileId, SlackMessageContent, SlackTs};
 use tokio::sync::mpsc;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::client::{self, Client};
 use crate::config::{ReplyToMode, SlackConfig, SlackMode};
+use crate::download::{self, Downloads};
 use crate::error::{SlackError, channel_error, is_auth_code};
 use crate::events::{self, EventsState};
+use crate::hosts::SlackHosts;
 use crate::inbound::Inbound;
 use crate::lookup;
 use crate::normalize::BotIdentity;
+use crate::upload::{self, FileMessage, Uploads};
 use crate::{CHANNEL_NAME, capabilities, socket};
 
 /// Inbound deliveries buffered between the adapter and the core.
@@ -49,6 +53,10 @@ pub struct SlackChannel {
     events: Option<Arc<EventsState>>,
     /// `auth.test`'s answer, for logs.
     team: String,
+    /// Users' files, fetched with the bot token from Slack's hosts only.
+    downloads: Downloads,
+    /// Messages with files, and the files uploaded for recent idempotency keys.
+    uploads: Uploads,
 }
 
 /// The receiving end of the inbound channel, plus the app token Socket Mode connects with
@@ -81,6 +89,13 @@ impl SlackChannel {
         }
         let client = Arc::new(client::build(&config.api_url)?);
         let token = api_token(&config.bot_token);
+        let api_url = url::Url::parse(config.api_url.trim_end_matches('/')).map_err(|error| {
+            SlackError::InvalidConfig { reason: format!("channels.slack.api_url is not a URL: {error}") }
+        })?;
+        let hosts = SlackHosts::of(&api_url);
+        let files_http = download::file_client(&hosts)?;
+        let downloads = Downloads::new(files_http.clone(), hosts.clone(), &config.bot_token)?;
+        let uploads = Uploads::new(files_http, hosts);
         let unreachable = |error: &SlackClientError| SlackError::Unreachable {
             api_url: config.api_url.clone(),
             reason: error.to_string(),
@@ -136,6 +151,8 @@ impl SlackChannel {
             pending: Mutex::new(Some(PendingStart { rx, socket })),
             events,
             team: auth.team,
+            downloads,
+            uploads,
         })
     }
 
@@ -194,19 +211,21 @@ impl Channel for SlackChannel {
     }
 
     async fn send(&self, message: OutboundMessage) -> Result<SentMessage, ChannelError> {
-        if !message.attachments.is_empty() {
-            warn!(
-                channel = CHANNEL_NAME,
-                account_id = %self.account_id,
-                chat_id = %message.target.chat.id,
-                count = message.attachments.len(),
-                "outbound attachments are not supported yet; sending the text only"
-            );
-        }
         // A message from a thread is answered in it; otherwise a thread is started under the
         // message answered only when the core asks (reply_to_mode first/all). Never invented.
         let thread = thread_of(&message).map(str::to_owned);
         let text = slack_text(&message.text, message.format);
+        if !message.attachments.is_empty() {
+            // The text goes as the file's comment, in the share message (upload.rs).
+            let files = FileMessage {
+                channel: &message.target.chat.id,
+                thread: thread.as_deref(),
+                comment: text,
+                attachments: &message.attachments,
+                idempotency_key: message.idempotency_key.as_deref(),
+            };
+            return self.uploads.send(&self.session(), &files).await;
+        }
         let length = text.chars().count();
         let mut content = content(text);
         if let Some(key) = &message.idempotency_key {
@@ -220,7 +239,27 @@ impl Channel for SlackChannel {
         Ok(SentMessage { message_id: sent.ts.0 })
     }
 
+    async fn download(&self, attachment: &Attachment) -> Result<Download, ChannelError> {
+        let reference = attachment.reference.as_str();
+        if reference.starts_with("https://") || reference.starts_with("http://") {
+            return self.downloads.fetch(reference, attachment.mime_type.as_deref()).await;
+        }
+        // A file shared without a URL (Slack Connect's `file_access: check_file_info`) is
+        // known by its id: `files.info` gives its URL.
+        let request = SlackApiFilesInfoRequest::new(SlackFileId(reference.to_owned()));
+        let info = self.session().files_info(&request).await.map_err(|error| channel_error(&error, None))?;
+        let url = info.file.url_private_download.or(info.file.url_private).ok_or_else(|| ChannelError::Rejected {
+            reason: format!("Slack has no download URL for file {reference}"),
+        })?;
+        self.downloads.fetch(url.as_str(), attachment.mime_type.as_deref()).await
+    }
+
     async fn edit(&self, message: &MessageRef, text: &str, format: TextFormat) -> Result<(), ChannelError> {
+        if upload::is_file_id(&message.message_id) {
+            return Err(ChannelError::Rejected {
+                reason: "a file whose share message Slack had not reported cannot be edited".to_owned(),
+            });
+        }
         let text = slack_text(text, format);
         let length = text.chars().count();
         let request = SlackApiChatUpdateRequest::new(
@@ -233,6 +272,9 @@ impl Channel for SlackChannel {
     }
 
     async fn delete(&self, message: &MessageRef) -> Result<(), ChannelError> {
+        if upload::is_file_id(&message.message_id) {
+            return self.uploads.delete(&self.session(), &message.message_id).await;
+        }
         let request = SlackApiChatDeleteRequest::new(
             SlackChannelId(message.target.chat.id.clone()),
             SlackTs(message.message_id.clone()),
@@ -242,6 +284,10 @@ impl Channel for SlackChannel {
 
     async fn find_sent(&self, message: &OutboundMessage) -> Result<Option<SentMessage>, ChannelError> {
         let Some(key) = message.idempotency_key.as_deref() else { return Ok(None) };
+        if !message.attachments.is_empty() {
+            let channel = &message.target.chat.id;
+            return self.uploads.find_sent(&self.session(), key, channel, thread_of(message)).await;
+        }
         // Where `send` posted it: its thread, or the thread under the message it answers.
         let query = lookup::Query { channel: &message.target.chat.id, thread: thread_of(message), key };
         let found = lookup::find_sent(&self.session(), &self.inbound.bot, &query)

@@ -5,6 +5,8 @@
 //! limits with HTTP 429 and a `Retry-After` header (seconds). slack-morphism turns these into
 //! `ApiError { code }` and `RateLimitError { retry_after }`, which are classified here by code.
 
+use std::time::Duration;
+
 use ferry_channel::ChannelError;
 use slack_morphism::errors::SlackClientError;
 
@@ -60,6 +62,35 @@ pub(crate) fn channel_error(error: &SlackClientError, text_len: Option<usize>) -
     }
 }
 
+/// Classifies a file request's HTTP status (a download, or the bytes POSTed to an upload
+/// URL), which is not a Web API answer: 429 waits `Retry-After` (seconds); 401, 403, 404 and
+/// other 4xx refuse this file for good; 5xx and anything unexpected may pass on a retry.
+/// `doing` says which request, for the reason.
+pub(crate) fn file_status_error(status: u16, retry_after: Option<&str>, doing: &str) -> ChannelError {
+    let reason = format!("{doing}: HTTP {status}");
+    match status {
+        429 => ChannelError::RateLimited {
+            retry_after: retry_after.and_then(|secs| secs.trim().parse::<u64>().ok()).map(Duration::from_secs),
+        },
+        400..=499 => ChannelError::Rejected { reason },
+        _ => ChannelError::Transient { reason },
+    }
+}
+
+/// Classifies a file request that got no complete answer (connect, timeout, a body cut
+/// short): the request may pass on a retry. The reason names no URL (`without_url`) and
+/// can hold no token: tokens travel only in headers, which reqwest's errors never show.
+pub(crate) fn file_transport_error(error: reqwest::Error, doing: &str) -> ChannelError {
+    let error = error.without_url();
+    let mut reason = format!("{doing}: {error}");
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        reason.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    if error.is_builder() { ChannelError::Rejected { reason } } else { ChannelError::Transient { reason } }
+}
+
 fn api_error(code: &str, text_len: Option<usize>) -> ChannelError {
     match code {
         "ratelimited" | "rate_limited" => ChannelError::RateLimited { retry_after: None },
@@ -75,8 +106,6 @@ fn api_error(code: &str, text_len: Option<usize>) -> ChannelError {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use slack_morphism::errors::{SlackClientApiError, SlackClientHttpError, SlackRateLimitError};
 
     use super::*;
@@ -110,6 +139,20 @@ mod tests {
         assert!(matches!(channel_error(&api("token_revoked"), None), ChannelError::Unauthorized { .. }));
         for code in ["channel_not_found", "not_in_channel", "message_not_found", "cant_update_message"] {
             assert!(matches!(channel_error(&api(code), None), ChannelError::Rejected { .. }), "{code}");
+        }
+    }
+
+    #[test]
+    fn file_requests_are_classified_by_status() {
+        assert_eq!(
+            file_status_error(429, Some("7"), "downloading"),
+            ChannelError::RateLimited { retry_after: Some(Duration::from_secs(7)) }
+        );
+        for refused in [401, 403, 404, 410] {
+            assert!(matches!(file_status_error(refused, None, "x"), ChannelError::Rejected { .. }), "{refused}");
+        }
+        for transient in [500, 502, 503] {
+            assert!(matches!(file_status_error(transient, None, "x"), ChannelError::Transient { .. }), "{transient}");
         }
     }
 

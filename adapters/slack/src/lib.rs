@@ -26,8 +26,13 @@
 //! - `socket`: Socket Mode, acknowledging an envelope only after the core's ack;
 //! - `events`: the `/slack/events` route for the Events API (signature, replay window,
 //!   `url_verification`);
-//! - `normalize`: Slack events → `InboundMessage` (DMs, group DMs, channels, threads);
-//! - `error`: Web API errors → `ChannelError`.
+//! - `normalize`: Slack events → `InboundMessage` (DMs, group DMs, channels, threads, the
+//!   files a message shares);
+//! - `download`: a shared file's bytes, fetched with the bot token from Slack's hosts only
+//!   (`hosts`);
+//! - `upload`: a message with a file, through Slack's external upload flow, and what its
+//!   message id is;
+//! - `error`: Web API and file request errors → `ChannelError`.
 //!
 //! The platform's limits, which the core plans replies with (and `ferry config check`
 //! validates against), are [`capabilities`].
@@ -39,15 +44,18 @@ use ferry_channel::{ChannelCapabilities, MarkupDialect, Rate, SendBudget};
 mod channel;
 mod client;
 mod config;
+mod download;
 mod error;
 mod events;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod hosts;
 mod inbound;
 mod lookup;
 mod normalize;
 mod socket;
+mod upload;
 
 pub use channel::SlackChannel;
 pub use config::{DEFAULT_API_URL, ReplyToMode, SlackConfig, SlackMode};

@@ -12,6 +12,9 @@
 //! - a reply in a thread has `thread_ts` (the parent's `ts`), which becomes `thread_id` and
 //!   so a `:thread:<thread_ts>` session; the thread's parent itself is top-level;
 //! - `<@BOT_USER_ID>` in the text is a mention;
+//! - files shared with a message (`files[]`, also `subtype: file_share`) become attachments
+//!   known by their `url_private_download` (the bytes are fetched only when the core asks,
+//!   `download.rs`);
 //! - edits, deletions, joins/leaves and other subtypes are skipped, and the bot's own
 //!   messages are never taken in (other bots' are passed on flagged `is_bot`, for the core's
 //!   `allow_bots` rule).
@@ -167,12 +170,21 @@ fn attachments(content: &SlackMessageContent) -> Vec<Attachment> {
     content.files.iter().flatten().map(attachment).collect()
 }
 
+/// One shared file. The reference is the URL the bytes are downloaded from
+/// (`url_private_download`, else `url_private`), or the file id when Slack sent no URL
+/// (a Slack Connect file to be looked up with `files.info`).
+///
+/// Size and pixel dimensions stay unknown here: Slack sends `size` and `original_w` /
+/// `original_h`, but slack-morphism's `SlackFile` (2.31) does not read them, and the event
+/// reaches the adapter already parsed into it. The download's `Content-Length` gives the
+/// core the size before the first byte.
 fn attachment(file: &SlackFile) -> Attachment {
     let mime_type = file.mimetype.as_ref().map(|mime| mime.0.clone());
     let kind = AttachmentKind::from_mime(mime_type.as_deref());
+    let url = file.url_private_download.as_ref().or(file.url_private.as_ref());
     Attachment {
         kind,
-        reference: file.url_private.as_ref().map(ToString::to_string).unwrap_or_else(|| file.id.0.clone()),
+        reference: url.map(ToString::to_string).unwrap_or_else(|| file.id.0.clone()),
         mime_type,
         file_name: file.name.clone(),
         size_bytes: None,

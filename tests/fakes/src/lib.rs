@@ -59,8 +59,8 @@ pub use recorded::RecordedRequest;
 pub use server::FakeServer;
 pub use slack::{
     APP_ID as SLACK_APP_ID, BOT_ID as SLACK_BOT_ID, BOT_USER_ID as SLACK_BOT_USER_ID, Call as SlackCall,
-    Dropped as SlackDropped, EventsResponse, FakeSlack, PostedMessage, SlackEvent, SlackEventsClient,
-    TEAM_ID as SLACK_TEAM_ID,
+    Dropped as SlackDropped, EventsResponse, FakeSlack, LOGIN_PAGE as SLACK_LOGIN_PAGE, PostedMessage, SlackEvent,
+    SlackEventsClient, TEAM_ID as SLACK_TEAM_ID, UploadedFile as SlackUploadedFile,
 };
 pub use telegram::{
     BOT_USER_ID, BotCommand, Call, CallOutcome, ChatAction, DEFAULT_BOT_USERNAME, DOWNLOAD_LIMIT, FakeTelegram,

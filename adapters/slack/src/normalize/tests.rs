@@ -101,3 +101,41 @@ fn another_bots_message_is_passed_on_flagged_as_a_bot() {
     let sender = run(other).unwrap().message.sender;
     assert_eq!((sender.id.as_str(), sender.is_bot), ("BOTHER", true));
 }
+
+#[test]
+fn a_file_share_carries_its_files_known_by_their_download_url() {
+    let mut share = message("C1", "channel", "");
+    share["subtype"] = json!("file_share");
+    share["files"] = json!([
+        {"id": "F1", "name": "photo.jpg", "mimetype": "image/jpeg", "size": 1234, "original_w": 640, "original_h": 480,
+         "url_private": "https://files.slack.com/files-pri/T1-F1/photo.jpg",
+         "url_private_download": "https://files.slack.com/files-pri/T1-F1/download/photo.jpg"},
+        {"id": "F2", "name": "notes.txt", "mimetype": "text/plain", "url_private": "https://files.slack.com/files-pri/T1-F2/notes.txt"},
+        {"id": "F3", "file_access": "check_file_info"},
+    ]);
+    let normalized = run(share).unwrap().message;
+    assert_eq!((normalized.text.as_str(), normalized.sender.is_bot), ("", false));
+    let summary: Vec<_> = normalized
+        .attachments
+        .iter()
+        .map(|a| (a.kind, a.reference.as_str(), a.file_name.as_deref(), a.mime_type.as_deref()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                AttachmentKind::Image,
+                "https://files.slack.com/files-pri/T1-F1/download/photo.jpg",
+                Some("photo.jpg"),
+                Some("image/jpeg")
+            ),
+            (
+                AttachmentKind::Document,
+                "https://files.slack.com/files-pri/T1-F2/notes.txt",
+                Some("notes.txt"),
+                Some("text/plain")
+            ),
+            (AttachmentKind::Other, "F3", None, None),
+        ]
+    );
+}

@@ -15,6 +15,10 @@
 //!   are redelivered on the next connection; [`FakeSlack::disconnect`] sends `disconnect`.
 //! - **Events API**: [`SlackEventsClient`] POSTs the same event payloads to an app's request URL,
 //!   signed (or badly signed, or stale).
+//! - **Files**: users' files shared in `file_share` messages and served only with the bot
+//!   token (an HTML sign-in page otherwise), and the bot's uploads through
+//!   `files.getUploadURLExternal` → upload URL → `files.completeUploadExternal`
+//!   (`files.upload` answers `method_deprecated`); see `files.rs`.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -29,9 +33,11 @@
 //! ```
 //!
 //! Layout: `state.rs` holds calls, messages and envelopes; `web_api.rs` serves the HTTP API;
-//! `socket.rs` the WebSocket; `events_client.rs` signs Events API requests.
+//! `files.rs` files both ways; `socket.rs` the WebSocket; `events_client.rs` signs Events API
+//! requests.
 
 mod events_client;
+mod files;
 mod socket;
 mod state;
 mod web_api;
@@ -40,12 +46,13 @@ use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use axum::Router;
-use axum::routing::{any, get};
+use axum::routing::{any, get, post};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 pub use events_client::{EventsResponse, SlackEventsClient};
+pub use files::{LOGIN_PAGE, UploadedFile};
 use state::{Envelope, Fault, State};
 
 use crate::FakeServer;
@@ -92,6 +99,8 @@ pub struct PostedMessage {
     /// The message metadata it was posted with (`{"event_type", "event_payload"}`), as
     /// `conversations.history` shows it with `include_all_metadata`.
     pub metadata: Option<Value>,
+    /// The ids of the files it shares (a `files.completeUploadExternal` share message).
+    pub files: Vec<String>,
 }
 
 /// An event as the fake built it: the `event_callback` payload Slack would push.
@@ -119,6 +128,8 @@ pub(crate) struct Shared {
     pub(crate) changed: watch::Sender<u64>,
     pub(crate) control: broadcast::Sender<SocketControl>,
     ws_url: OnceLock<String>,
+    /// `http://127.0.0.1:PORT`, for the file URLs the fake hands out.
+    base_url: OnceLock<String>,
 }
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -157,6 +168,10 @@ impl Shared {
     pub(crate) fn ws_url(&self) -> String {
         self.ws_url.get().cloned().unwrap_or_default()
     }
+
+    pub(crate) fn base_url(&self) -> String {
+        self.base_url.get().cloned().unwrap_or_default()
+    }
 }
 
 /// A running fake Slack; stops when dropped.
@@ -182,13 +197,17 @@ impl FakeSlack {
             changed: watch::channel(0).0,
             control: broadcast::channel(16).0,
             ws_url: OnceLock::new(),
+            base_url: OnceLock::new(),
         });
         let router = Router::new()
             .route("/api/{method}", any(web_api::call))
             .route("/link/", get(socket::upgrade))
+            .route("/files-pri/{key}/{*rest}", get(files::download))
+            .route("/upload/v1/{upload_id}", post(files::upload))
             .with_state(shared.clone());
         let server = FakeServer::start(router).await?;
         let _ = shared.ws_url.set(format!("ws://{}", server.addr()));
+        let _ = shared.base_url.set(server.url());
         Ok(Self { shared, server })
     }
 

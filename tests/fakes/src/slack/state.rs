@@ -105,6 +105,8 @@ pub(crate) struct State {
     pub(crate) lost_acks: usize,
     /// `G…` conversations that are group DMs rather than private channels.
     pub(crate) mpims: HashSet<String>,
+    /// Users' files and the bot's uploads.
+    pub(crate) files: super::files::Files,
 }
 
 impl State {
@@ -144,6 +146,10 @@ impl State {
             });
             if let Some(thread_ts) = &m.thread_ts {
                 json["thread_ts"] = thread_ts.clone().into();
+            }
+            if !m.files.is_empty() {
+                json["files"] = m.files.iter().map(|id| json!({"id": id})).collect::<Vec<_>>().into();
+                json["upload"] = false.into();
             }
             Listed {
                 ts: m.ts.clone(),

@@ -12,6 +12,8 @@
 //! parent first and then the replies oldest first, as Slack does. Both honour `limit`,
 //! `oldest`, `latest` and `inclusive`, answer `has_more`, show `metadata` only with
 //! `include_all_metadata=true`, and do not paginate with cursors.
+//!
+//! The `files.*` methods are in `files.rs`.
 
 use std::io;
 use std::sync::Arc;
@@ -23,6 +25,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::files;
 use super::state::{Fault, Listed, ts_key};
 use super::{BOT_ID, BOT_USER_ID, Call, Dropped, PostedMessage, Shared, TEAM_ID, TEXT_LIMIT, lock};
 use crate::telegram::params::Params;
@@ -74,7 +77,8 @@ pub(crate) async fn call(
     response
 }
 
-type Answer = (StatusCode, Option<u64>, Value);
+/// An answer's status, `Retry-After` seconds and JSON body.
+pub(super) type Answer = (StatusCode, Option<u64>, Value);
 
 /// A response whose body fails at once: the client sees the connection close mid-answer.
 fn dropped_response() -> Response {
@@ -84,13 +88,13 @@ fn dropped_response() -> Response {
     Response::new(Body::from_stream(failed))
 }
 
-fn ok(body: Value) -> Answer {
+pub(super) fn ok(body: Value) -> Answer {
     let mut body = body;
     body["ok"] = Value::Bool(true);
     (StatusCode::OK, None, body)
 }
 
-fn refuse(code: &str) -> Answer {
+pub(super) fn refuse(code: &str) -> Answer {
     (StatusCode::OK, None, json!({"ok": false, "error": code}))
 }
 
@@ -134,6 +138,12 @@ fn answer(shared: &Shared, method: &str, token: Option<&str>, params: &Params, f
         "conversations.info" => conversations_info(shared, params),
         "conversations.history" => conversations_history(shared, params),
         "conversations.replies" => conversations_replies(shared, params),
+        "files.getUploadURLExternal" => files::get_upload_url(shared, params),
+        "files.completeUploadExternal" => files::complete_upload(shared, params),
+        "files.info" => files::info(shared, params),
+        "files.delete" => files::delete(shared, params),
+        // Retired by Slack in favour of the external upload flow.
+        "files.upload" => refuse("method_deprecated"),
         _ => refuse("unknown_method"),
     }
 }
@@ -182,6 +192,7 @@ fn post_message(shared: &Shared, params: &Params) -> Answer {
         text: text.clone(),
         edits: 0,
         metadata,
+        files: Vec::new(),
     });
     drop(state);
     shared.bump();

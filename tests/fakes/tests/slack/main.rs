@@ -3,6 +3,7 @@
 //! types check that the adapter's SDK accepts every answer.
 
 mod events_api;
+mod files;
 mod history;
 mod socket_mode;
 mod web_api;
