@@ -16,11 +16,15 @@
 //! # Ok(()) }
 //! ```
 
+mod fetch;
 mod image;
+mod sniff;
 mod store;
 
+pub use self::fetch::{FetchError, fetch};
 pub use self::image::{
     ImageError, ImageLimits, MAX_BASE64_BYTES, MAX_DECODE_BYTES, MAX_DECODE_SIDE, MAX_SIDE, prepare_image,
     prepare_image_within,
 };
+pub use self::sniff::{Sniffed, sniff};
 pub use self::store::{MediaStore, MediaStoreError, StoredMedia, Swept, hex_digest};

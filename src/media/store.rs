@@ -206,6 +206,15 @@ mod tests {
         (dir, store)
     }
 
+    fn last_used_two_hours_ago(path: &Path) {
+        let two_hours_ago = SystemTime::now() - Duration::from_secs(7200);
+        File::options()
+            .append(true)
+            .open(path)
+            .and_then(|file| file.set_times(FileTimes::new().set_modified(two_hours_ago)))
+            .expect("age the file");
+    }
+
     #[test]
     fn the_same_bytes_are_stored_once_under_their_hash() {
         let (_dir, store) = store(Duration::from_secs(60));
@@ -232,12 +241,7 @@ mod tests {
         let (_dir, store) = store(Duration::from_secs(3600));
         let old = store.put(b"old").expect("put");
         let fresh = store.put(b"fresh").expect("put");
-        let two_hours_ago = SystemTime::now() - Duration::from_secs(7200);
-        File::options()
-            .append(true)
-            .open(&old.path)
-            .and_then(|file| file.set_times(FileTimes::new().set_modified(two_hours_ago)))
-            .expect("age the file");
+        last_used_two_hours_ago(&old.path);
         let swept = store.sweep(SystemTime::now());
         assert_eq!(swept, Swept { files: 1, bytes: 3 });
         assert!(matches!(store.read(&old.sha256), Err(MediaStoreError::Missing { .. })));
@@ -248,12 +252,7 @@ mod tests {
     fn storing_again_refreshes_the_time_to_live() {
         let (_dir, store) = store(Duration::from_secs(3600));
         let stored = store.put(b"again").expect("put");
-        let two_hours_ago = SystemTime::now() - Duration::from_secs(7200);
-        File::options()
-            .append(true)
-            .open(&stored.path)
-            .and_then(|file| file.set_times(FileTimes::new().set_modified(two_hours_ago)))
-            .expect("age the file");
+        last_used_two_hours_ago(&stored.path);
         store.put(b"again").expect("put again");
         assert_eq!(store.sweep(SystemTime::now()), Swept::default());
     }
