@@ -7,27 +7,13 @@ use std::time::Duration;
 use ferry_channel::{
     Channel, ChannelError, ChatKind, InboundDelivery, InboundStream, MessageRef, OutboundMessage, Target,
 };
-use ferry_discord::{DiscordChannel, DiscordConfig, DiscordError};
+use ferry_discord::{DiscordChannel, DiscordError};
 use ferry_fakes::{DiscordUser, FakeDiscord, Mention};
 use futures::StreamExt;
 use tokio::io::AsyncReadExt;
 
-/// Generous bound for waiting on explicit signals; never a measurement.
-const PATIENCE: Duration = Duration::from_secs(30);
-const TOKEN: &str = "fake.discord.token";
-
-fn config(discord: &FakeDiscord) -> DiscordConfig {
-    let mut config = DiscordConfig::new(TOKEN);
-    config.api_url = discord.url();
-    config
-}
-
-async fn started(discord: &FakeDiscord) -> (DiscordChannel, InboundStream) {
-    let channel = DiscordChannel::connect(config(discord)).await.expect("connect");
-    let inbound = channel.start().await.expect("start");
-    tokio::time::timeout(PATIENCE, discord.wait_for_session()).await.expect("the gateway session is live");
-    (channel, inbound)
-}
+mod common;
+use common::{PATIENCE, TOKEN, config, started};
 
 async fn next(inbound: &mut InboundStream) -> InboundDelivery {
     tokio::time::timeout(PATIENCE, inbound.next()).await.expect("a delivery in time").expect("the stream is open")

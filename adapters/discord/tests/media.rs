@@ -7,29 +7,13 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use ferry_channel::{
-    Attachment, AttachmentKind, Channel, ChannelError, ChatKind, ChatRef, InboundStream, OutboundMessage, Target,
-};
-use ferry_discord::{DiscordChannel, DiscordConfig};
+use ferry_channel::{Attachment, AttachmentKind, Channel, ChannelError, ChatKind, ChatRef, OutboundMessage, Target};
+use ferry_discord::DiscordChannel;
 use ferry_fakes::{DISCORD_UPLOAD_LIMIT, DiscordFile, DiscordUser, FakeDiscord};
 use futures::StreamExt;
 
-/// Generous bound for waiting on explicit signals; never a measurement.
-const PATIENCE: Duration = Duration::from_secs(30);
-const TOKEN: &str = "fake.discord.token";
-
-fn config(discord: &FakeDiscord) -> DiscordConfig {
-    let mut config = DiscordConfig::new(TOKEN);
-    config.api_url = discord.url();
-    config
-}
-
-async fn started(discord: &FakeDiscord) -> (DiscordChannel, InboundStream) {
-    let channel = DiscordChannel::connect(config(discord)).await.expect("connect");
-    let inbound = channel.start().await.expect("start");
-    tokio::time::timeout(PATIENCE, discord.wait_for_session()).await.expect("the gateway session is live");
-    (channel, inbound)
-}
+mod common;
+use common::{PATIENCE, TOKEN, config, started};
 
 /// A connected channel that only sends (no gateway session), and a guild channel 10.
 async fn sender(discord: &FakeDiscord) -> (DiscordChannel, Target) {

@@ -3,33 +3,23 @@
 //! error or a log; a message with a file goes through the external upload flow, and its
 //! message id, edits, deletes and reconciliation behave as `upload.rs` documents.
 
-use std::future::Future;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ferry_channel::{
-    Attachment, AttachmentKind, Channel, ChannelError, ChatKind, ChatRef, Download, InboundStream, MessageRef,
-    OutboundMessage, Target, TextFormat,
+    Attachment, AttachmentKind, Channel, ChannelError, ChatKind, ChatRef, Download, MessageRef, OutboundMessage,
+    Target, TextFormat,
 };
 use ferry_fakes::FakeSlack;
 use ferry_slack::{SlackChannel, SlackConfig};
 use futures::StreamExt;
 use serde_json::Value;
 
+mod common;
+use common::{soon, started};
+
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n fake image bytes \x00\x01\x02";
-
-async fn soon<T>(future: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(30), future).await.expect("timed out")
-}
-
-async fn started(slack: &FakeSlack) -> (SlackChannel, InboundStream) {
-    let mut config = SlackConfig::socket(FakeSlack::BOT_TOKEN, FakeSlack::APP_TOKEN);
-    config.api_url = slack.api_url();
-    let channel = SlackChannel::connect(config).await.unwrap();
-    let inbound = channel.start().await.unwrap();
-    (channel, inbound)
-}
 
 async fn connected(slack: &FakeSlack) -> SlackChannel {
     let mut config = SlackConfig::http(FakeSlack::BOT_TOKEN, FakeSlack::SIGNING_SECRET);

@@ -1,26 +1,13 @@
 //! The Slack adapter in Socket Mode against the fake Slack: what reaches the core, and when
 //! Slack is told it arrived.
 
-use std::future::Future;
-use std::time::Duration;
-
-use ferry_channel::{Channel, ChatKind, InboundDelivery, InboundStream};
+use ferry_channel::{ChatKind, InboundDelivery, InboundStream};
 use ferry_fakes::{FakeSlack, SLACK_BOT_USER_ID};
 use ferry_slack::{SlackChannel, SlackConfig, SlackError};
 use futures::StreamExt;
 
-/// Generous bound for things that should happen promptly, so a bug fails instead of hanging.
-async fn soon<T>(future: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(30), future).await.expect("timed out")
-}
-
-async fn started(slack: &FakeSlack) -> (SlackChannel, InboundStream) {
-    let mut config = SlackConfig::socket(FakeSlack::BOT_TOKEN, FakeSlack::APP_TOKEN);
-    config.api_url = slack.api_url();
-    let channel = SlackChannel::connect(config).await.unwrap();
-    let inbound = channel.start().await.unwrap();
-    (channel, inbound)
-}
+mod common;
+use common::{soon, started};
 
 async fn next(inbound: &mut InboundStream) -> InboundDelivery {
     soon(inbound.next()).await.expect("the inbound stream ended")
