@@ -258,6 +258,34 @@ mod tests {
     }
 
     #[test]
+    fn a_user_message_keeps_its_media_references_but_never_the_loaded_image() {
+        let photo = MediaRef {
+            kind: ferry_channel::AttachmentKind::Image,
+            sha256: "ab".repeat(32),
+            mime_type: "image/jpeg".into(),
+            size_bytes: 312_000,
+            width: Some(1280),
+            height: Some(960),
+            file_name: None,
+            image: Some(image("QUJD")),
+        };
+        assert_eq!(
+            photo.note("this model has no image input"),
+            "[photo 1280×960 not shown: this model has no image input]"
+        );
+        let message = ChatMessage::User { text: "look".into(), media: vec![photo.clone()] };
+        let json = serde_json::to_string(&message).expect("serializes");
+        assert!(!json.contains("QUJD"), "the transcript holds no image data: {json}");
+        let ChatMessage::User { media, .. } = serde_json::from_str(&json).expect("loads") else {
+            panic!("a user message")
+        };
+        assert_eq!(media, vec![MediaRef { image: None, ..photo }]);
+        let older: ChatMessage =
+            serde_json::from_str(r#"{"role":"user","text":"hi"}"#).expect("an old transcript loads");
+        assert_eq!(older, ChatMessage::user("hi"));
+    }
+
+    #[test]
     fn a_tool_result_stored_before_images_existed_still_loads() {
         let old = r#"{"role":"tool_result","call_id":"c1","name":"current_time","content":"noon","is_error":false}"#;
         let message: ChatMessage = serde_json::from_str(old).unwrap();

@@ -248,6 +248,23 @@ mod tests {
         assert_eq!(store.read(&fresh.sha256).expect("kept"), b"fresh");
     }
 
+    #[tokio::test]
+    async fn the_sweeper_sweeps_at_once_and_stops_when_told() {
+        let (_dir, store) = store(Duration::from_secs(3600));
+        let old = store.put(b"old").expect("put");
+        last_used_two_hours_ago(&old.path);
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let sweeper = store.spawn_sweeper(Duration::from_secs(3600), shutdown.clone());
+        let swept = async {
+            while old.path.exists() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), swept).await.expect("the first sweep runs at start");
+        shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(30), sweeper).await.expect("stops").expect("no panic");
+    }
+
     #[test]
     fn storing_again_refreshes_the_time_to_live() {
         let (_dir, store) = store(Duration::from_secs(3600));
