@@ -153,6 +153,7 @@ fn runner(use_tool: bool, workspace: &std::path::Path) -> AgentRunner {
         channels: ChannelRegistry::new(),
         sessions: Arc::new(RecentSessions::default()),
         hooks: Default::default(),
+        media: None,
     })
 }
 

@@ -65,6 +65,7 @@ async fn load() {
         channels: channels.clone(),
         sessions: Arc::new(RecentSessions::default()),
         hooks: Default::default(),
+        media: None,
     });
     let dispatcher = Dispatcher::new(DispatcherParts {
         config: config.clone(),

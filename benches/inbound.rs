@@ -258,6 +258,7 @@ fn runner(bus: &EventBus, workspace: &std::path::Path, channels: &ChannelRegistr
         channels: channels.clone(),
         sessions: Arc::new(RecentSessions::default()),
         hooks: Default::default(),
+        media: None,
     })
 }
 

@@ -22,7 +22,7 @@ fn router() -> ModelRouter {
         base_url: Some("http://127.0.0.1:9/v1".into()),
         api_key: Some(Secret::new("a")),
         context_window: None,
-        vision: false,
+        vision: ferry::config::Vision::All(false),
         profiles: Default::default(),
     };
     primary.profiles.insert("b".into(), profile("b"));

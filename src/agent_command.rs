@@ -215,6 +215,7 @@ async fn embedded(loaded: &LoadedConfig, args: AgentArgs, env: &Environment) -> 
         channels: ChannelRegistry::new(),
         sessions: store.clone(),
         hooks: ferry::hooks::Hooks::from_config(&config.hooks).build(),
+        media: None,
     });
     let mut request = RunRequest::new(session_key, args.message);
     request.timeout = args.timeout.map(Duration::from_secs);

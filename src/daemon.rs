@@ -14,11 +14,13 @@ use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::gateway::{Gateway, GatewayError, GatewayParts};
 use ferry::hooks::{GatewayEvent, Hooks};
 use ferry::mcp::McpTools;
+use ferry::media::Media;
 use ferry::models::health_store::HealthStore;
 use ferry::models::{ModelCatalog, ModelRouter};
 use ferry::routing::SystemClock;
 use ferry::session::SqliteSessionStore;
 use ferry::state;
+use tokio_util::sync::CancellationToken;
 
 use crate::cli::GlobalArgs;
 use crate::commands::{DEFAULT_AGENT, ECHO_WARNING, load_config, sandbox_paths};
@@ -28,6 +30,9 @@ use crate::wiring;
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// How long gateway clients get to receive their last frames once runs are done.
 const CONNECTION_CLOSE_PATIENCE: Duration = Duration::from_secs(5);
+/// How often expired media is swept from the store: files live for days, so hourly keeps
+/// the disk bounded without the sweep ever mattering to load.
+const MEDIA_SWEEP_INTERVAL: Duration = Duration::from_secs(60 * 60);
 
 pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()> {
     let loaded = load_config(global, env)?;
@@ -55,6 +60,9 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
         host.check_sandbox(&ToolPolicy::from_config(&config)).await;
     }
     let database = state::Database::open(&state_dir).await?;
+    let media = Arc::new(Media::open(&state_dir.join("media"), &config.media).context("setting up [media]")?);
+    let sweeping = CancellationToken::new();
+    let sweeper = media.store().spawn_sweeper(MEDIA_SWEEP_INTERVAL, sweeping.clone());
     let channels = ChannelRegistry::new();
     let bus = EventBus::new();
     tracing::info!(model = %model.label(), state_dir = %state_dir.display(), "starting the gateway");
@@ -69,6 +77,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
         sessions: Arc::new(SqliteSessionStore::new(database.clone())),
         // Plugins compiled into this binary would be registered here.
         hooks: Hooks::from_config(&config.hooks).build(),
+        media: Some(media),
     });
     let hooks = runner.hooks().clone();
     let dispatcher = Dispatcher::new(DispatcherParts {
@@ -113,6 +122,8 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     // Background commands and MCP servers end with the daemon.
     tools.shutdown();
     mcp.shutdown().await;
+    sweeping.cancel();
+    let _ = sweeper.await;
     draining.close(CONNECTION_CLOSE_PATIENCE).await;
     hooks.gateway_stop(GatewayEvent { address: address.to_string() }).await;
     database.close().await;

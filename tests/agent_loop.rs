@@ -77,6 +77,7 @@ fn runner_with_tools(
         channels: ChannelRegistry::new(),
         sessions: Arc::new(RecentSessions::default()),
         hooks,
+        media: None,
     });
     (runner, workspace)
 }

@@ -102,6 +102,7 @@ impl World {
             model: model(&fake, &parts),
             settings: RunSettings { compaction_reserve_tokens: reserve_tokens, ..parts.settings },
             hooks: Hooks::builder().register(0, hooks_seen.clone()).build(),
+            media: None,
             ..parts
         });
         let dispatcher = Dispatcher::new(DispatcherParts {

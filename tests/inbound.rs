@@ -89,6 +89,7 @@ impl World {
         let channels = ChannelRegistry::new();
         let runner = AgentRunner::new(RunnerParts {
             hooks: plugins(Hooks::from_config(&config.hooks)).build(),
+            media: None,
             ..fake_model_runner(&fake.url(), workspace.path(), &channels)
         });
         let dispatcher = Dispatcher::new(DispatcherParts {

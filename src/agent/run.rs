@@ -9,6 +9,7 @@
 //! When the context outgrows the model, [`compact`] shortens it between calls.
 
 mod compact;
+mod images;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -21,8 +22,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use self::images::load_recent_images;
 use super::compaction::Compactor;
-use super::conversation::{ChatMessage, ToolCall, Usage, answer_open_tool_calls};
+use super::conversation::{ChatMessage, MediaRef, ToolCall, Usage, answer_open_tool_calls};
 use super::events::{
     AgentEvent, AssistantEvent, EventBus, LifecycleEvent, RunEvents, ToolEvent, tool_result_for_event,
 };
@@ -35,6 +37,7 @@ use super::turn::{AssistantTurn, TextLimit, TurnAccumulator};
 use crate::channels::ChannelRegistry;
 use crate::config::AgentDefaults;
 use crate::hooks::{AgentEnd, Hooks};
+use crate::media::Media;
 use crate::metrics::{ModelCall, RunEnd, metrics};
 use crate::models::{Attempt, Candidate, FailoverReason, ModelRouter, ModelUsed, ReasoningDisplay, ThinkingLevel};
 
@@ -91,6 +94,9 @@ pub struct RunnerParts {
     /// Plugin and internal hooks (SPEC §9); `Hooks::default()` for none. The dispatcher
     /// built on this runner uses the same ones.
     pub hooks: Hooks,
+    /// Users' files: the dispatcher takes them in through it, and runs load the images of
+    /// the latest turns from its store. `None`: files are not taken (embedders, tests).
+    pub media: Option<Arc<Media>>,
 }
 
 /// Runs agent turns. Cheap to clone; clones share the model client, tools and caches.
@@ -110,6 +116,8 @@ pub struct RunRequest {
     pub run_id: String,
     pub session_key: String,
     pub message: String,
+    /// The files that came with the message ([`Media::receive`]), images loaded.
+    pub media: Vec<MediaRef>,
     /// The conversation so far, oldest first.
     pub history: Vec<ChatMessage>,
     pub extra_system_prompt: Option<String>,
@@ -140,6 +148,7 @@ impl RunRequest {
             run_id: uuid::Uuid::new_v4().to_string(),
             session_key: session_key.into(),
             message: message.into(),
+            media: Vec::new(),
             history: Vec::new(),
             extra_system_prompt: None,
             timeout: None,
@@ -270,6 +279,11 @@ impl AgentRunner {
         &self.inner.parts.hooks
     }
 
+    /// Users' files (`None` when this runner takes none).
+    pub fn media(&self) -> Option<&Arc<Media>> {
+        self.inner.parts.media.as_ref()
+    }
+
     /// The agent workspace (bootstrap files, skills; hooks may keep files there).
     pub fn workspace(&self) -> &std::path::Path {
         &self.inner.parts.workspace
@@ -339,7 +353,10 @@ impl AgentRunner {
         // A transcript saved before stopped runs were repaired may hold unanswered calls.
         answer_open_tool_calls(&mut history, 0, INTERRUPTED_TOOL);
         let first_new = history.len();
-        history.push(ChatMessage::user(request.message.clone()));
+        history.push(ChatMessage::User { text: request.message.clone(), media: std::mem::take(&mut request.media) });
+        if let Some(media) = &parts.media {
+            load_recent_images(media, &mut history, media.config().history_images).await;
+        }
         let mut state = RunState {
             messages: history,
             first_new,

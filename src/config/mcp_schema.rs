@@ -86,7 +86,7 @@ impl McpServerConfig {
 }
 
 /// Whether `text` matches `pattern`, where `*` stands for any run of characters.
-fn glob_matches(pattern: &str, text: &str) -> bool {
+pub(crate) fn glob_matches(pattern: &str, text: &str) -> bool {
     let mut parts = pattern.split('*');
     let first = parts.next().unwrap_or_default();
     let Some(mut rest) = text.strip_prefix(first) else { return false };

@@ -166,15 +166,41 @@ pub struct ProviderConfig {
     pub api_key: Option<Secret>,
     /// The model's context window in tokens; compaction keeps prompts below it.
     pub context_window: Option<u32>,
-    /// Whether the provider's models take image input (SPEC §2, `vision`). Off by default,
-    /// because a text-only model refuses a request with an image in it: images then reach
-    /// the model as a one-line note with their size.
+    /// Which of the provider's models take image input (SPEC §2, `vision`): all (`true`),
+    /// none (`false`, the default, because a text-only model refuses a request with an
+    /// image in it: images then reach the model as a one-line note with their size), or
+    /// those a list names (`["gpt-4o", "claude-*"]`).
     #[serde(default)]
-    pub vision: bool,
+    pub vision: Vision,
     /// Credentials by id, tried in this order (then least recently used); a failing one
     /// cools down while the others answer (issue 20).
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub profiles: IndexMap<String, ProfileConfig>,
+}
+
+/// `models.providers.<name>.vision`: `true`, `false`, or the models that take images, by
+/// name or glob (`*` for any run of characters).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum Vision {
+    All(bool),
+    Models(Vec<String>),
+}
+
+impl Default for Vision {
+    fn default() -> Self {
+        Vision::All(false)
+    }
+}
+
+impl Vision {
+    /// Whether `model` takes image input.
+    pub fn covers(&self, model: &str) -> bool {
+        match self {
+            Vision::All(all) => *all,
+            Vision::Models(patterns) => patterns.iter().any(|pattern| super::mcp_schema::glob_matches(pattern, model)),
+        }
+    }
 }
 
 /// The id of the profile a provider's bare `api_key` (or its vendor's environment key) is.

@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use super::models::chosen_model;
 use super::overrides::OverridesCache;
 use super::recovered::{self, Settled, delete_orphan};
+use crate::agent::conversation::MediaRef;
 use crate::agent::tools::{Origin, ToolPolicy};
 use crate::agent::{AgentRunner, RunRequest, RunStatus};
 use crate::channels::ChannelRegistry;
@@ -94,10 +95,11 @@ impl RunExecutor for AgentExecutor {
         if messages.is_empty() {
             return RunReport { answered, ..RunReport::default() };
         }
-        if messages.len() != count {
-            job.prompt = follow_up_prompt(&messages, &[]);
-        }
         job.messages = messages;
+        let media = self.take_in_files(&mut job.messages).await;
+        if job.messages.len() != count || !media.is_empty() {
+            job.prompt = follow_up_prompt(&job.messages, &job.summaries);
+        }
         let Some(last) = job.messages.last() else { return RunReport::default() };
         let inbound = &last.message;
         let key = job.session_key.as_str();
@@ -109,6 +111,7 @@ impl RunExecutor for AgentExecutor {
         let scheduler = self.schedulers.for_channel(&channel);
 
         let mut request = RunRequest::new(key, job.prompt);
+        request.media = media.files;
         request.cancel = job.cancel;
         request.steer = Some(job.steer);
         // A gateway client names its run (and waits on that name); requests collected
@@ -209,6 +212,20 @@ impl RunExecutor for AgentExecutor {
     }
 }
 
+/// The files of a batch, taken in.
+#[derive(Default)]
+struct TakenIn {
+    /// Some message had files (its prompt now says what they gave).
+    any: bool,
+    files: Vec<MediaRef>,
+}
+
+impl TakenIn {
+    fn is_empty(&self) -> bool {
+        !self.any
+    }
+}
+
 /// Added to the notice of a run the model failed for a passing reason.
 const KEPT_FOR_LATER: &str = "I kept your message and will answer it together with your next one.";
 
@@ -222,6 +239,34 @@ async fn store_trouble(scheduler: &OutboundScheduler, target: Target, run_id: &s
 }
 
 impl AgentExecutor {
+    /// Takes in the files of `messages` ([`Media::receive`](crate::media::Media::receive)): what the model reads of them
+    /// joins each message's prompt, the files themselves go to the run, and a sender whose
+    /// file was refused is told so (the message's text runs all the same).
+    async fn take_in_files(&self, messages: &mut [QueuedMessage]) -> TakenIn {
+        let mut taken = TakenIn::default();
+        let Some(media) = self.runner.media() else { return taken };
+        for queued in messages.iter_mut().filter(|queued| !queued.message.attachments.is_empty()) {
+            taken.any = true;
+            let inbound = &queued.message;
+            let Some(channel) = self.channels.get(&inbound.channel, Some(&inbound.account_id)) else {
+                tracing::warn!(channel = %inbound.channel, "the files' channel is not connected; they are not taken in");
+                continue;
+            };
+            let received = media.receive(channel.as_ref(), &inbound.attachments).await;
+            if !received.refusals.is_empty() {
+                let mut notice = OutboundMessage::text(Target::of(inbound), received.refusals.join("\n"));
+                notice.reply_to_message_id = Some(inbound.message_id.clone());
+                notice.idempotency_key = Some(format!("media-refused:{}", queued.id));
+                if let Err(error) = self.schedulers.for_channel(&channel).send(notice).await {
+                    tracing::warn!(%error, "telling the sender about a refused file failed");
+                }
+            }
+            queued.prompt = received.prompt_with(&queued.prompt);
+            taken.files.extend(received.media);
+        }
+        taken
+    }
+
     /// How replies show on `channel`: its operator settings within its capabilities.
     fn style(&self, channel: &Arc<dyn Channel>) -> TurnStyle {
         let capabilities = channel.capabilities();

@@ -18,6 +18,7 @@
 
 mod fetch;
 mod image;
+mod intake;
 mod sniff;
 mod store;
 
@@ -26,5 +27,6 @@ pub use self::image::{
     ImageError, ImageLimits, MAX_BASE64_BYTES, MAX_DECODE_BYTES, MAX_DECODE_SIDE, MAX_SIDE, prepare_image,
     prepare_image_within,
 };
+pub use self::intake::{Media, MediaSetupError, Received};
 pub use self::sniff::{Sniffed, sniff};
 pub use self::store::{MediaStore, MediaStoreError, StoredMedia, Swept, hex_digest};

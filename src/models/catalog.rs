@@ -9,7 +9,7 @@ use crate::agent::providers::anthropic::{self, AnthropicProvider};
 use crate::agent::providers::echo::EchoProvider;
 use crate::agent::providers::openai::{self, OpenAiProvider};
 use crate::agent::providers::{ModelProvider, ResolvedModel};
-use crate::config::{Config, DEFAULT_PROFILE, Environment, ModelSetting, ProviderConfig, ProviderKind, Secret};
+use crate::config::{Config, DEFAULT_PROFILE, Environment, ModelSetting, ProviderConfig, ProviderKind, Secret, Vision};
 
 /// The model used when `OPENAI_API_KEY` / `OPENAI_BASE_URL` configure the provider and no
 /// model is named. `OPENAI_MODEL` overrides it.
@@ -33,8 +33,8 @@ pub struct ProviderEntry {
     /// The profile ids, in order (what the profile book orders).
     pub profile_ids: Vec<String>,
     pub context_window: Option<u32>,
-    /// `models.providers.<name>.vision`: its models take image input.
-    pub vision: bool,
+    /// `models.providers.<name>.vision`: which of its models take image input.
+    pub vision: Vision,
 }
 
 impl ProviderEntry {
@@ -62,11 +62,11 @@ impl Candidate {
         format!("{}/{}", self.provider.name, self.model)
     }
 
-    /// Whether this model takes image input: what decides if images in the conversation
-    /// are sent as images or described in a line of text. Per provider today
-    /// (`models.providers.<name>.vision`); the place for a per-model list.
+    /// Whether this model takes image input (`models.providers.<name>.vision`, for all its
+    /// models or a list): what decides if images in the conversation are sent as images or
+    /// described in a line of text.
     pub fn accepts_images(&self) -> bool {
-        self.provider.vision
+        self.provider.vision.covers(&self.model)
     }
 
     pub fn is(&self, reference: &str) -> bool {
@@ -191,7 +191,7 @@ impl ModelCatalog {
             profiles: vec![Profile { id: DEFAULT_PROFILE.to_owned(), client: model.provider.clone() }],
             profile_ids: vec![DEFAULT_PROFILE.to_owned()],
             context_window: model.context_window,
-            vision: model.vision,
+            vision: Vision::All(model.vision),
         };
         let candidate = Candidate { provider: Arc::new(entry), model: model.model };
         Self { chain: vec![candidate.clone()], allowed: vec![candidate], is_fallback_echo: model.is_fallback_echo }
@@ -323,7 +323,7 @@ fn configured(name: &str, provider: &ProviderConfig, env: &Environment) -> Resul
         _ => openai::DEFAULT_BASE_URL,
     };
     let base = provider.base_url.as_deref().unwrap_or(default_url);
-    let limits = EntryLimits { context_window: provider.context_window, vision: provider.vision };
+    let limits = EntryLimits { context_window: provider.context_window, vision: provider.vision.clone() };
     Ok(entry(name, provider.kind, limits, keys, base))
 }
 
@@ -331,7 +331,7 @@ fn configured(name: &str, provider: &ProviderConfig, env: &Environment) -> Resul
 #[derive(Default)]
 struct EntryLimits {
     context_window: Option<u32>,
-    vision: bool,
+    vision: Vision,
 }
 
 fn entry(
@@ -386,7 +386,7 @@ mod tests {
             base_url: Some("http://127.0.0.1:9/v1".into()),
             api_key: api_key.map(Secret::new),
             context_window: None,
-            vision: false,
+            vision: Vision::default(),
             profiles: profiles.iter().map(|(id, p)| ((*id).to_owned(), p.clone())).collect::<IndexMap<_, _>>(),
         }
     }
@@ -457,7 +457,7 @@ mod tests {
         let mut config = Config::default();
         config.agents.defaults.model =
             Some(ModelSetting { primary: "eyes/one".into(), fallbacks: vec!["blind/two".into()] });
-        let eyes = ProviderConfig { vision: true, ..provider(ProviderKind::Anthropic, None, &[]) };
+        let eyes = ProviderConfig { vision: Vision::All(true), ..provider(ProviderKind::Anthropic, None, &[]) };
         config.models.providers.insert("eyes".into(), eyes);
         config.models.providers.insert("blind".into(), provider(ProviderKind::Openai, None, &[]));
         let catalog = ModelCatalog::resolve(&config, &env(&[])).unwrap();
@@ -466,5 +466,22 @@ mod tests {
         assert!(!catalog.chain[1].accepts_images());
         let implicit = ModelCatalog::resolve(&with_model("echo/parrot"), &env(&[])).unwrap();
         assert!(!implicit.primary().vision);
+    }
+
+    #[test]
+    fn vision_may_name_the_models_that_take_images() {
+        let mut config = Config::default();
+        config.agents.defaults.model = Some(ModelSetting {
+            primary: "mixed/gpt-4o".into(),
+            fallbacks: vec!["mixed/claude-sonnet-4-5".into(), "mixed/llama3".into()],
+        });
+        let vision = Vision::Models(vec!["gpt-4o".into(), "claude-*".into()]);
+        config
+            .models
+            .providers
+            .insert("mixed".into(), ProviderConfig { vision, ..provider(ProviderKind::Openai, None, &[]) });
+        let catalog = ModelCatalog::resolve(&config, &env(&[])).unwrap();
+        let seeing: Vec<bool> = catalog.chain.iter().map(Candidate::accepts_images).collect();
+        assert_eq!(seeing, [true, true, false]);
     }
 }

@@ -52,6 +52,9 @@ pub struct RunJob {
     /// Messages the queue's cap dropped with `drop = "summarize"`: the prompt carries their
     /// summaries, and this run answers them too.
     pub summarized: Vec<i64>,
+    /// Those messages' summary lines, for rebuilding the prompt when the executor changes
+    /// the batch (`follow_up_prompt`).
+    pub summaries: Vec<String>,
     pub cancel: CancellationToken,
     pub steer: SteerInbox,
     /// The limit on runs across sessions. The executor holds a slot of it while the agent
@@ -257,7 +260,15 @@ impl Scheduler {
             // The run answers another chat: this message waits for a run of its own.
             return Self::enqueue(lane, message, effects);
         }
-        match lane.settings.mode {
+        // Steering hands the run text only: a message with files waits for a run that takes
+        // them in.
+        let mode = match lane.settings.mode {
+            QueueMode::Steer | QueueMode::SteerBacklog if !message.message.attachments.is_empty() => {
+                QueueMode::Followup
+            }
+            mode => mode,
+        };
+        match mode {
             QueueMode::Collect | QueueMode::Followup => Self::enqueue(lane, message, effects),
             QueueMode::Steer => match active.steer.push_for(message.prompt.clone(), client_run_id(&message)) {
                 Ok(()) => {
@@ -453,6 +464,7 @@ impl Scheduler {
             prompt,
             messages: batch,
             summarized,
+            summaries,
             cancel,
             steer,
             global: self.inner.global.clone(),

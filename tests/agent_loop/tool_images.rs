@@ -64,6 +64,7 @@ fn runner(provider: Arc<dyn ModelProvider>, vision: bool) -> (AgentRunner, tempf
         channels: ChannelRegistry::new(),
         sessions: Arc::new(RecentSessions::default()),
         hooks: Default::default(),
+        media: None,
     });
     (runner, workspace)
 }

@@ -38,5 +38,6 @@ pub fn fake_model_runner(model_url: &str, workspace: &Path, channels: &ChannelRe
         channels: channels.clone(),
         sessions: Arc::new(RecentSessions::default()),
         hooks: Default::default(),
+        media: None,
     }
 }

@@ -7,8 +7,11 @@ use serde_json::{Value, json};
 
 use super::http::{self, looks_like_context_overflow};
 use super::sse::{SseEvent, StreamDecoder, decode_stream, sse_events};
-use super::{ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, StopReason, text_with_image_notes};
-use crate::agent::conversation::{ChatMessage, ImagePart, ThinkingBlock, Usage};
+use super::{
+    ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, StopReason, text_with_image_notes,
+    user_content,
+};
+use crate::agent::conversation::{ChatMessage, ImagePart, MediaRef, ThinkingBlock, Usage};
 use crate::config::Secret;
 
 /// Anthropic's public endpoint, used when a provider sets no `base_url`.
@@ -69,7 +72,7 @@ pub fn request_body(request: &ModelRequest) -> Value {
     let mut messages: Vec<(&str, Vec<Value>)> = Vec::new();
     for (position, message) in request.messages.iter().enumerate() {
         let (role, blocks) = match message {
-            ChatMessage::User { text, .. } => ("user", vec![json!({ "type": "text", "text": text })]),
+            ChatMessage::User { text, media } => ("user", user_blocks(text, media, request.vision)),
             ChatMessage::Assistant { text, tool_calls, thinking } => {
                 let mut blocks = Vec::new();
                 if budget.is_some() && loop_start.is_none_or(|start| position > start) {
@@ -129,6 +132,24 @@ pub fn request_body(request: &ModelRequest) -> Value {
     body
 }
 
+/// A user's turn: its images as base64 `image` blocks (first, as Anthropic advises), then its
+/// text. A photo sent without a caption has no text block: the API refuses empty ones.
+fn user_blocks(text: &str, media: &[MediaRef], vision: bool) -> Vec<Value> {
+    let content = user_content(text, media, vision);
+    let mut blocks: Vec<Value> = content.images.iter().copied().map(image_block).collect();
+    if !content.text.is_empty() || blocks.is_empty() {
+        blocks.push(json!({ "type": "text", "text": content.text }));
+    }
+    blocks
+}
+
+fn image_block(image: &ImagePart) -> Value {
+    json!({
+        "type": "image",
+        "source": { "type": "base64", "media_type": image.media_type, "data": image.data },
+    })
+}
+
 /// A `tool_result` block's `content`: the text alone (with a note per image when the model
 /// has no image input), or a text block followed by one base64 `image` block per image.
 fn tool_result_content(text: &str, images: &[ImagePart], vision: bool) -> Value {
@@ -140,12 +161,7 @@ fn tool_result_content(text: &str, images: &[ImagePart], vision: bool) -> Value 
     if !text.is_empty() {
         blocks.push(json!({ "type": "text", "text": text }));
     }
-    blocks.extend(images.iter().map(|image| {
-        json!({
-            "type": "image",
-            "source": { "type": "base64", "media_type": image.media_type, "data": image.data },
-        })
-    }));
+    blocks.extend(images.iter().map(image_block));
     Value::Array(blocks)
 }
 
@@ -392,6 +408,29 @@ mod tests {
         assert_eq!(messages[2]["content"][1]["is_error"], true);
         assert_eq!(body["system"], "sys");
         assert_eq!(body["max_tokens"], DEFAULT_MAX_TOKENS);
+    }
+
+    #[test]
+    fn with_image_input_a_users_photo_is_an_image_block_and_older_ones_are_notes() {
+        let body = request_body(&super::super::with_user_photos(true));
+        assert_eq!(
+            body["messages"][0]["content"],
+            json!([{ "type": "text", "text": "old one\n[photo 800×600 not shown: only the latest images are shown again]" }])
+        );
+        // No caption: the API refuses an empty text block, so there is none.
+        assert_eq!(
+            body["messages"][2]["content"],
+            json!([{ "type": "image", "source": { "type": "base64", "media_type": "image/jpeg", "data": "/9j/4A==" } }])
+        );
+    }
+
+    #[test]
+    fn without_image_input_a_users_photo_is_a_note() {
+        let body = request_body(&super::super::with_user_photos(false));
+        assert_eq!(
+            body["messages"][2]["content"],
+            json!([{ "type": "text", "text": "[photo 1568×1045 not shown: this model has no image input]" }])
+        );
     }
 
     /// A conversation whose one tool call returned text and two images.

@@ -29,7 +29,7 @@ pub use resolve::{ResolveError, ResolvedModel, resolve_model};
 pub use retry::RetryPolicy;
 pub use sse::{SseEvent, StreamDecoder, decode_stream, sse_events};
 
-use super::conversation::{ChatMessage, ImagePart, ThinkingBlock, Usage};
+use super::conversation::{ChatMessage, ImagePart, MediaRef, ThinkingBlock, Usage};
 use crate::models::ThinkingLevel;
 
 /// The context window assumed for an OpenAI-compatible model of unknown size: what current
@@ -75,6 +75,43 @@ pub fn text_with_image_notes<'a>(text: &'a str, images: &[ImagePart]) -> std::bo
         noted.push_str(&image_note(image));
     }
     std::borrow::Cow::Owned(noted)
+}
+
+/// Why a remembered image is not shown to a model with image input: only the images of the
+/// latest user turns are loaded (`media.history_images`), bounding what a long conversation
+/// costs, or the image has expired from the store.
+pub const IMAGE_NOT_REPLAYED: &str = "only the latest images are shown again";
+
+/// A user message as a model sees it: the images it is shown, and its text with one note
+/// for each image it is not (see [`MediaRef::note`]).
+pub struct UserContent<'a> {
+    pub text: std::borrow::Cow<'a, str>,
+    pub images: Vec<&'a ImagePart>,
+}
+
+/// What of `text` and `media` a model with (or without) image input gets. Files that are not
+/// images add nothing: what the model reads of them is already in the text.
+pub fn user_content<'a>(text: &'a str, media: &'a [MediaRef], vision: bool) -> UserContent<'a> {
+    let mut images = Vec::new();
+    let mut notes = Vec::new();
+    for item in media.iter().filter(|item| item.kind == ferry_channel::AttachmentKind::Image) {
+        match &item.image {
+            Some(image) if vision => images.push(image),
+            _ if !vision => notes.push(item.note("this model has no image input")),
+            _ => notes.push(item.note(IMAGE_NOT_REPLAYED)),
+        }
+    }
+    if notes.is_empty() {
+        return UserContent { text: std::borrow::Cow::Borrowed(text), images };
+    }
+    let mut noted = text.to_owned();
+    for note in notes {
+        if !noted.is_empty() {
+            noted.push('\n');
+        }
+        noted.push_str(&note);
+    }
+    UserContent { text: std::borrow::Cow::Owned(noted), images }
 }
 
 /// A tool as the model sees it: a name, what it is for, and its parameters' JSON schema.
@@ -150,4 +187,34 @@ pub trait ModelProvider: Send + Sync {
     /// Sends the request and returns the reply as it streams. Fails before streaming when
     /// the request is refused (HTTP status, connection).
     async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ProviderError>;
+}
+
+/// A conversation with users' photos, for the providers' tests: an older turn whose photo is
+/// no longer loaded, then a photo sent without a caption.
+#[cfg(test)]
+pub(crate) fn with_user_photos(vision: bool) -> ModelRequest {
+    let photo = |width: u32, height: u32, loaded: bool| MediaRef {
+        kind: ferry_channel::AttachmentKind::Image,
+        sha256: "ab".repeat(32),
+        mime_type: "image/jpeg".into(),
+        size_bytes: 4,
+        width: Some(width),
+        height: Some(height),
+        file_name: None,
+        image: loaded.then(|| ImagePart { media_type: "image/jpeg".into(), data: "/9j/4A==".into(), width, height }),
+    };
+    let notes = MediaRef { kind: ferry_channel::AttachmentKind::Document, ..photo(1, 1, false) };
+    ModelRequest {
+        model: "m".into(),
+        system: String::new(),
+        messages: vec![
+            ChatMessage::User { text: "old one".into(), media: vec![photo(800, 600, false), notes] },
+            ChatMessage::assistant("a cat", Vec::new()),
+            ChatMessage::User { text: String::new(), media: vec![photo(1568, 1045, true)] },
+        ],
+        tools: Vec::new(),
+        max_output_tokens: None,
+        thinking: Default::default(),
+        vision,
+    }
 }

@@ -10,8 +10,11 @@ use serde_json::{Value, json};
 
 use super::http::{self, error_details, looks_like_context_overflow};
 use super::sse::{SseEvent, StreamDecoder, decode_stream, sse_events};
-use super::{ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, StopReason, text_with_image_notes};
-use crate::agent::conversation::{ChatMessage, ImagePart, Usage};
+use super::{
+    ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, StopReason, text_with_image_notes,
+    user_content,
+};
+use crate::agent::conversation::{ChatMessage, ImagePart, MediaRef, Usage};
 use crate::config::Secret;
 
 /// OpenAI's public endpoint, used when a provider sets no `base_url`.
@@ -71,7 +74,7 @@ pub fn request_body(request: &ModelRequest) -> Value {
             push_tool_images(&mut messages, &mut tool_images);
         }
         messages.push(match message {
-            ChatMessage::User { text, .. } => json!({ "role": "user", "content": text }),
+            ChatMessage::User { text, media } => user_message(text, media, request.vision),
             ChatMessage::Assistant { text, tool_calls, .. } if tool_calls.is_empty() => {
                 json!({ "role": "assistant", "content": text })
             }
@@ -121,6 +124,23 @@ pub fn request_body(request: &ModelRequest) -> Value {
         body["reasoning_effort"] = request.thinking.as_str().into();
     }
     body
+}
+
+/// A user's message: plain text, or, when it shows images, a text part followed by one
+/// `image_url` part (a `data:` URL) per image.
+fn user_message(text: &str, media: &[MediaRef], vision: bool) -> Value {
+    let content = user_content(text, media, vision);
+    if content.images.is_empty() {
+        return json!({ "role": "user", "content": content.text });
+    }
+    let mut parts = Vec::with_capacity(content.images.len() + 1);
+    if !content.text.is_empty() {
+        parts.push(json!({ "type": "text", "text": content.text }));
+    }
+    parts.extend(
+        content.images.iter().map(|image| json!({ "type": "image_url", "image_url": { "url": image.data_url() } })),
+    );
+    json!({ "role": "user", "content": parts })
 }
 
 /// The `user` message carrying the images of the tool results just sent, if they had any:
@@ -409,6 +429,27 @@ mod tests {
         assert_eq!(body["tools"][0]["function"]["parameters"], json!({"type":"object"}));
         assert_eq!(body["stream_options"]["include_usage"], true);
         assert!(body.get("max_tokens").is_none());
+    }
+
+    #[test]
+    fn with_image_input_a_users_photo_is_an_image_url_part_and_older_ones_are_notes() {
+        let body = request_body(&super::super::with_user_photos(true));
+        assert_eq!(
+            body["messages"][0]["content"],
+            "old one\n[photo 800×600 not shown: only the latest images are shown again]"
+        );
+        // No caption: no empty text part.
+        assert_eq!(
+            body["messages"][2]["content"],
+            json!([{ "type": "image_url", "image_url": { "url": "data:image/jpeg;base64,/9j/4A==" } }])
+        );
+    }
+
+    #[test]
+    fn without_image_input_a_users_photo_is_a_note() {
+        let body = request_body(&super::super::with_user_photos(false));
+        assert_eq!(body["messages"][2]["content"], "[photo 1568×1045 not shown: this model has no image input]");
+        assert_eq!(body["messages"][0]["content"], "old one\n[photo 800×600 not shown: this model has no image input]");
     }
 
     /// Two parallel calls, the first returning an image, the second two; then a steering
