@@ -1,0 +1,40 @@
+//! Media end to end (issue 23): the real `ferry gateway` binary against the fake platforms
+//! and the fake model. Users' photos, documents and voice notes reach the model as images,
+//! text and transcripts; files over the limit are refused with a message while their
+//! caption still runs; the agent's own images go back to the chat.
+
+use std::time::Duration;
+
+use ferry_fakes::{FakeOpenAi, RecordedRequest};
+
+#[path = "common/daemon.rs"]
+mod daemon;
+
+#[path = "media/telegram.rs"]
+mod telegram;
+
+use daemon::PATIENCE;
+
+/// The model tables: the fake OpenAI as provider `fake`, its model `gpt-test` taking images
+/// when `vision`.
+fn model_tables(openai: &FakeOpenAi, vision: bool) -> String {
+    format!(
+        "[agents.defaults]\nmodel = \"fake/gpt-test\"\n\n\
+         [models.providers.fake]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key = \"sk-test\"\nvision = {vision}\n",
+        openai.url()
+    )
+}
+
+/// Waits for the model's `count`th request and returns it.
+async fn request(openai: &FakeOpenAi, count: usize) -> RecordedRequest {
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            if let Some(request) = openai.requests().into_iter().nth(count - 1) {
+                return request;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the model got {} requests, not {count}", openai.requests().len()))
+}

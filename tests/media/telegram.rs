@@ -1,0 +1,101 @@
+//! Telegram: photos, documents and voice notes in.
+
+use ferry_fakes::{FakeOpenAi, FakeTelegram, TgMedia, Turn};
+
+use super::daemon::{Daemon, daemon_in};
+use super::{model_tables, request};
+
+const TOKEN: &str = "123456:TEST-token";
+const ADA: i64 = 42;
+
+async fn fakes() -> (FakeTelegram, FakeOpenAi) {
+    let telegram = FakeTelegram::start(TOKEN).await.expect("fake Telegram").without_rate_limits();
+    (telegram, FakeOpenAi::start().await.expect("fake OpenAI"))
+}
+
+async fn daemon(telegram: &FakeTelegram, openai: &FakeOpenAi, vision: bool, extra: &str) -> Daemon {
+    let config = format!(
+        "[channels.telegram]\nenabled = true\nbot_token = \"{TOKEN}\"\napi_url = \"{}\"\n\
+         dm_policy = \"open\"\nallow_from = [\"*\"]\n\n{}\n{extra}",
+        telegram.url(),
+        model_tables(openai, vision)
+    );
+    daemon_in(tempfile::tempdir().expect("home"), &config, openai, "telegram").await
+}
+
+/// The bot's messages in Ada's chat once there are `count`.
+async fn shown(telegram: &FakeTelegram, count: usize) -> Vec<String> {
+    tokio::time::timeout(super::daemon::PATIENCE, async {
+        loop {
+            let shown = telegram.messages_in(ADA);
+            if shown.len() >= count {
+                return shown.into_iter().map(|message| message.visible_text).collect();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("expected {count} messages, got {:?}", telegram.messages_in(ADA)))
+}
+
+#[tokio::test]
+async fn a_photo_without_caption_reaches_the_model_as_a_downscaled_image() {
+    let (telegram, openai) = fakes().await;
+    openai.push(Turn::text(["a gradient"]));
+    let _daemon = daemon(&telegram, &openai, true, "").await;
+    telegram.media_message(ADA, (ADA, "Ada"), TgMedia::Photo(vec![(320, 240), (2400, 1800)]), None);
+    let asked = request(&openai, 1).await;
+    let images = asked.images();
+    assert_eq!(images.len(), 1, "{images:?}");
+    assert_eq!(images[0].pixels, Some((1568, 1176)), "the largest size, downscaled to 1568 px");
+    assert_eq!(images[0].media_type, "image/jpeg");
+    assert_eq!(shown(&telegram, 1).await, ["a gradient"]);
+}
+
+#[tokio::test]
+async fn a_model_without_image_input_gets_a_note_instead() {
+    let (telegram, openai) = fakes().await;
+    openai.push(Turn::text(["I cannot see it"]));
+    let _daemon = daemon(&telegram, &openai, false, "").await;
+    telegram.media_message(ADA, (ADA, "Ada"), TgMedia::Photo(vec![(1280, 960)]), Some("what is this?"));
+    let asked = request(&openai, 1).await;
+    assert!(asked.images().is_empty());
+    assert_eq!(
+        asked.last_user_text().as_deref(),
+        Some("what is this?\n[photo 1280×960 not shown: this model has no image input]")
+    );
+}
+
+#[tokio::test]
+async fn a_file_over_the_limit_is_refused_with_a_message_and_its_caption_still_runs() {
+    let (telegram, openai) = fakes().await;
+    openai.push(Turn::text(["noted"]));
+    let _daemon = daemon(&telegram, &openai, true, "").await;
+    let bytes = vec![b'x'; 30 * 1024 * 1024];
+    let document = TgMedia::Document { file_name: "dump.zip".into(), mime_type: "application/zip".into(), bytes };
+    telegram.media_message(ADA, (ADA, "Ada"), document, Some("here are the logs"));
+    let asked = request(&openai, 1).await;
+    assert_eq!(
+        asked.last_user_text().as_deref(),
+        Some("here are the logs\n\n[\"dump.zip\" (30 MB) not opened: over the 20 MB limit]")
+    );
+    let shown = shown(&telegram, 2).await;
+    assert_eq!(shown[0], "📎 \"dump.zip\" is 30 MB, over the 20 MB limit here, so I did not open it.");
+    assert_eq!(shown[1], "noted");
+    assert!(telegram.calls_to("getFile").is_empty(), "the announced size refused it before anything was downloaded");
+}
+
+#[tokio::test]
+async fn a_text_document_is_inlined_with_its_name() {
+    let (telegram, openai) = fakes().await;
+    openai.push(Turn::text(["two items"]));
+    let _daemon = daemon(&telegram, &openai, true, "").await;
+    let bytes = b"milk\neggs\n".to_vec();
+    let document = TgMedia::Document { file_name: "list.txt".into(), mime_type: "text/plain".into(), bytes };
+    telegram.media_message(ADA, (ADA, "Ada"), document, None);
+    let asked = request(&openai, 1).await;
+    assert_eq!(
+        asked.last_user_text().as_deref(),
+        Some("[file \"list.txt\" (text/plain, 1 KB)]\nmilk\neggs\n[end of file]")
+    );
+}
