@@ -146,6 +146,7 @@ fn context() -> ToolContext {
         skills: Arc::default(),
         sends: Arc::default(),
         updates: None,
+        outgoing: None,
     }
 }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use ferry::agent::tools::web::{FetchSettings, WebFetch};
 use ferry::agent::tools::{HostTools, ToolPolicy};
 use ferry::agent::{AgentRunner, EventBus, RunSettings, RunnerParts};
 use ferry::channels::ChannelRegistry;
@@ -60,7 +61,10 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
         host.check_sandbox(&ToolPolicy::from_config(&config)).await;
     }
     let database = state::Database::open(&state_dir).await?;
-    let media = Arc::new(Media::open(&state_dir.join("media"), &config.media).context("setting up [media]")?);
+    // The agent's files may come from URLs, fetched under web_fetch's rules and guard.
+    let web = WebFetch::new(FetchSettings::from_config(&config.tools.web)).context("setting up the URL fetcher")?;
+    let media = Media::open(&state_dir.join("media"), &config.media).context("setting up [media]")?.with_web(web);
+    let media = Arc::new(media);
     let sweeping = CancellationToken::new();
     let sweeper = media.store().spawn_sweeper(MEDIA_SWEEP_INTERVAL, sweeping.clone());
     let channels = ChannelRegistry::new();

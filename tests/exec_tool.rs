@@ -56,6 +56,7 @@ fn context(session_key: &str, channels: ChannelRegistry, origin: Option<Origin>)
         skills: Arc::new(SkillsSnapshot::default()),
         sends: Arc::new(Mutex::new(Vec::new())),
         updates: None,
+        outgoing: None,
     }
 }
 

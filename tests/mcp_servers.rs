@@ -95,6 +95,7 @@ fn context() -> ToolContext {
         skills: Arc::default(),
         sends: Arc::default(),
         updates: None,
+        outgoing: None,
     }
 }
 

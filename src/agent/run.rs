@@ -37,9 +37,11 @@ use super::turn::{AssistantTurn, TextLimit, TurnAccumulator};
 use crate::channels::ChannelRegistry;
 use crate::config::AgentDefaults;
 use crate::hooks::{AgentEnd, Hooks};
-use crate::media::Media;
+use crate::media::{Media, Outgoing};
 use crate::metrics::{ModelCall, RunEnd, metrics};
 use crate::models::{Attempt, Candidate, FailoverReason, ModelRouter, ModelUsed, ReasoningDisplay, ThinkingLevel};
+use crate::reply::media_lines;
+use ferry_channel::Attachment;
 
 /// What a tool call gets when a queued user message arrived before it started (steering).
 pub const SKIPPED_FOR_STEER: &str = "skipped due to queued user message";
@@ -215,6 +217,8 @@ pub struct RunOutcome {
     pub model: Option<ModelUsed>,
     /// Told to the user beside the answer, once (e.g. that the model cannot think).
     pub notices: Vec<String>,
+    /// Files the reply attaches (its `MEDIA:` lines), sent after its text.
+    pub attachments: Vec<Attachment>,
 }
 
 /// A run started in the background.
@@ -248,6 +252,8 @@ struct RunState {
     answered: Option<ModelUsed>,
     /// Notices for the user beside the answer (a model that cannot think).
     notices: Vec<String>,
+    /// Files the reply's `MEDIA:` lines attached.
+    attachments: Vec<Attachment>,
 }
 
 impl AgentRunner {
@@ -277,6 +283,40 @@ impl AgentRunner {
 
     pub fn hooks(&self) -> &Hooks {
         &self.inner.parts.hooks
+    }
+
+    /// What the agent's files are sent with: `None` without media.
+    fn outgoing(&self) -> Option<Outgoing> {
+        let parts = &self.inner.parts;
+        let sandbox = parts.tools.host().map(|host| host.sandbox().clone());
+        parts.media.clone().map(|media| Outgoing::new(media, sandbox))
+    }
+
+    /// `text` without its `MEDIA:` lines, whose files join the reply's attachments; a file
+    /// that cannot be attached is said in the text instead, so the user learns of it.
+    async fn attach_media_lines(&self, text: &str, session_key: &str, state: &mut RunState) -> String {
+        let split = media_lines::split(text);
+        if split.media.is_empty() {
+            return text.to_owned();
+        }
+        let mut shown = split.text.trim_end().to_owned();
+        for named in &split.media {
+            let attached = match self.outgoing() {
+                Some(outgoing) => outgoing.attach(named, session_key).await,
+                None => Err(super::tools::ToolError::new("this agent cannot send files")),
+            };
+            match attached {
+                Ok(attachment) => state.attachments.push(attachment),
+                Err(error) => {
+                    tracing::info!(%error, "a MEDIA: line names a file that cannot be attached");
+                    if !shown.is_empty() {
+                        shown.push_str("\n\n");
+                    }
+                    shown.push_str(&format!("(I could not attach {named}: {error})"));
+                }
+            }
+        }
+        shown
     }
 
     /// Users' files (`None` when this runner takes none).
@@ -368,6 +408,7 @@ impl AgentRunner {
             reply_chars: 0,
             answered: None,
             notices: Vec::new(),
+            attachments: Vec::new(),
         };
         let timeout = request.timeout.unwrap_or(parts.settings.timeout);
         let cancel = request.cancel.clone();
@@ -420,6 +461,7 @@ impl AgentRunner {
             ended_at,
             model: state.answered,
             notices: state.notices,
+            attachments: state.attachments,
         };
         persist(outcome.transcript.clone(), outcome.usage).await;
         events.lifecycle(terminal);
@@ -479,7 +521,8 @@ impl AgentRunner {
                 thinking: turn.thinking.clone(),
             });
             if !turn.text.trim().is_empty() {
-                state.payloads.push(Payload { text: turn.text.clone(), is_error: false });
+                let text = self.attach_media_lines(&turn.text, &request.session_key, state).await;
+                state.payloads.push(Payload { text, is_error: false });
             }
             if turn.cut {
                 tracing::warn!(
@@ -696,6 +739,7 @@ impl AgentRunner {
             skills: skills.clone(),
             sends: state.sends.clone(),
             updates: Some(updates),
+            outgoing: self.outgoing(),
         };
         let started = std::time::Instant::now();
         let outcome = match parts.tools.not_offered(call, &request.tools) {

@@ -20,6 +20,7 @@ use crate::metrics::{PreviewAction, metrics};
 use crate::models::ReasoningDisplay;
 use crate::queue::prompt::follow_up_prompt;
 use crate::queue::{QueuedMessage, RunExecutor, RunJob, RunReport};
+use crate::reply::attachments::FileLimits;
 use crate::reply::chunker::ChunkLimits;
 use crate::reply::ledger::{DeliveryLedger, OrphanPreview};
 use crate::reply::outbound::{OutboundScheduler, Schedulers};
@@ -281,6 +282,10 @@ impl AgentExecutor {
             prefix: self.config.messages.response_prefix.clone(),
             markup: capabilities.markup,
             max_lines: capabilities.max_lines,
+            files: FileLimits {
+                caption_limit: capabilities.caption_limit,
+                max_upload_bytes: capabilities.max_upload_bytes,
+            },
             verbose: false,
             reasoning: ReasoningDisplay::Off,
             blocks: defaults.block_streaming.then(|| BlockStyle {

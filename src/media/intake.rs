@@ -23,6 +23,7 @@ use ferry_channel::{Attachment, AttachmentKind, Channel};
 
 use super::{FetchError, ImageError, MediaStore, MediaStoreError, StoredMedia, fetch, prepare_image, sniff};
 use crate::agent::conversation::{ImagePart, MediaRef};
+use crate::agent::tools::web::WebFetch;
 use crate::config::MediaConfig;
 
 /// The daemon's media: the store, the operator's `[media]` settings and the transcription
@@ -31,6 +32,8 @@ use crate::config::MediaConfig;
 pub struct Media {
     store: MediaStore,
     config: MediaConfig,
+    /// Fetches the URLs the agent attaches (`web_fetch`'s client and rules).
+    web: Option<Arc<WebFetch>>,
 }
 
 /// What one message's attachments gave.
@@ -70,7 +73,17 @@ impl Media {
     /// the directory cannot be used or the transcription key cannot be found.
     pub fn open(root: &Path, config: &MediaConfig) -> Result<Self, MediaSetupError> {
         let ttl = Duration::from_secs(config.ttl_days.saturating_mul(24 * 60 * 60));
-        Ok(Self { store: MediaStore::open(root, ttl)?, config: config.clone() })
+        Ok(Self { store: MediaStore::open(root, ttl)?, config: config.clone(), web: None })
+    }
+
+    /// Lets the agent attach files by URL, fetched by `web` (under its SSRF guard).
+    pub fn with_web(mut self, web: WebFetch) -> Self {
+        self.web = Some(Arc::new(web));
+        self
+    }
+
+    pub(super) fn web(&self) -> Option<&WebFetch> {
+        self.web.as_deref()
     }
 
     pub fn store(&self) -> &MediaStore {

@@ -19,6 +19,7 @@
 mod fetch;
 mod image;
 mod intake;
+mod outgoing;
 mod sniff;
 mod store;
 
@@ -28,5 +29,6 @@ pub use self::image::{
     prepare_image_within,
 };
 pub use self::intake::{Media, MediaSetupError, Received};
+pub use self::outgoing::{OUTGOING_MAX_BYTES, Outgoing};
 pub use self::sniff::{Sniffed, sniff};
 pub use self::store::{MediaStore, MediaStoreError, StoredMedia, Swept, hex_digest};

@@ -12,6 +12,7 @@ use serde::Serialize;
 use tokio::time::{Duration, Instant};
 
 use super::directive;
+use super::media_lines;
 use super::silent::{shape_final, visible_while_streaming};
 use crate::agent::{AgentEvent, AgentStream, AssistantEvent, LifecycleEvent, ToolEvent};
 
@@ -153,7 +154,7 @@ impl ChatEvents {
                     out.push(self.event(ChatState::Aborted, None, None));
                 } else {
                     out.extend(self.delta());
-                    let message = shape_final(&directive::strip(&self.text).text)
+                    let message = shape_final(&media_lines::split(&directive::strip(&self.text).text).text)
                         .filter(|_| !self.answered_by_tool)
                         .map(|text| ChatText { role: "assistant", text });
                     let reasoning = message.as_ref().and_then(|_| self.reasoning_so_far());
@@ -176,7 +177,8 @@ impl ChatEvents {
     /// When held-back text may go out as a delta, if some waits.
     pub fn due(&self) -> Option<Instant> {
         let stripped = directive::strip_streaming(&self.text);
-        let visible = visible_while_streaming(&stripped.text);
+        let shown = media_lines::strip_streaming(&stripped.text);
+        let visible = visible_while_streaming(&shown);
         let waiting = !self.ended && (visible != self.sent || self.reasoning.len() != self.sent_reasoning);
         waiting.then(|| self.last_delta.map_or_else(Instant::now, |last| last + DELTA_INTERVAL))
     }
@@ -193,7 +195,8 @@ impl ChatEvents {
     /// nothing new is visible.
     fn delta(&mut self) -> Option<ChatEvent> {
         let stripped = directive::strip_streaming(&self.text);
-        let visible = visible_while_streaming(&stripped.text);
+        let shown = media_lines::strip_streaming(&stripped.text);
+        let visible = visible_while_streaming(&shown);
         let new_text = !visible.is_empty() && visible != self.sent;
         let new_reasoning = self.reasoning.len() != self.sent_reasoning;
         if !new_text && !new_reasoning {

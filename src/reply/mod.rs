@@ -25,6 +25,7 @@
 //! - [`typing`]: the typing indicator, kept on while a run works;
 //! - [`chat_events`]: `chat` events for web and RPC clients.
 
+pub mod attachments;
 pub mod chat_events;
 pub mod chunker;
 pub mod coalesce;
@@ -32,6 +33,7 @@ pub mod directive;
 pub mod finals;
 pub mod format;
 pub mod ledger;
+pub mod media_lines;
 pub mod outbound;
 pub mod preview;
 pub mod reasoning;

@@ -10,12 +10,14 @@ use ferry_channel::{MarkupDialect, MessageRef, OutboundMessage, TextFormat};
 use tokio::sync::mpsc;
 use tokio::time::{Duration, sleep_until};
 
+use super::attachments::{self, FileLimits};
 use super::chunker::{BlockChunker, BreakMode, ChunkLimits};
 use super::coalesce::{BlockFormat, BlocksOutcome, Coalescer};
 use super::directive::{self, ReplyTarget};
 use super::finals::{FinalsOutcome, FinalsPlan};
 use super::format;
 use super::ledger::Recorder;
+use super::media_lines;
 use super::outbound::OutboundScheduler;
 use super::preview::PreviewStream;
 use super::reasoning::reasoning_message;
@@ -53,6 +55,8 @@ pub struct TurnStyle {
     pub verbose: bool,
     /// How the model's reasoning is shown (`/reasoning`).
     pub reasoning: ReasoningDisplay,
+    /// What the channel takes with a file (caption length, upload size).
+    pub files: FileLimits,
 }
 
 /// How a reply is cut into messages while it streams.
@@ -219,7 +223,7 @@ impl ReplyTurn {
                 let thread = self.thread_for(0, stripped.directives.reply_to.as_ref());
                 if let Some(preview) = &mut self.preview {
                     preview.thread_to(thread);
-                    preview.update(&stripped.text).await;
+                    preview.update(&media_lines::strip_streaming(&stripped.text)).await;
                 }
             }
             // Blocks are the reply's messages: threaded as its finals would be, as soon as
@@ -267,9 +271,7 @@ impl ReplyTurn {
                     // A block is a piece of the final reply: the same rules keep a silent
                     // token or a reply directive out of the chat.
                     let block = String::from(block);
-                    if let Some(text) =
-                        shape_final(&directive::strip(&block).text).and_then(|text| strip_heartbeat(&text))
-                    {
+                    if let Some(text) = shape_block(&block) {
                         coalescer.push(text, joiner).await;
                     }
                 }
@@ -318,7 +320,7 @@ impl ReplyTurn {
         for block in chunker.text_end() {
             self.last_block_end = block.source.end;
             let block = String::from(block);
-            if let Some(text) = shape_final(&directive::strip(&block).text).and_then(|text| strip_heartbeat(&text)) {
+            if let Some(text) = shape_block(&block) {
                 coalescer.push(text, "\n\n").await;
             }
         }
@@ -336,7 +338,14 @@ impl ReplyTurn {
         if let Some((_, coalescer)) = self.blocks.take()
             && coalescer.finish().await == BlocksOutcome::Delivered
         {
-            // The blocks were the reply; sending the finals too would say it twice.
+            // The blocks were the reply; sending the finals too would say it twice. Its files
+            // still go.
+            let files = self.with_files(Vec::new(), outcome);
+            if !files.is_empty() {
+                FinalsPlan::new(files, None, self.style.text_limit, self.style.markup)
+                    .deliver(&self.scheduler, None)
+                    .await;
+            }
             return false;
         }
         let mut shaped = shape_reply(
@@ -363,6 +372,7 @@ impl ReplyTurn {
             shaped.texts.extend(outcome.notices.iter().cloned());
         }
         let messages = self.hooked(self.messages(&shaped)).await;
+        let messages = self.with_files(messages, outcome);
         let plan = match self.preview.take() {
             Some(preview) => preview.into_plan(messages),
             None => FinalsPlan::new(messages, None, self.style.text_limit, self.style.markup),
@@ -443,6 +453,14 @@ impl ReplyTurn {
 
     /// The platform messages of a shaped reply, each with its idempotency key (run id +
     /// index) and threaded as [`ReplyTurn::thread_for`] says.
+    /// `messages` with the reply's files joined to them ([`attachments::attach`]).
+    fn with_files(&self, messages: Vec<OutboundMessage>, outcome: &RunOutcome) -> Vec<OutboundMessage> {
+        if outcome.attachments.is_empty() {
+            return messages;
+        }
+        attachments::attach(messages, &outcome.attachments, self.style.files, &self.origin.target, &self.run_id)
+    }
+
     fn messages(&self, shaped: &ShapedReply) -> Vec<OutboundMessage> {
         let markup = self.style.markup;
         let text_format = if markup == MarkupDialect::Plain { TextFormat::Plain } else { TextFormat::Markup };
@@ -462,6 +480,12 @@ impl ReplyTurn {
             })
             .collect()
     }
+}
+
+/// A streamed block as it may be shown: the same rules as a final keep a silent token, a
+/// reply directive or a `MEDIA:` line out of the chat.
+fn shape_block(block: &str) -> Option<String> {
+    shape_final(&media_lines::split(&directive::strip(block).text).text).and_then(|text| strip_heartbeat(&text))
 }
 
 #[cfg(test)]
@@ -524,6 +548,7 @@ mod tests {
             supports_reply_to: true,
             prefix: None,
             markup: MarkupDialect::TelegramHtml,
+            files: FileLimits::default(),
             max_lines: None,
             blocks: None,
             verbose: false,
@@ -668,6 +693,7 @@ mod tests {
             ended_at: Utc::now(),
             model: None,
             notices: Vec::new(),
+            attachments: Vec::new(),
         }
     }
 

@@ -1,4 +1,7 @@
-//! `message`: send text to a chat — the current one, or another the agent names.
+//! `message`: send text to a chat — the current one, or another the agent names — with a
+//! file if it likes (`media`: a workspace path or a URL, see [`crate::media::Outgoing`]);
+//! the text is then the file's caption, cut to the channel's caption limit with the rest
+//! sent after it.
 //!
 //! What the tool sent is recorded ([`ToolSend`]), so the reply pipeline can avoid
 //! repeating it (messaging-tool dedup, SPEC §7): only successful sends are recorded.
@@ -10,6 +13,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{Origin, ToolContext, ToolError, ToolOutput, TypedTool};
+use crate::reply::attachments::{FileLimits, split_caption};
 use crate::reply::directive::{self, ReplyTarget};
 
 /// A message the tool delivered.
@@ -25,8 +29,13 @@ pub struct ToolSend {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MessageArgs {
-    /// The text to send.
+    /// The text to send; with `media`, its caption (may then be empty).
+    #[serde(default)]
     pub text: String,
+    /// A file to send: a path in your workspace, or an http(s) URL. Images arrive as
+    /// photos, other files as documents.
+    #[serde(default)]
+    pub media: Option<String>,
     /// Channel to send on (telegram, discord, slack, webchat). Default: the current chat's.
     #[serde(default)]
     pub channel: Option<String>,
@@ -48,13 +57,15 @@ pub struct MessageTool;
 impl TypedTool for MessageTool {
     type Args = MessageArgs;
     const NAME: &'static str = "message";
-    const DESCRIPTION: &'static str = "Send a chat message. Without `channel` and `to` it goes to the current chat; \
-         with them, to another chat. Use it to deliver something separately from your reply; do not repeat its \
-         text in your reply.";
+    const DESCRIPTION: &'static str = "Send a chat message, optionally with a file (`media`: a workspace path or \
+         an http(s) URL; `text` is then its caption). Without `channel` and `to` it goes to the current chat; with \
+         them, to another chat. Use it to deliver something separately from your reply; do not repeat its text in \
+         your reply.";
     const MUTATES: bool = true;
 
     async fn run(&self, args: MessageArgs, context: &ToolContext) -> Result<ToolOutput, ToolError> {
-        if args.text.trim().is_empty() {
+        let media = args.media.as_deref().map(str::trim).filter(|media| !media.is_empty());
+        if args.text.trim().is_empty() && media.is_none() {
             return Err(ToolError::new("`text` is empty; there is nothing to send"));
         }
         let (channel_name, account_id, target) = resolve_target(&args, context.origin.as_ref())?;
@@ -69,17 +80,44 @@ impl TypedTool for MessageTool {
         // `[[reply_to: <id>]]` threads the message where the channel can.
         let stripped = directive::strip(&args.text);
         let text = stripped.text.trim().to_owned();
-        if text.is_empty() {
+        if text.is_empty() && media.is_none() {
             return Err(ToolError::new("`text` holds only reply directives; there is nothing to send"));
         }
-        let mut outbound = OutboundMessage::text(target.clone(), text.clone());
+        let file = match media {
+            Some(named) => {
+                let outgoing = context.outgoing.as_ref().ok_or_else(|| ToolError::new("files cannot be sent here"))?;
+                let file = outgoing.attach(named, &context.session_key).await?;
+                let limits = channel.capabilities();
+                let files =
+                    FileLimits { caption_limit: limits.caption_limit, max_upload_bytes: limits.max_upload_bytes };
+                if let Some(refusal) = files.refusal(&file) {
+                    return Err(ToolError::new(format!("not sent: {refusal}")));
+                }
+                Some((file, files.caption_limit))
+            }
+            None => None,
+        };
+        let (caption, rest) = match &file {
+            Some((_, caption_limit)) => split_caption(&text, *caption_limit),
+            None => (text.clone(), None),
+        };
+        let mut outbound = OutboundMessage::text(target.clone(), caption);
         if let Some(ReplyTarget::Message(id)) = stripped.directives.reply_to
             && channel.capabilities().supports_reply_to
         {
             outbound.reply_to_message_id = Some(id);
         }
         outbound.idempotency_key = Some(format!("{}:{}", context.run_id, context.call_id));
+        outbound.attachments.extend(file.map(|(file, _)| file));
         let sent = channel.send(outbound).await.map_err(|error| ToolError::new(format!("sending failed: {error}")))?;
+        if let Some(rest) = rest {
+            let mut more = OutboundMessage::text(target.clone(), rest);
+            more.idempotency_key = Some(format!("{}:{}:rest", context.run_id, context.call_id));
+            channel
+                .send(more)
+                .await
+                .map_err(|error| ToolError::new(format!("sending the rest of the caption failed: {error}")))?;
+        }
         let send = ToolSend {
             channel: channel.name().to_owned(),
             account_id: channel.account_id().to_owned(),

@@ -70,6 +70,8 @@ pub struct ToolContext {
     pub sends: Arc<Mutex<Vec<ToolSend>>>,
     /// Where a tool streams partial output (`exec`), shown as `tool` `update` events.
     pub updates: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+    /// Files the agent sends (`message`'s `media`); `None`: it cannot send files.
+    pub outgoing: Option<crate::media::Outgoing>,
 }
 
 /// A tool failure, worded for the model.

@@ -34,8 +34,50 @@ async fn workspace<T: Send + 'static>(
     context: &ToolContext,
     work: impl FnOnce(Workspace) -> Result<T, ToolError> + Send + 'static,
 ) -> Result<T, ToolError> {
+    workspace_of(sandbox, &context.session_key, work).await
+}
+
+/// A file of `session_key`'s workspace, whole, when it is at most `limit` bytes: a file the
+/// agent sends (`message`'s `media`, a reply's `MEDIA:` line), confined as `read` is.
+pub async fn read_to_send(
+    sandbox: &Arc<Sandbox>,
+    session_key: &str,
+    path: &str,
+    limit: u64,
+) -> Result<Vec<u8>, ToolError> {
+    let path = path.to_owned();
+    workspace_of(sandbox, session_key, move |workspace| {
+        let mut file = workspace.read(&path)?;
+        let meta = file.metadata().map_err(|error| ToolError::new(format!("`{path}`: {error}")))?;
+        if meta.is_dir() {
+            return Err(ToolError::new(format!("`{path}` is a directory, not a file")));
+        }
+        if meta.len() > limit {
+            return Err(ToolError::new(format!(
+                "`{path}` is {} bytes, more than the {limit} that can be sent",
+                meta.len()
+            )));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        std::io::Read::by_ref(&mut file)
+            .take(limit + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|error| ToolError::new(format!("`{path}`: {error}")))?;
+        if bytes.len() as u64 > limit {
+            return Err(ToolError::new(format!("`{path}` grew past the {limit} bytes that can be sent")));
+        }
+        Ok(bytes)
+    })
+    .await
+}
+
+async fn workspace_of<T: Send + 'static>(
+    sandbox: &Arc<Sandbox>,
+    session_key: &str,
+    work: impl FnOnce(Workspace) -> Result<T, ToolError> + Send + 'static,
+) -> Result<T, ToolError> {
     let sandbox = sandbox.clone();
-    let session_key = context.session_key.clone();
+    let session_key = session_key.to_owned();
     tokio::task::spawn_blocking(move || {
         let placement = sandbox
             .place(&session_key)

@@ -105,15 +105,41 @@ impl WebFetch {
     /// Fetches `url` and renders it for the model (see the module doc); every failure is an
     /// error worded for the model.
     pub async fn fetch(&self, url: &str, max_chars: Option<usize>) -> Result<String, ToolError> {
-        let parsed = Url::parse(url.trim()).map_err(|error| match error {
-            url::ParseError::RelativeUrlWithoutBase => {
-                ToolError::new(format!("{url:?} is not a full URL: start it with https:// or http://"))
-            }
-            error => ToolError::new(format!("{url:?} is not a URL: {error}")),
-        })?;
-        check_scheme(&parsed)?;
+        let parsed = parse_url(url)?;
         let max_chars = max_chars.unwrap_or(DEFAULT_MAX_CHARS).clamp(MAX_CHARS_RANGE.0, MAX_CHARS_RANGE.1);
         match tokio::time::timeout(self.settings.timeout, self.fetch_within(parsed, max_chars)).await {
+            Ok(result) => result,
+            Err(_) => Err(ToolError::new(format!(
+                "fetching {url} took longer than {} s (tools.web.timeout_seconds) and was stopped",
+                self.settings.timeout.as_secs()
+            ))),
+        }
+    }
+
+    /// The bytes at `url` (a file the agent attaches to a message), at most `limit` of them,
+    /// under the same guard, redirect rules and timeout as [`WebFetch::fetch`]. Returns the
+    /// URL they came from (after redirects) and the bytes.
+    pub async fn fetch_file(&self, url: &str, limit: u64) -> Result<(Url, Vec<u8>), ToolError> {
+        let parsed = parse_url(url)?;
+        let fetched = async {
+            let (url, response) = self.follow_redirects(parsed).await?;
+            let status = response.status();
+            if !status.is_success() {
+                return Err(ToolError::new(format!("{url} answered HTTP {}", status_text(status))));
+            }
+            let too_large = || ToolError::new(format!("{url} is larger than {limit} bytes, more than can be sent"));
+            if response.content_length().is_some_and(|length| length > limit) {
+                return Err(too_large());
+            }
+            let body = read_capped(response, limit)
+                .await
+                .map_err(|error| ToolError::new(format!("reading {url} failed: {}", error_chain(&error))))?;
+            if body.truncated {
+                return Err(too_large());
+            }
+            Ok((url, body.bytes))
+        };
+        match tokio::time::timeout(self.settings.timeout, fetched).await {
             Ok(result) => result,
             Err(_) => Err(ToolError::new(format!(
                 "fetching {url} took longer than {} s (tools.web.timeout_seconds) and was stopped",
@@ -224,6 +250,18 @@ impl TypedTool for WebFetch {
     async fn run(&self, args: WebFetchArgs, _context: &ToolContext) -> Result<ToolOutput, ToolError> {
         self.fetch(&args.url, args.max_chars).await.map(ToolOutput::from)
     }
+}
+
+/// `url` parsed, as an http(s) URL, or an error worded for the model.
+fn parse_url(url: &str) -> Result<Url, ToolError> {
+    let parsed = Url::parse(url.trim()).map_err(|error| match error {
+        url::ParseError::RelativeUrlWithoutBase => {
+            ToolError::new(format!("{url:?} is not a full URL: start it with https:// or http://"))
+        }
+        error => ToolError::new(format!("{url:?} is not a URL: {error}")),
+    })?;
+    check_scheme(&parsed)?;
+    Ok(parsed)
 }
 
 fn check_scheme(url: &Url) -> Result<(), ToolError> {
