@@ -63,7 +63,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     let database = state::Database::open(&state_dir).await?;
     // The agent's files may come from URLs, fetched under web_fetch's rules and guard.
     let web = WebFetch::new(FetchSettings::from_config(&config.tools.web)).context("setting up the URL fetcher")?;
-    let media = Media::open(&state_dir.join("media"), &config.media).context("setting up [media]")?.with_web(web);
+    let media = Media::open(&state_dir.join("media"), &config.media, env).context("setting up [media]")?.with_web(web);
     let media = Arc::new(media);
     let sweeping = CancellationToken::new();
     let sweeper = media.store().spawn_sweeper(MEDIA_SWEEP_INTERVAL, sweeping.clone());

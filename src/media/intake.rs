@@ -21,10 +21,15 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use ferry_channel::{Attachment, AttachmentKind, Channel};
 
+use super::pdf::{PdfError, pdf_text_within};
+use super::transcribe::{TranscribeError, Transcriber};
 use super::{FetchError, ImageError, MediaStore, MediaStoreError, StoredMedia, fetch, prepare_image, sniff};
 use crate::agent::conversation::{ImagePart, MediaRef};
 use crate::agent::tools::web::WebFetch;
-use crate::config::MediaConfig;
+use crate::config::{Environment, MediaConfig};
+
+/// How long extracting one PDF's text may take before it becomes a note.
+const PDF_DEADLINE: Duration = Duration::from_secs(20);
 
 /// The daemon's media: the store, the operator's `[media]` settings and the transcription
 /// service. Shared by the dispatcher (inbound files), the agent (images replayed from
@@ -34,6 +39,8 @@ pub struct Media {
     config: MediaConfig,
     /// Fetches the URLs the agent attaches (`web_fetch`'s client and rules).
     web: Option<Arc<WebFetch>>,
+    /// `[media.transcription]`, when configured.
+    transcriber: Option<Transcriber>,
 }
 
 /// What one message's attachments gave.
@@ -66,14 +73,18 @@ impl Received {
 pub enum MediaSetupError {
     #[error(transparent)]
     Store(#[from] MediaStoreError),
+    #[error(transparent)]
+    Transcription(#[from] TranscribeError),
 }
 
 impl Media {
-    /// The media of a daemon whose store is at `root`, with `config`'s settings. Fails when
-    /// the directory cannot be used or the transcription key cannot be found.
-    pub fn open(root: &Path, config: &MediaConfig) -> Result<Self, MediaSetupError> {
+    /// The media of a daemon whose store is at `root`, with `config`'s settings (the
+    /// transcription key may come from `env`). Fails when the directory cannot be used or
+    /// the transcription key cannot be found.
+    pub fn open(root: &Path, config: &MediaConfig, env: &Environment) -> Result<Self, MediaSetupError> {
         let ttl = Duration::from_secs(config.ttl_days.saturating_mul(24 * 60 * 60));
-        Ok(Self { store: MediaStore::open(root, ttl)?, config: config.clone(), web: None })
+        let transcriber = config.transcription.as_ref().map(|settings| Transcriber::new(settings, env)).transpose()?;
+        Ok(Self { store: MediaStore::open(root, ttl)?, config: config.clone(), web: None, transcriber })
     }
 
     /// Lets the agent attach files by URL, fetched by `web` (under its SSRF guard).
@@ -169,7 +180,13 @@ impl Media {
             let text = String::from_utf8_lossy(&bytes);
             self.inlined(&described, &text)
         } else if sniffed.mime_type == "application/pdf" {
-            format!("[{described} received: PDFs cannot be read yet]")
+            match pdf_text_within(bytes, PDF_DEADLINE).await {
+                Ok(text) => self.inlined(&format!("{described}, its text"), &text),
+                Err(PdfError::NoText) => {
+                    format!("[{described}: the PDF has no text layer (a scan?), so it cannot be read]")
+                }
+                Err(error) => format!("[{described} could not be read: {error}]"),
+            }
         } else {
             if sniffed.kind == AttachmentKind::Video {
                 reference.kind = AttachmentKind::Video;
@@ -182,8 +199,18 @@ impl Media {
 
     /// A voice note's or audio file's transcript block, or the note saying why there is none.
     async fn transcript(&self, bytes: Vec<u8>, attachment: &Attachment, mime_type: &str, described: &str) -> String {
-        let _ = (bytes, attachment.file_name.clone().unwrap_or_else(|| default_audio_name(mime_type)));
-        format!("[{described} not transcribed: no transcription service is configured]")
+        let Some(transcriber) = &self.transcriber else {
+            return format!("[{described} not transcribed: no transcription service is configured]");
+        };
+        let file_name = attachment.file_name.clone().unwrap_or_else(|| default_audio_name(mime_type));
+        match transcriber.transcribe(bytes, &file_name, mime_type).await {
+            Ok(text) if text.trim().is_empty() => format!("[{described}: the transcript is empty]"),
+            Ok(text) => format!("[voice note transcript] {}", text.trim()),
+            Err(error) => {
+                tracing::warn!(%error, "transcribing a voice note failed");
+                format!("[{described} could not be transcribed: {error}]")
+            }
+        }
     }
 
     /// A document's text in the prompt, cut at `media.inline_text_chars`.

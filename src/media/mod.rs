@@ -8,6 +8,10 @@
 //! downscaled, re-encoded and measured. What comes out is an
 //! [`ImagePart`](crate::agent::conversation::ImagePart) that every provider can send as is.
 //!
+//! Documents and voice notes reach a model as text: a PDF through [`pdf_text_within`]
+//! (fenced against hostile files: panics, self-drawing forms, slowness), a recording through
+//! a [`Transcriber`] for the OpenAI-compatible endpoint of `[media.transcription]`.
+//!
 //! ```
 //! # fn demo(bytes: &[u8]) -> Result<(), ferry::media::ImageError> {
 //! let part = ferry::media::prepare_image(bytes)?;
@@ -20,8 +24,10 @@ mod fetch;
 mod image;
 mod intake;
 mod outgoing;
+mod pdf;
 mod sniff;
 mod store;
+mod transcribe;
 
 pub use self::fetch::{FetchError, fetch};
 pub use self::image::{
@@ -30,5 +36,7 @@ pub use self::image::{
 };
 pub use self::intake::{Media, MediaSetupError, Received};
 pub use self::outgoing::{OUTGOING_MAX_BYTES, Outgoing};
+pub use self::pdf::{MAX_FORM_DEPTH, PdfError, pdf_text, pdf_text_within};
 pub use self::sniff::{Sniffed, sniff};
 pub use self::store::{MediaStore, MediaStoreError, StoredMedia, Swept, hex_digest};
+pub use self::transcribe::{TranscribeError, Transcriber};

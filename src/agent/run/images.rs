@@ -55,7 +55,10 @@ mod tests {
     #[tokio::test]
     async fn only_the_latest_turns_with_images_are_loaded() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let media = Arc::new(Media::open(dir.path(), &MediaConfig::default()).expect("media"));
+        let media = Arc::new(
+            Media::open(dir.path(), &MediaConfig::default(), &crate::config::Environment::from_process())
+                .expect("media"),
+        );
         let mut messages = Vec::new();
         for shade in [10, 20, 30] {
             messages

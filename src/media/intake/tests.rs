@@ -9,7 +9,7 @@ use super::*;
 
 fn media(config: MediaConfig) -> (tempfile::TempDir, Arc<Media>) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let media = Media::open(&dir.path().join("media"), &config).expect("media opens");
+    let media = Media::open(&dir.path().join("media"), &config, &Environment::from_process()).expect("media opens");
     (dir, Arc::new(media))
 }
 
@@ -139,4 +139,57 @@ fn sizes_read_as_people_say_them() {
     assert_eq!(megabytes(1_572_864), "1.5 MB");
     assert_eq!(megabytes(2048), "2 KB");
     assert_eq!(megabytes(1), "1 KB");
+}
+
+#[tokio::test]
+async fn a_pdf_is_inlined_as_its_text() {
+    let (_dir, media) = media(MediaConfig::default());
+    let channel = served("p", crate::media::pdf::tests::text_pdf(&["Invoice 42", "Total: 10 EUR"]));
+    let received = media.receive(&channel, &[file(AttachmentKind::Document, "p", Some("invoice.pdf"))]).await;
+    let [block] = received.text.as_slice() else { panic!("{received:?}") };
+    assert!(block.starts_with("[file \"invoice.pdf\" (application/pdf, 1 KB), its text]\n"), "{block}");
+    assert!(block.contains("Invoice 42") && block.contains("Total: 10 EUR"), "{block}");
+    assert_eq!(received.media[0].mime_type, "application/pdf");
+}
+
+#[tokio::test]
+async fn a_voice_note_is_transcribed_by_the_configured_service() {
+    let openai = ferry_fakes::FakeOpenAi::start().await.expect("fake OpenAI");
+    openai.set_transcript("Buy milk on the way home.");
+    let transcription = crate::config::TranscriptionConfig {
+        base_url: openai.url(),
+        api_key: Some(crate::config::Secret::new("sk-voice")),
+        language: Some("en".into()),
+        ..Default::default()
+    };
+    let (_dir, media) = media(MediaConfig { transcription: Some(transcription), ..MediaConfig::default() });
+    let mut ogg = b"OggS\x00\x02".to_vec();
+    ogg.resize(2048, 7);
+    let channel = served("v", ogg);
+    let received = media.receive(&channel, &[file(AttachmentKind::Audio, "v", None)]).await;
+    assert_eq!(received.text, ["[voice note transcript] Buy milk on the way home."]);
+    let [asked] = openai.transcriptions().try_into().expect("one transcription");
+    assert_eq!(
+        (asked.file_name.as_deref(), asked.file_len, asked.language.as_deref()),
+        (Some("voice.ogg"), 2048, Some("en"))
+    );
+}
+
+#[tokio::test]
+async fn a_failed_transcription_becomes_a_note() {
+    let openai = ferry_fakes::FakeOpenAi::start().await.expect("fake OpenAI");
+    openai.push_transcription_error(ferry_fakes::HttpError::new(500, "The server had an error"));
+    let transcription = crate::config::TranscriptionConfig {
+        base_url: openai.url(),
+        api_key: Some(crate::config::Secret::new("sk-voice")),
+        ..Default::default()
+    };
+    let (_dir, media) = media(MediaConfig { transcription: Some(transcription), ..MediaConfig::default() });
+    let channel = served("v", b"OggS\x00\x02 some opus".to_vec());
+    let received = media.receive(&channel, &[file(AttachmentKind::Audio, "v", None)]).await;
+    assert!(
+        received.text[0].starts_with("[the voice note (audio/ogg, 1 KB) could not be transcribed: "),
+        "{received:?}"
+    );
+    assert!(!received.text[0].contains("sk-voice"));
 }

@@ -14,6 +14,8 @@
 //! (decodable PNG, JPEG, WebP or GIF, at most 5 MB of base64, in the places the API allows).
 //! [`RecordedRequest`] reads back what the client sent: the key, the user's words, the
 //! thinking knobs, the images ([`ReceivedImage`]: media type, pixel size, byte length).
+//! [`FakeOpenAi`] also transcribes audio (`/v1/audio/transcriptions`, multipart, OpenAI's
+//! limits and errors), recording each upload as a [`TranscriptionRequest`].
 //!
 //! [`FakeTelegram`] is the Bot API: injected updates served through `getUpdates` long polling,
 //! `sendMessage` / `editMessageText` / `deleteMessage` checked against Telegram's limits and
@@ -41,6 +43,7 @@ mod server;
 mod slack;
 mod sse;
 mod telegram;
+mod transcription;
 
 pub use anthropic::FakeAnthropic;
 pub use discord::{
@@ -67,3 +70,4 @@ pub use telegram::{
     InjectedMedia, PHOTO_UPLOAD_LIMIT, RateLimits, SentMedia, SentMessage, StickerFormat, TgFile, TgMedia, TgUser,
     UPLOAD_LIMIT, sample_jpeg,
 };
+pub use transcription::{DEFAULT_TRANSCRIPT, TRANSCRIPTION_LIMIT, TranscriptionRequest};

@@ -100,6 +100,14 @@ pub(crate) trait Dialect: Send + Sync + 'static {
     /// sends as soon as it accepts a request.
     fn stall_events(context: &TurnContext<'_>) -> Vec<Event>;
 
+    /// Routes besides [`Dialect::PATHS`], e.g. OpenAI's audio transcriptions.
+    fn more_routes(router: Router<Arc<Shared<Self>>>) -> Router<Arc<Shared<Self>>>
+    where
+        Self: Sized,
+    {
+        router
+    }
+
     /// An error response in the provider's shape.
     fn error(status: StatusCode, error_type: Option<&str>, message: &str) -> Response {
         json_response(status, Self::error_body(status, error_type, message))
@@ -135,7 +143,7 @@ pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a s
 }
 
 /// State shared between the handle a test holds and the server's handlers.
-struct Shared<D: Dialect> {
+pub(crate) struct Shared<D: Dialect> {
     turns: Mutex<VecDeque<Turn>>,
     /// Answers requests once `turns` is empty; `None` answers them with a 500.
     responder: Mutex<Option<Responder>>,
@@ -143,15 +151,15 @@ struct Shared<D: Dialect> {
     /// Number of recorded requests, so tests can wait for one without polling.
     recorded: watch::Sender<usize>,
     /// Empty until a test registers a key; from then on every request is authenticated.
-    keys: Mutex<KeyTable>,
+    pub(crate) keys: Mutex<KeyTable>,
     /// `true` once the handle is dropped; releases stalled streams.
-    closing: watch::Sender<bool>,
+    pub(crate) closing: watch::Sender<bool>,
     /// How many streamed bodies are alive (sending, or held open by a stall). Each body holds
     /// an [`OpenStream`] that counts down when hyper drops it: at the end, when the client goes
     /// away, or when the server stops.
     open_streams: Arc<watch::Sender<usize>>,
     /// What the provider remembers between requests, e.g. Anthropic's thinking-signature key.
-    provider: D::State,
+    pub(crate) provider: D::State,
 }
 
 /// Locks ignoring poisoning: a test that panicked while holding a lock must not turn every
@@ -198,7 +206,7 @@ impl<D: Dialect> ModelFake<D> {
         for path in D::PATHS {
             router = router.route(path, post(handle::<D>));
         }
-        let router = router
+        let router = D::more_routes(router)
             .fallback(not_found::<D>)
             .layer(DefaultBodyLimit::max(REQUEST_BODY_LIMIT))
             .with_state(Arc::clone(&shared));
@@ -379,7 +387,7 @@ fn next_from_responder<D: Dialect>(
         .map_err(|_| format!("{}: the responder panicked on request #{} ({})", D::NAME, index + 1, request.path))
 }
 
-fn error_response<D: Dialect>(error: &HttpError) -> Response {
+pub(crate) fn error_response<D: Dialect>(error: &HttpError) -> Response {
     let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let response = D::error(status, error.overridden_type(), error.message());
     match error.retry_after_secs() {

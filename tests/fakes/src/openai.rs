@@ -6,22 +6,28 @@
 //! `stream_options.include_usage` asks for, and errors shaped
 //! `{"error":{"message","type","param","code"}}`. Reasoning is streamed as
 //! `delta.reasoning_content`, the convention of DeepSeek, vLLM and most compatible servers.
+//!
+//! It also answers `POST /v1/audio/transcriptions` (see `transcription.rs` for what it
+//! checks), behind the same keys.
 
 use std::io;
 use std::sync::Arc;
 
+use axum::Router;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
+use axum::routing::post;
 use serde_json::{Map, Value, json};
 
 use crate::images::{FoundImage, IMAGE_BASE64_LIMIT, ImageProblem, check, find_images, is_known_media_type};
 use crate::keys::{Fault, KeyBehaviour};
-use crate::model_script::{Reply, StopReason, Turn};
+use crate::model_script::{HttpError, Reply, StopReason, Turn};
 use crate::model_server::{
-    Dialect, ModelFake, Rejection, TurnContext, header_str, json_response, model_fake_methods, with_retry_after,
+    Dialect, ModelFake, Rejection, Shared, TurnContext, header_str, json_response, model_fake_methods, with_retry_after,
 };
 use crate::recorded::RecordedRequest;
 use crate::sse::{Event, EventKind};
+use crate::transcription::{self, TranscriptionRequest, Transcriptions};
 
 /// A running fake OpenAI-compatible server; dropping it stops the server.
 ///
@@ -59,6 +65,29 @@ impl FakeOpenAi {
     }
 
     model_fake_methods!();
+
+    /// Sets the text every later transcription answers with, instead of the default that
+    /// names the file and its size ([`DEFAULT_TRANSCRIPT`](crate::DEFAULT_TRANSCRIPT)).
+    pub fn set_transcript(&self, text: impl Into<String>) {
+        self.inner.provider_state().set_transcript(Some(text.into()));
+    }
+
+    /// Goes back to the default transcript.
+    pub fn clear_transcript(&self) {
+        self.inner.provider_state().set_transcript(None);
+    }
+
+    /// Queues an error for the next transcription request that passes the checks (the chat
+    /// route's script is separate), e.g. `HttpError::new(429, "…").retry_after(2)`.
+    pub fn push_transcription_error(&self, error: HttpError) -> &Self {
+        self.inner.provider_state().push_error(error);
+        self
+    }
+
+    /// Every `/audio/transcriptions` request so far, in arrival order, rejected ones included.
+    pub fn transcriptions(&self) -> Vec<TranscriptionRequest> {
+        self.inner.provider_state().requests()
+    }
 
     /// The base URL including `/v1`, as OpenAI clients expect (`https://api.openai.com/v1`).
     /// `/chat/completions` is answered with and without the `/v1` prefix.
@@ -147,10 +176,16 @@ impl Dialect for OpenAiDialect {
     const NAME: &'static str = "fake OpenAI";
     const PATHS: &'static [&'static str] = &["/v1/chat/completions", "/chat/completions"];
 
-    type State = ();
+    type State = Transcriptions;
 
-    fn new_state() -> io::Result<()> {
-        Ok(())
+    fn new_state() -> io::Result<Transcriptions> {
+        Ok(Transcriptions::default())
+    }
+
+    fn more_routes(router: Router<Arc<Shared<Self>>>) -> Router<Arc<Shared<Self>>> {
+        router
+            .route("/v1/audio/transcriptions", post(transcription::handle))
+            .route("/audio/transcriptions", post(transcription::handle))
     }
 
     fn error_body(status: StatusCode, error_type: Option<&str>, message: &str) -> Value {
@@ -196,7 +231,7 @@ impl Dialect for OpenAiDialect {
         key_fault(fault, model)
     }
 
-    fn check_body(_state: &(), _headers: &HeaderMap, body: &Map<String, Value>) -> Result<(), Rejection> {
+    fn check_body(_state: &Transcriptions, _headers: &HeaderMap, body: &Map<String, Value>) -> Result<(), Rejection> {
         if !body.get("model").is_some_and(Value::is_string) {
             let error = error_json("you must provide a model parameter", "invalid_request_error", None, None);
             return Err(Rejection::new(StatusCode::BAD_REQUEST, error));
@@ -225,7 +260,7 @@ impl Dialect for OpenAiDialect {
         json_response(StatusCode::BAD_REQUEST, error)
     }
 
-    fn stream_events(_state: &(), reply: &Reply, context: &TurnContext<'_>) -> Vec<Event> {
+    fn stream_events(_state: &Transcriptions, reply: &Reply, context: &TurnContext<'_>) -> Vec<Event> {
         let include_usage = wants_usage(context);
         let writer = ChunkWriter { context, include_usage };
         let mut events = vec![writer.delta(EventKind::Framing, json!({ "role": "assistant", "content": "" }), None)];
@@ -256,7 +291,7 @@ impl Dialect for OpenAiDialect {
         events
     }
 
-    fn complete(_state: &(), reply: &Reply, context: &TurnContext<'_>) -> Value {
+    fn complete(_state: &Transcriptions, reply: &Reply, context: &TurnContext<'_>) -> Value {
         let mut message = Map::new();
         message.insert("role".into(), "assistant".into());
         let text = reply.full_text();

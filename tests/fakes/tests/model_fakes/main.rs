@@ -7,6 +7,7 @@ mod openai;
 mod responder;
 mod sse_client;
 mod thinking;
+mod transcription;
 
 use std::future::Future;
 use std::time::Duration;
