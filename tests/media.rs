@@ -3,6 +3,7 @@
 //! text and transcripts; files over the limit are refused with a message while their
 //! caption still runs; the agent's own images go back to the chat.
 
+use std::path::Path;
 use std::time::Duration;
 
 use ferry_fakes::{FakeOpenAi, RecordedRequest};
@@ -16,13 +17,22 @@ mod telegram;
 use daemon::PATIENCE;
 
 /// The model tables: the fake OpenAI as provider `fake`, its model `gpt-test` taking images
-/// when `vision`.
-fn model_tables(openai: &FakeOpenAi, vision: bool) -> String {
+/// when `vision`; the agent's workspace (shared by every session) at `workspace`, and voice
+/// notes transcribed by the fake OpenAI.
+fn model_tables(openai: &FakeOpenAi, vision: bool, workspace: &Path) -> String {
     format!(
-        "[agents.defaults]\nmodel = \"fake/gpt-test\"\n\n\
-         [models.providers.fake]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key = \"sk-test\"\nvision = {vision}\n",
-        openai.url()
+        "[agents.defaults]\nmodel = \"fake/gpt-test\"\nworkspace = \"{}\"\n\n\
+         [tools.sandbox]\nscope = \"agent\"\n\n\
+         [media.transcription]\nbase_url = \"{url}\"\napi_key = \"sk-voice\"\nlanguage = \"en\"\n\n\
+         [models.providers.fake]\nkind = \"openai\"\nbase_url = \"{url}\"\napi_key = \"sk-test\"\nvision = {vision}\n",
+        workspace.display(),
+        url = openai.url()
     )
+}
+
+/// A JPEG of this size in `workspace` under `name`, for the agent to send.
+fn photo_in(workspace: &Path, name: &str, width: u32, height: u32) {
+    std::fs::write(workspace.join(name), ferry_fakes::sample_jpeg(width, height)).expect("write the photo");
 }
 
 /// Waits for the model's `count`th request and returns it.
