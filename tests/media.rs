@@ -11,6 +11,10 @@ use ferry_fakes::{FakeOpenAi, RecordedRequest};
 #[path = "common/daemon.rs"]
 mod daemon;
 
+#[path = "media/discord.rs"]
+mod discord;
+#[path = "media/slack.rs"]
+mod slack;
 #[path = "media/telegram.rs"]
 mod telegram;
 
@@ -47,4 +51,22 @@ async fn request(openai: &FakeOpenAi, count: usize) -> RecordedRequest {
     })
     .await
     .unwrap_or_else(|_| panic!("the model got {} requests, not {count}", openai.requests().len()))
+}
+
+/// An Ogg file of `len` bytes (its magic, then filler): a voice note as the platforms send it.
+fn ogg(len: usize) -> Vec<u8> {
+    let mut bytes = b"OggS\x00\x02".to_vec();
+    bytes.resize(len, 3);
+    bytes
+}
+
+/// Waits until `done` holds.
+async fn eventually(done: impl Fn() -> bool) {
+    tokio::time::timeout(PATIENCE, async {
+        while !done() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the condition holds in time");
 }
