@@ -168,3 +168,20 @@ async fn a_media_line_in_the_reply_attaches_the_file_and_is_never_shown() {
     assert_eq!(sent[0].media.as_ref().map(|media| media.method.as_str()), Some("sendPhoto"));
     assert!(telegram.sent().iter().all(|message| !message.visible_text.contains("MEDIA:")));
 }
+
+#[tokio::test]
+async fn the_agents_photo_waits_out_a_429_and_arrives_once() {
+    let (telegram, openai) = fakes().await;
+    let arguments = r#"{"media": "chart.jpg"}"#;
+    openai.push(Turn::tool_calls([ToolCall::new("call-1", "message", arguments)]));
+    openai.push(Turn::text(["NO_REPLY"]));
+    let (_daemon, workspace) = daemon(&telegram, &openai, true).await;
+    photo_in(workspace.path(), "chart.jpg", 320, 240);
+    telegram.fail_next_with_retry_after("sendPhoto", 1);
+    telegram.private_message(ADA, "Ada", "chart");
+    let result = request(&openai, 2).await;
+    assert!(result.body.to_string().contains(r#"\"ok\":true"#), "the send succeeded after the 429: {}", result.body);
+    let photos: Vec<_> = telegram.messages_in(ADA).into_iter().filter(|message| message.media.is_some()).collect();
+    assert_eq!(photos.len(), 1, "exactly one photo: {photos:?}");
+    assert_eq!(telegram.calls_to("sendPhoto").len(), 2, "refused once, then sent");
+}
