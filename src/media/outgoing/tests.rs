@@ -7,8 +7,7 @@ use std::time::Duration;
 use super::*;
 use crate::agent::tools::web::ssrf::AddressPolicy;
 use crate::agent::tools::web::{FetchSettings, WebFetch};
-use crate::config::{Environment, MediaConfig, SandboxConfig, SandboxMode, SandboxScope};
-use crate::sandbox::SandboxPaths;
+use crate::config::{Environment, MediaConfig};
 
 /// 127.0.0.2 stands in for a public site; 127.0.0.1 stays private.
 const STAND_IN: [u8; 4] = [127, 0, 0, 2];
@@ -26,13 +25,6 @@ impl Setup {
 
 fn setup() -> Setup {
     let root = tempfile::tempdir().expect("temp dir");
-    let config = SandboxConfig { mode: SandboxMode::Off, scope: SandboxScope::Agent, ..SandboxConfig::default() };
-    let paths = SandboxPaths {
-        state_dir: root.path().join("state"),
-        agent_workspace: root.path().join("workspace"),
-        config_file: None,
-        launcher: PathBuf::from("/nonexistent"),
-    };
     std::fs::create_dir_all(root.path().join("workspace")).expect("workspace");
     let settings = FetchSettings {
         timeout: Duration::from_secs(10),
@@ -44,7 +36,7 @@ fn setup() -> Setup {
     let media = Media::open(&root.path().join("media"), &MediaConfig::default(), &env)
         .expect("media")
         .with_web(WebFetch::new(settings).expect("fetcher"));
-    let outgoing = Outgoing::new(Arc::new(media), Some(Arc::new(Sandbox::new(config, paths))));
+    let outgoing = Outgoing::new(Arc::new(media), Some(Arc::new(Sandbox::unconfined(root.path()))));
     Setup { root, outgoing }
 }
 
