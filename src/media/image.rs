@@ -20,6 +20,8 @@ use std::io::Cursor;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use fast_image_resize::images::ImageRef;
+use fast_image_resize::{FilterType as ResizeFilter, PixelType, ResizeAlg, ResizeOptions, Resizer};
 use image::codecs::jpeg::JpegEncoder;
 use image::codecs::png::{CompressionType, FilterType as PngFilter, PngEncoder};
 use image::imageops::FilterType;
@@ -238,11 +240,13 @@ impl Pixels {
     }
 
     fn resized_ref(&self, width: u32, height: u32) -> Self {
-        // Triangle (bilinear, widened when shrinking, so it averages every source pixel):
-        // sharp enough for text at these sizes, and several times faster than Lanczos.
         match self {
-            Pixels::Rgb(image) => Pixels::Rgb(image::imageops::resize(image, width, height, FilterType::Triangle)),
-            Pixels::Rgba(image) => Pixels::Rgba(image::imageops::resize(image, width, height, FilterType::Triangle)),
+            Pixels::Rgb(image) => resize(image, width, height, PixelType::U8x3)
+                .map(Pixels::Rgb)
+                .unwrap_or_else(|| Pixels::Rgb(image::imageops::resize(image, width, height, FilterType::Triangle))),
+            Pixels::Rgba(image) => resize(image, width, height, PixelType::U8x4)
+                .map(Pixels::Rgba)
+                .unwrap_or_else(|| Pixels::Rgba(image::imageops::resize(image, width, height, FilterType::Triangle))),
         }
     }
 
@@ -280,6 +284,25 @@ impl Pixels {
         }
         Ok(None)
     }
+}
+
+/// `image` at `width`×`height` with fast_image_resize: a bilinear convolution widened when
+/// shrinking (so it averages every source pixel, sharp enough for text at these sizes),
+/// in SIMD and 8-bit fixed point, with alpha premultiplied. About ten times faster than
+/// `image`'s own resize, which also holds a float copy of the image (75 MB for a 12-MP
+/// photo). `None` only if the buffer does not match its size, which `ImageBuffer` rules out;
+/// the caller then falls back to `image`'s resize.
+fn resize<P: image::Pixel<Subpixel = u8>>(
+    image: &image::ImageBuffer<P, Vec<u8>>,
+    width: u32,
+    height: u32,
+    pixel_type: PixelType,
+) -> Option<image::ImageBuffer<P, Vec<u8>>> {
+    let source = ImageRef::new(image.width(), image.height(), image.as_raw(), pixel_type).ok()?;
+    let mut target = fast_image_resize::images::Image::new(width, height, pixel_type);
+    let options = ResizeOptions::new().resize_alg(ResizeAlg::Convolution(ResizeFilter::Bilinear));
+    Resizer::new().resize(&source, &mut target, &options).ok()?;
+    image::ImageBuffer::from_raw(width, height, target.into_vec())
 }
 
 fn encode_png(pixels: &[u8], width: u32, height: u32, color: ExtendedColorType) -> Result<Vec<u8>, ImageError> {
