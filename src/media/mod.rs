@@ -21,6 +21,7 @@
 //! ```
 
 mod fetch;
+mod file_info;
 mod image;
 mod intake;
 mod outgoing;
@@ -30,12 +31,13 @@ mod store;
 mod transcribe;
 
 pub use self::fetch::{FetchError, fetch};
+pub use self::file_info::{FileInfo, is_reference};
 pub use self::image::{
     ImageError, ImageLimits, MAX_BASE64_BYTES, MAX_DECODE_BYTES, MAX_DECODE_SIDE, MAX_SIDE, prepare_image,
     prepare_image_within,
 };
 pub use self::intake::{Media, MediaSetupError, Received};
-pub use self::outgoing::{OUTGOING_MAX_BYTES, Outgoing};
+pub use self::outgoing::{OUTGOING_MAX_BYTES, Outgoing, dimensions};
 pub use self::pdf::{MAX_FORM_DEPTH, PdfError, pdf_text, pdf_text_within};
 pub use self::sniff::{Sniffed, sniff};
 pub use self::store::{MediaStore, MediaStoreError, StoredMedia, Swept, hex_digest};
