@@ -147,6 +147,7 @@ fn context() -> ToolContext {
         sends: Arc::default(),
         updates: None,
         outgoing: None,
+        schedulers: None,
     }
 }
 

@@ -57,6 +57,7 @@ fn context(session_key: &str, channels: ChannelRegistry, origin: Option<Origin>)
         sends: Arc::new(Mutex::new(Vec::new())),
         updates: None,
         outgoing: None,
+        schedulers: None,
     }
 }
 

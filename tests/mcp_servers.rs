@@ -96,6 +96,7 @@ fn context() -> ToolContext {
         sends: Arc::default(),
         updates: None,
         outgoing: None,
+        schedulers: None,
     }
 }
 

@@ -41,6 +41,7 @@ use crate::media::{FileInfo, Media, Outgoing};
 use crate::metrics::{ModelCall, RunEnd, metrics};
 use crate::models::{Attempt, Candidate, FailoverReason, ModelRouter, ModelUsed, ReasoningDisplay, ThinkingLevel};
 use crate::reply::media_lines;
+use crate::reply::outbound::Schedulers;
 use ferry_channel::Attachment;
 
 /// What a tool call gets when a queued user message arrived before it started (steering).
@@ -141,6 +142,8 @@ pub struct RunRequest {
     pub reasoning: ReasoningDisplay,
     /// The tools this run may use (the chat's `[tools]` policy); others are not offered.
     pub tools: ToolFilter,
+    /// The outbound schedulers the `message` tool sends through (the dispatcher's).
+    pub schedulers: Option<Schedulers>,
 }
 
 impl RunRequest {
@@ -162,6 +165,7 @@ impl RunRequest {
             thinking: None,
             reasoning: ReasoningDisplay::Off,
             tools: ToolFilter::everything(),
+            schedulers: None,
         }
     }
 }
@@ -747,6 +751,7 @@ impl AgentRunner {
             sends: state.sends.clone(),
             updates: Some(updates),
             outgoing: self.outgoing(),
+            schedulers: request.schedulers.clone(),
         };
         let started = std::time::Instant::now();
         let outcome = match parts.tools.not_offered(call, &request.tools) {

@@ -113,6 +113,7 @@ impl RunExecutor for AgentExecutor {
 
         let mut request = RunRequest::new(key, job.prompt);
         request.media = media.files;
+        request.schedulers = Some(self.schedulers.clone());
         request.cancel = job.cancel;
         request.steer = Some(job.steer);
         // A gateway client names its run (and waits on that name); requests collected

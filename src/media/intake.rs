@@ -23,7 +23,10 @@ use ferry_channel::{Attachment, AttachmentKind, Channel};
 
 use super::pdf::{PdfError, pdf_text_within};
 use super::transcribe::{TranscribeError, Transcriber};
-use super::{FetchError, ImageError, MediaStore, MediaStoreError, StoredMedia, fetch, prepare_image, sniff};
+use super::{
+    FetchError, ImageError, MediaStore, MediaStoreError, StoredMedia, fetch, human_size as megabytes, prepare_image,
+    sniff,
+};
 use crate::agent::conversation::{ImagePart, MediaRef};
 use crate::agent::tools::web::WebFetch;
 use crate::config::{Environment, MediaConfig};
@@ -324,17 +327,6 @@ fn default_audio_name(mime_type: &str) -> String {
         _ => "ogg",
     };
     format!("voice.{extension}")
-}
-
-/// A size for people: `30 MB`, `512 KB`.
-fn megabytes(bytes: u64) -> String {
-    const MB: u64 = 1024 * 1024;
-    if bytes >= MB {
-        let tenths = bytes * 10 / MB;
-        if tenths % 10 == 0 { format!("{} MB", tenths / 10) } else { format!("{}.{} MB", tenths / 10, tenths % 10) }
-    } else {
-        format!("{} KB", bytes.div_ceil(1024))
-    }
 }
 
 #[cfg(test)]

@@ -42,3 +42,15 @@ pub use self::pdf::{MAX_FORM_DEPTH, PdfError, pdf_text, pdf_text_within};
 pub use self::sniff::{Sniffed, sniff};
 pub use self::store::{MediaStore, MediaStoreError, StoredMedia, Swept, hex_digest};
 pub use self::transcribe::{TranscribeError, Transcriber};
+
+/// A file size for people: `30 MB`, `1.5 MB`, `512 KB` (binary units, as platforms state
+/// their limits).
+pub fn human_size(bytes: u64) -> String {
+    const MB: u64 = 1024 * 1024;
+    if bytes >= MB {
+        let tenths = bytes * 10 / MB;
+        if tenths % 10 == 0 { format!("{} MB", tenths / 10) } else { format!("{}.{} MB", tenths / 10, tenths % 10) }
+    } else {
+        format!("{} KB", bytes.div_ceil(1024))
+    }
+}

@@ -9,6 +9,8 @@
 
 use ferry_channel::{Attachment, OutboundMessage, Target, TextFormat};
 
+use crate::media::human_size as megabytes;
+
 /// What a channel takes with a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FileLimits {
@@ -79,12 +81,6 @@ pub fn split_caption(text: &str, limit: Option<usize>) -> (String, Option<String
     let at = head.rfind('\n').or_else(|| head.rfind(' ')).filter(|at| *at > 0).unwrap_or(cut);
     let rest = text[at..].trim_start();
     (head[..at].trim_end().to_owned(), (!rest.is_empty()).then(|| rest.to_owned()))
-}
-
-/// A size for people: `50 MB`, `512 KB`.
-fn megabytes(bytes: u64) -> String {
-    const MB: u64 = 1024 * 1024;
-    if bytes >= MB { format!("{} MB", bytes.div_ceil(MB)) } else { format!("{} KB", bytes.div_ceil(1024)) }
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
 //! Telegram: photos, documents and voice notes in.
 
-use ferry_fakes::{FakeOpenAi, FakeTelegram, TgMedia, Turn};
+use ferry_fakes::{FakeOpenAi, FakeTelegram, TgMedia, ToolCall, Turn};
 
 use super::daemon::{Daemon, daemon_in};
-use super::{model_tables, request};
+use super::{model_tables, photo_in, request};
 
 const TOKEN: &str = "123456:TEST-token";
 const ADA: i64 = 42;
@@ -13,14 +13,16 @@ async fn fakes() -> (FakeTelegram, FakeOpenAi) {
     (telegram, FakeOpenAi::start().await.expect("fake OpenAI"))
 }
 
-async fn daemon(telegram: &FakeTelegram, openai: &FakeOpenAi, vision: bool, extra: &str) -> Daemon {
+/// The daemon, and the agent's workspace.
+async fn daemon(telegram: &FakeTelegram, openai: &FakeOpenAi, vision: bool) -> (Daemon, tempfile::TempDir) {
+    let workspace = tempfile::tempdir().expect("workspace");
     let config = format!(
         "[channels.telegram]\nenabled = true\nbot_token = \"{TOKEN}\"\napi_url = \"{}\"\n\
-         dm_policy = \"open\"\nallow_from = [\"*\"]\n\n{}\n{extra}",
+         dm_policy = \"open\"\nallow_from = [\"*\"]\n\n{}",
         telegram.url(),
-        model_tables(openai, vision)
+        model_tables(openai, vision, workspace.path())
     );
-    daemon_in(tempfile::tempdir().expect("home"), &config, openai, "telegram").await
+    (daemon_in(tempfile::tempdir().expect("home"), &config, openai, "telegram").await, workspace)
 }
 
 /// The bot's messages in Ada's chat once there are `count`.
@@ -42,7 +44,7 @@ async fn shown(telegram: &FakeTelegram, count: usize) -> Vec<String> {
 async fn a_photo_without_caption_reaches_the_model_as_a_downscaled_image() {
     let (telegram, openai) = fakes().await;
     openai.push(Turn::text(["a gradient"]));
-    let _daemon = daemon(&telegram, &openai, true, "").await;
+    let _daemon = daemon(&telegram, &openai, true).await;
     telegram.media_message(ADA, (ADA, "Ada"), TgMedia::Photo(vec![(320, 240), (2400, 1800)]), None);
     let asked = request(&openai, 1).await;
     let images = asked.images();
@@ -56,7 +58,7 @@ async fn a_photo_without_caption_reaches_the_model_as_a_downscaled_image() {
 async fn a_model_without_image_input_gets_a_note_instead() {
     let (telegram, openai) = fakes().await;
     openai.push(Turn::text(["I cannot see it"]));
-    let _daemon = daemon(&telegram, &openai, false, "").await;
+    let _daemon = daemon(&telegram, &openai, false).await;
     telegram.media_message(ADA, (ADA, "Ada"), TgMedia::Photo(vec![(1280, 960)]), Some("what is this?"));
     let asked = request(&openai, 1).await;
     assert!(asked.images().is_empty());
@@ -70,7 +72,7 @@ async fn a_model_without_image_input_gets_a_note_instead() {
 async fn a_file_over_the_limit_is_refused_with_a_message_and_its_caption_still_runs() {
     let (telegram, openai) = fakes().await;
     openai.push(Turn::text(["noted"]));
-    let _daemon = daemon(&telegram, &openai, true, "").await;
+    let _daemon = daemon(&telegram, &openai, true).await;
     let bytes = vec![b'x'; 30 * 1024 * 1024];
     let document = TgMedia::Document { file_name: "dump.zip".into(), mime_type: "application/zip".into(), bytes };
     telegram.media_message(ADA, (ADA, "Ada"), document, Some("here are the logs"));
@@ -89,7 +91,7 @@ async fn a_file_over_the_limit_is_refused_with_a_message_and_its_caption_still_r
 async fn a_text_document_is_inlined_with_its_name() {
     let (telegram, openai) = fakes().await;
     openai.push(Turn::text(["two items"]));
-    let _daemon = daemon(&telegram, &openai, true, "").await;
+    let _daemon = daemon(&telegram, &openai, true).await;
     let bytes = b"milk\neggs\n".to_vec();
     let document = TgMedia::Document { file_name: "list.txt".into(), mime_type: "text/plain".into(), bytes };
     telegram.media_message(ADA, (ADA, "Ada"), document, None);
@@ -98,4 +100,88 @@ async fn a_text_document_is_inlined_with_its_name() {
         asked.last_user_text().as_deref(),
         Some("[file \"list.txt\" (text/plain, 1 KB)]\nmilk\neggs\n[end of file]")
     );
+}
+
+#[tokio::test]
+async fn a_voice_note_is_transcribed_and_the_transcript_is_the_message() {
+    let (telegram, openai) = fakes().await;
+    openai.set_transcript("Remind me to buy milk.");
+    openai.push(Turn::text(["I will."]));
+    let _daemon = daemon(&telegram, &openai, true).await;
+    let mut ogg = b"OggS\x00\x02".to_vec();
+    ogg.resize(4000, 3);
+    telegram.media_message(ADA, (ADA, "Ada"), TgMedia::Voice { bytes: ogg, duration: 2 }, None);
+    let asked = request(&openai, 1).await;
+    assert_eq!(asked.last_user_text().as_deref(), Some("[voice note transcript] Remind me to buy milk."));
+    let heard = openai.transcriptions();
+    assert_eq!(heard.len(), 1);
+    assert_eq!((heard[0].file_len, heard[0].language.as_deref()), (4000, Some("en")));
+    assert_eq!(heard[0].api_key.as_deref(), Some("sk-voice"));
+    assert_eq!(shown(&telegram, 1).await, ["I will."]);
+}
+
+#[tokio::test]
+async fn the_agent_sends_a_photo_with_the_message_tool() {
+    let (telegram, openai) = fakes().await;
+    let arguments = r#"{"text": "Here is the chart", "media": "chart.jpg"}"#;
+    openai.push(Turn::tool_calls([ToolCall::new("call-1", "message", arguments)]));
+    openai.push(Turn::text(["NO_REPLY"]));
+    let (_daemon, workspace) = daemon(&telegram, &openai, true).await;
+    photo_in(workspace.path(), "chart.jpg", 800, 600);
+    telegram.private_message(ADA, "Ada", "send me the chart");
+    tokio::time::timeout(super::daemon::PATIENCE, async {
+        while telegram.messages_in(ADA).iter().all(|message| message.media.is_none()) {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("a photo arrives");
+    let sent = telegram.messages_in(ADA);
+    let photo = sent.iter().find_map(|message| message.media.as_ref().map(|media| (message, media))).expect("photo");
+    assert_eq!(photo.1.method, "sendPhoto");
+    assert_eq!(photo.1.dimensions, Some((800, 600)));
+    assert_eq!(photo.0.visible_text, "Here is the chart");
+    let result = request(&openai, 2).await;
+    assert!(format!("{:?}", result.body).contains(r#"\"ok\":true"#), "the tool reported the send");
+}
+
+#[tokio::test]
+async fn a_media_line_in_the_reply_attaches_the_file_and_is_never_shown() {
+    let (telegram, openai) = fakes().await;
+    openai.push(Turn::text(["Here you go.\n", "MEDIA: plot.jpg\n"]));
+    let (_daemon, workspace) = daemon(&telegram, &openai, true).await;
+    photo_in(workspace.path(), "plot.jpg", 640, 480);
+    telegram.private_message(ADA, "Ada", "plot it");
+    let sent = tokio::time::timeout(super::daemon::PATIENCE, async {
+        loop {
+            let sent = telegram.messages_in(ADA);
+            if sent.iter().any(|message| message.media.is_some()) {
+                return sent;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("a photo arrives");
+    assert_eq!(sent.len(), 1, "one captioned photo: {sent:?}");
+    assert_eq!(sent[0].visible_text, "Here you go.");
+    assert_eq!(sent[0].media.as_ref().map(|media| media.method.as_str()), Some("sendPhoto"));
+    assert!(telegram.sent().iter().all(|message| !message.visible_text.contains("MEDIA:")));
+}
+
+#[tokio::test]
+async fn the_agents_photo_waits_out_a_429_and_arrives_once() {
+    let (telegram, openai) = fakes().await;
+    let arguments = r#"{"media": "chart.jpg"}"#;
+    openai.push(Turn::tool_calls([ToolCall::new("call-1", "message", arguments)]));
+    openai.push(Turn::text(["NO_REPLY"]));
+    let (_daemon, workspace) = daemon(&telegram, &openai, true).await;
+    photo_in(workspace.path(), "chart.jpg", 320, 240);
+    telegram.fail_next_with_retry_after("sendPhoto", 1);
+    telegram.private_message(ADA, "Ada", "chart");
+    let result = request(&openai, 2).await;
+    assert!(result.body.to_string().contains(r#"\"ok\":true"#), "the send succeeded after the 429: {}", result.body);
+    let photos: Vec<_> = telegram.messages_in(ADA).into_iter().filter(|message| message.media.is_some()).collect();
+    assert_eq!(photos.len(), 1, "exactly one photo: {photos:?}");
+    assert_eq!(telegram.calls_to("sendPhoto").len(), 2, "refused once, then sent");
 }

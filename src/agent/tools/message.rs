@@ -7,7 +7,9 @@
 //! repeating it (messaging-tool dedup, SPEC §7): only successful sends are recorded.
 
 use async_trait::async_trait;
-use ferry_channel::{ChatKind, ChatRef, OutboundMessage, Target};
+use std::sync::Arc;
+
+use ferry_channel::{Channel, ChannelError, ChatKind, ChatRef, OutboundMessage, SentMessage, Target};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -109,12 +111,13 @@ impl TypedTool for MessageTool {
         }
         outbound.idempotency_key = Some(format!("{}:{}", context.run_id, context.call_id));
         outbound.attachments.extend(file.map(|(file, _)| file));
-        let sent = channel.send(outbound).await.map_err(|error| ToolError::new(format!("sending failed: {error}")))?;
+        let sent = send(context, &channel, outbound)
+            .await
+            .map_err(|error| ToolError::new(format!("sending failed: {error}")))?;
         if let Some(rest) = rest {
             let mut more = OutboundMessage::text(target.clone(), rest);
             more.idempotency_key = Some(format!("{}:{}:rest", context.run_id, context.call_id));
-            channel
-                .send(more)
+            send(context, &channel, more)
                 .await
                 .map_err(|error| ToolError::new(format!("sending the rest of the caption failed: {error}")))?;
         }
@@ -129,6 +132,19 @@ impl TypedTool for MessageTool {
         Ok(json!({ "ok": true, "messageId": sent.message_id, "channel": channel.name(), "to": target.chat.id })
             .to_string()
             .into())
+    }
+}
+
+/// Sends through the account's outbound scheduler (its rate limits, 429s and retries),
+/// shared with the replies, when the run has one.
+async fn send(
+    context: &ToolContext,
+    channel: &Arc<dyn Channel>,
+    message: OutboundMessage,
+) -> Result<SentMessage, ChannelError> {
+    match &context.schedulers {
+        Some(schedulers) => schedulers.for_channel(channel).send(message).await,
+        None => channel.send(message).await,
     }
 }
 

@@ -72,6 +72,9 @@ pub struct ToolContext {
     pub updates: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     /// Files the agent sends (`message`'s `media`); `None`: it cannot send files.
     pub outgoing: Option<crate::media::Outgoing>,
+    /// The outbound schedulers (rate limits, 429s) `message` sends through, shared with the
+    /// replies; `None` (embedders, tests): straight to the channel.
+    pub schedulers: Option<crate::reply::outbound::Schedulers>,
 }
 
 /// A tool failure, worded for the model.

@@ -23,6 +23,7 @@ pub(crate) fn context(origin: Option<Origin>, channels: ChannelRegistry) -> Tool
         sends: Arc::new(Mutex::new(Vec::new())),
         updates: None,
         outgoing: None,
+        schedulers: None,
     }
 }
 

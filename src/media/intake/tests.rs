@@ -135,6 +135,7 @@ async fn an_image_that_does_not_decode_becomes_a_note() {
 
 #[test]
 fn sizes_read_as_people_say_them() {
+    use super::megabytes;
     assert_eq!(megabytes(30 << 20), "30 MB");
     assert_eq!(megabytes(1_572_864), "1.5 MB");
     assert_eq!(megabytes(2048), "2 KB");
