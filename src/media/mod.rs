@@ -49,7 +49,11 @@ pub fn human_size(bytes: u64) -> String {
     const MB: u64 = 1024 * 1024;
     if bytes >= MB {
         let tenths = bytes * 10 / MB;
-        if tenths % 10 == 0 { format!("{} MB", tenths / 10) } else { format!("{}.{} MB", tenths / 10, tenths % 10) }
+        if tenths.is_multiple_of(10) {
+            format!("{} MB", tenths / 10)
+        } else {
+            format!("{}.{} MB", tenths / 10, tenths % 10)
+        }
     } else {
         format!("{} KB", bytes.div_ceil(1024))
     }

@@ -344,7 +344,7 @@ mod tests {
         chat.on_event(&delta("Here it is.\nMEDIA: chart.png"));
         let last = chat.on_event(&end_with_file()).pop().unwrap();
         assert_eq!(last.message.map(|m| m.text).as_deref(), Some("Here it is."));
-        assert_eq!(last.files, [file.clone()]);
+        assert_eq!(last.files, std::slice::from_ref(&file));
 
         let mut bare = ChatEvents::new("r2", "k");
         bare.on_event(&delta("MEDIA: chart.png"));
