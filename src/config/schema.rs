@@ -180,11 +180,47 @@ pub struct ProviderConfig {
 
 /// `models.providers.<name>.vision`: `true`, `false`, or the models that take images, by
 /// name or glob (`*` for any run of characters).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum Vision {
     All(bool),
     Models(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for Vision {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct VisionVisitor;
+
+        impl<'de> serde::de::Visitor<'de> for VisionVisitor {
+            type Value = Vision;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("true, false, or a list of model names (globs with *)")
+            }
+
+            fn visit_bool<E: serde::de::Error>(self, all: bool) -> Result<Vision, E> {
+                Ok(Vision::All(all))
+            }
+
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Vision, E> {
+                match text {
+                    "true" => Ok(Vision::All(true)),
+                    "false" => Ok(Vision::All(false)),
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(text), &self)),
+                }
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vision, A::Error> {
+                let mut models = Vec::new();
+                while let Some(model) = seq.next_element::<String>()? {
+                    models.push(model);
+                }
+                Ok(Vision::Models(models))
+            }
+        }
+
+        deserializer.deserialize_any(VisionVisitor)
+    }
 }
 
 impl Default for Vision {

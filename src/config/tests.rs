@@ -664,3 +664,18 @@ fn adapter_findings_are_attributed_like_load_errors() {
     let error = loaded.error_at(Violation::new("channels.telegram.text_chunk_limit", "over the limit"));
     assert!(error.to_string().contains("case.toml"), "{error}");
 }
+
+#[test]
+fn vision_is_a_switch_or_a_list_of_models() {
+    let scratch = Scratch::new();
+    let table = "[models.providers.p]\nkind = \"openai\"\n";
+    let loaded = scratch.load_text(&format!("{table}vision = [\"gpt-4o\", \"claude-*\"]\n"), &[]).unwrap();
+    let vision = &loaded.config.models.providers["p"].vision;
+    assert!(vision.covers("gpt-4o") && vision.covers("claude-sonnet-4-5") && !vision.covers("llama3"));
+    let loaded = scratch.load_text(&format!("{table}vision = true\n"), &[]).unwrap();
+    assert_eq!(loaded.config.models.providers["p"].vision, Vision::All(true));
+    let refused = scratch.load_text(&format!("{table}vision = \"yes\"\n"), &[]).expect_err("neither");
+    let message = refused.to_string();
+    assert!(message.contains("true, false, or a list of model names"), "{message}");
+    assert_eq!(invalid_key(refused), "models.providers.p.vision");
+}

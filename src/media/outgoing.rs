@@ -84,3 +84,7 @@ impl Outgoing {
 pub fn dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
     image::ImageReader::new(Cursor::new(bytes)).with_guessed_format().ok()?.into_dimensions().ok()
 }
+
+#[cfg(test)]
+#[path = "outgoing/tests.rs"]
+mod tests;

@@ -76,6 +76,20 @@ impl Sandbox {
         Self { config, paths, verdict: OnceLock::new() }
     }
 
+    /// For tests of the file tools: nothing confined, one workspace for every session at
+    /// `root/workspace`, state at `root/state`.
+    #[cfg(test)]
+    pub(crate) fn unconfined(root: &Path) -> Self {
+        let config = SandboxConfig { mode: SandboxMode::Off, scope: SandboxScope::Agent, ..SandboxConfig::default() };
+        let paths = SandboxPaths {
+            state_dir: root.join("state"),
+            agent_workspace: root.join("workspace"),
+            config_file: None,
+            launcher: PathBuf::from("/nonexistent"),
+        };
+        Self::new(config, paths)
+    }
+
     pub fn config(&self) -> &SandboxConfig {
         &self.config
     }

@@ -225,6 +225,25 @@ async fn steer_hands_the_message_to_a_streaming_run() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_message_with_files_is_never_steered_but_gets_a_run_that_takes_them() {
+    let mut h = Harness::new().await;
+    for mode in [QueueMode::Steer, QueueMode::SteerBacklog] {
+        let mode = settings(mode);
+        h.scheduler.submit(h.message("a", "first").await, mode).await;
+        let run = h.next_run().await;
+        run.steer.open();
+        let mut photo = h.message("a", "and this one").await;
+        photo.message.attachments.push(ferry_channel::Attachment::remote(ferry_channel::AttachmentKind::Image, "p1"));
+        assert_eq!(h.scheduler.submit(photo.clone(), mode).await.admission, Admission::Queued { position: 1 });
+        assert!(run.steer.drain().is_empty(), "the run was not handed the message");
+        run.finish.send(RunReport::default()).unwrap();
+        let next = h.next_run().await;
+        assert_eq!(next.ids, [photo.id]);
+        next.finish.send(RunReport::default()).unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn steer_falls_back_to_followup_when_the_run_is_not_streaming() {
     let mut h = Harness::new().await;
     let steer = settings(QueueMode::Steer);

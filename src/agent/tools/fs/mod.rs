@@ -47,26 +47,7 @@ pub async fn read_to_send(
 ) -> Result<Vec<u8>, ToolError> {
     let path = path.to_owned();
     workspace_of(sandbox, session_key, move |workspace| {
-        let mut file = workspace.read(&path)?;
-        let meta = file.metadata().map_err(|error| ToolError::new(format!("`{path}`: {error}")))?;
-        if meta.is_dir() {
-            return Err(ToolError::new(format!("`{path}` is a directory, not a file")));
-        }
-        if meta.len() > limit {
-            return Err(ToolError::new(format!(
-                "`{path}` is {} bytes, more than the {limit} that can be sent",
-                meta.len()
-            )));
-        }
-        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-        std::io::Read::by_ref(&mut file)
-            .take(limit + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|error| ToolError::new(format!("`{path}`: {error}")))?;
-        if bytes.len() as u64 > limit {
-            return Err(ToolError::new(format!("`{path}` grew past the {limit} bytes that can be sent")));
-        }
-        Ok(bytes)
+        read_within(&workspace, &path, limit, "is a directory, not a file", "that can be sent")
     })
     .await
 }
@@ -110,19 +91,41 @@ fn text_of(path: &str, bytes: Vec<u8>) -> Result<String, ToolError> {
 
 /// Reads a whole file (at most [`MAX_FILE_BYTES`]).
 fn read_bytes(workspace: &Workspace, path: &str) -> Result<Vec<u8>, ToolError> {
+    read_within(
+        workspace,
+        path,
+        MAX_FILE_BYTES,
+        "is a directory; list it with exec (`ls`)",
+        "this tool reads; use exec (head, tail, grep)",
+    )
+}
+
+/// A whole file of at most `limit` bytes (also when it grows while being read). The errors
+/// end with `directory` for a directory and `purpose` for a file too large.
+fn read_within(
+    workspace: &Workspace,
+    path: &str,
+    limit: u64,
+    directory: &str,
+    purpose: &str,
+) -> Result<Vec<u8>, ToolError> {
     let mut file = workspace.read(path)?;
     let meta = file.metadata().map_err(|error| ToolError::new(format!("`{path}`: {error}")))?;
     if meta.is_dir() {
-        return Err(ToolError::new(format!("`{path}` is a directory; list it with exec (`ls`)")));
+        return Err(ToolError::new(format!("`{path}` {directory}")));
     }
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(ToolError::new(format!(
-            "`{path}` is {} bytes, more than the {MAX_FILE_BYTES} this tool reads; use exec (head, tail, grep)",
-            meta.len()
-        )));
+    let too_large = |size: u64| ToolError::new(format!("`{path}` is {size} bytes, more than the {limit} {purpose}"));
+    if meta.len() > limit {
+        return Err(too_large(meta.len()));
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.read_to_end(&mut bytes).map_err(|error| ToolError::new(format!("`{path}`: {error}")))?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    std::io::Read::by_ref(&mut file)
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|error| ToolError::new(format!("`{path}`: {error}")))?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(bytes.len() as u64));
+    }
     Ok(bytes)
 }
 

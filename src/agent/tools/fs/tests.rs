@@ -3,8 +3,6 @@ use std::path::PathBuf;
 use super::*;
 use crate::agent::tools::tests::context;
 use crate::channels::ChannelRegistry;
-use crate::config::{SandboxConfig, SandboxMode, SandboxScope};
-use crate::sandbox::SandboxPaths;
 
 struct Files {
     root: tempfile::TempDir,
@@ -21,14 +19,7 @@ impl Files {
 
 fn files() -> Files {
     let root = tempfile::tempdir().unwrap();
-    let config = SandboxConfig { mode: SandboxMode::Off, scope: SandboxScope::Agent, ..SandboxConfig::default() };
-    let paths = SandboxPaths {
-        state_dir: root.path().join("state"),
-        agent_workspace: root.path().join("workspace"),
-        config_file: None,
-        launcher: PathBuf::from("/nonexistent"),
-    };
-    let sandbox = Arc::new(Sandbox::new(config, paths));
+    let sandbox = Arc::new(Sandbox::unconfined(root.path()));
     Files {
         root,
         read: ReadFile::new(sandbox.clone()),
