@@ -531,3 +531,84 @@ async fn seed_transcript(state_dir: &Path, key: &str, count: usize) -> Result<()
     database.close().await;
     Ok(())
 }
+
+/// The photo a person uploads: larger than models take, so it reaches the model downscaled.
+const PHOTO: (u32, u32) = (2000, 1000);
+/// What the model gets: the longest side at `ferry::media::MAX_SIDE` (1568 px).
+const PHOTO_FOR_MODEL: (u32, u32) = (1568, 784);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uploaded_photo_reaches_the_model_and_the_reply_shows_its_image_inline() {
+    let fake = FakeOpenAi::start().await.expect("start the fake model");
+    fake.push(Turn::text(["Here is the chart you asked for.\nMEDIA: chart.png"]));
+    let files = tempfile::tempdir().expect("temp dir");
+    let workspace = files.path().join("workspace");
+    std::fs::create_dir_all(&workspace).expect("workspace");
+    write_png(&workspace.join("chart.png"), (120, 80));
+    let photo = files.path().join("photo.png");
+    write_png(&photo, PHOTO);
+    let config = format!(
+        "[agents.defaults]\nmodel = \"fake/gpt-test\"\nworkspace = {workspace:?}\n\n\
+         [models.providers.fake]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key = \"sk-test\"\nvision = true\n\n\
+         [tools.sandbox]\nscope = \"agent\"\n",
+        fake.url()
+    );
+    let Some(world) = World::start_with(None, &config).await else { return };
+    let client = world.browser().await;
+    let outcome = photo_in_image_out(&client, &world, &fake, &photo).await;
+    world.finish(outcome, [client]).await;
+}
+
+async fn photo_in_image_out(client: &Client, world: &World, fake: &FakeOpenAi, photo: &Path) -> Result<()> {
+    client.goto(&world.gateway.url).await?;
+    wait_for_state(client, "connected").await?;
+    let attach = client.find(Locator::Css("#attach")).await?;
+    ensure!(attach.is_displayed().await?, "the gateway takes files: the attach button shows");
+    let path = photo.to_str().context("a UTF-8 path")?;
+    client.find(Locator::Css("#file-input")).await?.send_keys(path).await?;
+    poll("the photo uploaded, as a chip", || async {
+        let ready = client.find_all(Locator::Css(".attachment[data-state='ready']")).await?;
+        Ok((!ready.is_empty()).then_some(()))
+    })
+    .await?;
+    let chip = texts(client, ".attachment").await?.join(" ");
+    ensure!(chip.contains("photo.png") && chip.contains("KB"), "the chip shows name and size: {chip:?}");
+    screenshot(client, "webchat-attachment.png").await?;
+    // No text: the photo alone is the message.
+    send(client, "").await?;
+    final_answer_containing(client, "Here is the chart").await?;
+
+    let requests = fake.requests();
+    let images: Vec<_> = requests.iter().flat_map(|request| request.images()).collect();
+    ensure!(images.len() == 1, "the model got one image, got {}", images.len());
+    ensure!(images[0].pixels == Some(PHOTO_FOR_MODEL), "downscaled for the model: {:?}", images[0].pixels);
+    let answer = texts(client, ".msg.assistant[data-state='final'] .msg-body").await?.join("\n");
+    ensure!(!answer.contains("MEDIA:"), "the MEDIA: line never shows: {answer:?}");
+
+    let loaded = |selector: &'static str| async move {
+        let script = format!(
+            "const img = document.querySelector({selector:?});
+             return img && img.complete && img.src.startsWith('blob:') ? img.naturalWidth : 0;"
+        );
+        let width = client.execute(&script, vec![]).await?;
+        Ok(width.as_u64().filter(|width| *width > 0))
+    };
+    let sent = poll("the user's photo in their bubble", || loaded(".msg.user .files img")).await?;
+    ensure!(sent == u64::from(PHOTO.0), "the user's own photo, as uploaded: {sent}");
+    let chart = poll("the reply's image, loaded", || loaded(".msg.assistant .files img")).await?;
+    ensure!(chart == 120, "the chart from the workspace, {chart} px wide");
+    screenshot(client, "webchat-media.png").await?;
+
+    // After a reload the history shows the user's photo again (fetched with the token).
+    client.refresh().await?;
+    wait_for_state(client, "connected").await?;
+    let restored = poll("the photo in the history", || loaded(".msg.user.restored .files img")).await?;
+    ensure!(restored == u64::from(PHOTO_FOR_MODEL.0), "the stored, model-ready photo: {restored}");
+    Ok(())
+}
+
+/// A PNG of `size` (a gradient: small to store, easy to tell apart).
+fn write_png(path: &Path, (width, height): (u32, u32)) {
+    let image = image::RgbImage::from_fn(width, height, |x, y| image::Rgb([(x % 256) as u8, (y % 256) as u8, 128]));
+    image.save(path).expect("write a PNG");
+}

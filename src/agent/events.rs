@@ -15,6 +15,7 @@ use serde::Serialize;
 use tokio::sync::{broadcast, mpsc};
 
 use super::conversation::ImagePart;
+use crate::media::FileInfo;
 use crate::models::{ModelUsed, ReasoningDisplay};
 
 /// How many events the bus buffers for a slow observer before it starts losing the oldest.
@@ -78,6 +79,10 @@ pub enum LifecycleEvent {
         /// after it; a silent run shows none.
         #[serde(skip_serializing_if = "Vec::is_empty")]
         notices: Vec<String>,
+        /// The files the reply attaches (its `MEDIA:` lines), stored and sent after its
+        /// text; clients that show replies themselves (the web chat) show them from here.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        files: Vec<FileInfo>,
     },
     Error {
         error: String,
@@ -283,6 +288,7 @@ impl Drop for RunEvents {
                 merged_run_ids: Vec::new(),
                 model: None,
                 notices: Vec::new(),
+                files: Vec::new(),
             });
         }
     }
@@ -345,6 +351,7 @@ mod tests {
             merged_run_ids: Vec::new(),
             model: None,
             notices: Vec::new(),
+            files: Vec::new(),
         });
         events.lifecycle(LifecycleEvent::Error {
             model: None,

@@ -37,7 +37,7 @@ use super::turn::{AssistantTurn, TextLimit, TurnAccumulator};
 use crate::channels::ChannelRegistry;
 use crate::config::AgentDefaults;
 use crate::hooks::{AgentEnd, Hooks};
-use crate::media::{Media, Outgoing};
+use crate::media::{FileInfo, Media, Outgoing};
 use crate::metrics::{ModelCall, RunEnd, metrics};
 use crate::models::{Attempt, Candidate, FailoverReason, ModelRouter, ModelUsed, ReasoningDisplay, ThinkingLevel};
 use crate::reply::media_lines;
@@ -430,7 +430,8 @@ impl AgentRunner {
         let (status, terminal, end) = match result {
             Ok(Ok(())) => {
                 let notices = state.notices.clone();
-                let terminal = LifecycleEvent::End { ended_at, aborted: false, merged_run_ids, model, notices };
+                let files = state.attachments.iter().filter_map(FileInfo::of_attachment).collect();
+                let terminal = LifecycleEvent::End { ended_at, aborted: false, merged_run_ids, model, notices, files };
                 (RunStatus::Completed, terminal, RunEnd::Ok)
             }
             Ok(Err(error)) => {
@@ -444,8 +445,14 @@ impl AgentRunner {
                 // Stopped mid-tool: the calls still running get a result, so the session's
                 // conversation stays one every provider accepts.
                 answer_open_tool_calls(&mut state.messages, state.first_new, INTERRUPTED_TOOL);
-                let terminal =
-                    LifecycleEvent::End { ended_at, aborted: true, merged_run_ids, model, notices: Vec::new() };
+                let terminal = LifecycleEvent::End {
+                    ended_at,
+                    aborted: true,
+                    merged_run_ids,
+                    model,
+                    notices: Vec::new(),
+                    files: Vec::new(),
+                };
                 (RunStatus::Aborted(reason), terminal, RunEnd::Aborted)
             }
         };

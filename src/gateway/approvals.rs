@@ -13,6 +13,8 @@ use serde_json::{Value, json};
 
 use crate::agent::ChatMessage;
 use crate::agent::tools::exec::{Approval, ApprovalState};
+use crate::media::FileInfo;
+use crate::reply::media_lines;
 use crate::session::TranscriptEntry;
 
 /// `{id, command, state, by?, runId, requestedAt}`. `state` is `pending`, `approved`,
@@ -55,15 +57,36 @@ pub fn event(approval: &Approval) -> Value {
 /// runs save their messages when they end) and comes last; with no run going, only a
 /// pending one does (a request of a run that was superseded, or whose messages were
 /// compacted away, has no place left).
+///
+/// A user message's files come as `files` ([`FileInfo`]s; the caller marks those no longer
+/// stored). An assistant message's `MEDIA:` lines are taken out of its text, as from the
+/// live reply; the files they named are listed by name only, with `expired: true` (their
+/// stored copies are not remembered), so the page shows a placeholder.
 pub fn history(transcript: Vec<TranscriptEntry>, approvals: Vec<Approval>, running: bool) -> Vec<Value> {
     let mut unplaced = approvals;
     let mut messages = Vec::new();
     for TranscriptEntry { run_id, message } in transcript {
         match message {
-            ChatMessage::User { text, .. } => messages.push(json!({ "role": "user", "text": text })),
+            ChatMessage::User { text, media } => {
+                let mut message = json!({ "role": "user", "text": text });
+                if !media.is_empty() {
+                    message["files"] = json!(media.iter().map(FileInfo::of_ref).collect::<Vec<_>>());
+                }
+                messages.push(message);
+            }
             ChatMessage::Assistant { text, tool_calls, .. } => {
-                if !text.trim().is_empty() {
-                    messages.push(json!({ "role": "assistant", "text": text }));
+                let split = media_lines::split(&text);
+                let shown = if split.media.is_empty() { text.as_str() } else { split.text.trim_end() };
+                if !shown.trim().is_empty() || !split.media.is_empty() {
+                    let mut message = json!({ "role": "assistant", "text": shown });
+                    if !split.media.is_empty() {
+                        let names = split.media.iter().map(|named| {
+                            let name = named.rsplit(['/', '\\']).next().unwrap_or(named);
+                            json!({ "name": name, "expired": true })
+                        });
+                        message["files"] = Value::Array(names.collect());
+                    }
+                    messages.push(message);
                 }
                 let Some(run_id) = run_id else { continue };
                 for call in &tool_calls {

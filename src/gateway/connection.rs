@@ -188,12 +188,17 @@ fn handshake_reply(gateway: &GatewayState, frame: &str) -> Result<(Arc<Outbox>, 
     gateway.hub.follow_session(connection, &session_key);
     gateway.hub.follow_chat(connection, &client_id, &session_key);
     tracing::debug!(client = %client_id, version = ?params.client.version, "gateway handshake");
+    let mut features = json!({ "methods": METHODS, "events": EVENTS });
+    // Files can be uploaded (`/webchat/upload`) and named in `chat.send`, up to this size.
+    if let Some(media) = &gateway.media {
+        features["uploads"] = json!({ "maxBytes": media.config().max_bytes(super::webchat::CHANNEL_NAME) });
+    }
     let hello = json!({
         "type": "hello-ok",
         "protocol": PROTOCOL_VERSION,
         "server": { "version": env!("CARGO_PKG_VERSION") },
         "sessionKey": session_key,
-        "features": { "methods": METHODS, "events": EVENTS },
+        "features": features,
         "tickIntervalMs": TICK_INTERVAL.as_millis() as u64,
     });
     outbox.push_response(Outgoing::response(id, Ok(hello)).to_text());

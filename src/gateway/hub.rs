@@ -24,6 +24,7 @@ use super::outbox::{Delivery, Outbox};
 use super::runs::RunRegistry;
 use crate::agent::tools::exec::{Approval, Approvals};
 use crate::agent::{AgentEvent, AgentStream, EventBus};
+use crate::media::FileInfo;
 use crate::reply::chat_events::{ChatEvent, ChatEvents, ChatState, ChatText};
 
 /// A connection's id within the hub.
@@ -108,20 +109,31 @@ impl Hub {
 
     /// A message the web chat channel sends to `chat_id` (a command's answer, a notice, a
     /// `message` tool send, a request to approve a command): one `final` with a run id of
-    /// its own, with `approval` (see [`super::approvals::view`]) when it is such a request.
+    /// its own, with `approval` (see [`super::approvals::view`]) when it is such a request
+    /// and `files` when it carries some (then its text, the caption, may be empty).
     /// False when no connection has that chat open.
-    pub fn notice(&self, chat_id: &str, run_id: &str, text: &str, approval: Option<Value>) -> bool {
+    pub fn notice(
+        &self,
+        chat_id: &str,
+        run_id: &str,
+        text: &str,
+        files: Vec<FileInfo>,
+        approval: Option<Value>,
+    ) -> bool {
         let state = self.lock();
         let Some((ids, session_key)) = state.by_chat.get(chat_id) else { return false };
+        let message =
+            (!text.is_empty() || files.is_empty()).then(|| ChatText { role: "assistant", text: text.to_owned() });
         let event = ChatEvent {
             run_id: run_id.to_owned(),
             session_key: session_key.clone(),
             seq: 1,
             state: ChatState::Final,
-            message: Some(ChatText { role: "assistant", text: text.to_owned() }),
+            message,
             error_message: None,
             reasoning: None,
             notices: Vec::new(),
+            files,
         };
         let payload = match approval {
             Some(approval) => {

@@ -2,7 +2,9 @@
 //! payload or an error the client can act on.
 
 use chrono::Utc;
-use ferry_channel::{AckOutcome, ChatKind, ChatRef, ClientRequest, Delivery, InboundMessage, Sender, Target};
+use ferry_channel::{
+    AckOutcome, Attachment, ChatKind, ChatRef, ClientRequest, Delivery, InboundMessage, Sender, Target,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::time::Duration;
@@ -27,6 +29,8 @@ const ACCEPT_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_KEY_LEN: usize = 256;
 /// `chat.history`'s default number of messages.
 const DEFAULT_HISTORY: usize = 100;
+/// The most files one `chat.send` may carry.
+const MAX_ATTACHMENTS: usize = 10;
 
 /// Calls `method` for `client`.
 pub async fn call(gateway: &GatewayState, client: &Client, method: &str, raw: &Value) -> Result<Value, RpcError> {
@@ -65,9 +69,23 @@ struct AgentParams {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct ChatSendParams {
+    /// May be empty when the message carries files.
+    #[serde(default)]
     message: String,
     idempotency_key: String,
     session_key: Option<String>,
+    /// Files uploaded to `/webchat/upload`, by the id it answered.
+    #[serde(default)]
+    attachments: Vec<AttachmentParam>,
+}
+
+/// One file of a `chat.send`: `{ id, name? }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AttachmentParam {
+    id: String,
+    /// The name to show and give the model (the upload's own name otherwise unknown).
+    name: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -102,6 +120,8 @@ struct Submission {
     key: String,
     session_key: String,
     request: ClientRequest,
+    /// Uploaded files the message carries (`chat.send`).
+    attachments: Vec<Attachment>,
 }
 
 async fn agent(gateway: &GatewayState, client: &Client, params: AgentParams) -> Result<Value, RpcError> {
@@ -118,7 +138,7 @@ async fn agent(gateway: &GatewayState, client: &Client, params: AgentParams) -> 
         None => format!("agent:{}:main", gateway.agent_id),
     };
     let deliver = delivery(gateway, &params)?;
-    let submission = submission(gateway, params.message, params.idempotency_key, session_key)?;
+    let submission = submission(gateway, params.message, params.idempotency_key, session_key, false)?;
     let submission = Submission {
         request: ClientRequest {
             extra_system_prompt: params.extra_system_prompt,
@@ -136,8 +156,31 @@ async fn chat_send(gateway: &GatewayState, client: &Client, params: ChatSendPara
         Some(key) => gateway_session(gateway, key)?,
         None => client.session_key.clone(),
     };
-    let submission = submission(gateway, params.message, params.idempotency_key, session_key)?;
-    submit(gateway, client, submission).await
+    let attachments = uploaded(gateway, params.attachments).await?;
+    let submission = submission(gateway, params.message, params.idempotency_key, session_key, !attachments.is_empty())?;
+    submit(gateway, client, Submission { attachments, ..submission }).await
+}
+
+/// The uploaded files a `chat.send` names, each checked to be stored.
+async fn uploaded(gateway: &GatewayState, named: Vec<AttachmentParam>) -> Result<Vec<Attachment>, RpcError> {
+    if named.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(media) = gateway.media.clone() else {
+        return Err(RpcError::invalid(
+            "params.attachments: this gateway takes no files (no media store, or the web chat is off)",
+        ));
+    };
+    if named.len() > MAX_ATTACHMENTS {
+        return Err(RpcError::invalid(format!("params.attachments: at most {MAX_ATTACHMENTS} files a message")));
+    }
+    let named: Vec<(String, Option<String>)> = named.into_iter().map(|file| (file.id, file.name)).collect();
+    let checked = tokio::task::spawn_blocking(move || super::webchat::files::attachments_of(&media, &named)).await;
+    match checked {
+        Ok(Ok(attachments)) => Ok(attachments),
+        Ok(Err(message)) => Err(RpcError::invalid(message)),
+        Err(_) => Err(RpcError::unavailable("the files could not be checked; send them again")),
+    }
 }
 
 /// Where `agent` should deliver the reply besides the client: `deliver: true` with a
@@ -165,13 +208,15 @@ fn delivery(gateway: &GatewayState, params: &AgentParams) -> Result<Option<Deliv
     Ok(Some(Delivery { channel, account_id: params.account_id.clone(), target }))
 }
 
+/// `message` validated; it may be empty when the message carries files (`with_files`).
 fn submission(
     gateway: &GatewayState,
     message: String,
     key: String,
     session_key: String,
+    with_files: bool,
 ) -> Result<Submission, RpcError> {
-    if message.trim().is_empty() {
+    if message.trim().is_empty() && !with_files {
         return Err(RpcError::invalid("params.message: must not be empty"));
     }
     let limit = gateway.dispatcher.max_inbound_chars();
@@ -187,7 +232,7 @@ fn submission(
         )));
     }
     let request = ClientRequest { run_id: key.clone(), session_key: Some(session_key.clone()), ..Default::default() };
-    Ok(Submission { message, key, session_key, request })
+    Ok(Submission { message, key, session_key, request, attachments: Vec::new() })
 }
 
 /// A session key a client named, checked: well-formed and of this gateway's agent.
@@ -227,6 +272,7 @@ async fn submit(gateway: &GatewayState, client: &Client, submission: Submission)
         submission.message,
     );
     message.request = Some(submission.request);
+    message.attachments = submission.attachments;
     let accepted = match gateway.webchat.submit(message).await {
         Ok(ack) => tokio::time::timeout(ACCEPT_TIMEOUT, ack.outcome()).await,
         Err(_) => Ok(AckOutcome::Abandoned),
@@ -282,9 +328,30 @@ async fn chat_history(gateway: &GatewayState, client: &Client, params: HistoryPa
         let running = gateway.dispatcher.scheduler().status(&session_key).running;
         messages = approvals::history(transcript, requests.unwrap_or_default(), running);
     }
+    let mut messages = mark_expired(gateway, messages).await;
     let limit = params.limit.unwrap_or(DEFAULT_HISTORY);
     let skip = messages.len().saturating_sub(limit);
     Ok(json!({ "sessionKey": session_key, "messages": messages.split_off(skip) }))
+}
+
+/// Marks each file of `messages` that can no longer be downloaded (swept after
+/// `media.ttl_days`, or no media here) with `expired: true`, so a client shows a placeholder
+/// rather than fetch it.
+async fn mark_expired(gateway: &GatewayState, mut messages: Vec<Value>) -> Vec<Value> {
+    let media = gateway.media.clone();
+    let marked = tokio::task::spawn_blocking(move || {
+        let files = messages.iter_mut().filter_map(|message| message.get_mut("files")?.as_array_mut()).flatten();
+        for file in files {
+            let id = file.get("id").and_then(Value::as_str).unwrap_or_default();
+            let stored =
+                media.as_ref().and_then(|media| media.store().path_of(id).ok()).is_some_and(|path| path.is_file());
+            if !stored {
+                file["expired"] = json!(true);
+            }
+        }
+        messages
+    });
+    marked.await.unwrap_or_default()
 }
 
 /// The session a `chat.*` call is about, and the connection follows it from now on.

@@ -8,7 +8,8 @@
 //! - [`outbox`]: a connection's queue, where a slow client loses deltas, never finals;
 //! - [`runs`]: idempotency answers and terminal snapshots for `agent.wait`;
 //! - [`client`]: the other end, for `ferry agent` and benches;
-//! - [`webchat`]: the web chat channel and its page;
+//! - [`webchat`]: the web chat channel, its page, and its files (uploads in, downloads
+//!   out: [`webchat::files`]);
 //! - [`approvals`]: requests to approve a command, with their state, for clients that
 //!   offer Approve / Deny.
 //!
@@ -37,7 +38,7 @@ use axum::Router;
 use axum::extract::{State, WebSocketUpgrade};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use ferry_channel::{ChatKind, ChatRef, InboundMessage, Sender};
 use serde_json::{Value, json};
@@ -51,6 +52,7 @@ use crate::agent::tools::exec::Approvals;
 use crate::channels::{ChannelHealth, ChannelRegistry, ChannelState};
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
+use crate::media::Media;
 use hub::Hub;
 use webchat::WebChat;
 
@@ -89,6 +91,9 @@ pub struct GatewayState {
     pub(crate) agent_id: String,
     pub(crate) auth_token: Option<String>,
     webchat_page: bool,
+    /// Where web chat uploads go and downloads come from: the runner's media, while the web
+    /// chat is enabled; `None` otherwise (then there is no upload or download endpoint).
+    pub(crate) media: Option<Arc<Media>>,
     started: Instant,
     /// Cancelled at the end of a shutdown, once runs are done: connections close.
     pub(crate) closing: CancellationToken,
@@ -185,6 +190,7 @@ impl Gateway {
         let hub_task = tokio::spawn(hub.clone().run(&parts.bus, approvals.as_deref(), stop.clone()));
         let webchat = Arc::new(WebChat::new(hub.clone(), approvals.clone()));
         parts.dispatcher.attach(webchat.clone()).await?;
+        let media = parts.dispatcher.runner().media().filter(|_| parts.config.channels.webchat.enabled).cloned();
         let state = GatewayState {
             dispatcher: parts.dispatcher,
             hub,
@@ -194,6 +200,7 @@ impl Gateway {
             agent_id: parts.agent_id,
             auth_token: parts.config.gateway.auth_token.as_ref().map(|token| token.expose().to_owned()),
             webchat_page: parts.config.channels.webchat.enabled,
+            media,
             started: Instant::now(),
             closing: CancellationToken::new(),
             connections: TaskTracker::new(),
@@ -209,14 +216,22 @@ impl Gateway {
         self
     }
 
-    /// The HTTP routes: `/ws`, `/`, `/app.js`, `/markdown.js`, `/style.css`, `/vendor/…`,
-    /// `/healthz`, `/metrics`.
+    /// The HTTP routes: `/ws`, `/`, `/app.js`, `/markdown.js`, `/media.js`, `/style.css`,
+    /// `/vendor/…`, `/healthz`, `/metrics`, and with media, `/webchat/upload` and
+    /// `/webchat/media/{id}` ([`webchat::files`]).
     pub fn router(&self) -> Router {
-        Router::new()
+        let mut router = Router::new();
+        if self.state.media.is_some() {
+            router = router
+                .route("/webchat/upload", post(webchat::files::upload))
+                .route("/webchat/media/{id}", get(webchat::files::download));
+        }
+        router
             .route("/ws", get(upgrade))
             .route("/", get(index))
             .route("/app.js", get(app_js))
             .route("/markdown.js", get(markdown_js))
+            .route("/media.js", get(media_js))
             .route("/style.css", get(style_css))
             .route("/vendor/{file}", get(webchat::vendor_file))
             .route("/healthz", get(healthz))
@@ -315,6 +330,10 @@ async fn app_js() -> Response {
 
 async fn markdown_js() -> Response {
     ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], webchat::assets::MARKDOWN_JS).into_response()
+}
+
+async fn media_js() -> Response {
+    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], webchat::assets::MEDIA_JS).into_response()
 }
 
 async fn style_css() -> Response {

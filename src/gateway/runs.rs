@@ -273,6 +273,7 @@ mod tests {
             merged_run_ids: Vec::new(),
             model: None,
             notices: Vec::new(),
+            files: Vec::new(),
         }
     }
 

@@ -21,6 +21,7 @@
 //! ```
 
 mod fetch;
+mod file_info;
 mod image;
 mod intake;
 mod outgoing;
@@ -30,12 +31,13 @@ mod store;
 mod transcribe;
 
 pub use self::fetch::{FetchError, fetch};
+pub use self::file_info::{FileInfo, is_reference};
 pub use self::image::{
     ImageError, ImageLimits, MAX_BASE64_BYTES, MAX_DECODE_BYTES, MAX_DECODE_SIDE, MAX_SIDE, prepare_image,
     prepare_image_within,
 };
 pub use self::intake::{Media, MediaSetupError, Received};
-pub use self::outgoing::{OUTGOING_MAX_BYTES, Outgoing};
+pub use self::outgoing::{OUTGOING_MAX_BYTES, Outgoing, dimensions};
 pub use self::pdf::{MAX_FORM_DEPTH, PdfError, pdf_text, pdf_text_within};
 pub use self::sniff::{Sniffed, sniff};
 pub use self::store::{MediaStore, MediaStoreError, StoredMedia, Swept, hex_digest};
@@ -47,7 +49,11 @@ pub fn human_size(bytes: u64) -> String {
     const MB: u64 = 1024 * 1024;
     if bytes >= MB {
         let tenths = bytes * 10 / MB;
-        if tenths % 10 == 0 { format!("{} MB", tenths / 10) } else { format!("{}.{} MB", tenths / 10, tenths % 10) }
+        if tenths.is_multiple_of(10) {
+            format!("{} MB", tenths / 10)
+        } else {
+            format!("{}.{} MB", tenths / 10, tenths % 10)
+        }
     } else {
         format!("{} KB", bytes.div_ceil(1024))
     }

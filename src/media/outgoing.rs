@@ -81,7 +81,7 @@ impl Outgoing {
 }
 
 /// An image's pixel size from its header, without decoding it.
-fn dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
+pub fn dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
     image::ImageReader::new(Cursor::new(bytes)).with_guessed_format().ok()?.into_dimensions().ok()
 }
 

@@ -103,7 +103,7 @@ impl MediaStore {
 
     /// Where the file with this reference is (or would be).
     pub fn path_of(&self, sha256: &str) -> Result<PathBuf, MediaStoreError> {
-        if sha256.len() != 64 || !sha256.bytes().all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte)) {
+        if !super::is_reference(sha256) {
             return Err(MediaStoreError::BadReference(sha256.chars().take(80).collect()));
         }
         Ok(self.path_for(sha256))

@@ -15,6 +15,7 @@ use super::directive;
 use super::media_lines;
 use super::silent::{shape_final, visible_while_streaming};
 use crate::agent::{AgentEvent, AgentStream, AssistantEvent, LifecycleEvent, ToolEvent};
+use crate::media::FileInfo;
 
 /// The tool whose sends to the run's own chat replace the final reply.
 const MESSAGE_TOOL: &str = "message";
@@ -44,6 +45,11 @@ pub struct ChatEvent {
     /// with a message only: shown after it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
+    /// Files for the chat window to show (inline images, download links): on a `final`, the
+    /// reply's `MEDIA:` files, or those of a message sent to the chat. A `final` may carry
+    /// files and no message.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileInfo>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -148,7 +154,7 @@ impl ChatEvents {
             }
             // A compaction retries only a call that showed nothing: the text so far stands.
             AgentStream::Tool(_) | AgentStream::Compaction(_) => {}
-            AgentStream::Lifecycle(LifecycleEvent::End { aborted, notices, .. }) => {
+            AgentStream::Lifecycle(LifecycleEvent::End { aborted, notices, files, .. }) => {
                 self.ended = true;
                 if *aborted {
                     out.push(self.event(ChatState::Aborted, None, None));
@@ -162,6 +168,8 @@ impl ChatEvents {
                     let mut last = self.event(ChatState::Final, message, None);
                     last.reasoning = reasoning;
                     last.notices = notices;
+                    // The files go out whatever the text: they were attached on purpose.
+                    last.files.clone_from(files);
                     out.push(last);
                 }
             }
@@ -231,6 +239,7 @@ impl ChatEvents {
             error_message,
             reasoning: None,
             notices: Vec::new(),
+            files: Vec::new(),
         }
     }
 }
@@ -295,6 +304,7 @@ mod tests {
                 merged_run_ids: Vec::new(),
                 model: None,
                 notices: vec![notice.to_owned()],
+                files: Vec::new(),
             }))
         };
         let mut chat = ChatEvents::new("r1", "k");
@@ -310,6 +320,40 @@ mod tests {
         assert!(last.last().unwrap().notices.is_empty(), "a silent reply stays silent");
     }
 
+    #[test]
+    fn a_replys_files_ride_on_its_final_even_without_text() {
+        let file = FileInfo {
+            id: "ab".repeat(32),
+            name: Some("chart.png".into()),
+            mime_type: "image/png".into(),
+            size: 10,
+            width: Some(2),
+            height: Some(2),
+        };
+        let end_with_file = || {
+            event(AgentStream::Lifecycle(LifecycleEvent::End {
+                ended_at: Utc::now(),
+                aborted: false,
+                merged_run_ids: Vec::new(),
+                model: None,
+                notices: Vec::new(),
+                files: vec![file.clone()],
+            }))
+        };
+        let mut chat = ChatEvents::new("r1", "k");
+        chat.on_event(&delta("Here it is.\nMEDIA: chart.png"));
+        let last = chat.on_event(&end_with_file()).pop().unwrap();
+        assert_eq!(last.message.map(|m| m.text).as_deref(), Some("Here it is."));
+        assert_eq!(last.files, std::slice::from_ref(&file));
+
+        let mut bare = ChatEvents::new("r2", "k");
+        bare.on_event(&delta("MEDIA: chart.png"));
+        let last = bare.on_event(&end_with_file()).pop().unwrap();
+        assert_eq!((last.state, last.message), (ChatState::Final, None));
+        let json = serde_json::to_value(&last.files).unwrap();
+        assert_eq!(json[0]["mimeType"], "image/png", "{json}");
+    }
+
     fn delta(text: &str) -> AgentEvent {
         event(AgentStream::Assistant(AssistantEvent::Delta { delta: String::new(), text: text.into() }))
     }
@@ -321,6 +365,7 @@ mod tests {
             merged_run_ids: Vec::new(),
             model: None,
             notices: Vec::new(),
+            files: Vec::new(),
         }))
     }
 

@@ -41,7 +41,7 @@ pub fn strip_streaming(text: &str) -> Cow<'_, str> {
 }
 
 fn split_lines(text: &str, streaming: bool) -> Split<'_> {
-    if !text.contains(MARKER) && !(streaming && may_become_marker(last_line(text))) {
+    if !(text.contains(MARKER) || streaming && may_become_marker(last_line(text))) {
         return Split { text: Cow::Borrowed(text), media: Vec::new() };
     }
     let mut kept = String::with_capacity(text.len());

@@ -9,12 +9,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferry::agent::providers::ResolvedModel;
+use ferry::agent::providers::openai::OpenAiProvider;
 use ferry::agent::tools::{HostTools, ToolRegistry};
 use ferry::agent::{AgentRunner, EventBus, RunnerParts};
 use ferry::channels::ChannelRegistry;
-use ferry::config::Config;
+use ferry::config::{Config, Environment};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::gateway::{Gateway, GatewayParts};
+use ferry::media::Media;
 use ferry::routing::{DEFAULT_AGENT_ID, SystemClock, ThreadLabels};
 use ferry::sandbox::SandboxPaths;
 use ferry::state::Database;
@@ -42,16 +45,22 @@ pub struct Gw {
 
 /// The gateway with the built-in tools, as `config` says.
 pub async fn gateway(config: Config) -> Gw {
-    start(config, false).await
+    start(config, false, false).await
 }
 
 /// [`gateway`] with the host tools as the daemon has them (files, `exec`, `process`),
 /// sandboxed as `config.tools.sandbox` says, the `ferry` binary as the launcher.
 pub async fn gateway_with_commands(config: Config) -> Gw {
-    start(config, true).await
+    start(config, true, false).await
 }
 
-async fn start(config: Config, commands: bool) -> Gw {
+/// [`gateway_with_commands`] with media as the daemon has it (`config.media`, the store
+/// under the state directory), and a model that takes images.
+pub async fn gateway_with_media(config: Config) -> Gw {
+    start(config, true, true).await
+}
+
+async fn start(config: Config, commands: bool, with_media: bool) -> Gw {
     let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("ferry=info").try_init();
     let fake = FakeOpenAi::start().await.unwrap();
     let state = tempfile::tempdir().unwrap();
@@ -69,11 +78,21 @@ async fn start(config: Config, commands: bool) -> Gw {
         };
         tools = tools.with_host_tools(HostTools::new(&config, paths));
     }
-    let runner = AgentRunner::new(RunnerParts {
-        bus: bus.clone(),
-        tools,
-        ..fake_model_runner(&fake.url(), workspace.path(), &channels)
-    });
+    let mut parts = fake_model_runner(&fake.url(), workspace.path(), &channels);
+    if with_media {
+        let env = Environment::new(Vec::<(String, String)>::new(), state.path());
+        let media = Media::open(&state.path().join("media"), &config.media, &env).unwrap();
+        parts.media = Some(Arc::new(media));
+        parts.model = ResolvedModel {
+            provider: Arc::new(OpenAiProvider::new("fake", &fake.url(), None)),
+            model: "test".into(),
+            context_window: None,
+            vision: true,
+            is_fallback_echo: false,
+        }
+        .into();
+    }
+    let runner = AgentRunner::new(RunnerParts { bus: bus.clone(), tools, ..parts });
     let config = Arc::new(config);
     let dispatcher = Dispatcher::new(DispatcherParts {
         config: config.clone(),
@@ -103,6 +122,18 @@ async fn start(config: Config, commands: bool) -> Gw {
         let _ = stop.await;
     }));
     Gw { address, fake, dispatcher, _shutdown: shutdown, _state: state, _workspace: workspace }
+}
+
+impl Gw {
+    /// The state directory (the media store is its `media/`).
+    pub fn state_dir(&self) -> &std::path::Path {
+        self._state.path()
+    }
+
+    /// The agent workspace, where the file tools read and write.
+    pub fn workspace(&self) -> &std::path::Path {
+        self._workspace.path()
+    }
 }
 
 /// A WebSocket client of the gateway, speaking its frames.

@@ -4,7 +4,7 @@
 use ferry_fakes::{FakeOpenAi, FakeSlack, ToolCall, Turn, sample_jpeg};
 
 use super::daemon::{Daemon, PATIENCE, daemon_in};
-use super::{eventually, model_tables, ogg, photo_in, request};
+use super::{model_tables, ogg, photo_in, request};
 
 async fn setup(vision: bool) -> (FakeSlack, FakeOpenAi, Daemon, tempfile::TempDir) {
     let slack = FakeSlack::start().await.expect("fake Slack");

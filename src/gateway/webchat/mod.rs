@@ -8,7 +8,11 @@
 //! its event also names the request ([`super::approvals`]), so the page can offer buttons.
 //!
 //! The page itself (`assets/`) is served by the gateway at `/`, the libraries it renders
-//! Markdown with at `/vendor/` ([`vendor_file`]).
+//! Markdown with at `/vendor/` ([`vendor_file`]). Files travel over HTTP beside the socket
+//! ([`files`]): a client uploads one, then names it in `chat.send`; files the agent sends
+//! reach the page as `files` on `chat` events, and the page downloads them by id.
+
+pub mod files;
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -25,6 +29,7 @@ use tokio::sync::mpsc;
 
 use super::hub::Hub;
 use crate::agent::tools::exec::Approvals;
+use crate::media::FileInfo;
 
 /// The channel's name in config, session keys and logs.
 pub const CHANNEL_NAME: &str = "webchat";
@@ -40,6 +45,7 @@ pub mod assets {
     pub const INDEX_HTML: &str = include_str!("assets/index.html");
     pub const APP_JS: &str = include_str!("assets/app.js");
     pub const MARKDOWN_JS: &str = include_str!("assets/markdown.js");
+    pub const MEDIA_JS: &str = include_str!("assets/media.js");
     pub const STYLE_CSS: &str = include_str!("assets/style.css");
 
     /// Third-party files the page loads from `/vendor/<name>`: the libraries as published
@@ -164,7 +170,21 @@ impl Channel for WebChat {
             .as_deref()
             .and_then(|key| self.approvals.as_ref()?.pending_for_message(key))
             .map(|approval| super::approvals::view(&approval));
-        if !self.hub.notice(&message.target.chat.id, &id, &message.text, approval) {
+        // A file is shown from the media store by its id; one that is not there (the core
+        // stores every file it sends, so this is a bug elsewhere) is said, not dropped.
+        let mut text = message.text.clone();
+        let mut files = Vec::new();
+        for attachment in &message.attachments {
+            match FileInfo::of_attachment(attachment) {
+                Some(file) => files.push(file),
+                None => {
+                    tracing::warn!(file = %attachment.reference, "a file sent to the web chat is not in the media store");
+                    let name = attachment.file_name.as_deref().unwrap_or("a file");
+                    text.push_str(&format!("\n\n({name} could not be shown here)"));
+                }
+            }
+        }
+        if !self.hub.notice(&message.target.chat.id, &id, text.trim_start(), files, approval) {
             // Nobody has that chat open: like a platform with no such chat.
             return Err(ChannelError::Rejected {
                 reason: format!("no web chat client is connected as {}", message.target.chat.id),

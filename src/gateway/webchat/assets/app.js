@@ -12,7 +12,8 @@
  * reconnecting (a banner says so) or unauthorized. A request to approve a command gets
  * Approve / Deny buttons that send `/approve ID` / `/deny ID` as the user would; `approval`
  * events and the history keep it current (how it ended replaces the buttons), so a reload
- * shows a pending request with working buttons and a settled one as settled.
+ * shows a pending request with working buttons and a settled one as settled. Files (uploads,
+ * images and download links in messages) are media.js's (`window.ferryMedia`).
  */
 "use strict";
 
@@ -33,6 +34,8 @@
 
   /** Assistant text as sanitized DOM nodes (markdown.js): one text, or many in one pass. */
   const { render: renderMarkdown, renderAll: renderMarkdownAll } = window.ferryMarkdown;
+  /** Uploads from the composer, and files shown in messages (media.js). */
+  const media = window.ferryMedia;
 
   const $ = (id) => document.getElementById(id);
   const ui = {
@@ -145,6 +148,8 @@
       conn.sessionKey = hello.sessionKey;
       ui.status.dataset.session = hello.sessionKey;
       if (hello.tickIntervalMs) conn.tickMs = hello.tickIntervalMs;
+      const uploads = hello.features && hello.features.uploads;
+      media.enable(uploads ? uploads.maxBytes : null);
       setStatus("connected");
       loadHistory();
     }, (err) => {
@@ -241,6 +246,7 @@
       for (const m of shown) {
         const restored = m.role === "user" ? bubble("user", "sent", m.text) : bubble("assistant", "final", answers[answer++]);
         if (m.role === "approval") setApproval(restored, latestApproval(m.approval));
+        media.show(restored, m.files);
         restored.classList.add("restored");
         list.appendChild(restored);
       }
@@ -483,11 +489,12 @@
         if (text !== null) mutate(() => addNotice(text));
         return;
       }
-      if (text === null) { dropRun(p.runId); return; }
+      const files = media.valid(p.files);
+      if (text === null && files.length === 0) { dropRun(p.runId); return; }
       // No run started it: a message Ferry sent to this chat (a tool's, such as a request to
       // approve a command), not a reply the page saw stream.
       const sentToChat = !runs.has(p.runId);
-      const approval = sentToChat && validApproval(p.approval) ? p.approval : null;
+      const approval = sentToChat && text !== null && validApproval(p.approval) ? p.approval : null;
       if (approval) interruptRun(approval.runId);
       const run = runFor(p.runId);
       // Lines for the user that are not the answer ("this model cannot think"): after it.
@@ -497,7 +504,8 @@
         undrawn.delete(run);
         if (reasoning !== null) setReasoning(run.el, reasoning);
         // Ferry's own message opens with an emoji, which may draw as a box (see addNotice).
-        setBody(run.el, approval ? text.replace(LEADING_EMOJI, "") : text);
+        setBody(run.el, approval ? text.replace(LEADING_EMOJI, "") : text || "");
+        media.show(run.el, files);
         finishRun(run, "final");
         if (approval) setApproval(run.el, latestApproval(approval));
         for (const notice of notices) addNotice(notice);
@@ -640,17 +648,23 @@
   }
 
   function updateSendButton() {
-    const stop = busy() && ui.input.value.trim() === "";
+    const files = media.state();
+    const empty = ui.input.value.trim() === "" && files.count === 0;
+    const stop = busy() && empty;
     ui.send.classList.toggle("stop", stop);
     ui.send.setAttribute("aria-label", stop ? "Stop" : "Send");
-    ui.send.title = stop ? "Stop the reply" : "Send (Enter)";
-    ui.send.disabled = !stop && ui.input.value.trim() === "";
+    ui.send.title = stop ? "Stop the reply" : files.uploading ? "Uploading…" : "Send (Enter)";
+    ui.send.disabled = !stop && (empty || files.uploading);
   }
 
-  function sendMessage(text) {
-    const item = { key: uuid(), text, el: null };
-    if (text.startsWith("/")) commands.add(item.key);
-    mutate(() => { item.el = addBubble("user", "pending", text); });
+  /** Sends `text` with `files` (uploaded, from `media.take()`); either may be empty. */
+  function sendMessage(text, files = []) {
+    const item = { key: uuid(), text, files, el: null };
+    if (text.startsWith("/") && files.length === 0) commands.add(item.key);
+    mutate(() => {
+      item.el = addBubble("user", "pending", text);
+      media.show(item.el, files);
+    });
     scrollToBottom();
     outbox.set(item.key, item);
     sendItem(item);
@@ -663,7 +677,9 @@
     item.inFlight = true;
     setMeta(item.el, "");
     if (!runs.has(item.key)) setTyping(true);
-    request("chat.send", { message: item.text, idempotencyKey: item.key }).then(() => {
+    const params = { message: item.text, idempotencyKey: item.key };
+    if (item.files.length) params.attachments = item.files.map((f) => ({ id: f.id, name: f.name }));
+    request("chat.send", params).then(() => {
       item.inFlight = false;
       outbox.delete(item.key);
       item.el.dataset.state = "sent";
@@ -729,10 +745,12 @@
   /** Enter or the button: sends the composer's text; the button with nothing typed is Stop. */
   function submit(viaButton) {
     const text = ui.input.value.trim();
-    if (!text) { if (viaButton && busy()) stop(); return; }
+    const files = media.state();
+    if (files.uploading) return; // sent once the uploads are done
+    if (!text && files.count === 0) { if (viaButton && busy()) stop(); return; }
     if (NEW_CONVERSATION.test(text) && !conn.ready) return; // kept in the composer until connected
-    if (NEW_CONVERSATION.test(text)) newChat(text);
-    else sendMessage(text);
+    if (NEW_CONVERSATION.test(text) && files.count === 0) newChat(text);
+    else sendMessage(text, media.take());
     ui.input.value = "";
     local.remove(DRAFT_KEY);
     autosize();
@@ -769,6 +787,7 @@
   // ---------------------------------------------------------------- start
 
   takeToken();
+  media.setup({ token: () => session.get(TOKEN_KEY), changed: updateSendButton });
   updateSendButton();
   setStatus("connecting");
   connect();
