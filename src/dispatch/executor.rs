@@ -255,7 +255,10 @@ impl AgentExecutor {
                 continue;
             };
             let received = media.receive(channel.as_ref(), &inbound.attachments).await;
-            if !received.refusals.is_empty() {
+            // A client following the run's events (the web chat) would take a message of
+            // the channel for the run's reply; it refuses files at upload already, and the
+            // model reads why a file is missing.
+            if !received.refusals.is_empty() && !channel.capabilities().replies_via_chat_events {
                 let mut notice = OutboundMessage::text(Target::of(inbound), received.refusals.join("\n"));
                 notice.reply_to_message_id = Some(inbound.message_id.clone());
                 notice.idempotency_key = Some(format!("media-refused:{}", queued.id));
