@@ -304,3 +304,40 @@ for name, (selector, page) in pages.items():
     if isinstance(page, str):
         page = page.encode()
     write("web_page", name, bytes([selector]) + page)
+
+
+# ---- user_file: a size knob, then a file as users send them ----------------------------------
+import struct
+import zlib
+
+
+def png(width, height, color_type, pixel):
+    """A PNG of one colour: colour type 2 (RGB) or 6 (RGBA), 8 bits."""
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+    rows = b"".join(b"\x00" + pixel * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+GIF_1X1 = bytes.fromhex("47494638396101000100800000000000ffffff21f90401000000002c00000000010001000002024401003b")
+for knob, name, data in [
+    (0, "png_rgb_300x200", png(300, 200, 2, b"\x10\x80\xf0")),
+    (40, "png_rgba_64x500", png(64, 500, 6, b"\x10\x80\xf0\x80")),
+    (255, "png_opaque_alpha_40x40", png(40, 40, 6, b"\x01\x02\x03\xff")),
+    (7, "gif_1x1", GIF_1X1),
+    (3, "text", "# Notes\nmilk, eggs\n".encode()),
+    (3, "elf", b"\x7fELF\x02\x01\x01\x00" + bytes(56)),
+    (9, "pdf_header", b"%PDF-1.4\n1 0 obj\n<<>>\nendobj\n"),
+]:
+    write("user_file", name, bytes([knob]) + data)
+
+# ---- media_lines: replies that attach files ---------------------------------------------------
+for name, text in [
+    ("one_line", "Here is the chart.\nMEDIA: out/chart.png\n"),
+    ("url", "MEDIA: https://example.com/a.pdf\nThat is the report."),
+    ("fenced", "Write it like this:\n```\nMEDIA: path/to/file.png\n```\n"),
+    ("indented_and_empty", "  MEDIA:a.png\nMEDIA:   \nMED"),
+    ("partial", "Done.\nMEDIA: out/ch"),
+]:
+    write("media_lines", name, text)

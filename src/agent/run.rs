@@ -399,7 +399,7 @@ impl AgentRunner {
         let first_new = history.len();
         history.push(ChatMessage::User { text: request.message.clone(), media: std::mem::take(&mut request.media) });
         if let Some(media) = &parts.media {
-            load_recent_images(media, &mut history, media.config().history_images).await;
+            load_recent_images(media, &mut history, first_new, media.config().history_images).await;
         }
         let mut state = RunState {
             messages: history,

@@ -8,15 +8,22 @@ use crate::agent::conversation::ChatMessage;
 use crate::media::Media;
 
 /// Loads the images of the last `turns` user messages that carry any, newest first, and
-/// unloads older ones: a conversation's cost in images is bounded however long it gets.
-pub(super) async fn load_recent_images(media: &std::sync::Arc<Media>, messages: &mut [ChatMessage], turns: usize) {
+/// unloads older ones: a conversation's cost in images is bounded however long it gets. The
+/// messages from `first_new` on (the one this run answers) always keep theirs, even with
+/// `turns` at 0: the user is asking about them now.
+pub(super) async fn load_recent_images(
+    media: &std::sync::Arc<Media>,
+    messages: &mut [ChatMessage],
+    first_new: usize,
+    turns: usize,
+) {
     let mut shown = 0;
-    for message in messages.iter_mut().rev() {
+    for (index, message) in messages.iter_mut().enumerate().rev() {
         let ChatMessage::User { media: files, .. } = message else { continue };
         if !files.iter().any(|file| file.kind == AttachmentKind::Image) {
             continue;
         }
-        let replay = shown < turns;
+        let replay = shown < turns || index >= first_new;
         shown += 1;
         for file in files.iter_mut().filter(|file| file.kind == AttachmentKind::Image) {
             if !replay {
@@ -66,7 +73,8 @@ mod tests {
             messages.push(ChatMessage::assistant("nice", Vec::new()));
             messages.push(ChatMessage::user("no photo here"));
         }
-        load_recent_images(&media, &mut messages, 2).await;
+        let answered_from = messages.len();
+        load_recent_images(&media, &mut messages, answered_from, 2).await;
         let loaded: Vec<bool> = messages
             .iter()
             .filter_map(|message| match message {
@@ -75,5 +83,30 @@ mod tests {
             })
             .collect();
         assert_eq!(loaded, [false, true, true]);
+    }
+
+    #[tokio::test]
+    async fn the_message_being_answered_keeps_its_images_even_when_none_are_replayed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let media = Arc::new(
+            Media::open(dir.path(), &MediaConfig::default(), &crate::config::Environment::from_process())
+                .expect("media"),
+        );
+        let older = photo(&media, 10).await;
+        let mut current = photo(&media, 20).await;
+        current.image = media.load_image(&current).await;
+        let mut messages = vec![
+            ChatMessage::User { text: "before".into(), media: vec![older] },
+            ChatMessage::User { text: "now".into(), media: vec![current] },
+        ];
+        load_recent_images(&media, &mut messages, 1, 0).await;
+        let loaded: Vec<bool> = messages
+            .iter()
+            .filter_map(|message| match message {
+                ChatMessage::User { media, .. } => media.first().map(|file| file.image.is_some()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(loaded, [false, true]);
     }
 }
