@@ -59,13 +59,26 @@ mod tests {
         reference
     }
 
+    fn media(dir: &tempfile::TempDir) -> Arc<Media> {
+        let env = crate::config::Environment::from_process();
+        Arc::new(Media::open(dir.path(), &MediaConfig::default(), &env).expect("media"))
+    }
+
+    /// For each user message with files: whether its first one is loaded.
+    fn loaded(messages: &[ChatMessage]) -> Vec<bool> {
+        messages
+            .iter()
+            .filter_map(|message| match message {
+                ChatMessage::User { media, .. } => media.first().map(|file| file.image.is_some()),
+                _ => None,
+            })
+            .collect()
+    }
+
     #[tokio::test]
     async fn only_the_latest_turns_with_images_are_loaded() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let media = Arc::new(
-            Media::open(dir.path(), &MediaConfig::default(), &crate::config::Environment::from_process())
-                .expect("media"),
-        );
+        let media = media(&dir);
         let mut messages = Vec::new();
         for shade in [10, 20, 30] {
             messages
@@ -75,23 +88,13 @@ mod tests {
         }
         let answered_from = messages.len();
         load_recent_images(&media, &mut messages, answered_from, 2).await;
-        let loaded: Vec<bool> = messages
-            .iter()
-            .filter_map(|message| match message {
-                ChatMessage::User { media, .. } => media.first().map(|file| file.image.is_some()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(loaded, [false, true, true]);
+        assert_eq!(loaded(&messages), [false, true, true]);
     }
 
     #[tokio::test]
     async fn the_message_being_answered_keeps_its_images_even_when_none_are_replayed() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let media = Arc::new(
-            Media::open(dir.path(), &MediaConfig::default(), &crate::config::Environment::from_process())
-                .expect("media"),
-        );
+        let media = media(&dir);
         let older = photo(&media, 10).await;
         let mut current = photo(&media, 20).await;
         current.image = media.load_image(&current).await;
@@ -100,13 +103,6 @@ mod tests {
             ChatMessage::User { text: "now".into(), media: vec![current] },
         ];
         load_recent_images(&media, &mut messages, 1, 0).await;
-        let loaded: Vec<bool> = messages
-            .iter()
-            .filter_map(|message| match message {
-                ChatMessage::User { media, .. } => media.first().map(|file| file.image.is_some()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(loaded, [false, true]);
+        assert_eq!(loaded(&messages), [false, true]);
     }
 }
