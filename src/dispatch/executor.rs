@@ -286,10 +286,7 @@ impl AgentExecutor {
             prefix: self.config.messages.response_prefix.clone(),
             markup: capabilities.markup,
             max_lines: capabilities.max_lines,
-            files: FileLimits {
-                caption_limit: capabilities.caption_limit,
-                max_upload_bytes: capabilities.max_upload_bytes,
-            },
+            files: FileLimits::of(capabilities),
             verbose: false,
             reasoning: ReasoningDisplay::Off,
             blocks: defaults.block_streaming.then(|| BlockStyle {

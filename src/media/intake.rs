@@ -205,8 +205,9 @@ impl Media {
         let Some(transcriber) = &self.transcriber else {
             return format!("[{described} not transcribed: no transcription service is configured]");
         };
-        let file_name = attachment.file_name.clone().unwrap_or_else(|| default_audio_name(mime_type));
-        match transcriber.transcribe(bytes, &file_name, mime_type).await {
+        // Unnamed, it goes as `voice`; the transcriber adds the extension its type implies.
+        let file_name = attachment.file_name.as_deref().unwrap_or("voice");
+        match transcriber.transcribe(bytes, file_name, mime_type).await {
             Ok(text) if text.trim().is_empty() => format!("[{described}: the transcript is empty]"),
             Ok(text) => format!("[voice note transcript] {}", text.trim()),
             Err(error) => {
@@ -313,20 +314,6 @@ fn label(attachment: &Attachment) -> String {
 /// sniffs as video (a browser's WebM recording).
 fn is_audio(attachment: &Attachment, mime_type: &str) -> bool {
     mime_type.starts_with("audio/") || (attachment.kind == AttachmentKind::Audio && mime_type.starts_with("video/"))
-}
-
-/// A file name for an unnamed recording: transcription services tell formats by it.
-fn default_audio_name(mime_type: &str) -> String {
-    let extension = match mime_type {
-        "audio/ogg" | "audio/opus" => "ogg",
-        "audio/mpeg" => "mp3",
-        "audio/m4a" | "audio/mp4" | "audio/x-m4a" => "m4a",
-        "audio/x-wav" | "audio/wav" => "wav",
-        "audio/webm" | "video/webm" => "webm",
-        "audio/x-flac" | "audio/flac" => "flac",
-        _ => "ogg",
-    };
-    format!("voice.{extension}")
 }
 
 #[cfg(test)]

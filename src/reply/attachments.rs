@@ -7,7 +7,7 @@
 //! moving the rest into a text message after the file. A file bigger than the channel
 //! takes is not sent; the chat gets a note saying so instead.
 
-use ferry_channel::{Attachment, OutboundMessage, Target, TextFormat};
+use ferry_channel::{Attachment, ChannelCapabilities, OutboundMessage, Target, TextFormat};
 
 use crate::media::human_size as megabytes;
 
@@ -21,6 +21,11 @@ pub struct FileLimits {
 }
 
 impl FileLimits {
+    /// What `capabilities` say a channel takes with a file.
+    pub fn of(capabilities: &ChannelCapabilities) -> Self {
+        Self { caption_limit: capabilities.caption_limit, max_upload_bytes: capabilities.max_upload_bytes }
+    }
+
     /// Whether `file` can be uploaded; when not, the note the chat gets instead.
     pub fn refusal(&self, file: &Attachment) -> Option<String> {
         let (Some(limit), Some(size)) = (self.max_upload_bytes, file.size_bytes) else { return None };

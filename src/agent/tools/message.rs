@@ -89,9 +89,7 @@ impl TypedTool for MessageTool {
             Some(named) => {
                 let outgoing = context.outgoing.as_ref().ok_or_else(|| ToolError::new("files cannot be sent here"))?;
                 let file = outgoing.attach(named, &context.session_key).await?;
-                let limits = channel.capabilities();
-                let files =
-                    FileLimits { caption_limit: limits.caption_limit, max_upload_bytes: limits.max_upload_bytes };
+                let files = FileLimits::of(channel.capabilities());
                 if let Some(refusal) = files.refusal(&file) {
                     return Err(ToolError::new(format!("not sent: {refusal}")));
                 }
