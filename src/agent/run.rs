@@ -35,7 +35,7 @@ use super::steer::SteerInbox;
 use super::tools::{Origin, SessionCatalog, ToolContext, ToolFilter, ToolRegistry, ToolSend, parse_arguments};
 use super::turn::{AssistantTurn, TextLimit, TurnAccumulator};
 use crate::channels::ChannelRegistry;
-use crate::config::AgentDefaults;
+use crate::config::AgentSettings;
 use crate::hooks::{AgentEnd, Hooks};
 use crate::media::{FileInfo, Media, Outgoing};
 use crate::metrics::{ModelCall, RunEnd, metrics};
@@ -69,7 +69,7 @@ pub struct RunSettings {
 }
 
 impl RunSettings {
-    pub fn from_config(defaults: &AgentDefaults) -> Self {
+    pub fn from_config(defaults: &AgentSettings) -> Self {
         Self {
             timeout: Duration::from_secs(defaults.timeout_seconds),
             idle_timeout: Duration::from_secs(defaults.model_idle_timeout_seconds),

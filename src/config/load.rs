@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 
 use super::environment::Environment;
 use super::error::{ConfigError, ConfigWarning, Violation};
+use super::inherit::DEFAULT_ACCOUNT;
 use super::schema::{Config, WebSearchProvider};
-use super::{Secret, explain, validate};
+use super::{Secret, explain, inherit, validate};
 
 /// Prefix of environment overrides: `FERRY__GATEWAY__PORT` sets `gateway.port`.
 pub const ENV_PREFIX: &str = "FERRY";
@@ -140,12 +141,15 @@ fn layer(file_text: Option<&str>, source: ConfigSource, env: &Environment) -> Re
         attribute(Violation::new("(top level)", explain::deserialize_error(&error, &[])), &source, env)
     })?;
 
-    let mut config: Config = serde_path_to_error::deserialize(layered).map_err(|error| {
+    let mut tree = layered.cache;
+    inherit::apply(&mut tree);
+    let mut config: Config = serde_path_to_error::deserialize(tree).map_err(|error| {
         let key = match error.path().to_string() {
             path if path == "." || path.is_empty() => "(top level)".to_owned(),
             path => path,
         };
-        let segments: Vec<_> = error.path().iter().cloned().collect();
+        // An inherited entry's keys are described as its parent's (their ranges, their values).
+        let segments = inherit::canonical(&error.path().iter().cloned().collect::<Vec<_>>());
         let violation = match error.inner() {
             // Named by its full path (`models.providers.x.kind`), not by the table it is missing from.
             config::ConfigError::NotFound(missing) => {
@@ -212,21 +216,43 @@ fn override_var_for(key: &str, env: &Environment) -> Option<String> {
     children.first().map(|name| (*name).clone())
 }
 
+/// Fills missing tokens from the platforms' conventional variables: the single-account
+/// table's, or the listed account `default`'s (another account is another bot).
 fn apply_token_fallbacks(config: &mut Config, env: &Environment) {
+    let [telegram, discord, slack_bot, slack_app, slack_signing] = TOKEN_FALLBACKS.map(|(_, var)| var);
     let channels = &mut config.channels;
-    let slots: [(&mut Option<Secret>, &str); 5] = [
-        (&mut channels.telegram.bot_token, TOKEN_FALLBACKS[0].1),
-        (&mut channels.discord.bot_token, TOKEN_FALLBACKS[1].1),
-        (&mut channels.slack.bot_token, TOKEN_FALLBACKS[2].1),
-        (&mut channels.slack.app_token, TOKEN_FALLBACKS[3].1),
-        (&mut channels.slack.signing_secret, TOKEN_FALLBACKS[4].1),
-    ];
-    for (slot, var) in slots {
-        if slot.as_ref().is_none_or(Secret::is_blank)
-            && let Some(value) = env.var(var)
-        {
-            *slot = Some(Secret::new(value));
+    let telegram_default = channels.telegram.accounts.get_mut(DEFAULT_ACCOUNT).map(|account| &mut account.bot_token);
+    for slot in std::iter::once(&mut channels.telegram.bot_token).chain(telegram_default) {
+        fill(slot, telegram, env);
+    }
+    let discord_default = channels.discord.accounts.get_mut(DEFAULT_ACCOUNT).map(|account| &mut account.bot_token);
+    for slot in std::iter::once(&mut channels.discord.bot_token).chain(discord_default) {
+        fill(slot, discord, env);
+    }
+    let slack = &mut channels.slack;
+    for (slot, var) in [
+        (&mut slack.bot_token, slack_bot),
+        (&mut slack.app_token, slack_app),
+        (&mut slack.signing_secret, slack_signing),
+    ] {
+        fill(slot, var, env);
+    }
+    if let Some(slack) = slack.accounts.get_mut(DEFAULT_ACCOUNT) {
+        for (slot, var) in [
+            (&mut slack.bot_token, slack_bot),
+            (&mut slack.app_token, slack_app),
+            (&mut slack.signing_secret, slack_signing),
+        ] {
+            fill(slot, var, env);
         }
+    }
+}
+
+fn fill(slot: &mut Option<Secret>, var: &str, env: &Environment) {
+    if slot.as_ref().is_none_or(Secret::is_blank)
+        && let Some(value) = env.var(var)
+    {
+        *slot = Some(Secret::new(value));
     }
 }
 

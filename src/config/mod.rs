@@ -14,10 +14,13 @@
 //! repeated key was first set); nothing half-valid is ever returned. Settings that are valid
 //! but look like mistakes come back as [`ConfigWarning`]s.
 
+mod accounts;
+mod agents_schema;
 mod environment;
 mod error;
 mod explain;
 mod human_delay;
+mod inherit;
 mod load;
 mod mcp_schema;
 mod media_schema;
@@ -29,9 +32,12 @@ mod tools_schema;
 mod validate;
 mod variants;
 
+pub use accounts::Accounts;
+pub use agents_schema::{ID_RULE, MAIN_AGENT, MAX_ID_CHARS, default_workspace, valid_id};
 pub use environment::Environment;
 pub use error::{ConfigError, ConfigWarning, Violation};
 pub use human_delay::{HumanDelay, NATURAL_DELAY_MS};
+pub use inherit::{ACCOUNT_CHANNELS, DEFAULT_ACCOUNT};
 pub use load::{
     CONFIG_FILE_NAME, CONFIG_FILE_VAR, ConfigSource, ENV_PREFIX, ENV_SEPARATOR, LoadedConfig, default_locations,
     env_var_for, load, load_text, locate,

@@ -95,28 +95,50 @@ pub(crate) const RANGES: &[NumericRange] = &[
     NumericRange::new("channels.discord.max_lines_per_message", 1, 1_000),
 ];
 
-/// Checks every numeric key against its range and reports the first one outside it.
+/// Checks every numeric key against its range and reports the first one outside it. The
+/// keys of a listed agent or account have their parent's range (see `config::inherit`).
 pub(crate) fn check(config: &Config) -> Result<(), Violation> {
     let tree = serde_json::to_value(config).map_err(|error| Violation::new("(top level)", error.to_string()))?;
-    for range in RANGES {
-        for (key, value) in matching(&tree, range.pattern) {
-            // Every numeric key is unsigned; deserialization has refused anything else.
-            if let Some(number) = value.as_u64()
-                && !(range.min..=range.max).contains(&number)
-            {
-                return Err(Violation::new(key, range.explain(&number.to_string())));
-            }
+    let mut leaves = Vec::new();
+    numbers(&tree, String::new(), &mut leaves);
+    for (key, number) in leaves {
+        // Every numeric key is unsigned; deserialization has refused anything else.
+        if let (Some(range), Some(number)) = (range_of(&key), number.as_u64())
+            && !(range.min..=range.max).contains(&number)
+        {
+            return Err(Violation::new(key, range.explain(&number.to_string())));
         }
     }
     Ok(())
 }
 
+/// Every number in `tree`, with its dotted key.
+fn numbers<'t>(tree: &'t Value, key: String, out: &mut Vec<(String, &'t serde_json::Number)>) {
+    match tree {
+        Value::Object(table) => {
+            for (name, child) in table {
+                let path = if key.is_empty() { name.clone() } else { format!("{key}.{name}") };
+                numbers(child, path, out);
+            }
+        }
+        Value::Number(number) => out.push((key, number)),
+        _ => {}
+    }
+}
+
+/// The range of the numeric key `dotted`, if it has one.
+pub(crate) fn range_of(dotted: &str) -> Option<&'static NumericRange> {
+    let path: Vec<Segment> = dotted.split('.').map(|part| Segment::Map { key: part.to_owned() }).collect();
+    for_path(&path)
+}
+
 /// The range of the key at `path` (as serde_path_to_error tracks it), if it is numeric.
 pub(crate) fn for_path(path: &[Segment]) -> Option<&'static NumericRange> {
+    let path = super::inherit::canonical(path);
     RANGES.iter().find(|range| {
         let parts: Vec<&str> = range.pattern.split('.').collect();
         parts.len() == path.len()
-            && parts.iter().zip(path).all(|(part, segment)| match segment {
+            && parts.iter().zip(&path).all(|(part, segment)| match segment {
                 Segment::Map { key } => *part == "*" || part == key,
                 _ => false,
             })
@@ -124,6 +146,7 @@ pub(crate) fn for_path(path: &[Segment]) -> Option<&'static NumericRange> {
 }
 
 /// Every `(dotted key, value)` of `tree` that `pattern` names.
+#[cfg(test)]
 pub(crate) fn matching<'t>(tree: &'t Value, pattern: &str) -> Vec<(String, &'t Value)> {
     let mut found = vec![(String::new(), tree)];
     for part in pattern.split('.') {

@@ -11,6 +11,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
 use super::Secret;
+pub use super::agents_schema::{AgentToolsConfig, BindingConfig, BindingMatch, ResolvedAgent, SessionsVisibility};
 use super::human_delay::HumanDelay;
 pub use super::mcp_schema::{McpConfig, McpServerConfig};
 pub use super::media_schema::{MediaConfig, TranscriptionConfig};
@@ -37,6 +38,9 @@ pub struct Config {
     pub mcp: McpConfig,
     /// Files users send and the agent sends back (`[media]`, `[media.transcription]`).
     pub media: MediaConfig,
+    /// Which agent answers where (`[[bindings]]`); unmatched chats go to the default agent.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bindings: Vec<BindingConfig>,
 }
 
 /// The agent's tools.
@@ -269,13 +273,30 @@ pub enum ProviderKind {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentsConfig {
-    pub defaults: AgentDefaults,
+    /// How every agent runs unless its own entry says otherwise.
+    pub defaults: AgentSettings,
+    /// Agents by id (`[agents.list.<id>]`), each starting from `defaults`. Empty: one agent,
+    /// `main`, with the defaults (see [`AgentsConfig::resolved`]).
+    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    pub list: IndexMap<String, AgentSettings>,
 }
 
-/// How every agent runs unless overridden.
+/// How an agent runs: `[agents.defaults]`, and each `[agents.list.<id>]` (which starts as a
+/// copy of the defaults, see `config::inherit`). `name`, `default` and `tools` mean something
+/// only in a listed agent.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct AgentDefaults {
+pub struct AgentSettings {
+    /// What people call the agent (`ferry agents list`, the web chat's agent picker).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The agent that answers where no binding matches. At most one; without any, `main`,
+    /// or the only agent listed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub default: bool,
+    /// The agent's own tool profile and lists, on top of `[tools]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<AgentToolsConfig>,
     /// `PROVIDER/MODEL`, e.g. `openai/gpt-4o-mini`, or `{ primary, fallbacks }`. Unset: a
     /// provider from the environment (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`), else the
     /// offline echo provider.
@@ -306,14 +327,22 @@ pub struct AgentDefaults {
     pub block_streaming_coalesce: BlockStreamingCoalesce,
     /// A pause before each block after the first, so replies read like typing.
     pub human_delay: HumanDelay,
-    /// Bootstrap files (AGENTS.md, SOUL.md…) and skills; default `<state_dir>/workspace`.
+    /// Bootstrap files (AGENTS.md, SOUL.md…), skills and the file tools' root. Default:
+    /// `<state_dir>/workspace` for `main`, `<state_dir>/workspaces/<id>` for another agent;
+    /// never inherited from `agents.defaults` by a listed agent (two agents never share one).
     pub workspace: Option<PathBuf>,
     pub compaction: CompactionConfig,
+    /// Which sessions the `sessions_list` tool shows the agent: its own (`agent`, the
+    /// default), or every agent's (`all`).
+    pub sessions_visibility: SessionsVisibility,
 }
 
-impl Default for AgentDefaults {
+impl Default for AgentSettings {
     fn default() -> Self {
         Self {
+            name: None,
+            default: false,
+            tools: None,
             model: None,
             models: Vec::new(),
             thinking: ThinkingLevel::Off,
@@ -330,6 +359,7 @@ impl Default for AgentDefaults {
             human_delay: HumanDelay::Off,
             workspace: None,
             compaction: CompactionConfig::default(),
+            sessions_visibility: SessionsVisibility::Agent,
         }
     }
 }
@@ -652,6 +682,11 @@ pub struct GroupConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct TelegramConfig {
     pub enabled: bool,
+    /// More bots of this platform by account id (`[channels.telegram.accounts.<id>]`), each
+    /// starting from this table's settings (its credentials only for account `default`).
+    /// Empty: this table is the one account, `default`.
+    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    pub accounts: IndexMap<String, TelegramConfig>,
     /// From @BotFather; `TELEGRAM_BOT_TOKEN` is used when unset.
     pub bot_token: Option<Secret>,
     pub api_url: String,
@@ -683,6 +718,7 @@ impl Default for TelegramConfig {
     fn default() -> Self {
         Self {
             enabled: false,
+            accounts: IndexMap::new(),
             bot_token: None,
             api_url: "https://api.telegram.org".to_owned(),
             mode: TelegramMode::Polling,
@@ -717,6 +753,11 @@ pub struct GuildConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct DiscordConfig {
     pub enabled: bool,
+    /// More bots of this platform by account id (`[channels.discord.accounts.<id>]`), each
+    /// starting from this table's settings (its credentials only for account `default`).
+    /// Empty: this table is the one account, `default`.
+    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    pub accounts: IndexMap<String, DiscordConfig>,
     /// `DISCORD_BOT_TOKEN` is used when unset.
     pub bot_token: Option<Secret>,
     pub api_url: String,
@@ -748,6 +789,7 @@ impl Default for DiscordConfig {
     fn default() -> Self {
         Self {
             enabled: false,
+            accounts: IndexMap::new(),
             bot_token: None,
             api_url: "https://discord.com".to_owned(),
             gateway_url: None,
@@ -782,6 +824,11 @@ pub enum SlackMode {
 #[serde(default, deny_unknown_fields)]
 pub struct SlackConfig {
     pub enabled: bool,
+    /// More bots of this platform by account id (`[channels.slack.accounts.<id>]`), each
+    /// starting from this table's settings (its credentials only for account `default`).
+    /// Empty: this table is the one account, `default`.
+    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    pub accounts: IndexMap<String, SlackConfig>,
     /// `xoxb-…`; `SLACK_BOT_TOKEN` is used when unset.
     pub bot_token: Option<Secret>,
     /// `xapp-…` for Socket Mode; `SLACK_APP_TOKEN` is used when unset.
@@ -815,6 +862,7 @@ impl Default for SlackConfig {
     fn default() -> Self {
         Self {
             enabled: false,
+            accounts: IndexMap::new(),
             bot_token: None,
             app_token: None,
             signing_secret: None,

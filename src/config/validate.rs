@@ -8,10 +8,12 @@ use super::error::{Violation, one_line};
 use super::human_delay::HumanDelay;
 use super::model_choice::ModelSetting;
 use super::schema::{
-    AgentDefaults, Config, DEFAULT_PROFILE, DmPolicy, GatewayConfig, HooksConfig, ModelsConfig, ProviderConfig,
-    QueueConfig, ResetMode, SessionConfig, SlackMode, TelegramMode, ToolLists, WebSearchProvider, WebToolsConfig,
+    AgentSettings, Config, DEFAULT_PROFILE, DiscordConfig, DmPolicy, GatewayConfig, HooksConfig, ModelsConfig,
+    ProviderConfig, QueueConfig, ResetMode, SessionConfig, SlackConfig, SlackMode, TelegramConfig, TelegramMode,
+    ToolLists, WebSearchProvider, WebToolsConfig,
 };
-use super::{Secret, ranges};
+use super::{Accounts, BindingMatch, Secret, ranges};
+use crate::routing::BindingTable;
 
 /// Channel names the core knows; `messages.queue.by_channel` keys must be one of these.
 pub const CHANNEL_NAMES: [&str; 4] = ["telegram", "discord", "slack", "webchat"];
@@ -26,7 +28,11 @@ pub fn validate(config: &Config) -> Result<(), Violation> {
     ranges::check(config)?;
     gateway(&config.gateway)?;
     models(&config.models)?;
-    agent_defaults(&config.agents.defaults, &config.models)?;
+    agent_settings("agents.defaults", &config.agents.defaults, &config.models)?;
+    for (id, agent) in &config.agents.list {
+        agent_settings(&format!("agents.list.{id}"), agent, &config.models)?;
+    }
+    super::agents_schema::validate_agents(config)?;
     queue(&config.messages.queue)?;
     session(&config.session)?;
     hooks(&config.hooks)?;
@@ -34,7 +40,64 @@ pub fn validate(config: &Config) -> Result<(), Violation> {
     web_tools(&config.tools.web)?;
     super::mcp_schema::validate(&config.mcp)?;
     super::media_schema::validate(&config.media)?;
-    channels(config)
+    channels(config)?;
+    bindings(config)
+}
+
+/// Each binding names an agent and accounts that exist, and no two are ambiguous.
+fn bindings(config: &Config) -> Result<(), Violation> {
+    let agents = &config.agents;
+    for (index, binding) in config.bindings.iter().enumerate() {
+        let key = format!("bindings[{index}]");
+        if !agents.has(&binding.agent) {
+            return Err(Violation::new(
+                format!("{key}.agent"),
+                format!("there is no agent {:?} (agents: {})", binding.agent, agents.ids().join(", ")),
+            ));
+        }
+        let matches = &binding.matches;
+        if *matches == BindingMatch::default() {
+            return Err(Violation::new(
+                format!("{key}.match"),
+                "matches nothing: give channel, account, peer, guild, team, thread or topic (the agent for                  everything else is the one with default = true)",
+            ));
+        }
+        for (one, other, set) in [
+            ("guild", "team", matches.guild.is_some() && matches.team.is_some()),
+            ("thread", "topic", matches.thread.is_some() && matches.topic.is_some()),
+        ] {
+            if set {
+                return Err(Violation::new(format!("{key}.match.{other}"), format!("set {one} or {other}, not both")));
+            }
+        }
+        if let Some(channel) = &matches.channel
+            && !CHANNEL_NAMES.contains(&channel.as_str())
+        {
+            return Err(Violation::new(
+                format!("{key}.match.channel"),
+                format!("unknown channel {channel:?} (expected one of {})", CHANNEL_NAMES.join(", ")),
+            ));
+        }
+        if let Some(account) = &matches.account {
+            let channels: Vec<&str> =
+                matches.channel.as_deref().map_or(CHANNEL_NAMES.to_vec(), |channel| vec![channel]);
+            if !channels.iter().any(|channel| config.channels.account_ids(channel).contains(&account.as_str())) {
+                let known: Vec<String> = channels
+                    .iter()
+                    .flat_map(|channel| {
+                        config.channels.account_ids(channel).into_iter().map(move |id| format!("{channel}.{id}"))
+                    })
+                    .collect();
+                return Err(Violation::new(
+                    format!("{key}.match.account"),
+                    format!("there is no account {account:?} (accounts: {})", known.join(", ")),
+                ));
+            }
+        }
+    }
+    BindingTable::build(agents.default_id(), &config.bindings)
+        .map(drop)
+        .map_err(|conflict| Violation::new(format!("bindings[{}]", conflict.second), conflict.to_string()))
 }
 
 /// `[tools.web.search]` names a provider `web_search` can reach: SearXNG needs its URL, Brave
@@ -62,19 +125,25 @@ fn web_tools(web: &WebToolsConfig) -> Result<(), Violation> {
 fn tool_lists(config: &Config) -> Result<(), Violation> {
     let channels = &config.channels;
     let global = config.tools.lists();
-    let mut levels: Vec<(String, &ToolLists)> = vec![(String::new(), &global)];
-    levels.push(("channels.telegram.".to_owned(), &channels.telegram.tools));
-    levels.push(("channels.discord.".to_owned(), &channels.discord.tools));
-    levels.push(("channels.slack.".to_owned(), &channels.slack.tools));
+    let mut owned: Vec<(String, ToolLists)> = vec![(String::new(), global)];
+    for (id, agent) in &config.agents.list {
+        if let Some(tools) = &agent.tools {
+            owned.push((format!("agents.list.{id}."), tools.lists()));
+        }
+    }
+    let mut levels: Vec<(String, &ToolLists)> = owned.iter().map(|(prefix, lists)| (prefix.clone(), lists)).collect();
     levels.push(("channels.webchat.".to_owned(), &channels.webchat.tools));
-    for (id, group) in &channels.telegram.groups {
-        levels.push((format!("channels.telegram.groups.{id}."), &group.tools));
+    for (table, telegram) in accounts_of("telegram", &channels.telegram) {
+        levels.push((format!("{table}."), &telegram.tools));
+        levels.extend(telegram.groups.iter().map(|(id, group)| (format!("{table}.groups.{id}."), &group.tools)));
     }
-    for (id, guild) in &channels.discord.guilds {
-        levels.push((format!("channels.discord.guilds.{id}."), &guild.tools));
+    for (table, discord) in accounts_of("discord", &channels.discord) {
+        levels.push((format!("{table}."), &discord.tools));
+        levels.extend(discord.guilds.iter().map(|(id, guild)| (format!("{table}.guilds.{id}."), &guild.tools)));
     }
-    for (id, channel) in &channels.slack.channels {
-        levels.push((format!("channels.slack.channels.{id}."), &channel.tools));
+    for (table, slack) in accounts_of("slack", &channels.slack) {
+        levels.push((format!("{table}."), &slack.tools));
+        levels.extend(slack.channels.iter().map(|(id, channel)| (format!("{table}.channels.{id}."), &channel.tools)));
     }
     let servers: Vec<&str> = config.mcp.servers.keys().map(String::as_str).collect();
     for (prefix, lists) in levels {
@@ -105,10 +174,13 @@ pub fn warnings(config: &Config) -> Vec<Violation> {
 /// names a model (fallbacks, per-agent models) belongs here, or its provider is reported as
 /// unused.
 fn providers_in_use(config: &Config) -> BTreeSet<&str> {
-    let defaults = &config.agents.defaults;
-    let chain = defaults.model.iter().flat_map(ModelSetting::chain);
-    let models = chain.chain(defaults.models.iter().map(String::as_str));
-    models.filter_map(|model| model.split_once('/').map(|(provider, _)| provider)).collect()
+    let agents = std::iter::once(&config.agents.defaults).chain(config.agents.list.values());
+    agents
+        .flat_map(|agent| {
+            agent.model.iter().flat_map(ModelSetting::chain).chain(agent.models.iter().map(String::as_str))
+        })
+        .filter_map(|model| model.split_once('/').map(|(provider, _)| provider))
+        .collect()
 }
 
 /// Events an internal hook may be attached to (SPEC §9).
@@ -202,22 +274,23 @@ fn profiles(key: &str, provider: &ProviderConfig) -> Result<(), Violation> {
     Ok(())
 }
 
-fn agent_defaults(defaults: &AgentDefaults, models: &ModelsConfig) -> Result<(), Violation> {
-    const KEY: &str = "agents.defaults";
+/// `[agents.defaults]` and each `[agents.list.<id>]` (`table`).
+fn agent_settings(table: &str, defaults: &AgentSettings, models: &ModelsConfig) -> Result<(), Violation> {
     if let Some(setting) = &defaults.model {
-        let key = if setting.fallbacks.is_empty() { format!("{KEY}.model") } else { format!("{KEY}.model.primary") };
+        let key =
+            if setting.fallbacks.is_empty() { format!("{table}.model") } else { format!("{table}.model.primary") };
         model_reference(&key, &setting.primary, models)?;
         for (index, fallback) in setting.fallbacks.iter().enumerate() {
-            model_reference(&format!("{KEY}.model.fallbacks[{index}]"), fallback, models)?;
+            model_reference(&format!("{table}.model.fallbacks[{index}]"), fallback, models)?;
         }
     }
     for (index, allowed) in defaults.models.iter().enumerate() {
-        model_reference(&format!("{KEY}.models[{index}]"), allowed, models)?;
+        model_reference(&format!("{table}.models[{index}]"), allowed, models)?;
     }
     let chunk = &defaults.block_streaming_chunk;
     if chunk.max_chars < chunk.min_chars {
         return Err(Violation::new(
-            format!("{KEY}.block_streaming_chunk.max_chars"),
+            format!("{table}.block_streaming_chunk.max_chars"),
             format!("must be at least min_chars ({})", chunk.min_chars),
         ));
     }
@@ -225,7 +298,7 @@ fn agent_defaults(defaults: &AgentDefaults, models: &ModelsConfig) -> Result<(),
         && max_ms < min_ms
     {
         return Err(Violation::new(
-            format!("{KEY}.human_delay.max_ms"),
+            format!("{table}.human_delay.max_ms"),
             format!("must be at least min_ms ({min_ms}), got {max_ms}"),
         ));
     }
@@ -268,7 +341,8 @@ fn session(session: &SessionConfig) -> Result<(), Violation> {
 
 /// What every chat channel shares: who may talk to it and how it is reached.
 struct ChannelRules<'a> {
-    name: &'static str,
+    /// The table's key: `channels.telegram`, or `channels.telegram.accounts.work`.
+    table: String,
     enabled: bool,
     api_url: &'a str,
     dm_policy: DmPolicy,
@@ -279,70 +353,120 @@ struct ChannelRules<'a> {
     required: Vec<(&'static str, &'static str, &'a Option<Secret>, &'static str)>,
 }
 
+/// Every platform table and each of its accounts. A table that lists accounts is checked
+/// without its credentials (its accounts bring their own), then each account in full.
 fn channels(config: &Config) -> Result<(), Violation> {
-    let telegram = &config.channels.telegram;
-    let discord = &config.channels.discord;
-    let slack = &config.channels.slack;
-
-    let mut telegram_required = vec![("bot_token", "TELEGRAM_BOT_TOKEN", &telegram.bot_token, "")];
-    if telegram.mode == TelegramMode::Webhook {
-        telegram_required.push(("webhook_secret", "", &telegram.webhook_secret, " and mode = \"webhook\""));
-    }
-    let mut slack_required = vec![("bot_token", "SLACK_BOT_TOKEN", &slack.bot_token, "")];
-    match slack.mode {
-        SlackMode::Socket => slack_required.push(("app_token", "SLACK_APP_TOKEN", &slack.app_token, "")),
-        SlackMode::Http => slack_required.push((
-            "signing_secret",
-            "SLACK_SIGNING_SECRET",
-            &slack.signing_secret,
-            " and mode = \"http\"",
-        )),
-    }
-
-    let rules = [
+    fn telegram(table: String, telegram: &TelegramConfig) -> ChannelRules<'_> {
+        let mut required = vec![("bot_token", "TELEGRAM_BOT_TOKEN", &telegram.bot_token, "")];
+        if telegram.mode == TelegramMode::Webhook {
+            required.push(("webhook_secret", "", &telegram.webhook_secret, " and mode = \"webhook\""));
+        }
         ChannelRules {
-            name: "telegram",
+            table,
             enabled: telegram.enabled,
             api_url: &telegram.api_url,
             dm_policy: telegram.dm_policy,
             allow_from: &telegram.allow_from,
             mention_patterns: &telegram.mention_patterns,
-            required: telegram_required,
-        },
+            required,
+        }
+    }
+    fn discord(table: String, discord: &DiscordConfig) -> ChannelRules<'_> {
         ChannelRules {
-            name: "discord",
+            table,
             enabled: discord.enabled,
             api_url: &discord.api_url,
             dm_policy: discord.dm_policy,
             allow_from: &discord.allow_from,
             mention_patterns: &discord.mention_patterns,
             required: vec![("bot_token", "DISCORD_BOT_TOKEN", &discord.bot_token, "")],
-        },
+        }
+    }
+    fn slack(table: String, slack: &SlackConfig) -> ChannelRules<'_> {
+        let mut required = vec![("bot_token", "SLACK_BOT_TOKEN", &slack.bot_token, "")];
+        match slack.mode {
+            SlackMode::Socket => required.push(("app_token", "SLACK_APP_TOKEN", &slack.app_token, "")),
+            SlackMode::Http => {
+                required.push(("signing_secret", "SLACK_SIGNING_SECRET", &slack.signing_secret, " and mode = \"http\""))
+            }
+        }
         ChannelRules {
-            name: "slack",
+            table,
             enabled: slack.enabled,
             api_url: &slack.api_url,
             dm_policy: slack.dm_policy,
             allow_from: &slack.allow_from,
             mention_patterns: &slack.mention_patterns,
-            required: slack_required,
-        },
-    ];
-    for rules in &rules {
-        channel(rules)?;
+            required,
+        }
     }
-    if let Some(gateway_url) = &discord.gateway_url {
-        let key = "channels.discord.gateway_url";
-        let parsed = url::Url::parse(gateway_url).map_err(|error| Violation::new(key, format!("{error}")))?;
-        if !matches!(parsed.scheme(), "ws" | "wss") {
-            return Err(Violation::new(key, format!("{gateway_url:?} must be a ws:// or wss:// URL")));
+    let channels = &config.channels;
+    platform("telegram", &channels.telegram, telegram, |account| vec![&account.bot_token])?;
+    platform("discord", &channels.discord, discord, |account| vec![&account.bot_token])?;
+    platform("slack", &channels.slack, slack, |account| vec![&account.bot_token, &account.app_token])?;
+    for (table, discord) in accounts_of("discord", &channels.discord) {
+        if let Some(gateway_url) = &discord.gateway_url {
+            let key = format!("{table}.gateway_url");
+            let parsed = url::Url::parse(gateway_url).map_err(|error| Violation::new(&key, format!("{error}")))?;
+            if !matches!(parsed.scheme(), "ws" | "wss") {
+                return Err(Violation::new(key, format!("{gateway_url:?} must be a ws:// or wss:// URL")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The table key of each account of a platform, with its settings.
+fn accounts_of<'a, A: Accounts>(name: &str, table: &'a A) -> Vec<(String, &'a A)> {
+    if table.listed().is_empty() {
+        return vec![(format!("channels.{name}"), table)];
+    }
+    table.each_account().into_iter().map(|(id, account)| (format!("channels.{name}.accounts.{id}"), account)).collect()
+}
+
+/// One platform: its table, its account ids, each account's rules, and no token used by
+/// two accounts (two pollers on one bot fight over its updates).
+fn platform<'a, A: Accounts>(
+    name: &str,
+    table: &'a A,
+    rules: impl Fn(String, &'a A) -> ChannelRules<'a>,
+    tokens: impl Fn(&'a A) -> Vec<&'a Option<Secret>>,
+) -> Result<(), Violation> {
+    if !table.listed().is_empty() {
+        let mut own = rules(format!("channels.{name}"), table);
+        own.required.clear();
+        channel(&own)?;
+    }
+    if let Some(id) = table.listed().keys().find(|id| !super::valid_id(id)) {
+        return Err(Violation::new(
+            format!("channels.{name}.accounts.{id}"),
+            format!("the account id {id:?} {}", super::ID_RULE),
+        ));
+    }
+    if let Some((id, _)) = table.listed().iter().find(|(_, account)| !account.listed().is_empty()) {
+        return Err(Violation::new(
+            format!("channels.{name}.accounts.{id}.accounts"),
+            "accounts cannot list accounts of their own",
+        ));
+    }
+    let mut seen: Vec<(String, &str)> = Vec::new();
+    for (key, account) in accounts_of(name, table) {
+        channel(&rules(key.clone(), account))?;
+        for token in tokens(account).into_iter().flatten().filter(|token| !token.is_blank()) {
+            if let Some((first, _)) = seen.iter().find(|(_, other)| *other == token.expose()) {
+                return Err(Violation::new(
+                    key,
+                    format!("uses the same token as {first}; each account is a bot of its own"),
+                ));
+            }
+            seen.push((key.clone(), token.expose()));
         }
     }
     Ok(())
 }
 
 fn channel(rules: &ChannelRules<'_>) -> Result<(), Violation> {
-    let key = |field: &str| format!("channels.{}.{field}", rules.name);
+    let key = |field: &str| format!("{}.{field}", rules.table);
     http_url(&key("api_url"), rules.api_url)?;
     match rules.dm_policy {
         DmPolicy::Allowlist if rules.allow_from.is_empty() => {

@@ -32,6 +32,7 @@
 //! ```
 
 pub mod access;
+pub mod bindings;
 pub mod clock;
 pub mod dedupe;
 pub mod mention;
@@ -44,6 +45,7 @@ use ferry_channel::{ChatKind, InboundMessage};
 use tracing::Instrument;
 
 pub use access::{Access, AccessRules, ChannelAccess, DenyReason};
+pub use bindings::{BindingConflict, BindingTable};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use dedupe::{Admitted, DedupeError, DedupeStore};
 pub use mention::{Gate, InvalidMentionPattern, MentionGate};
