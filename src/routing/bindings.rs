@@ -145,6 +145,9 @@ struct Binding {
     count: usize,
 }
 
+/// Per tier (by `Tier as usize`), entries by the value of their most specific key.
+type Filed<T> = [HashMap<Box<str>, Vec<T>>; 5];
+
 /// Two bindings the table cannot choose between (see the module docs). Indexes are
 /// positions in `[[bindings]]`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -163,14 +166,14 @@ pub struct BindingConflict {
 pub struct BindingTable {
     default_agent: Arc<str>,
     /// Per tier, bindings filed by the value of their most specific key, most keys first.
-    buckets: [HashMap<Box<str>, Vec<Binding>>; 5],
+    buckets: Filed<Binding>,
 }
 
 impl BindingTable {
     /// Indexes `bindings`; messages no binding matches go to `default_agent`. A binding
     /// with an empty `match` is skipped (validation refuses it).
     pub fn build(default_agent: &str, bindings: &[BindingConfig]) -> Result<Self, BindingConflict> {
-        let mut filed: [HashMap<Box<str>, Vec<(usize, Binding)>>; 5] = Default::default();
+        let mut filed: Filed<(usize, Binding)> = Default::default();
         let mut agents: HashMap<&str, Arc<str>> = HashMap::new();
         for (index, binding) in bindings.iter().enumerate() {
             let keys = Keys::of(&binding.matches);
