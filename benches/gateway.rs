@@ -20,7 +20,7 @@ use ferry::config::{Config, Environment};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::gateway::client::GatewayClient;
 use ferry::gateway::{Gateway, GatewayParts};
-use ferry::routing::{DEFAULT_AGENT_ID, SystemClock, ThreadLabels};
+use ferry::routing::{SystemClock, ThreadLabels};
 use ferry::state::Database;
 use serde_json::json;
 
@@ -70,23 +70,13 @@ async fn load() {
     let dispatcher = Dispatcher::new(DispatcherParts {
         config: config.clone(),
         database,
-        runner,
+        agents: runner.into(),
         channels: channels.clone(),
         clock: Arc::new(SystemClock),
-        agent_id: DEFAULT_AGENT_ID.into(),
         thread_labels: ThreadLabels::new(),
     })
     .expect("dispatcher");
-    let gateway = Gateway::start(GatewayParts {
-        config,
-        dispatcher,
-        bus,
-        channels,
-        agent_id: DEFAULT_AGENT_ID.into(),
-        mcp: None,
-    })
-    .await
-    .expect("gateway");
+    let gateway = Gateway::start(GatewayParts { config, dispatcher, bus, channels, mcp: None }).await.expect("gateway");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listen");
     let url = format!("ws://{}/ws", listener.local_addr().expect("address"));
     tokio::spawn(gateway.serve(listener, std::future::pending()));

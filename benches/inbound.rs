@@ -36,7 +36,7 @@ use ferry::channels::ChannelRegistry;
 use ferry::config::{Config, DmPolicy, DmScope};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::queue::{RunExecutor, RunJob, RunReport};
-use ferry::routing::{DEFAULT_AGENT_ID, SystemClock, ThreadLabels};
+use ferry::routing::{SystemClock, ThreadLabels};
 use ferry::state::Database;
 
 /// The binary's allocator, so the bench measures what `ferry gateway` runs with.
@@ -307,10 +307,9 @@ async fn measure(agent: Agent) {
     let parts = DispatcherParts {
         config: Arc::new(config),
         database: database.clone(),
-        runner: runner(&bus, workspace.path(), &channels),
+        agents: runner(&bus, workspace.path(), &channels).into(),
         channels,
         clock: Arc::new(SystemClock),
-        agent_id: DEFAULT_AGENT_ID.into(),
         thread_labels: ThreadLabels::new(),
     };
     let dispatcher = match agent {

@@ -50,6 +50,9 @@ pub enum Command {
     /// Inspect conversation sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
+    /// The agents of the config and the bindings that route chats to them.
+    #[command(subcommand)]
+    Agents(AgentsCommand),
     /// The Model Context Protocol servers of the config.
     #[command(subcommand)]
     Mcp(McpCommand),
@@ -65,6 +68,12 @@ impl Command {
             _ => Level::WARN,
         }
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentsCommand {
+    /// Each agent: its model, its workspace and the bindings that route chats to it.
+    List,
 }
 
 #[derive(Debug, Args)]

@@ -6,11 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use std::path::Path;
+
+use ferry::agent::tools::exec::Approvals;
 use ferry::agent::tools::web::{FetchSettings, WebFetch};
-use ferry::agent::tools::{HostTools, ToolPolicy};
-use ferry::agent::{AgentRunner, EventBus, RunSettings, RunnerParts};
+use ferry::agent::tools::{HostTools, SessionCatalog, ToolPolicy, ToolRegistry};
+use ferry::agent::{AgentRunner, Agents, EventBus, RunSettings, RunnerParts};
 use ferry::channels::ChannelRegistry;
-use ferry::config::{self, Environment};
+use ferry::config::{self, Config, ConfigSource, Environment, ResolvedAgent, SessionsVisibility};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::gateway::{Gateway, GatewayError, GatewayParts};
 use ferry::hooks::{GatewayEvent, Hooks};
@@ -19,12 +22,12 @@ use ferry::media::Media;
 use ferry::models::health_store::HealthStore;
 use ferry::models::{ModelCatalog, ModelRouter};
 use ferry::routing::SystemClock;
-use ferry::session::SqliteSessionStore;
+use ferry::session::{AgentSessions, SqliteSessionStore};
 use ferry::state;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::GlobalArgs;
-use crate::commands::{DEFAULT_AGENT, ECHO_WARNING, load_config, sandbox_paths};
+use crate::commands::{ECHO_WARNING, load_config, sandbox_paths};
 use crate::wiring;
 
 /// How long running replies may take to finish once a shutdown begins.
@@ -46,20 +49,9 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     // First, so a port another process holds stops the start before anything is opened.
     let listener = Gateway::bind(&config).await.map_err(bind_failure)?;
     let address = listener.local_addr().context("reading the gateway's address")?;
-    let catalog = ModelCatalog::resolve(&config, env)?;
-    let model = catalog.primary();
-    if model.is_fallback_echo {
-        tracing::warn!("{ECHO_WARNING}");
-    }
     let state_dir = state::resolve_state_dir(&config, env)?;
-    let workspace = config.agents.defaults.workspace.clone().unwrap_or_else(|| state_dir.join("workspace"));
     // In the background: a slow server holds up neither the start nor the channels.
     let mcp = McpTools::start(&config.mcp, env);
-    let tools =
-        HostTools::registry(&config, sandbox_paths(&loaded_source, &state_dir, &workspace)?)?.with_source(mcp.clone());
-    if let Some(host) = tools.host() {
-        host.check_sandbox(&ToolPolicy::from_config(&config)).await;
-    }
     let database = state::Database::open(&state_dir).await?;
     // The agent's files may come from URLs, fetched under web_fetch's rules and guard.
     let web = WebFetch::new(FetchSettings::from_config(&config.tools.web)).context("setting up the URL fetcher")?;
@@ -69,28 +61,45 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     let sweeper = media.store().spawn_sweeper(MEDIA_SWEEP_INTERVAL, sweeping.clone());
     let channels = ChannelRegistry::new();
     let bus = EventBus::new();
-    tracing::info!(model = %model.label(), state_dir = %state_dir.display(), "starting the gateway");
-    let router = ModelRouter::new(catalog).with_health(HealthStore::new(database.clone())).await;
-    let runner = AgentRunner::new(RunnerParts {
-        model: router,
-        tools: tools.clone(),
-        bus: bus.clone(),
-        settings: RunSettings::from_config(&config.agents.defaults),
-        workspace,
-        channels: channels.clone(),
-        sessions: Arc::new(SqliteSessionStore::new(database.clone())),
+    let shared = SharedParts {
+        config: &config,
+        env,
+        source: &loaded_source,
+        state_dir: &state_dir,
+        mcp: &mcp,
+        bus: &bus,
+        channels: &channels,
+        database: &database,
         // Plugins compiled into this binary would be registered here.
         hooks: Hooks::from_config(&config.hooks).build(),
-        media: Some(media),
-    });
+        media: &media,
+        approvals: Arc::new(Approvals::new(&config.tools.exec)),
+    };
+    let mut agents: Option<Agents> = None;
+    let mut registries = Vec::new();
+    for agent in config.agents.resolved(&state_dir) {
+        let (runner, tools) = agent_runner(&shared, &agent).await?;
+        registries.push(tools);
+        agents = Some(match agents {
+            None => Agents::new(agent.id.clone(), runner),
+            Some(agents) => agents.with(agent.id.clone(), runner),
+        });
+    }
+    let agents = agents.context("the config has no agent")?;
+    let runner = agents.default_runner().clone();
+    tracing::info!(
+        model = %runner.router().catalog().primary().label(),
+        agents = registries.len(),
+        state_dir = %state_dir.display(),
+        "starting the gateway"
+    );
     let hooks = runner.hooks().clone();
     let dispatcher = Dispatcher::new(DispatcherParts {
         config: config.clone(),
         database: database.clone(),
-        runner,
+        agents,
         channels: channels.clone(),
         clock: Arc::new(SystemClock),
-        agent_id: DEFAULT_AGENT.to_owned(),
         thread_labels: wiring::thread_labels(),
     })
     .context("setting up message routing")?;
@@ -99,7 +108,6 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
         dispatcher: dispatcher.clone(),
         bus,
         channels: channels.clone(),
-        agent_id: DEFAULT_AGENT.to_owned(),
         mcp: Some(mcp.clone()),
     })
     .await?;
@@ -124,7 +132,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
         tracing::warn!(aborted, "aborted runs that did not finish in time; their messages are answered on restart");
     }
     // Background commands and MCP servers end with the daemon.
-    tools.shutdown();
+    registries.iter().for_each(ToolRegistry::shutdown);
     mcp.shutdown().await;
     sweeping.cancel();
     let _ = sweeper.await;
@@ -133,6 +141,60 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     database.close().await;
     tracing::info!("gateway stopped");
     Ok(())
+}
+
+/// What every agent's runner shares.
+struct SharedParts<'a> {
+    config: &'a Arc<Config>,
+    env: &'a Environment,
+    source: &'a ConfigSource,
+    state_dir: &'a Path,
+    mcp: &'a Arc<McpTools>,
+    bus: &'a EventBus,
+    channels: &'a ChannelRegistry,
+    database: &'a state::Database,
+    hooks: Hooks,
+    media: &'a Arc<Media>,
+    /// One place answers every agent's command approvals.
+    approvals: Arc<Approvals>,
+}
+
+/// One agent's runner: its models, its tools (sandbox rooted in its workspace, its tool
+/// policy for the start-up probe), its workspace, and the sessions its `sessions_list` sees.
+async fn agent_runner(shared: &SharedParts<'_>, agent: &ResolvedAgent) -> anyhow::Result<(AgentRunner, ToolRegistry)> {
+    let config = shared.config;
+    let table =
+        if config.agents.list.is_empty() { "agents.defaults".to_owned() } else { format!("agents.list.{}", agent.id) };
+    let catalog = ModelCatalog::resolve_agent(config, &table, &agent.settings, shared.env)?;
+    let model = catalog.primary();
+    if model.is_fallback_echo {
+        tracing::warn!(agent = %agent.id, "{ECHO_WARNING}");
+    }
+    let paths = sandbox_paths(shared.source, shared.state_dir, &agent.workspace)?;
+    let host = HostTools::sharing(config, paths, shared.approvals.clone());
+    let tools = HostTools::registry_with(host, config)?.with_source(shared.mcp.clone());
+    if let Some(host) = tools.host() {
+        host.check_sandbox(&ToolPolicy::for_agent(config, &agent.settings)).await;
+    }
+    let store = SqliteSessionStore::new(shared.database.clone());
+    let sessions: Arc<dyn SessionCatalog> = match agent.settings.sessions_visibility {
+        SessionsVisibility::Agent => Arc::new(AgentSessions::new(store, agent.id.clone())),
+        SessionsVisibility::All => Arc::new(store),
+    };
+    tracing::info!(agent = %agent.id, model = %model.label(), workspace = %agent.workspace.display(), "agent ready");
+    let router = ModelRouter::new(catalog).with_health(HealthStore::new(shared.database.clone())).await;
+    let runner = AgentRunner::new(RunnerParts {
+        model: router,
+        tools: tools.clone(),
+        bus: shared.bus.clone(),
+        settings: RunSettings::from_config(&agent.settings),
+        workspace: agent.workspace.clone(),
+        channels: shared.channels.clone(),
+        sessions,
+        hooks: shared.hooks.clone(),
+        media: Some(shared.media.clone()),
+    });
+    Ok((runner, tools))
 }
 
 /// A port that is already taken is the bind failure operators meet most (a second ferry, or

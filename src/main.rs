@@ -2,6 +2,7 @@
 //! wired in by [`wiring`], the only place that names them.
 
 mod agent_command;
+mod agents_command;
 mod cli;
 mod commands;
 mod daemon;
@@ -68,6 +69,7 @@ fn run(cli: Cli, env: &Environment) -> anyhow::Result<()> {
         Command::Gateway => runtime()?.block_on(daemon::gateway(&cli.global, env)),
         Command::Pairing(command) => runtime()?.block_on(commands::pairing(&cli.global, command, env)),
         Command::Sessions(cli::SessionsCommand::List) => runtime()?.block_on(commands::sessions_list(&cli.global, env)),
+        Command::Agents(cli::AgentsCommand::List) => agents_command::list(&cli.global, env),
         Command::Mcp(cli::McpCommand::List) => runtime()?.block_on(mcp_command::list(&cli.global, env)),
     }
 }

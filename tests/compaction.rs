@@ -21,7 +21,7 @@ use ferry::config::{Config, DmPolicy, Environment};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::hooks::{AfterCompaction, BeforeCompaction, HookResult, Hooks, Plugin};
 use ferry::models::{ModelCatalog, ModelRouter};
-use ferry::routing::{DEFAULT_AGENT_ID, SystemClock, ThreadLabels};
+use ferry::routing::{SystemClock, ThreadLabels};
 use ferry::session::Session;
 use ferry::state::Database;
 use ferry_fakes::{FakeOpenAi, ToolCall, Turn};
@@ -108,10 +108,9 @@ impl World {
         let dispatcher = Dispatcher::new(DispatcherParts {
             config: Arc::new(config),
             database,
-            runner,
+            agents: runner.into(),
             channels,
             clock: Arc::new(SystemClock),
-            agent_id: DEFAULT_AGENT_ID.into(),
             thread_labels: ThreadLabels::new(),
         })
         .unwrap();

@@ -15,7 +15,7 @@ use ferry::config::{Config, DmPolicy, QueueMode};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::hooks::{Hooks, HooksBuilder};
 use ferry::queue::QueueJournal;
-use ferry::routing::{DEFAULT_AGENT_ID, PairingStore, SystemClock, ThreadLabel, ThreadLabels};
+use ferry::routing::{PairingStore, SystemClock, ThreadLabel, ThreadLabels};
 use ferry::state::Database;
 use ferry_fakes::{FakeOpenAi, Reply, ToolCall, Turn};
 use runner::fake_model_runner;
@@ -95,10 +95,9 @@ impl World {
         let dispatcher = Dispatcher::new(DispatcherParts {
             config: Arc::new(config),
             database: database.clone(),
-            runner,
+            agents: runner.into(),
             channels,
             clock: Arc::new(SystemClock),
-            agent_id: DEFAULT_AGENT_ID.into(),
             thread_labels: ThreadLabels::new().with("telegram", ThreadLabel::Topic),
         })
         .unwrap();

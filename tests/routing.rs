@@ -6,10 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use ferry::channel::{ChatKind, ChatRef, InboundMessage, Sender};
-use ferry::config::{Config, DmPolicy, DmScope, GroupConfig, GroupPolicy};
+use ferry::config::{AgentSettings, BindingConfig, BindingMatch, Config, DmPolicy, DmScope, GroupConfig, GroupPolicy};
 use ferry::routing::{
-    DEFAULT_AGENT_ID, DenyReason, IgnoreReason, ManualClock, PairingStore, RouteDecision, Router, ThreadLabel,
-    ThreadLabels,
+    DenyReason, IgnoreReason, ManualClock, PairingStore, RouteDecision, Router, ThreadLabel, ThreadLabels,
 };
 use ferry::state::Database;
 
@@ -47,7 +46,7 @@ impl Harness {
         let dir = tempfile::tempdir().expect("temp dir");
         let database = Database::open(dir.path()).await.expect("open state");
         let clock = ManualClock::new(start());
-        let router = Router::new(&config, &database, DEFAULT_AGENT_ID, Arc::new(clock.clone())).expect("router");
+        let router = Router::new(&config, &database, Arc::new(clock.clone())).expect("router");
         Self { dir, database, clock, router }
     }
 
@@ -232,7 +231,7 @@ async fn a_redelivered_message_runs_once_even_after_reopening_the_database() {
     let mut config = Config::default();
     config.channels.telegram.dm_policy = DmPolicy::Open;
     config.channels.telegram.allow_from = vec!["*".into()];
-    let router = Router::new(&config, &reopened, DEFAULT_AGENT_ID, Arc::new(clock.clone())).unwrap();
+    let router = Router::new(&config, &reopened, Arc::new(clock.clone())).unwrap();
     assert_eq!(router.route(&hello).await.unwrap(), RouteDecision::Duplicate);
 
     clock.advance(TimeDelta::minutes(21));
@@ -271,9 +270,17 @@ async fn session_keys_follow_dm_scope_and_thread_labels() {
     let (key, _, _) = run(router.route(&in_topic).await.unwrap());
     assert_eq!(key, "agent:main:telegram:group:-100:topic:7");
 
-    let other_agent = Router::new(&Config::default(), &database, "Helper", Arc::new(clock)).unwrap();
-    let (key, _, _) = run(other_agent.route(&dm("webchat", "tab-1", "hi")).await.unwrap());
+    // Several agents: the default one answers unless a binding routes the chat elsewhere.
+    let mut config = Config::default();
+    config.agents.list.insert("helper".into(), AgentSettings { default: true, ..AgentSettings::default() });
+    config.agents.list.insert("support".into(), AgentSettings::default());
+    let matches = BindingMatch { channel: Some("webchat".into()), peer: Some("tab-2".into()), ..Default::default() };
+    config.bindings.push(BindingConfig { agent: "support".into(), matches });
+    let agents = Router::new(&config, &database, Arc::new(clock)).unwrap();
+    let (key, _, _) = run(agents.route(&dm("webchat", "tab-1", "hi")).await.unwrap());
     assert_eq!(key, "agent:helper:webchat:direct:tab-1", "by default each DM peer is a session of its own");
+    let (key, _, _) = run(agents.route(&dm("webchat", "tab-2", "hi")).await.unwrap());
+    assert_eq!(key, "agent:support:webchat:direct:tab-2", "a bound chat is a session of its agent");
 }
 
 #[tokio::test]

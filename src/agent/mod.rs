@@ -8,6 +8,7 @@
 //! - [`events`]: the event stream and its delivery guarantees.
 //! - [`compaction`]: what the loop asks of whoever can shorten a session's context.
 //! - [`prompt`] and [`skills`]: what goes into the system prompt.
+//! - [`roster`]: the agents of one gateway, by id.
 
 mod change_cache;
 pub mod compaction;
@@ -16,6 +17,7 @@ pub mod events;
 pub mod inline_reasoning;
 pub mod prompt;
 pub mod providers;
+pub mod roster;
 pub mod run;
 pub mod skills;
 mod steer;
@@ -24,6 +26,7 @@ mod turn;
 
 pub use conversation::{ChatMessage, ToolCall, Usage};
 pub use events::{AgentEvent, AgentStream, AssistantEvent, CompactionEvent, EventBus, LifecycleEvent, ToolEvent};
+pub use roster::Agents;
 pub use run::{
     AbortReason, AgentRunner, Payload, RunHandle, RunOutcome, RunRequest, RunSettings, RunStatus, RunnerParts,
 };

@@ -168,6 +168,12 @@ impl AgentsConfig {
         MAIN_AGENT
     }
 
+    /// The settings of the agent `id`: its entry, or the defaults (for `main` without a
+    /// list, or an id the config does not have).
+    pub fn settings_of(&self, id: &str) -> &AgentSettings {
+        self.list.get(id).unwrap_or(&self.defaults)
+    }
+
     /// Whether `id` names an agent of this configuration.
     pub fn has(&self, id: &str) -> bool {
         if self.list.is_empty() { id == MAIN_AGENT } else { self.list.contains_key(id) }

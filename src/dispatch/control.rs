@@ -26,7 +26,7 @@ impl Dispatcher {
             ref command @ (ControlCommand::New | ControlCommand::Reset) => {
                 self.inner.scheduler.stop(session_key).await;
                 // `/stop` leaves background commands running; a new conversation does not.
-                self.inner.runner.tools().session_ended(session_key);
+                self.runner_for(session_key).tools().session_ended(session_key);
                 match self.inner.store.reset(session_key, Utc::now()).await {
                     Ok(resolved) => {
                         self.session_reset(command, session_key, &resolved);
@@ -106,7 +106,7 @@ impl Dispatcher {
         };
         let result = match history {
             Ok(history) => {
-                let runner = &self.inner.runner;
+                let runner = self.runner_for(session_key);
                 let overrides = self.inner.overrides.get(store, session_key).await;
                 let chosen = super::models::chosen_model(runner.router(), &overrides);
                 let model = runner.router().first_choice(session_key, chosen.as_ref());
@@ -145,7 +145,7 @@ impl Dispatcher {
         if id.trim().is_empty() || id.split_whitespace().count() > 1 {
             return format!("Usage: /{verb} ID, with the id from the approval request.");
         }
-        let Some(host) = self.inner.runner.tools().host() else {
+        let Some(host) = self.runner_for(session_key).tools().host() else {
             return "There are no commands waiting for approval.".to_owned();
         };
         let by = message.sender.name.clone().unwrap_or_else(|| message.sender.id.clone());

@@ -12,8 +12,8 @@ use super::models::chosen_model;
 use super::overrides::OverridesCache;
 use super::recovered::{self, Settled, delete_orphan};
 use crate::agent::conversation::MediaRef;
-use crate::agent::tools::{Origin, ToolPolicy};
-use crate::agent::{AgentRunner, RunRequest, RunStatus};
+use crate::agent::tools::{AgentToolPolicies, Origin};
+use crate::agent::{Agents, RunRequest, RunStatus};
 use crate::channels::ChannelRegistry;
 use crate::config::{Config, StreamingMode};
 use crate::metrics::{PreviewAction, metrics};
@@ -33,7 +33,7 @@ const STORE_TROUBLE: &str =
     "⚠️ I could not load this conversation just now. Please send your message again in a moment.";
 
 pub(super) struct AgentExecutor {
-    pub(super) runner: AgentRunner,
+    pub(super) agents: Agents,
     pub(super) store: Arc<dyn SessionStore>,
     pub(super) channels: ChannelRegistry,
     pub(super) schedulers: Schedulers,
@@ -42,8 +42,9 @@ pub(super) struct AgentExecutor {
     pub(super) overrides: Arc<OverridesCache>,
     /// Where each reply's delivery is recorded, and what the last shutdown left unfinished.
     pub(super) ledger: DeliveryLedger,
-    /// Which tools each chat may use (`[tools]` and the channels' and groups' lists).
-    pub(super) tool_policy: ToolPolicy,
+    /// Which tools each agent's chats may use (`[tools]`, the agent's own lists, and the
+    /// channels' and groups'), by agent id.
+    pub(super) tool_policies: AgentToolPolicies,
 }
 
 /// Where a reply to a message goes.
@@ -104,6 +105,7 @@ impl RunExecutor for AgentExecutor {
         let Some(last) = job.messages.last() else { return RunReport::default() };
         let inbound = &last.message;
         let key = job.session_key.as_str();
+        let runner = self.agents.for_session(key);
         let Destination { channel: channel_name, account_id, target, answering } = destination(last);
         let Some(channel) = self.channels.get(channel_name, account_id) else {
             tracing::error!(channel = %channel_name, account = ?account_id, "the reply's channel is not connected; it cannot be answered");
@@ -137,15 +139,16 @@ impl RunExecutor for AgentExecutor {
         request.origin = Some(origin.clone());
         let run_id = request.run_id.clone();
         let overrides = self.overrides.get(self.store.as_ref(), key).await;
-        request.model = chosen_model(self.runner.router(), &overrides);
+        request.model = chosen_model(runner.router(), &overrides);
         request.thinking = overrides.thinking;
         request.reasoning = overrides.reasoning.unwrap_or_default();
-        request.tools = self.tool_policy.for_chat(channel_name, &target.chat.id, inbound.space_id.as_deref());
+        request.tools =
+            self.tool_policies.of(agent_of(key)).for_chat(channel_name, &target.chat.id, inbound.space_id.as_deref());
         if channel.capabilities().replies_via_chat_events {
             // Its clients follow the run's own events; nothing is sent to the channel.
             let slot = job.global.enter(key);
             let reset = &self.config.session.reset;
-            return match run_in_session(&self.runner, self.store.as_ref(), reset, request, None, slot).await {
+            return match run_in_session(runner, self.store.as_ref(), reset, request, None, slot).await {
                 Ok(outcome) => RunReport { unconsumed_steer: outcome.unconsumed_steer, ..RunReport::default() },
                 Err(error) => {
                     tracing::error!(session_key = key, %error, "cannot resolve the session; telling the user");
@@ -154,14 +157,14 @@ impl RunExecutor for AgentExecutor {
                 }
             };
         }
-        let mut style = self.style(&channel);
+        let mut style = self.style(&channel, key);
         style.verbose = overrides.verbose.unwrap_or(false);
         style.reasoning = request.reasoning;
         // The reply answers the summarized messages too: its completing record marks them.
         let answers = job.messages.iter().map(|message| message.id).chain(job.summarized.iter().copied());
         let recorder = self.ledger.recorder(answers.collect());
         let mut turn = ReplyTurn::new(scheduler.clone(), origin, &run_id, answering, style)
-            .with_hooks(self.runner.hooks().clone())
+            .with_hooks(runner.hooks().clone())
             .with_recorder(recorder);
         if let Some(left) = left_preview {
             if left.channel == channel.name()
@@ -181,7 +184,7 @@ impl RunExecutor for AgentExecutor {
         let (events, followed) = mpsc::unbounded_channel();
         let reset = &self.config.session.reset;
         let (outcome, ()) = tokio::join!(
-            run_in_session(&self.runner, self.store.as_ref(), reset, request, Some(events), slot),
+            run_in_session(runner, self.store.as_ref(), reset, request, Some(events), slot),
             turn.follow(followed)
         );
         let mut outcome = match outcome {
@@ -228,6 +231,11 @@ impl TakenIn {
     }
 }
 
+/// The agent id a session key names (`agent:<id>:…`).
+fn agent_of(session_key: &str) -> &str {
+    session_key.split(':').nth(1).unwrap_or_default()
+}
+
 /// Added to the notice of a run the model failed for a passing reason.
 const KEPT_FOR_LATER: &str = "I kept your message and will answer it together with your next one.";
 
@@ -246,7 +254,8 @@ impl AgentExecutor {
     /// file was refused is told so (the message's text runs all the same).
     async fn take_in_files(&self, messages: &mut [QueuedMessage]) -> TakenIn {
         let mut taken = TakenIn::default();
-        let Some(media) = self.runner.media() else { return taken };
+        // One media store serves every agent.
+        let Some(media) = self.agents.default_runner().media() else { return taken };
         for queued in messages.iter_mut().filter(|queued| !queued.message.attachments.is_empty()) {
             taken.any = true;
             let inbound = &queued.message;
@@ -272,10 +281,11 @@ impl AgentExecutor {
         taken
     }
 
-    /// How replies show on `channel`: its operator settings within its capabilities.
-    fn style(&self, channel: &Arc<dyn Channel>) -> TurnStyle {
+    /// How replies show on `channel`: its operator settings within its capabilities, and
+    /// the streaming settings of the agent `session_key` belongs to.
+    fn style(&self, channel: &Arc<dyn Channel>, session_key: &str) -> TurnStyle {
         let capabilities = channel.capabilities();
-        let defaults = &self.config.agents.defaults;
+        let defaults = self.config.agents.settings_of(agent_of(session_key));
         let (streaming, chunk_limit) = self.config.channels.reply_settings(channel.name());
         TurnStyle {
             preview: streaming == StreamingMode::Partial && capabilities.supports_edit && !defaults.block_streaming,

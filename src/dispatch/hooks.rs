@@ -16,7 +16,7 @@ const COMMAND_HOOK_MESSAGES: usize = 20;
 impl Dispatcher {
     /// `message_received` / `message:received` for a message routed to `session_key`.
     pub(super) fn received(&self, message: &InboundMessage, session_key: &str) {
-        let hooks = self.inner.runner.hooks();
+        let hooks = self.inner.agents.default_runner().hooks();
         if !hooks.has_plugins() && !hooks.internal().has("message:received") {
             return;
         }
@@ -45,7 +45,7 @@ impl Dispatcher {
             ControlCommand::Stop => "stop",
             _ => return None,
         };
-        if !self.inner.runner.hooks().internal().has(&format!("command:{name}")) {
+        if !self.inner.agents.default_runner().hooks().internal().has(&format!("command:{name}")) {
             return None;
         }
         let session = self.inner.store.get(session_key).await.ok().flatten();
@@ -66,7 +66,7 @@ impl Dispatcher {
             channel: message.channel.clone(),
             chat_id: message.chat.id.clone(),
             sender_id: message.sender.id.clone(),
-            workspace: self.inner.runner.workspace().to_owned(),
+            workspace: self.runner_for(session_key).workspace().to_owned(),
             messages,
         })
     }
@@ -77,7 +77,7 @@ impl Dispatcher {
         let (dispatcher, message) = (self.clone(), message.clone());
         tokio::spawn(async move {
             let name = format!("command:{}", event.command);
-            let hooks = dispatcher.inner.runner.hooks();
+            let hooks = dispatcher.inner.agents.default_runner().hooks();
             let answer: Option<CommandAnswer> = hooks.internal().call(&name, &event).await;
             for line in answer.map(|answer| answer.replies).unwrap_or_default() {
                 if !line.trim().is_empty() {
@@ -90,12 +90,12 @@ impl Dispatcher {
     /// `session_end` / `session_start` around a `/new` or `/reset`.
     pub(super) fn session_reset(&self, command: &ControlCommand, session_key: &str, resolved: &Resolved) {
         let reason = if *command == ControlCommand::Reset { SessionReason::Reset } else { SessionReason::New };
-        self.inner.runner.hooks().session_changed(session_key, resolved, Some(reason));
+        self.inner.agents.default_runner().hooks().session_changed(session_key, resolved, Some(reason));
     }
 
     /// `message_sending` for a notice: the text to send, or `None` if a plugin cancelled it.
     pub(super) async fn sending(&self, message: &InboundMessage, text: &str) -> Option<String> {
-        let hooks = self.inner.runner.hooks();
+        let hooks = self.inner.agents.default_runner().hooks();
         if !hooks.has_plugins() {
             return Some(text.to_owned());
         }
@@ -110,7 +110,7 @@ impl Dispatcher {
 
     /// `message_sent` / `message:sent` for a notice that went out.
     pub(super) fn sent(&self, message: &InboundMessage, message_id: &str, text: &str) {
-        let hooks = self.inner.runner.hooks();
+        let hooks = self.inner.agents.default_runner().hooks();
         if !hooks.has_plugins() && !hooks.internal().has("message:sent") {
             return;
         }

@@ -26,8 +26,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use crate::agent::AgentRunner;
-use crate::agent::tools::ToolPolicy;
+use crate::agent::tools::AgentToolPolicies;
+use crate::agent::{AgentRunner, Agents};
 use crate::channels::ChannelRegistry;
 use crate::config::Config;
 use crate::control::parse_command;
@@ -55,7 +55,7 @@ const DROPPED_OLDER: &str = "⚠️ The queue was full, so your earliest waiting
 /// What the dispatcher's parts share with the executor that runs its batches.
 struct Shared<'a> {
     config: &'a Arc<Config>,
-    runner: &'a AgentRunner,
+    agents: &'a Agents,
     store: &'a Arc<dyn SessionStore>,
     channels: &'a ChannelRegistry,
     schedulers: &'a Schedulers,
@@ -74,10 +74,10 @@ const SHARD_BACKLOG: usize = 256;
 pub struct DispatcherParts {
     pub config: Arc<Config>,
     pub database: Database,
-    pub runner: AgentRunner,
+    /// The agents that answer, by id; `runner.into()` for one (`main`).
+    pub agents: Agents,
     pub channels: ChannelRegistry,
     pub clock: Arc<dyn Clock>,
-    pub agent_id: String,
     /// How each channel's thread ids read in session keys (`:topic:` for Telegram forum
     /// topics). The binary's wiring fills it from the adapters; the core names none.
     pub thread_labels: ThreadLabels,
@@ -103,7 +103,7 @@ struct Inner {
     journal: QueueJournal,
     scheduler: Scheduler,
     channels: ChannelRegistry,
-    runner: AgentRunner,
+    agents: Agents,
     overrides: Arc<OverridesCache>,
     /// Every reply and notice goes out through its account's scheduler.
     schedulers: Schedulers,
@@ -118,11 +118,11 @@ impl Dispatcher {
         Self::assemble(parts, |shared| {
             Arc::new(AgentExecutor {
                 overrides: shared.overrides.clone(),
-                runner: shared.runner.clone(),
+                agents: shared.agents.clone(),
                 store: shared.store.clone(),
                 channels: shared.channels.clone(),
                 schedulers: shared.schedulers.clone(),
-                tool_policy: ToolPolicy::from_config(shared.config),
+                tool_policies: AgentToolPolicies::from_config(shared.config),
                 config: shared.config.clone(),
                 ledger: shared.ledger.clone(),
             })
@@ -142,8 +142,7 @@ impl Dispatcher {
         parts: DispatcherParts,
         executor: impl FnOnce(&Shared<'_>) -> Arc<dyn RunExecutor>,
     ) -> Result<Self, DispatchError> {
-        let router = Router::new(&parts.config, &parts.database, &parts.agent_id, parts.clock)?
-            .with_thread_labels(parts.thread_labels);
+        let router = Router::new(&parts.config, &parts.database, parts.clock)?.with_thread_labels(parts.thread_labels);
         let store: Arc<dyn SessionStore> = Arc::new(SqliteSessionStore::new(parts.database.clone()));
         let journal = QueueJournal::new(&parts.database);
         let deadline = std::time::Duration::from_secs(parts.config.messages.delivery_deadline_seconds);
@@ -152,7 +151,7 @@ impl Dispatcher {
         let overrides = Arc::new(OverridesCache::default());
         let executor = executor(&Shared {
             config: &parts.config,
-            runner: &parts.runner,
+            agents: &parts.agents,
             store: &store,
             channels: &parts.channels,
             schedulers: &schedulers,
@@ -169,7 +168,7 @@ impl Dispatcher {
                 journal,
                 scheduler,
                 channels: parts.channels,
-                runner: parts.runner,
+                agents: parts.agents,
                 overrides,
                 schedulers,
                 ledger,
@@ -177,9 +176,19 @@ impl Dispatcher {
         })
     }
 
-    /// The runner every run goes through (its event bus is where observers listen).
+    /// The default agent's runner (the agents share one event bus, where observers listen).
     pub fn runner(&self) -> &AgentRunner {
-        &self.inner.runner
+        self.inner.agents.default_runner()
+    }
+
+    /// Every agent's runner, by id.
+    pub fn agents(&self) -> &Agents {
+        &self.inner.agents
+    }
+
+    /// The runner of the agent `session_key` belongs to.
+    fn runner_for(&self, session_key: &str) -> &AgentRunner {
+        self.inner.agents.for_session(session_key)
     }
 
     pub fn scheduler(&self) -> &Scheduler {

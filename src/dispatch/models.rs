@@ -12,13 +12,18 @@ const NOT_SAVED: &str = "⚠️ I could not change that setting just now. Please
 impl Dispatcher {
     pub(super) async fn model_command(&self, command: ModelCommand, session_key: &str) -> String {
         let current = self.inner.overrides.get(self.inner.store.as_ref(), session_key).await;
-        let catalog = self.inner.runner.router().catalog();
+        let catalog = self.runner_for(session_key).router().catalog();
         let model = match command {
-            ModelCommand::Show => return self.list_models(&current),
+            ModelCommand::Show => return self.list_models(session_key, &current),
             ModelCommand::Reset => None,
             ModelCommand::Set(wanted) => match catalog.find_allowed(&wanted) {
                 Some(candidate) => Some(candidate.label()),
-                None => return format!("⚠️ {wanted:?} is not a model you can choose.\n{}", self.choices(&current)),
+                None => {
+                    return format!(
+                        "⚠️ {wanted:?} is not a model you can choose.\n{}",
+                        self.choices(session_key, &current)
+                    );
+                }
             },
         };
         let overrides = SessionOverrides { model: model.clone(), ..current };
@@ -36,13 +41,13 @@ impl Dispatcher {
 
     pub(super) async fn think_command(&self, command: SettingCommand<ThinkingLevel>, session_key: &str) -> String {
         let current = self.inner.overrides.get(self.inner.store.as_ref(), session_key).await;
-        let default = self.inner.runner.settings().thinking;
+        let default = self.runner_for(session_key).settings().thinking;
         let thinking = match command {
             SettingCommand::Show => {
                 return format!(
                     "Thinking: {}.{} Usage: /think off|minimal|low|medium|high, or /think default ({default}).",
                     current.thinking.unwrap_or(default),
-                    self.cannot_think_note(&current),
+                    self.cannot_think_note(session_key, &current),
                 );
             }
             SettingCommand::Invalid(problem) => {
@@ -56,7 +61,7 @@ impl Dispatcher {
             return NOT_SAVED.to_owned();
         }
         let level = thinking.unwrap_or(default);
-        format!("💡 Thinking: {level}.{}", self.cannot_think_note(&current))
+        format!("💡 Thinking: {level}.{}", self.cannot_think_note(session_key, &current))
     }
 
     pub(super) async fn reasoning_command(
@@ -79,37 +84,37 @@ impl Dispatcher {
         describe_reasoning(display).to_owned()
     }
 
-    fn chosen_model(&self, overrides: &SessionOverrides) -> Option<Candidate> {
-        chosen_model(self.inner.runner.router(), overrides)
+    fn chosen_model(&self, session_key: &str, overrides: &SessionOverrides) -> Option<Candidate> {
+        chosen_model(self.runner_for(session_key).router(), overrides)
     }
 
     /// `/status`'s model lines: what answers this session, and what answered it last.
     pub(super) fn describe_models(&self, session_key: &str, overrides: &SessionOverrides) -> String {
-        let router = self.inner.runner.router();
-        let mut lines = match self.chosen_model(overrides) {
+        let router = self.runner_for(session_key).router();
+        let mut lines = match self.chosen_model(session_key, overrides) {
             Some(chosen) => format!("Model: {} (chosen with /model)", chosen.label()),
             None => format!("Model: {}", chain(&router.catalog().chain)),
         };
         if let Some(used) = router.last_answered(session_key) {
             lines.push_str(&format!("\nAnswered by: {}", used.describe()));
         }
-        let thinking = overrides.thinking.unwrap_or(self.inner.runner.settings().thinking);
+        let thinking = overrides.thinking.unwrap_or(self.runner_for(session_key).settings().thinking);
         let reasoning = overrides.reasoning.unwrap_or_default();
         lines.push_str(&format!("\nThinking: {thinking} · Reasoning: {reasoning}"));
         lines
     }
 
-    fn list_models(&self, overrides: &SessionOverrides) -> String {
-        let current = match self.chosen_model(overrides) {
+    fn list_models(&self, session_key: &str, overrides: &SessionOverrides) -> String {
+        let current = match self.chosen_model(session_key, overrides) {
             Some(chosen) => format!("Current: {} (chosen with /model).", chosen.label()),
-            None => format!("Current: the default, {}.", chain(&self.inner.runner.router().catalog().chain)),
+            None => format!("Current: the default, {}.", chain(&self.runner_for(session_key).router().catalog().chain)),
         };
-        format!("{current}\n{}", self.choices(overrides))
+        format!("{current}\n{}", self.choices(session_key, overrides))
     }
 
-    fn choices(&self, overrides: &SessionOverrides) -> String {
-        let allowed = &self.inner.runner.router().catalog().allowed;
-        let chosen = self.chosen_model(overrides).map(|candidate| candidate.label());
+    fn choices(&self, session_key: &str, overrides: &SessionOverrides) -> String {
+        let allowed = &self.runner_for(session_key).router().catalog().allowed;
+        let chosen = self.chosen_model(session_key, overrides).map(|candidate| candidate.label());
         let lines: Vec<String> = allowed
             .iter()
             .enumerate()
@@ -123,9 +128,9 @@ impl Dispatcher {
     }
 
     /// A note when the model this session uses has no thinking knob.
-    fn cannot_think_note(&self, overrides: &SessionOverrides) -> String {
-        let router = self.inner.runner.router();
-        let candidate = self.chosen_model(overrides).or_else(|| router.catalog().chain.first().cloned());
+    fn cannot_think_note(&self, session_key: &str, overrides: &SessionOverrides) -> String {
+        let router = self.runner_for(session_key).router();
+        let candidate = self.chosen_model(session_key, overrides).or_else(|| router.catalog().chain.first().cloned());
         match candidate {
             Some(candidate) if !candidate.provider.can_think() || router.cannot_think(&candidate.label()) => {
                 format!(" {} cannot think, so it answers without thinking.", candidate.label())

@@ -184,7 +184,7 @@ fn handshake_reply(gateway: &GatewayState, frame: &str) -> Result<(Arc<Outbox>, 
     }
     let outbox = Arc::new(Outbox::default());
     let connection = gateway.hub.connect(outbox.clone());
-    let session_key = gateway.webchat_session(&client_id);
+    let session_key = gateway.webchat_session(&client_id, None);
     gateway.hub.follow_session(connection, &session_key);
     gateway.hub.follow_chat(connection, &client_id, &session_key);
     tracing::debug!(client = %client_id, version = ?params.client.version, "gateway handshake");
@@ -198,6 +198,9 @@ fn handshake_reply(gateway: &GatewayState, frame: &str) -> Result<(Arc<Outbox>, 
         "protocol": PROTOCOL_VERSION,
         "server": { "version": env!("CARGO_PKG_VERSION") },
         "sessionKey": session_key,
+        // The agents a client may talk to (`agentId`), the default first; the web chat
+        // offers a choice when there is more than one.
+        "agents": gateway.agents,
         "features": features,
         "tickIntervalMs": TICK_INTERVAL.as_millis() as u64,
     });

@@ -74,6 +74,8 @@ struct ChatSendParams {
     message: String,
     idempotency_key: String,
     session_key: Option<String>,
+    /// The agent to talk to, when no session is named: the client's own session with it.
+    agent_id: Option<String>,
     /// Files uploaded to `/webchat/upload`, by the id it answered.
     #[serde(default)]
     attachments: Vec<AttachmentParam>,
@@ -112,6 +114,8 @@ struct HistoryParams {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct ListParams {
     limit: Option<usize>,
+    /// Only this agent's sessions.
+    agent_id: Option<String>,
 }
 
 /// A message for the agent from a client, validated.
@@ -125,17 +129,14 @@ struct Submission {
 }
 
 async fn agent(gateway: &GatewayState, client: &Client, params: AgentParams) -> Result<Value, RpcError> {
-    if let Some(agent_id) = &params.agent_id
-        && !agent_id.eq_ignore_ascii_case(&gateway.agent_id)
-    {
-        return Err(RpcError::invalid(format!("unknown agent `{agent_id}`; this gateway runs `{}`", gateway.agent_id)));
-    }
+    let agent = named_agent(gateway, params.agent_id.as_deref())?;
     if params.timeout == Some(0) {
         return Err(RpcError::invalid("params.timeout: must be at least 1 second"));
     }
-    let session_key = match &params.session_key {
-        Some(key) => gateway_session(gateway, key)?,
-        None => format!("agent:{}:main", gateway.agent_id),
+    let session_key = match (&params.session_key, agent) {
+        (Some(key), agent) => session_of_agent(gateway, key, agent)?,
+        (None, Some(agent)) => format!("agent:{agent}:main"),
+        (None, None) => format!("agent:{}:main", gateway.dispatcher.agents().default_id()),
     };
     let deliver = delivery(gateway, &params)?;
     let submission = submission(gateway, params.message, params.idempotency_key, session_key, false)?;
@@ -152,9 +153,11 @@ async fn agent(gateway: &GatewayState, client: &Client, params: AgentParams) -> 
 }
 
 async fn chat_send(gateway: &GatewayState, client: &Client, params: ChatSendParams) -> Result<Value, RpcError> {
-    let session_key = match &params.session_key {
-        Some(key) => gateway_session(gateway, key)?,
-        None => client.session_key.clone(),
+    let agent = named_agent(gateway, params.agent_id.as_deref())?;
+    let session_key = match (&params.session_key, agent) {
+        (Some(key), agent) => session_of_agent(gateway, key, agent)?,
+        (None, Some(agent)) => gateway.webchat_session(&client.id, Some(agent)),
+        (None, None) => client.session_key.clone(),
     };
     let attachments = uploaded(gateway, params.attachments).await?;
     let submission = submission(gateway, params.message, params.idempotency_key, session_key, !attachments.is_empty())?;
@@ -235,17 +238,43 @@ fn submission(
     Ok(Submission { message, key, session_key, request, attachments: Vec::new() })
 }
 
-/// A session key a client named, checked: well-formed and of this gateway's agent.
+/// A session key a client named, checked: well-formed and of one of this gateway's agents.
 fn gateway_session(gateway: &GatewayState, key: &str) -> Result<String, RpcError> {
     let parsed = SessionKey::parse(key).map_err(|error| RpcError::invalid(format!("params.sessionKey: {error}")))?;
-    if parsed.agent_id() != gateway.agent_id {
+    if gateway.agent(parsed.agent_id()).is_none() {
         return Err(RpcError::invalid(format!(
-            "params.sessionKey: unknown agent `{}`; this gateway runs `{}`",
+            "params.sessionKey: unknown agent `{}` (agents: {})",
             parsed.agent_id(),
-            gateway.agent_id
+            agent_list(gateway)
         )));
     }
     Ok(parsed.into_string())
+}
+
+/// [`gateway_session`], which must be of `agent` when the client named one too.
+fn session_of_agent(gateway: &GatewayState, key: &str, agent: Option<&str>) -> Result<String, RpcError> {
+    let key = gateway_session(gateway, key)?;
+    match agent {
+        Some(agent) if SessionKey::parse(&key).is_ok_and(|parsed| parsed.agent_id() != agent) => {
+            Err(RpcError::invalid(format!("params.sessionKey: not a session of agent `{agent}` (params.agentId)")))
+        }
+        _ => Ok(key),
+    }
+}
+
+/// The agent a client named (`agentId`), as the config spells it; an unknown one is refused.
+fn named_agent<'g>(gateway: &'g GatewayState, named: Option<&str>) -> Result<Option<&'g str>, RpcError> {
+    let Some(named) = named else { return Ok(None) };
+    match gateway.agent(named.trim()) {
+        Some(agent) => Ok(Some(&agent.id)),
+        None => {
+            Err(RpcError::invalid(format!("params.agentId: unknown agent `{named}` (agents: {})", agent_list(gateway))))
+        }
+    }
+}
+
+fn agent_list(gateway: &GatewayState) -> String {
+    gateway.agents.iter().map(|agent| agent.id.as_str()).collect::<Vec<_>>().join(", ")
 }
 
 /// Hands a client's message to the dispatcher through the web chat channel and answers
@@ -365,7 +394,13 @@ fn client_session(gateway: &GatewayState, client: &Client, named: Option<&str>) 
 }
 
 async fn sessions_list(gateway: &GatewayState, params: ListParams) -> Result<Value, RpcError> {
-    let sessions = gateway.dispatcher.store().list(params.limit.unwrap_or(100)).await.map_err(|error| {
+    let agent = named_agent(gateway, params.agent_id.as_deref())?;
+    let (store, limit) = (gateway.dispatcher.store(), params.limit.unwrap_or(100));
+    let listed = match agent {
+        Some(agent) => store.list_of_agent(agent, limit).await,
+        None => store.list(limit).await,
+    };
+    let sessions = listed.map_err(|error| {
         tracing::error!(%error, "cannot list sessions");
         RpcError::unavailable("sessions cannot be read right now")
     })?;

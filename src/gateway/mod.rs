@@ -40,7 +40,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
-use ferry_channel::{ChatKind, ChatRef, InboundMessage, Sender};
+use ferry_channel::{ChatKind, ChatRef, ClientRequest, InboundMessage, Sender};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -67,6 +67,26 @@ pub fn max_frame_bytes(max_inbound_chars: usize) -> usize {
     max_inbound_chars.saturating_mul(4).saturating_add(64 * 1024).max(MIN_FRAME_BYTES)
 }
 
+/// An agent as gateway clients see it (`hello-ok`'s `agents`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct AgentInfo {
+    pub id: String,
+    pub name: String,
+    /// Answers where nothing else is named: the web chat preselects it.
+    pub default: bool,
+}
+
+impl AgentInfo {
+    fn of(config: &Config) -> Vec<Self> {
+        let default = config.agents.default_id();
+        let info = |id: &str| {
+            let name = config.agents.settings_of(id).name.clone().unwrap_or_else(|| id.to_owned());
+            Self { id: id.to_owned(), name, default: id == default }
+        };
+        config.agents.ids().into_iter().map(info).collect()
+    }
+}
+
 /// What the gateway is built from.
 pub struct GatewayParts {
     pub config: Arc<Config>,
@@ -74,7 +94,6 @@ pub struct GatewayParts {
     /// The runner's event bus, which the gateway follows.
     pub bus: EventBus,
     pub channels: ChannelRegistry,
-    pub agent_id: String,
     /// The MCP servers, for `/healthz`; `None` when none is configured.
     pub mcp: Option<Arc<crate::mcp::McpTools>>,
 }
@@ -88,7 +107,8 @@ pub struct GatewayState {
     /// Commands waiting for approval and those recently settled; `None` without the
     /// command tools.
     pub(crate) approvals: Option<Arc<Approvals>>,
-    pub(crate) agent_id: String,
+    /// The agents clients may name (`agentId`), the default first.
+    pub(crate) agents: Vec<AgentInfo>,
     pub(crate) auth_token: Option<String>,
     webchat_page: bool,
     /// Where web chat uploads go and downloads come from: the runner's media, while the web
@@ -106,9 +126,9 @@ pub struct GatewayState {
 
 impl GatewayState {
     /// The session of a web chat client with id `client_id`: where its messages are routed
-    /// when it names none.
-    pub(crate) fn webchat_session(&self, client_id: &str) -> String {
-        let message = InboundMessage::new(
+    /// when it names none, with the agent `agent` (else the one bindings choose).
+    pub(crate) fn webchat_session(&self, client_id: &str, agent: Option<&str>) -> String {
+        let mut message = InboundMessage::new(
             webchat::CHANNEL_NAME,
             webchat::ACCOUNT_ID,
             ChatRef::new(ChatKind::Direct, client_id),
@@ -116,7 +136,13 @@ impl GatewayState {
             "",
             "",
         );
+        message.request = agent.map(|agent| ClientRequest { agent_id: Some(agent.to_owned()), ..Default::default() });
         self.dispatcher.session_key_of(&message).into_string()
+    }
+
+    /// The agent `id` names (case ignored), if the config has it.
+    pub(crate) fn agent(&self, id: &str) -> Option<&AgentInfo> {
+        self.agents.iter().find(|agent| agent.id.eq_ignore_ascii_case(id))
     }
 
     /// Whether an HTTP request carries `Authorization: Bearer <gateway.auth_token>`; always
@@ -197,7 +223,7 @@ impl Gateway {
             webchat,
             channels: parts.channels,
             approvals,
-            agent_id: parts.agent_id,
+            agents: AgentInfo::of(&parts.config),
             auth_token: parts.config.gateway.auth_token.as_ref().map(|token| token.expose().to_owned()),
             webchat_page: parts.config.channels.webchat.enabled,
             media,

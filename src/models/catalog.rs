@@ -9,7 +9,9 @@ use crate::agent::providers::anthropic::{self, AnthropicProvider};
 use crate::agent::providers::echo::EchoProvider;
 use crate::agent::providers::openai::{self, OpenAiProvider};
 use crate::agent::providers::{ModelProvider, ResolvedModel};
-use crate::config::{Config, DEFAULT_PROFILE, Environment, ModelSetting, ProviderConfig, ProviderKind, Secret, Vision};
+use crate::config::{
+    AgentSettings, Config, DEFAULT_PROFILE, Environment, ModelSetting, ProviderConfig, ProviderKind, Secret, Vision,
+};
 
 /// The model used when `OPENAI_API_KEY` / `OPENAI_BASE_URL` configure the provider and no
 /// model is named. `OPENAI_MODEL` overrides it.
@@ -124,35 +126,47 @@ impl ModelCatalog {
     /// Resolves `agents.defaults.model` (and `models`). Unset: a provider from `OPENAI_*` or
     /// `ANTHROPIC_*` variables, else the offline echo provider.
     pub fn resolve(config: &Config, env: &Environment) -> Result<Self, ResolveError> {
-        let defaults = &config.agents.defaults;
+        Self::resolve_agent(config, "agents.defaults", &config.agents.defaults, env)
+    }
+
+    /// [`ModelCatalog::resolve`] for one agent's settings (`table` names them in errors:
+    /// `agents.list.coder`).
+    pub fn resolve_agent(
+        config: &Config,
+        table: &str,
+        agent: &AgentSettings,
+        env: &Environment,
+    ) -> Result<Self, ResolveError> {
         let mut providers = BTreeMap::new();
-        let Some(setting) = &defaults.model else {
+        let Some(setting) = &agent.model else {
             let (setting, is_fallback_echo) = implicit_setting(env);
-            let mut catalog = Self::from_setting(&setting, &defaults.models, config, env, &mut providers)?;
+            let mut catalog = Self::from_setting(table, &setting, &agent.models, config, env, &mut providers)?;
             catalog.is_fallback_echo = is_fallback_echo;
             return Ok(catalog);
         };
-        Self::from_setting(setting, &defaults.models, config, env, &mut providers)
+        Self::from_setting(table, setting, &agent.models, config, env, &mut providers)
     }
 
     fn from_setting(
+        table: &str,
         setting: &ModelSetting,
         allowlist: &[String],
         config: &Config,
         env: &Environment,
         providers: &mut BTreeMap<String, Arc<ProviderEntry>>,
     ) -> Result<Self, ResolveError> {
-        let key = "agents.defaults.model";
+        let key = format!("{table}.model");
         let chain = setting
             .chain()
-            .map(|reference| candidate(key, reference, config, env, providers))
+            .map(|reference| candidate(&key, reference, config, env, providers))
             .collect::<Result<Vec<_>, _>>()?;
         let allowed = if allowlist.is_empty() {
             chain.clone()
         } else {
+            let key = format!("{table}.models");
             allowlist
                 .iter()
-                .map(|reference| candidate("agents.defaults.models", reference, config, env, providers))
+                .map(|reference| candidate(&key, reference, config, env, providers))
                 .collect::<Result<Vec<_>, _>>()?
         };
         Ok(Self { chain, allowed, is_fallback_echo: false })

@@ -10,17 +10,17 @@
 //! 4. [`mention`] — in groups that require a mention, messages not addressed to the bot
 //!    are held as context for the next one that is.
 //!
-//! A message that passes gets its [`SessionKey`] ([`session_key`]) and the prompt text the
-//! agent will see. What happens next (queueing, running) is the `queue` stage's business.
+//! A message that passes gets its [`SessionKey`] ([`session_key`]), of the agent its
+//! [`bindings`] choose, and the prompt text the agent will see. What happens next (queueing, running) is the `queue` stage's business.
 //!
 //! ```no_run
 //! use std::sync::Arc;
 //! use ferry::config::Config;
-//! use ferry::routing::{DEFAULT_AGENT_ID, RouteDecision, Router, SystemClock};
+//! use ferry::routing::{RouteDecision, Router, SystemClock};
 //! use ferry::state::Database;
 //! # async fn example(message: ferry::channel::InboundMessage) -> anyhow::Result<()> {
 //! let database = Database::open("/var/lib/ferry".as_ref()).await?;
-//! let router = Router::new(&Config::default(), &database, DEFAULT_AGENT_ID, Arc::new(SystemClock))?;
+//! let router = Router::new(&Config::default(), &database, Arc::new(SystemClock))?;
 //! match router.route(&message).await? {
 //!     RouteDecision::Run { session_key, prompt, .. } => println!("run {session_key}: {prompt}"),
 //!     RouteDecision::Pairing { reply } | RouteDecision::Denied { reply: Some(reply), .. } => {
@@ -56,7 +56,7 @@ use crate::config::{Config, DmScope};
 use crate::state::Database;
 
 /// The agent that answers when the operator names none.
-pub const DEFAULT_AGENT_ID: &str = "main";
+pub const DEFAULT_AGENT_ID: &str = crate::config::MAIN_AGENT;
 
 /// What to do with one inbound message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,8 +97,9 @@ pub enum IgnoreReason {
 /// router has forgotten it (best effort), so its redelivery will be routed afresh.
 #[derive(Debug, thiserror::Error)]
 pub enum RoutingError {
-    #[error("an agent id must not be empty")]
-    EmptyAgentId,
+    /// Two bindings equally specific for one chat (validation refuses such a config).
+    #[error(transparent)]
+    Bindings(#[from] BindingConflict),
     #[error(transparent)]
     InvalidMentionPattern(#[from] InvalidMentionPattern),
     #[error(transparent)]
@@ -118,13 +119,14 @@ pub struct Routed {
     pub admitted: Option<Admitted>,
 }
 
-/// Decides, for one agent, whether each inbound message runs and in which session.
+/// Decides whether each inbound message runs, which agent answers it and in which session.
 ///
 /// Safe to share between tasks (`Arc<Router>`): stores are SQLite-backed and the in-memory
 /// group histories sit behind a lock held only for a few map operations.
 #[derive(Debug)]
 pub struct Router {
-    agent_id: String,
+    /// Which agent answers each chat (`[[bindings]]`).
+    bindings: BindingTable,
     dm_scope: DmScope,
     access: AccessRules,
     mention: MentionGate,
@@ -138,19 +140,11 @@ pub struct Router {
 }
 
 impl Router {
-    /// A router for `agent_id` with every channel's threads labelled `thread`; see
-    /// [`Router::with_thread_labels`].
-    pub fn new(
-        config: &Config,
-        database: &Database,
-        agent_id: &str,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Self, RoutingError> {
-        if agent_id.trim().is_empty() {
-            return Err(RoutingError::EmptyAgentId);
-        }
+    /// A router for `config`'s agents and bindings, with every channel's threads labelled
+    /// `thread`; see [`Router::with_thread_labels`].
+    pub fn new(config: &Config, database: &Database, clock: Arc<dyn Clock>) -> Result<Self, RoutingError> {
         Ok(Self {
-            agent_id: agent_id.to_owned(),
+            bindings: BindingTable::build(config.agents.default_id(), &config.bindings)?,
             dm_scope: config.session.dm_scope,
             access: AccessRules::from_config(config),
             mention: MentionGate::from_config(config)?,
@@ -272,20 +266,25 @@ impl Router {
     }
 
     /// The session `message` belongs to: the one its gateway client named, else the one
-    /// its channel, chat and sender give.
+    /// its channel, chat and sender give, of the agent the client named or the bindings
+    /// choose.
     pub fn session_key_of(&self, message: &InboundMessage) -> SessionKey {
-        let requested = message.request.as_ref().and_then(|request| request.session_key.as_deref());
-        match requested.map(SessionKey::parse) {
+        let request = message.request.as_ref();
+        match request.and_then(|request| request.session_key.as_deref()).map(SessionKey::parse) {
             Some(Ok(key)) => return key,
             Some(Err(error)) => tracing::warn!(%error, "ignoring the session a client named; routing the message"),
             None => {}
         }
-        session_key(&self.agent_id, self.dm_scope, message, self.thread_labels.for_channel(&message.channel))
+        let agent = match request.and_then(|request| request.agent_id.as_deref()) {
+            Some(agent) => agent,
+            None => self.bindings.agent_for(message),
+        };
+        session_key(agent, self.dm_scope, message, self.thread_labels.for_channel(&message.channel))
     }
 
-    /// The agent this router answers for.
-    pub fn agent_id(&self) -> &str {
-        &self.agent_id
+    /// The agent that answers `message` when neither its client nor its session names one.
+    pub fn agent_for(&self, message: &InboundMessage) -> &str {
+        self.bindings.agent_for(message)
     }
 
     /// Whether `message` was already recorded: asked before a step whose effect a

@@ -16,7 +16,7 @@ pub mod store;
 
 pub use reset::ResetReason;
 pub use run::run_in_session;
-pub use sqlite::SqliteSessionStore;
+pub use sqlite::{AgentSessions, SqliteSessionStore};
 pub use store::{
     CompactionEntry, OpenedRun, Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptEntry,
     TranscriptSaved,

@@ -515,26 +515,64 @@ impl SessionStore for SqliteSessionStore {
         })?;
         rows.into_iter().map(decode_session).collect()
     }
+
+    async fn list_of_agent(&self, agent: &str, limit: usize) -> Result<Vec<Session>, StoreError> {
+        // The keys from `agent:<agent>:` up to, not including, `agent:<agent>;` (`;` follows
+        // `:`): a range the key's index answers, with no LIKE wildcard in an id to escape.
+        let (from, to) = (format!("agent:{agent}:"), format!("agent:{agent};"));
+        let rows: Vec<(Session, String)> = self.database.read(move |connection| {
+            connection
+                .prepare_cached(&format!(
+                    "{SELECT_SESSION} WHERE key >= ? AND key < ? ORDER BY updated_at DESC, key LIMIT ?"
+                ))?
+                .query_map(rusqlite::params![from, to, i64::try_from(limit).unwrap_or(i64::MAX)], session_from_row)?
+                .collect()
+        })?;
+        rows.into_iter().map(decode_session).collect()
+    }
 }
 
-/// The `sessions_list` tool reads the store.
+/// The `sessions_list` tool reads the store: every agent's sessions.
 #[async_trait]
 impl SessionCatalog for SqliteSessionStore {
     async fn list(&self, limit: usize) -> Vec<SessionSummary> {
-        match SessionStore::list(self, limit).await {
-            Ok(sessions) => sessions
-                .into_iter()
-                .map(|s| SessionSummary {
-                    key: s.key,
-                    updated_at: s.updated_at,
-                    input_tokens: s.usage.input_tokens,
-                    output_tokens: s.usage.output_tokens,
-                })
-                .collect(),
-            Err(error) => {
-                tracing::warn!(%error, "cannot list sessions for the sessions_list tool");
-                Vec::new()
-            }
+        summaries(SessionStore::list(self, limit).await)
+    }
+}
+
+/// One agent's sessions, for its `sessions_list` tool (`sessions_visibility = "agent"`).
+pub struct AgentSessions {
+    store: SqliteSessionStore,
+    agent: String,
+}
+
+impl AgentSessions {
+    pub fn new(store: SqliteSessionStore, agent: impl Into<String>) -> Self {
+        Self { store, agent: agent.into() }
+    }
+}
+
+#[async_trait]
+impl SessionCatalog for AgentSessions {
+    async fn list(&self, limit: usize) -> Vec<SessionSummary> {
+        summaries(self.store.list_of_agent(&self.agent, limit).await)
+    }
+}
+
+fn summaries(listed: Result<Vec<Session>, StoreError>) -> Vec<SessionSummary> {
+    match listed {
+        Ok(sessions) => sessions
+            .into_iter()
+            .map(|s| SessionSummary {
+                key: s.key,
+                updated_at: s.updated_at,
+                input_tokens: s.usage.input_tokens,
+                output_tokens: s.usage.output_tokens,
+            })
+            .collect(),
+        Err(error) => {
+            tracing::warn!(%error, "cannot list sessions for the sessions_list tool");
+            Vec::new()
         }
     }
 }

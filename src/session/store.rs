@@ -204,4 +204,8 @@ pub trait SessionStore: Send + Sync {
 
     /// Up to `limit` sessions, most recently updated first.
     async fn list(&self, limit: usize) -> Result<Vec<Session>, StoreError>;
+
+    /// Up to `limit` sessions of the agent `agent` (`agent:<agent>:…`), most recently
+    /// updated first.
+    async fn list_of_agent(&self, agent: &str, limit: usize) -> Result<Vec<Session>, StoreError>;
 }

@@ -18,7 +18,7 @@ use ferry::config::{Config, Environment};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::gateway::{Gateway, GatewayParts};
 use ferry::media::Media;
-use ferry::routing::{DEFAULT_AGENT_ID, SystemClock, ThreadLabels};
+use ferry::routing::{SystemClock, ThreadLabels};
 use ferry::sandbox::SandboxPaths;
 use ferry::state::Database;
 use ferry_fakes::FakeOpenAi;
@@ -97,21 +97,13 @@ async fn start(config: Config, commands: bool, with_media: bool) -> Gw {
     let dispatcher = Dispatcher::new(DispatcherParts {
         config: config.clone(),
         database,
-        runner,
+        agents: runner.into(),
         channels: channels.clone(),
         clock: Arc::new(SystemClock),
-        agent_id: DEFAULT_AGENT_ID.into(),
         thread_labels: ThreadLabels::new(),
     })
     .unwrap();
-    let parts = GatewayParts {
-        config,
-        dispatcher: dispatcher.clone(),
-        bus,
-        channels,
-        agent_id: DEFAULT_AGENT_ID.into(),
-        mcp: None,
-    };
+    let parts = GatewayParts { config, dispatcher: dispatcher.clone(), bus, channels, mcp: None };
     // An adapter's webhook would be mounted like this route.
     let extra = axum::Router::new().route("/extra", axum::routing::get(|| async { "mounted" }));
     let gateway = Gateway::start(parts).await.unwrap().with_routes(extra);

@@ -10,7 +10,7 @@ use ferry::channel::{AckOutcome, Channel, ChatKind, ChatRef, OutboundMessage, Ta
 use ferry::channels::ChannelRegistry;
 use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::queue::{QueueJournal, RunExecutor, RunJob, RunReport};
-use ferry::routing::{DEFAULT_AGENT_ID, SystemClock, ThreadLabels};
+use ferry::routing::{SystemClock, ThreadLabels};
 use ferry::state::Database;
 use ferry_fakes::FakeOpenAi;
 use tokio::sync::{Notify, mpsc};
@@ -67,10 +67,9 @@ async fn an_embedders_executor_runs_what_the_queue_hands_it_collected_and_journa
         DispatcherParts {
             config: Arc::new(open_dms()),
             database: database.clone(),
-            runner: ferry::agent::AgentRunner::new(fake_model_runner(&fake.url(), workspace.path(), &channels)),
+            agents: ferry::agent::AgentRunner::new(fake_model_runner(&fake.url(), workspace.path(), &channels)).into(),
             channels,
             clock: Arc::new(SystemClock),
-            agent_id: DEFAULT_AGENT_ID.into(),
             thread_labels: ThreadLabels::new(),
         },
         Arc::new(agent),

@@ -169,6 +169,9 @@ pub struct ClientRequest {
     /// A session key the client chose (validated by the gateway).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_key: Option<String>,
+    /// The agent the client chose (validated by the gateway), when it named no session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
     /// Added to the system prompt of this run only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extra_system_prompt: Option<String>,

@@ -21,17 +21,29 @@ pub struct HostTools {
 
 impl HostTools {
     pub fn new(config: &Config, paths: SandboxPaths) -> Arc<Self> {
+        Self::sharing(config, paths, Arc::new(Approvals::new(&config.tools.exec)))
+    }
+
+    /// [`HostTools::new`] with the approvals several agents share (each agent has its own
+    /// sandbox root and background jobs, but one gateway answers their approvals).
+    pub fn sharing(config: &Config, paths: SandboxPaths, approvals: Arc<Approvals>) -> Arc<Self> {
         let sandbox = Arc::new(Sandbox::new(config.tools.sandbox.clone(), paths));
-        let runtime = Runtime::new(sandbox.clone(), &config.tools.exec, config.tools.max_result_chars);
+        let runtime =
+            Runtime::with_approvals(sandbox.clone(), &config.tools.exec, config.tools.max_result_chars, approvals);
         Arc::new(Self { sandbox, runtime })
     }
 
     /// The registry of a daemon or an embedded run: the built-ins, the web tools and the
     /// host tools, results capped at `tools.max_result_chars`.
     pub fn registry(config: &Config, paths: SandboxPaths) -> Result<ToolRegistry, super::web::WebToolsError> {
+        Self::registry_with(Self::new(config, paths), config)
+    }
+
+    /// The registry of one agent of several: `host` from [`HostTools::sharing`].
+    pub fn registry_with(host: Arc<Self>, config: &Config) -> Result<ToolRegistry, super::web::WebToolsError> {
         let mut registry = ToolRegistry::with_builtins().with_result_limit(config.tools.max_result_chars);
         super::web::register(&mut registry, &config.tools.web)?;
-        Ok(registry.with_host_tools(Self::new(config, paths)))
+        Ok(registry.with_host_tools(host))
     }
 
     pub fn sandbox(&self) -> &Arc<Sandbox> {

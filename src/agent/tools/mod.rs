@@ -32,7 +32,7 @@ pub use current_time::CurrentTime;
 pub use host::{COMMAND_TOOLS, HostTools};
 pub(crate) use message::parse_chat;
 pub use message::{MessageTool, ToolSend};
-pub use policy::{MCP_SEPARATOR, ToolFilter, ToolLists, ToolPolicy, ToolProfile, mcp_server_of};
+pub use policy::{AgentToolPolicies, MCP_SEPARATOR, ToolFilter, ToolLists, ToolPolicy, ToolProfile, mcp_server_of};
 pub use result_cap::{DEFAULT_MAX_RESULT_CHARS, cap_result};
 pub use sessions_list::{RecentSessions, SessionCatalog, SessionSummary, SessionsList};
 pub use skill_read::SkillRead;

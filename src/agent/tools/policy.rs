@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, GroupConfig};
+use crate::config::{AgentSettings, Config, GroupConfig};
 
 /// The tools of the `chat` profile: the built-ins, none of which touches the host.
 const CHAT_TOOLS: &[&str] = &["current_time", "sessions_list", "message", "skill_read"];
@@ -177,6 +177,8 @@ impl ToolFilter {
 pub struct ToolPolicy {
     profile: ToolProfile,
     global: ToolLists,
+    /// The agent's own lists (`[agents.list.<id>.tools]`), after the global ones.
+    agent: ToolLists,
     /// Channel name → its lists and its groups' lists (by chat id, guild or workspace id).
     channels: HashMap<String, (ToolLists, BTreeMap<String, ToolLists>)>,
 }
@@ -196,8 +198,19 @@ impl ToolPolicy {
             .with_channel("webchat", channels.webchat.tools.clone(), BTreeMap::new())
     }
 
+    /// [`ToolPolicy::from_config`] for one agent: its profile, if it sets one, replaces
+    /// `tools.profile`, and its lists apply after `[tools]`' (a deny anywhere still wins).
+    pub fn for_agent(config: &Config, agent: &AgentSettings) -> Self {
+        let mut policy = Self::from_config(config);
+        if let Some(tools) = &agent.tools {
+            policy.profile = tools.profile.unwrap_or(policy.profile);
+            policy.agent = tools.lists();
+        }
+        policy
+    }
+
     pub fn new(profile: ToolProfile, global: ToolLists) -> Self {
-        Self { profile, global, channels: HashMap::new() }
+        Self { profile, global, agent: ToolLists::default(), channels: HashMap::new() }
     }
 
     /// Adds a channel's lists and its groups' (keyed as the channel's group table is).
@@ -212,25 +225,52 @@ impl ToolPolicy {
             |lists: &ToolLists| lists.allow.iter().filter_map(|entry| expand(entry)).flatten().any(|t| *t == tool);
         self.profile != ToolProfile::Chat
             || allowed(&self.global)
+            || allowed(&self.agent)
             || self.channels.values().any(|(lists, groups)| allowed(lists) || groups.values().any(allowed))
     }
 
     /// The tools of a run outside any chat (`ferry agent` run in-process): `[tools]` alone.
     pub fn outside_chats(&self) -> ToolFilter {
-        ToolFilter::new(self.profile, &[&self.global])
+        ToolFilter::new(self.profile, &[&self.global, &self.agent])
     }
 
     /// The tools a run answering `chat_id` (in workspace `space_id`, if any) on `channel`
     /// may use. A group listed by its own id takes its lists from there, else from its
     /// workspace's entry (a Discord guild).
     pub fn for_chat(&self, channel: &str, chat_id: &str, space_id: Option<&str>) -> ToolFilter {
-        let mut levels = vec![&self.global];
+        let mut levels = vec![&self.global, &self.agent];
         if let Some((lists, groups)) = self.channels.get(channel) {
             levels.push(lists);
             let group = groups.get(chat_id).or_else(|| space_id.and_then(|space| groups.get(space)));
             levels.extend(group);
         }
         ToolFilter::new(self.profile, &levels)
+    }
+}
+
+/// Every agent's [`ToolPolicy`], by id.
+#[derive(Debug, Clone)]
+pub struct AgentToolPolicies {
+    by_agent: HashMap<String, ToolPolicy>,
+    /// The default agent's: for a session of an agent the config no longer has.
+    default: ToolPolicy,
+}
+
+impl AgentToolPolicies {
+    pub fn from_config(config: &Config) -> Self {
+        let agents = &config.agents;
+        let by_agent: HashMap<String, ToolPolicy> = agents
+            .ids()
+            .into_iter()
+            .map(|id| (id.to_owned(), ToolPolicy::for_agent(config, agents.settings_of(id))))
+            .collect();
+        let default = ToolPolicy::for_agent(config, agents.settings_of(agents.default_id()));
+        Self { by_agent, default }
+    }
+
+    /// The policy of the agent `id`.
+    pub fn of(&self, id: &str) -> &ToolPolicy {
+        self.by_agent.get(id).unwrap_or(&self.default)
     }
 }
 

@@ -38,10 +38,21 @@ pub struct Runtime {
 
 impl Runtime {
     pub fn new(sandbox: Arc<Sandbox>, config: &ExecConfig, max_result_chars: usize) -> Arc<Self> {
+        Self::with_approvals(sandbox, config, max_result_chars, Arc::new(Approvals::new(config)))
+    }
+
+    /// [`Runtime::new`] asking through `approvals`, which several agents' runtimes share so
+    /// that one place (the gateway, `/approve`) sees every request.
+    pub fn with_approvals(
+        sandbox: Arc<Sandbox>,
+        config: &ExecConfig,
+        max_result_chars: usize,
+        approvals: Arc<Approvals>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             sandbox,
             jobs: Arc::new(Jobs::default()),
-            approvals: Arc::new(Approvals::new(config)),
+            approvals,
             max_timeout: Duration::from_secs(config.max_timeout),
             max_background: usize::try_from(config.max_background).unwrap_or(usize::MAX),
             // Room for the status line, so the registry's cap does not cut a second time.
