@@ -285,3 +285,43 @@ fn the_shipped_default_config_checks_clean() {
     let output = Sandbox::new().run(&["config", "check", "--config", default_toml.to_str().unwrap()], &[]);
     assert!(output.status.success(), "{}", stderr(&output));
 }
+
+#[test]
+fn agents_list_shows_each_agent_its_model_workspace_and_bindings() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.file(
+        "agents.toml",
+        "state_dir = \"/srv/ferry\"\n\
+         [agents.defaults]\nmodel = \"echo/echo\"\n\
+         [agents.list.main]\n\
+         [agents.list.support]\nname = \"Support\"\nmodel = \"echo/support\"\n\
+         [agents.list.idle]\n\
+         [[bindings]]\nagent = \"support\"\nmatch = { channel = \"slack\", peer = \"C0123\" }\n",
+    );
+    let output = sandbox.run(&["--config", config.to_str().unwrap(), "agents", "list"], &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "main [default]\n  model: echo/echo\n  workspace: /srv/ferry/workspace\n  and every chat no binding matches\n\
+         support (Support)\n  model: echo/support\n  workspace: /srv/ferry/workspaces/support\n\
+         \x20 bindings[0]: channel = \"slack\", peer = \"C0123\"\n\
+         idle\n  model: echo/echo\n  workspace: /srv/ferry/workspaces/idle\n\
+         \x20 no binding routes chats here (gateway clients may still name it)\n"
+    );
+}
+
+#[test]
+fn config_check_rejects_a_binding_to_an_unknown_agent_or_account_naming_the_key() {
+    let sandbox = Sandbox::new();
+    let cases = [
+        ("[[bindings]]\nagent = \"sales\"\nmatch = { channel = \"slack\" }\n", "bindings[0].agent"),
+        (
+            "[[bindings]]\nagent = \"main\"\nmatch = { channel = \"telegram\", account = \"work\" }\n",
+            "bindings[0].match.account",
+        ),
+    ];
+    for (text, key) in cases {
+        let (line, path) = check_error(&sandbox, "bindings.toml", text);
+        assert!(line.starts_with(&format!("error: invalid config ({}): {key}: there is no", path.display())), "{line}");
+    }
+}
