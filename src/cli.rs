@@ -109,7 +109,8 @@ pub enum PairingCommand {
     List,
     /// Approve a pairing code a user received.
     Approve {
-        /// The channel the code was issued on (telegram, discord, slack).
+        /// The channel the code was issued on (telegram, discord, slack), as `ferry pairing
+        /// list` shows it: `telegram:work` for an account other than `default`.
         channel: String,
         /// The 8-character code.
         code: String,

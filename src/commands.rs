@@ -4,7 +4,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use ferry::config::{self, ConfigSource, Environment, LoadedConfig};
+use ferry::config::{self, Config, ConfigSource, DEFAULT_ACCOUNT, Environment, LoadedConfig};
 use ferry::routing::{PairingStore, SystemClock};
 use ferry::session::{SessionStore, SqliteSessionStore};
 use ferry::state;
@@ -104,7 +104,7 @@ pub async fn pairing(global: &GlobalArgs, command: PairingCommand, env: &Environ
     let store = PairingStore::new(&database, Arc::new(SystemClock));
     let result = match command {
         PairingCommand::List => pairing_list(&store).await,
-        PairingCommand::Approve { channel, code } => pairing_approve(&store, &channel, &code).await,
+        PairingCommand::Approve { channel, code } => pairing_approve(&store, &loaded.config, &channel, &code).await,
     };
     database.close().await;
     result
@@ -137,11 +137,19 @@ async fn pairing_list(store: &PairingStore) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn pairing_approve(store: &PairingStore, channel: &str, code: &str) -> anyhow::Result<()> {
+/// `channel` is a platform (`telegram`) for its account `default`, or `telegram:work` for
+/// another account: where the code was issued, as `ferry pairing list` shows it.
+async fn pairing_approve(store: &PairingStore, config: &Config, channel: &str, code: &str) -> anyhow::Result<()> {
     let channel = channel.to_lowercase();
-    if !PAIRING_CHANNELS.contains(&channel.as_str()) {
+    let (platform, account) = channel.split_once(':').unwrap_or((&channel, DEFAULT_ACCOUNT));
+    if !PAIRING_CHANNELS.contains(&platform) {
         bail!("{channel:?} has no DM pairing: the channel must be one of {}", PAIRING_CHANNELS.join(", "));
     }
+    let accounts = config.channels.account_ids(platform);
+    if !accounts.contains(&account) {
+        bail!("{platform} has no account {account:?} (accounts: {})", accounts.join(", "));
+    }
+    let channel = ferry::routing::pairing_scope(platform, account).into_owned();
     let approved = store.approve(&channel, code).await?;
     let name = approved.sender_name.map(|name| format!(" ({name})")).unwrap_or_default();
     println!("approved {}{name} on {channel}: they can talk to the bot in direct messages now", approved.sender_id);

@@ -13,9 +13,6 @@ use ferry::dispatch::Dispatcher;
 use ferry::gateway::LateRoutes;
 use ferry::routing::ThreadLabels;
 
-/// The account every adapter connects as until several accounts per channel land.
-const DEFAULT_ACCOUNT: &str = "default";
-
 /// A chat adapter compiled into this binary.
 pub struct CompiledAdapter {
     pub name: &'static str,
@@ -36,26 +33,36 @@ pub fn compiled_adapters() -> Vec<CompiledAdapter> {
     .collect()
 }
 
-/// Checks the config against what the compiled adapters can do: an enabled channel must
+/// Checks the config against what the compiled adapters can do: an enabled account must
 /// be built in, and chunk limits must fit the platform's hard limits.
 pub fn check_against_adapters(config: &Config) -> Result<(), Violation> {
+    use ferry::config::Accounts;
+
+    /// The key of `field` in account `id` of platform `name`.
+    fn key(name: &str, listed: bool, id: &str, field: &str) -> String {
+        if listed { format!("channels.{name}.accounts.{id}.{field}") } else { format!("channels.{name}.{field}") }
+    }
     let adapters = compiled_adapters();
     let channels = &config.channels;
-    let settings = [
-        ("telegram", channels.telegram.enabled, channels.telegram.text_chunk_limit, None),
-        (
-            "discord",
-            channels.discord.enabled,
-            channels.discord.text_chunk_limit,
-            Some(channels.discord.max_lines_per_message),
-        ),
-        ("slack", channels.slack.enabled, channels.slack.text_chunk_limit, None),
-    ];
-    for (name, enabled, chunk_limit, max_lines) in settings {
+    let mut settings = Vec::new();
+    let telegram_listed = !channels.telegram.accounts.is_empty();
+    for (id, telegram) in channels.telegram.each_account() {
+        settings.push(("telegram", telegram_listed, id, telegram.enabled, telegram.text_chunk_limit, None));
+    }
+    let discord_listed = !channels.discord.accounts.is_empty();
+    for (id, discord) in channels.discord.each_account() {
+        let lines = Some(discord.max_lines_per_message);
+        settings.push(("discord", discord_listed, id, discord.enabled, discord.text_chunk_limit, lines));
+    }
+    let slack_listed = !channels.slack.accounts.is_empty();
+    for (id, slack) in channels.slack.each_account() {
+        settings.push(("slack", slack_listed, id, slack.enabled, slack.text_chunk_limit, None));
+    }
+    for (name, listed, id, enabled, chunk_limit, max_lines) in settings {
         let Some(adapter) = adapters.iter().find(|adapter| adapter.name == name) else {
             if enabled {
                 return Err(Violation::new(
-                    format!("channels.{name}.enabled"),
+                    key(name, listed, id, "enabled"),
                     format!("this ferry binary was built without the `{name}` feature"),
                 ));
             }
@@ -63,7 +70,7 @@ pub fn check_against_adapters(config: &Config) -> Result<(), Violation> {
         };
         if chunk_limit > adapter.capabilities.text_limit {
             return Err(Violation::new(
-                format!("channels.{name}.text_chunk_limit"),
+                key(name, listed, id, "text_chunk_limit"),
                 format!("{chunk_limit} is over the platform limit of {} characters", adapter.capabilities.text_limit),
             ));
         }
@@ -71,7 +78,7 @@ pub fn check_against_adapters(config: &Config) -> Result<(), Violation> {
             && lines > limit
         {
             return Err(Violation::new(
-                format!("channels.{name}.max_lines_per_message"),
+                key(name, listed, id, "max_lines_per_message"),
                 format!("{lines} is over the {limit} lines the platform shows before collapsing a message"),
             ));
         }
@@ -79,13 +86,19 @@ pub fn check_against_adapters(config: &Config) -> Result<(), Violation> {
     Ok(())
 }
 
-/// The names of the chat channels the config turns on, in a stable order.
+/// The names of the chat channels the config turns on (any account of them), in a stable
+/// order.
 pub fn enabled_channels(config: &Config) -> Vec<&'static str> {
+    use ferry::config::Accounts;
+
+    fn any_enabled<A: Accounts>(table: &A, enabled: impl Fn(&A) -> bool) -> bool {
+        table.each_account().into_iter().any(|(_, account)| enabled(account))
+    }
     let channels = &config.channels;
     [
-        ("telegram", channels.telegram.enabled),
-        ("discord", channels.discord.enabled),
-        ("slack", channels.slack.enabled),
+        ("telegram", any_enabled(&channels.telegram, |telegram| telegram.enabled)),
+        ("discord", any_enabled(&channels.discord, |discord| discord.enabled)),
+        ("slack", any_enabled(&channels.slack, |slack| slack.enabled)),
         ("webchat", channels.webchat.enabled),
     ]
     .into_iter()
@@ -107,11 +120,12 @@ pub fn thread_labels() -> ThreadLabels {
     labels
 }
 
-/// Starts the enabled platform adapters, each under a supervisor that retries a channel
-/// whose platform is unreachable (backoff 1 s → 5 min) and stops only on an error retrying
-/// cannot fix (a refused token); `/healthz` shows each one's state. Returns after each
-/// channel's first attempt, with the HTTP routes the adapters serve (webhooks): they answer
-/// 503 until their channel runs.
+/// Starts the enabled accounts of each platform adapter, each its own adapter instance
+/// (its own poller, socket or webhook path, health entry and send budget) under a
+/// supervisor that retries a channel whose platform is unreachable (backoff 1 s → 5 min)
+/// and stops only on an error retrying cannot fix (a refused token); `/healthz` shows each
+/// one's state. Returns after each account's first attempt, with the HTTP routes the
+/// adapters serve (webhooks): they answer 503 until their account runs.
 #[cfg_attr(not(any(feature = "telegram", feature = "discord", feature = "slack")), allow(unused_variables))]
 #[cfg_attr(not(any(feature = "telegram", feature = "slack")), allow(unused_mut))]
 pub async fn start_channels(
@@ -119,51 +133,83 @@ pub async fn start_channels(
     dispatcher: &Dispatcher,
     registry: &ChannelRegistry,
 ) -> Vec<axum::Router> {
+    use ferry::config::Accounts;
+
     let mut routes = Vec::new();
     #[cfg(feature = "telegram")]
-    if config.channels.telegram.enabled {
-        let webhook = config.channels.telegram.mode == ferry::config::TelegramMode::Webhook;
-        let path = webhook.then_some(ferry_telegram::WEBHOOK_PATH);
-        routes
-            .extend(supervised(registry, config, dispatcher, ferry_telegram::CHANNEL_NAME, path, start_telegram).await);
+    for (id, telegram) in config.channels.telegram.each_account() {
+        if !telegram.enabled {
+            continue;
+        }
+        let webhook = telegram.mode == ferry::config::TelegramMode::Webhook;
+        let paths = if webhook { ferry_telegram::webhook_paths(id) } else { Vec::new() };
+        let start = Account { config: config.clone(), dispatcher: dispatcher.clone(), id: id.to_owned() };
+        routes.extend(supervised(registry, ferry_telegram::CHANNEL_NAME, start, paths, start_telegram).await);
     }
     #[cfg(feature = "discord")]
-    if config.channels.discord.enabled {
-        supervised(registry, config, dispatcher, ferry_discord::CHANNEL_NAME, None, start_discord).await;
+    for (id, discord) in config.channels.discord.each_account() {
+        if !discord.enabled {
+            continue;
+        }
+        let start = Account { config: config.clone(), dispatcher: dispatcher.clone(), id: id.to_owned() };
+        routes.extend(supervised(registry, ferry_discord::CHANNEL_NAME, start, Vec::new(), start_discord).await);
     }
     #[cfg(feature = "slack")]
-    if config.channels.slack.enabled {
-        let http = config.channels.slack.mode == ferry::config::SlackMode::Http;
-        let path = http.then_some(ferry_slack::EVENTS_PATH);
-        routes.extend(supervised(registry, config, dispatcher, ferry_slack::CHANNEL_NAME, path, start_slack).await);
+    for (id, slack) in config.channels.slack.each_account() {
+        if !slack.enabled {
+            continue;
+        }
+        let http = slack.mode == ferry::config::SlackMode::Http;
+        let paths = if http { ferry_slack::events_paths(id) } else { Vec::new() };
+        let start = Account { config: config.clone(), dispatcher: dispatcher.clone(), id: id.to_owned() };
+        routes.extend(supervised(registry, ferry_slack::CHANNEL_NAME, start, paths, start_slack).await);
     }
     routes
 }
 
-/// Starts one adapter with `start` under a supervisor. Returns the route for its webhook
-/// path, if it has one: served from now on, by the channel's own routes once it runs.
+/// What starting one account of an adapter needs.
+#[derive(Clone)]
+#[cfg_attr(not(any(feature = "telegram", feature = "discord", feature = "slack")), allow(dead_code))]
+struct Account {
+    config: Arc<Config>,
+    dispatcher: Dispatcher,
+    id: String,
+}
+
+/// Starts one account with `start` under a supervisor. Returns the routes for its webhook
+/// paths, if it has any: served from now on, by the channel's own routes once it runs.
 #[cfg(any(feature = "telegram", feature = "discord", feature = "slack"))]
 async fn supervised<F, Fut>(
     registry: &ChannelRegistry,
-    config: &Arc<Config>,
-    dispatcher: &Dispatcher,
     name: &'static str,
-    webhook_path: Option<&'static str>,
+    account: Account,
+    webhook_paths: Vec<String>,
     start: F,
-) -> Option<axum::Router>
+) -> Vec<axum::Router>
 where
-    F: Fn(Arc<Config>, Dispatcher) -> Fut + Send + 'static,
+    F: Fn(Account) -> Fut + Send + 'static,
     Fut: Future<Output = Result<Option<axum::Router>, StartFailure>> + Send,
 {
     let late = LateRoutes::new();
-    let route = webhook_path.map(|path| late.at(path));
-    let (config, dispatcher) = (config.clone(), dispatcher.clone());
-    supervise(registry.clone(), name, DEFAULT_ACCOUNT, Backoff::default(), move || {
-        let (started, late) = (start(config.clone(), dispatcher.clone()), late.clone());
+    let routes = webhook_paths.iter().map(|path| late.at(path)).collect();
+    let id = account.id.clone();
+    supervise(registry.clone(), name, &id, Backoff::default(), move || {
+        let (started, late) = (start(account.clone()), late.clone());
         async move { started.await.map(|routes| routes.into_iter().for_each(|routes| late.fill(routes))) }
     })
     .await;
-    route
+    routes
+}
+
+/// The settings of `account` of a platform table, or a permanent failure (the config was
+/// validated, so only a bug gets here).
+#[cfg(any(feature = "telegram", feature = "discord", feature = "slack"))]
+fn account_settings<'a, A: ferry::config::Accounts>(
+    table: &'a A,
+    name: &str,
+    account: &str,
+) -> Result<&'a A, StartFailure> {
+    table.account(account).ok_or_else(|| StartFailure::Permanent(format!("{name} has no account {account:?}")))
 }
 
 /// Whether retrying could help after an adapter's connection attempt failed: not when the
@@ -193,13 +239,14 @@ async fn attach(dispatcher: &Dispatcher, channel: Arc<dyn ferry::channel::Channe
 }
 
 #[cfg(feature = "telegram")]
-async fn start_telegram(config: Arc<Config>, dispatcher: Dispatcher) -> Result<Option<axum::Router>, StartFailure> {
+async fn start_telegram(account: Account) -> Result<Option<axum::Router>, StartFailure> {
     use ferry::config::TelegramMode as Mode;
     use ferry_telegram::{TelegramChannel, TelegramConfig, TelegramError, TelegramMode};
 
-    let settings = &config.channels.telegram;
+    let settings = account_settings(&account.config.channels.telegram, "telegram", &account.id)?;
     let token = settings.bot_token.as_ref().map(|token| token.expose().to_owned()).unwrap_or_default();
     let mut telegram = TelegramConfig::new(token);
+    telegram.account_id.clone_from(&account.id);
     telegram.api_url.clone_from(&settings.api_url);
     telegram.mode = match settings.mode {
         Mode::Polling => TelegramMode::Polling,
@@ -213,18 +260,19 @@ async fn start_telegram(config: Arc<Config>, dispatcher: Dispatcher) -> Result<O
     })?;
     let channel = Arc::new(channel);
     let route = channel.webhook_router();
-    tracing::info!(bot = %channel.bot_username(), mode = ?settings.mode, "telegram connected");
-    attach(&dispatcher, channel).await?;
+    tracing::info!(account = %account.id, bot = %channel.bot_username(), mode = ?settings.mode, "telegram connected");
+    attach(&account.dispatcher, channel).await?;
     Ok(route)
 }
 
 #[cfg(feature = "discord")]
-async fn start_discord(config: Arc<Config>, dispatcher: Dispatcher) -> Result<Option<axum::Router>, StartFailure> {
+async fn start_discord(account: Account) -> Result<Option<axum::Router>, StartFailure> {
     use ferry_discord::{DiscordChannel, DiscordConfig, DiscordError};
 
-    let settings = &config.channels.discord;
+    let settings = account_settings(&account.config.channels.discord, "discord", &account.id)?;
     let token = settings.bot_token.as_ref().map(|token| token.expose().to_owned()).unwrap_or_default();
     let mut discord = DiscordConfig::new(token);
+    discord.account_id.clone_from(&account.id);
     discord.api_url.clone_from(&settings.api_url);
     discord.gateway_url.clone_from(&settings.gateway_url);
     let channel = DiscordChannel::connect(discord).await.map_err(|error| {
@@ -232,17 +280,18 @@ async fn start_discord(config: Arc<Config>, dispatcher: Dispatcher) -> Result<Op
         start_failure(error, permanent)
     })?;
     let channel = Arc::new(channel);
-    tracing::info!(bot = %channel.bot_name(), bot_id = channel.bot_id(), "discord connected");
-    attach(&dispatcher, channel).await?;
+    tracing::info!(account = %account.id, bot = %channel.bot_name(), bot_id = channel.bot_id(), "discord connected");
+    attach(&account.dispatcher, channel).await?;
     Ok(None)
 }
 
 #[cfg(feature = "slack")]
-async fn start_slack(config: Arc<Config>, dispatcher: Dispatcher) -> Result<Option<axum::Router>, StartFailure> {
+async fn start_slack(account: Account) -> Result<Option<axum::Router>, StartFailure> {
     use ferry::config::{ReplyToMode as CoreReplyToMode, SlackMode as Mode};
     use ferry_slack::{ReplyToMode, SlackChannel, SlackConfig, SlackError};
 
-    let settings = &config.channels.slack;
+    let config = &account.config;
+    let settings = account_settings(&config.channels.slack, "slack", &account.id)?;
     let secret = |value: &Option<ferry::config::Secret>| {
         value.as_ref().map(|secret| secret.expose().to_owned()).unwrap_or_default()
     };
@@ -252,6 +301,7 @@ async fn start_slack(config: Arc<Config>, dispatcher: Dispatcher) -> Result<Opti
         Mode::Http => SlackConfig::http(bot_token, secret(&settings.signing_secret)),
     };
     slack.api_url.clone_from(&settings.api_url);
+    slack.account_id.clone_from(&account.id);
     slack.reply_to_mode = match config.messages.reply_to_mode {
         CoreReplyToMode::Off => ReplyToMode::Off,
         CoreReplyToMode::First => ReplyToMode::First,
@@ -263,7 +313,7 @@ async fn start_slack(config: Arc<Config>, dispatcher: Dispatcher) -> Result<Opti
     })?;
     let channel = Arc::new(channel);
     let route = channel.events_router();
-    tracing::info!(team = %channel.team(), bot_user = %channel.bot_user_id(), mode = ?settings.mode, "slack connected");
-    attach(&dispatcher, channel).await?;
+    tracing::info!(account = %account.id, team = %channel.team(), bot_user = %channel.bot_user_id(), mode = ?settings.mode, "slack connected");
+    attach(&account.dispatcher, channel).await?;
     Ok(route)
 }

@@ -23,7 +23,7 @@ const NOT_INHERITED_BY_AGENTS: [&str; 1] = ["workspace"];
 pub const ACCOUNT_CREDENTIALS: [&str; 3] = ["bot_token", "app_token", "signing_secret"];
 
 /// The account of a channel configured without `accounts`.
-pub const DEFAULT_ACCOUNT: &str = "default";
+pub const DEFAULT_ACCOUNT: &str = ferry_channel::DEFAULT_ACCOUNT_ID;
 
 /// Fills every agent and account entry of `root` with what it inherits.
 pub(super) fn apply(root: &mut Value) {

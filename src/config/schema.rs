@@ -607,15 +607,17 @@ pub struct ChannelsConfig {
 }
 
 impl ChannelsConfig {
-    /// The operator's reply settings for a channel by its config name: whether it streams a
-    /// preview, and its chunk limit. A channel without a section here streams no preview
-    /// and is chunked only at its own text limit.
-    pub fn reply_settings(&self, channel: &str) -> (StreamingMode, Option<usize>) {
+    /// The operator's reply settings for an account of a channel by its config name:
+    /// whether it streams a preview, and its chunk limit. A channel or account without a
+    /// section here streams no preview and is chunked only at its own text limit.
+    pub fn reply_settings(&self, channel: &str, account: &str) -> (StreamingMode, Option<usize>) {
+        use super::Accounts;
+        let none = (StreamingMode::Off, None);
         match channel {
-            "telegram" => (self.telegram.streaming, Some(self.telegram.text_chunk_limit)),
-            "discord" => (self.discord.streaming, Some(self.discord.text_chunk_limit)),
-            "slack" => (self.slack.streaming, Some(self.slack.text_chunk_limit)),
-            _ => (StreamingMode::Off, None),
+            "telegram" => self.telegram.account(account).map_or(none, |t| (t.streaming, Some(t.text_chunk_limit))),
+            "discord" => self.discord.account(account).map_or(none, |d| (d.streaming, Some(d.text_chunk_limit))),
+            "slack" => self.slack.account(account).map_or(none, |s| (s.streaming, Some(s.text_chunk_limit))),
+            _ => none,
         }
     }
 }

@@ -142,8 +142,12 @@ impl RunExecutor for AgentExecutor {
         request.model = chosen_model(runner.router(), &overrides);
         request.thinking = overrides.thinking;
         request.reasoning = overrides.reasoning.unwrap_or_default();
-        request.tools =
-            self.tool_policies.of(agent_of(key)).for_chat(channel_name, &target.chat.id, inbound.space_id.as_deref());
+        request.tools = self.tool_policies.of(agent_of(key)).for_account_chat(
+            channel_name,
+            channel.account_id(),
+            &target.chat.id,
+            inbound.space_id.as_deref(),
+        );
         if channel.capabilities().replies_via_chat_events {
             // Its clients follow the run's own events; nothing is sent to the channel.
             let slot = job.global.enter(key);
@@ -286,7 +290,7 @@ impl AgentExecutor {
     fn style(&self, channel: &Arc<dyn Channel>, session_key: &str) -> TurnStyle {
         let capabilities = channel.capabilities();
         let defaults = self.config.agents.settings_of(agent_of(session_key));
-        let (streaming, chunk_limit) = self.config.channels.reply_settings(channel.name());
+        let (streaming, chunk_limit) = self.config.channels.reply_settings(channel.name(), channel.account_id());
         TurnStyle {
             preview: streaming == StreamingMode::Partial && capabilities.supports_edit && !defaults.block_streaming,
             text_limit: chunk_limit.map_or(capabilities.text_limit, |limit| limit.min(capabilities.text_limit)),

@@ -198,9 +198,13 @@ fn handshake_reply(gateway: &GatewayState, frame: &str) -> Result<(Arc<Outbox>, 
         "protocol": PROTOCOL_VERSION,
         "server": { "version": env!("CARGO_PKG_VERSION") },
         "sessionKey": session_key,
-        // The agents a client may talk to (`agentId`), the default first; the web chat
-        // offers a choice when there is more than one.
-        "agents": gateway.agents,
+        // The agents a client may talk to (`agentId`), the default first, each with this
+        // client's own session with it; the web chat offers a choice when there are several.
+        "agents": gateway.agents.iter().map(|agent| {
+            let mut entry = json!(agent);
+            entry["sessionKey"] = json!(gateway.webchat_session(&client_id, Some(&agent.id)));
+            entry
+        }).collect::<Vec<_>>(),
         "features": features,
         "tickIntervalMs": TICK_INTERVAL.as_millis() as u64,
     });

@@ -20,7 +20,7 @@ use std::fmt;
 
 use ferry_channel::{ChatKind, InboundMessage};
 
-use crate::config::{Config, DiscordConfig, DmPolicy, GroupConfig, GroupPolicy};
+use crate::config::{Accounts, Config, DEFAULT_ACCOUNT, DiscordConfig, DmPolicy, GroupConfig, GroupPolicy};
 
 /// The `allow_from` entry that matches every sender.
 pub const ANY_SENDER: &str = "*";
@@ -43,7 +43,7 @@ pub enum Access {
 /// Why a message may not run. Shown in logs; users are told only where it helps them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DenyReason {
-    /// The message came from a channel Ferry has no settings for.
+    /// The message came from a channel, or an account of it, Ferry has no settings for.
     UnknownChannel,
     /// `dm_policy = "disabled"`.
     DmsDisabled,
@@ -137,57 +137,59 @@ impl ChannelAccess {
     }
 }
 
-/// Every channel's [`ChannelAccess`], by channel name.
+/// Every account's [`ChannelAccess`], by channel name and account id: each bot of a
+/// platform has its own allowlists and policies (`[channels.<p>.accounts.<id>]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessRules {
-    by_channel: HashMap<String, ChannelAccess>,
+    by_channel: HashMap<String, HashMap<String, ChannelAccess>>,
 }
 
 impl AccessRules {
     pub fn from_config(config: &Config) -> Self {
         let channels = &config.channels;
-        let telegram = &channels.telegram;
-        let slack = &channels.slack;
+        let telegram = per_account(&channels.telegram, |telegram| ChannelAccess {
+            dm_policy: telegram.dm_policy,
+            allow_from: telegram.allow_from.clone(),
+            group_policy: telegram.group_policy,
+            groups: group_table(&telegram.groups),
+            require_mention: telegram.require_mention,
+            allow_bots: telegram.allow_bots,
+        });
+        let slack = per_account(&channels.slack, |slack| ChannelAccess {
+            dm_policy: slack.dm_policy,
+            allow_from: slack.allow_from.clone(),
+            group_policy: slack.group_policy,
+            groups: group_table(&slack.channels),
+            require_mention: slack.require_mention,
+            allow_bots: slack.allow_bots,
+        });
+        let webchat = HashMap::from([(DEFAULT_ACCOUNT.to_owned(), ChannelAccess::webchat())]);
         let by_channel = HashMap::from([
-            (
-                "telegram".to_owned(),
-                ChannelAccess {
-                    dm_policy: telegram.dm_policy,
-                    allow_from: telegram.allow_from.clone(),
-                    group_policy: telegram.group_policy,
-                    groups: group_table(&telegram.groups),
-                    require_mention: telegram.require_mention,
-                    allow_bots: telegram.allow_bots,
-                },
-            ),
-            ("discord".to_owned(), discord_access(&channels.discord)),
-            (
-                "slack".to_owned(),
-                ChannelAccess {
-                    dm_policy: slack.dm_policy,
-                    allow_from: slack.allow_from.clone(),
-                    group_policy: slack.group_policy,
-                    groups: group_table(&slack.channels),
-                    require_mention: slack.require_mention,
-                    allow_bots: slack.allow_bots,
-                },
-            ),
-            ("webchat".to_owned(), ChannelAccess::webchat()),
+            ("telegram".to_owned(), telegram),
+            ("discord".to_owned(), per_account(&channels.discord, discord_access)),
+            ("slack".to_owned(), slack),
+            ("webchat".to_owned(), webchat),
         ]);
         Self { by_channel }
     }
 
-    pub fn channel(&self, name: &str) -> Option<&ChannelAccess> {
-        self.by_channel.get(name)
+    /// The rules of one account of a channel.
+    pub fn account(&self, channel: &str, account: &str) -> Option<&ChannelAccess> {
+        self.by_channel.get(channel)?.get(account)
     }
 
-    /// Decides about one message; a channel without settings is denied.
+    /// Decides about one message; a channel or account without settings is denied.
     pub fn decide(&self, message: &InboundMessage) -> Access {
-        match self.channel(&message.channel) {
+        match self.account(&message.channel, &message.account_id) {
             Some(access) => access.decide(message),
             None => Access::Denied(DenyReason::UnknownChannel),
         }
     }
+}
+
+/// `rules` of each account of a platform table, by account id.
+pub(crate) fn per_account<A: Accounts, T>(table: &A, rules: impl Fn(&A) -> T) -> HashMap<String, T> {
+    table.each_account().into_iter().map(|(id, account)| (id.to_owned(), rules(account))).collect()
 }
 
 fn group_table(groups: &std::collections::BTreeMap<String, GroupConfig>) -> HashMap<String, Option<bool>> {

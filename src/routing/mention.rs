@@ -26,7 +26,7 @@ use ferry_channel::InboundMessage;
 use regex::Regex;
 
 use super::SessionKey;
-use crate::config::{Config, DEFAULT_HISTORY_LIMIT, compile_mention_pattern};
+use crate::config::{Accounts, Config, DEFAULT_HISTORY_LIMIT, compile_mention_pattern};
 
 /// The line before the held messages in a prompt (SPEC §3.3).
 pub const HISTORY_HEADER: &str = "[Chat messages since your last reply - for context]";
@@ -99,40 +99,50 @@ struct HeldLine {
 /// Mention rules per channel plus the pending histories of every group.
 #[derive(Debug, Default)]
 pub struct MentionGate {
-    rules: HashMap<String, MentionRules>,
+    /// By channel name, then account id.
+    rules: HashMap<String, HashMap<String, MentionRules>>,
     pending: Mutex<HashMap<SessionKey, VecDeque<HeldLine>>>,
 }
 
 impl MentionGate {
-    /// Compiles every channel's patterns. The web chat is never gated, so it has none.
+    /// Compiles every account's patterns. The web chat is never gated, so it has none.
     pub fn from_config(config: &Config) -> Result<Self, InvalidMentionPattern> {
+        fn compile<A: Accounts>(
+            name: &str,
+            table: &A,
+            rules: impl Fn(&A) -> (&[String], usize),
+        ) -> Result<HashMap<String, MentionRules>, InvalidMentionPattern> {
+            table
+                .each_account()
+                .into_iter()
+                .map(|(id, account)| {
+                    let (patterns, history_limit) = rules(account);
+                    Ok((id.to_owned(), MentionRules::compile(name, patterns, history_limit)?))
+                })
+                .collect()
+        }
         let channels = &config.channels;
         let rules = HashMap::from([
             (
                 "telegram".to_owned(),
-                MentionRules::compile(
-                    "telegram",
-                    &channels.telegram.mention_patterns,
-                    channels.telegram.history_limit,
-                )?,
+                compile("telegram", &channels.telegram, |t| (&t.mention_patterns, t.history_limit))?,
             ),
-            (
-                "discord".to_owned(),
-                MentionRules::compile("discord", &channels.discord.mention_patterns, channels.discord.history_limit)?,
-            ),
-            (
-                "slack".to_owned(),
-                MentionRules::compile("slack", &channels.slack.mention_patterns, channels.slack.history_limit)?,
-            ),
+            ("discord".to_owned(), compile("discord", &channels.discord, |d| (&d.mention_patterns, d.history_limit))?),
+            ("slack".to_owned(), compile("slack", &channels.slack, |s| (&s.mention_patterns, s.history_limit))?),
         ]);
         Ok(Self { rules, pending: Mutex::default() })
+    }
+
+    /// The rules of the account `message` came through.
+    fn rules_of(&self, message: &InboundMessage) -> Option<&MentionRules> {
+        self.rules.get(&message.channel)?.get(&message.account_id)
     }
 
     /// Lets `message` run or holds it. `history_key` names the group's history (its session
     /// key); `require_mention` comes from access control.
     pub fn admit(&self, history_key: &SessionKey, message: &InboundMessage, require_mention: bool) -> Gate {
         let default_rules = MentionRules::default();
-        let rules = self.rules.get(&message.channel).unwrap_or(&default_rules);
+        let rules = self.rules_of(message).unwrap_or(&default_rules);
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
         if !require_mention || rules.triggers(message) {
             let history = pending.remove(history_key).unwrap_or_default();
@@ -151,7 +161,7 @@ impl MentionGate {
     /// Whether `message` would run rather than be held, without holding it.
     pub fn addresses_bot(&self, message: &InboundMessage, require_mention: bool) -> bool {
         let default_rules = MentionRules::default();
-        !require_mention || self.rules.get(&message.channel).unwrap_or(&default_rules).triggers(message)
+        !require_mention || self.rules_of(message).unwrap_or(&default_rules).triggers(message)
     }
 
     /// How many messages are held for a group.

@@ -49,7 +49,7 @@ pub use bindings::{BindingConflict, BindingTable};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use dedupe::{Admitted, DedupeError, DedupeStore};
 pub use mention::{Gate, InvalidMentionPattern, MentionGate};
-pub use pairing::{ApprovedSender, PairingError, PairingRequest, PairingStore, PendingPairing};
+pub use pairing::{ApprovedSender, PairingError, PairingRequest, PairingStore, PendingPairing, pairing_scope};
 pub use session_key::{InvalidSessionKey, SessionKey, ThreadLabel, ThreadLabels, is_main_session, session_key};
 
 use crate::config::{Config, DmScope};
@@ -226,7 +226,8 @@ impl Router {
                 return Ok(RouteDecision::Denied { reason, reply: None });
             }
             Access::NeedsPairing => {
-                if !self.pairing.is_approved(&message.channel, &message.sender.id).await? {
+                let scope = pairing::pairing_scope(&message.channel, &message.account_id);
+                if !self.pairing.is_approved(&scope, &message.sender.id).await? {
                     if self.redelivered(message) {
                         return Ok(RouteDecision::Duplicate);
                     }
@@ -301,7 +302,8 @@ impl Router {
     /// An unknown DM sender under `dm_policy = "pairing"`: their code, or "try later".
     async fn pair(&self, message: &InboundMessage) -> Result<RouteDecision, RoutingError> {
         let sender = &message.sender;
-        match self.pairing.request(&message.channel, &sender.id, sender.name.as_deref()).await? {
+        let scope = pairing::pairing_scope(&message.channel, &message.account_id);
+        match self.pairing.request(&scope, &sender.id, sender.name.as_deref()).await? {
             PairingRequest::Issued(pending) => {
                 tracing::info!(
                     sender_id = %sender.id,

@@ -39,6 +39,17 @@ pub const CODE_ALPHABET: &[u8; 32] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
 /// How long a code can be approved after it was issued (SPEC §3.2: 1 h).
 pub const CODE_TTL: TimeDelta = TimeDelta::hours(1);
 
+/// Where a sender is paired: the channel for its account `default` (`telegram`, as before
+/// accounts), `<channel>:<account>` for another (`telegram:work`), so each bot approves its
+/// own senders. The operator names the same in `ferry pairing approve`.
+pub fn pairing_scope<'a>(channel: &'a str, account: &str) -> std::borrow::Cow<'a, str> {
+    if account == crate::config::DEFAULT_ACCOUNT {
+        std::borrow::Cow::Borrowed(channel)
+    } else {
+        std::borrow::Cow::Owned(format!("{channel}:{account}"))
+    }
+}
+
 /// Codes pending per channel at most (SPEC §3.2).
 pub const MAX_PENDING_PER_CHANNEL: i64 = 3;
 

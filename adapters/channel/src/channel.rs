@@ -27,6 +27,10 @@ impl std::fmt::Debug for Download {
     }
 }
 
+/// The account of a platform configured with one bot: its id in session keys, health
+/// entries and routes when no `[channels.<platform>.accounts]` are listed.
+pub const DEFAULT_ACCOUNT_ID: &str = "default";
+
 /// A chat platform account, as the core sees it.
 ///
 /// Implementations translate between the platform's API and these calls and nothing more:

@@ -45,6 +45,7 @@ mod outbound;
 
 pub use ack::{Ack, AckOutcome, AckReceiver};
 pub use capabilities::{ChannelCapabilities, MarkupDialect, Rate, SendBudget, SendReconciliation};
+pub use channel::DEFAULT_ACCOUNT_ID;
 pub use channel::{Channel, Download, InboundStream};
 pub use error::ChannelError;
 pub use inbound::{

@@ -26,8 +26,16 @@ use tracing::{debug, warn};
 use crate::CHANNEL_NAME;
 use crate::inbound::Inbound;
 
-/// The path the gateway serves the Events API on (SPEC §8).
+/// The path the gateway serves the Events API on (SPEC §8): the account `default`'s, which
+/// also answers at `/slack/events/default`.
 pub const EVENTS_PATH: &str = "/slack/events";
+
+/// The paths the Events API of the account `account_id` is served on: `/slack/events/<id>`
+/// for each app, and the bare [`EVENTS_PATH`] too for the account `default`.
+pub fn events_paths(account_id: &str) -> Vec<String> {
+    let own = format!("{EVENTS_PATH}/{account_id}");
+    if account_id == ferry_channel::DEFAULT_ACCOUNT_ID { vec![EVENTS_PATH.to_owned(), own] } else { vec![own] }
+}
 
 /// Slack's replay window: a request signed more than five minutes away from now is refused.
 pub const MAX_REQUEST_AGE: Duration = Duration::from_secs(300);
@@ -49,7 +57,8 @@ impl EventsState {
 }
 
 pub(crate) fn router(state: Arc<EventsState>) -> Router {
-    Router::new().route(EVENTS_PATH, post(receive)).with_state(state)
+    let paths = events_paths(&state.inbound.account_id);
+    paths.iter().fold(Router::new(), |router, path| router.route(path, post(receive))).with_state(state)
 }
 
 async fn receive(State(state): State<Arc<EventsState>>, headers: HeaderMap, body: Bytes) -> Response {

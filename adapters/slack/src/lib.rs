@@ -60,7 +60,7 @@ mod upload;
 pub use channel::SlackChannel;
 pub use config::{DEFAULT_API_URL, ReplyToMode, SlackConfig, SlackMode};
 pub use error::SlackError;
-pub use events::{EVENTS_PATH, MAX_REQUEST_AGE};
+pub use events::{EVENTS_PATH, MAX_REQUEST_AGE, events_paths};
 pub use inbound::ACK_TIMEOUT;
 
 /// The channel's name in config (`[channels.slack]`) and in session keys.

@@ -53,7 +53,7 @@ pub use channel::TelegramChannel;
 pub use config::{DEFAULT_API_URL, DEFAULT_POLL_TIMEOUT, TelegramConfig, TelegramMode};
 pub use error::TelegramError;
 pub use normalize::GENERAL_TOPIC;
-pub use webhook::{SECRET_HEADER, WEBHOOK_PATH};
+pub use webhook::{SECRET_HEADER, WEBHOOK_PATH, webhook_paths};
 
 /// The channel's name in config (`[channels.telegram]`) and in session keys.
 pub const CHANNEL_NAME: &str = "telegram";

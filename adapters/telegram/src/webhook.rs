@@ -23,8 +23,17 @@ use tracing::{debug, warn};
 use crate::CHANNEL_NAME;
 use crate::normalize::{BotIdentity, log_skipped, normalize};
 
-/// The path the gateway serves Telegram's webhook on (SPEC §8).
+/// The path the gateway serves Telegram's webhook on (SPEC §8): the account `default`'s,
+/// which also answers at `/telegram-webhook/default`.
 pub const WEBHOOK_PATH: &str = "/telegram-webhook";
+
+/// The paths the webhook of the account `account_id` is served on: `/telegram-webhook/<id>`
+/// for each bot, and the bare [`WEBHOOK_PATH`] too for the account `default` (the path of a
+/// single-bot gateway, which its registered webhook keeps using).
+pub fn webhook_paths(account_id: &str) -> Vec<String> {
+    let own = format!("{WEBHOOK_PATH}/{account_id}");
+    if account_id == ferry_channel::DEFAULT_ACCOUNT_ID { vec![WEBHOOK_PATH.to_owned(), own] } else { vec![own] }
+}
 
 /// The header Telegram sends the webhook's `secret_token` in.
 pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
@@ -41,7 +50,8 @@ pub(crate) struct WebhookState {
 }
 
 pub(crate) fn router(state: Arc<WebhookState>) -> Router {
-    Router::new().route(WEBHOOK_PATH, post(receive)).with_state(state)
+    let paths = webhook_paths(&state.account_id);
+    paths.iter().fold(Router::new(), |router, path| router.route(path, post(receive))).with_state(state)
 }
 
 async fn receive(State(state): State<Arc<WebhookState>>, headers: HeaderMap, body: Bytes) -> StatusCode {

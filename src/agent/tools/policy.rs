@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{AgentSettings, Config, GroupConfig};
+use crate::config::{Accounts, AgentSettings, Config, DEFAULT_ACCOUNT, GroupConfig};
 
 /// The tools of the `chat` profile: the built-ins, none of which touches the host.
 const CHAT_TOOLS: &[&str] = &["current_time", "sessions_list", "message", "skill_read"];
@@ -172,6 +172,9 @@ impl ToolFilter {
     }
 }
 
+/// One account's lists and its groups' lists.
+type ChannelLists = (ToolLists, BTreeMap<String, ToolLists>);
+
 /// The policy of every chat, from the config; see the module doc.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolPolicy {
@@ -179,23 +182,34 @@ pub struct ToolPolicy {
     global: ToolLists,
     /// The agent's own lists (`[agents.list.<id>.tools]`), after the global ones.
     agent: ToolLists,
-    /// Channel name → its lists and its groups' lists (by chat id, guild or workspace id).
-    channels: HashMap<String, (ToolLists, BTreeMap<String, ToolLists>)>,
+    /// Channel name → account id → its lists and its groups' lists (by chat id, guild or
+    /// workspace id).
+    channels: HashMap<String, HashMap<String, ChannelLists>>,
 }
 
 impl ToolPolicy {
-    /// `[tools]`, and the `tools` lists of every channel and its groups.
+    /// `[tools]`, and the `tools` lists of every account of every channel and its groups.
     pub fn from_config(config: &Config) -> Self {
         let channels = &config.channels;
         let groups = |table: &BTreeMap<String, GroupConfig>| {
             table.iter().map(|(id, group)| (id.clone(), group.tools.clone())).collect::<BTreeMap<_, _>>()
         };
-        let guilds = channels.discord.guilds.iter().map(|(id, guild)| (id.clone(), guild.tools.clone())).collect();
-        Self::new(config.tools.profile, config.tools.lists())
-            .with_channel("telegram", channels.telegram.tools.clone(), groups(&channels.telegram.groups))
-            .with_channel("discord", channels.discord.tools.clone(), guilds)
-            .with_channel("slack", channels.slack.tools.clone(), groups(&channels.slack.channels))
-            .with_channel("webchat", channels.webchat.tools.clone(), BTreeMap::new())
+        let mut policy = Self::new(config.tools.profile, config.tools.lists()).with_channel(
+            "webchat",
+            channels.webchat.tools.clone(),
+            BTreeMap::new(),
+        );
+        for (account, telegram) in channels.telegram.each_account() {
+            policy = policy.with_account("telegram", account, telegram.tools.clone(), groups(&telegram.groups));
+        }
+        for (account, discord) in channels.discord.each_account() {
+            let guilds = discord.guilds.iter().map(|(id, guild)| (id.clone(), guild.tools.clone())).collect();
+            policy = policy.with_account("discord", account, discord.tools.clone(), guilds);
+        }
+        for (account, slack) in channels.slack.each_account() {
+            policy = policy.with_account("slack", account, slack.tools.clone(), groups(&slack.channels));
+        }
+        policy
     }
 
     /// [`ToolPolicy::from_config`] for one agent: its profile, if it sets one, replaces
@@ -213,9 +227,21 @@ impl ToolPolicy {
         Self { profile, global, agent: ToolLists::default(), channels: HashMap::new() }
     }
 
-    /// Adds a channel's lists and its groups' (keyed as the channel's group table is).
-    pub fn with_channel(mut self, channel: &str, lists: ToolLists, groups: BTreeMap<String, ToolLists>) -> Self {
-        self.channels.insert(channel.to_owned(), (lists, groups));
+    /// Adds a channel's lists and its groups' (keyed as the channel's group table is), for
+    /// its account `default`.
+    pub fn with_channel(self, channel: &str, lists: ToolLists, groups: BTreeMap<String, ToolLists>) -> Self {
+        self.with_account(channel, DEFAULT_ACCOUNT, lists, groups)
+    }
+
+    /// Adds the lists of one account of a channel, and its groups'.
+    pub fn with_account(
+        mut self,
+        channel: &str,
+        account: &str,
+        lists: ToolLists,
+        groups: BTreeMap<String, ToolLists>,
+    ) -> Self {
+        self.channels.entry(channel.to_owned()).or_default().insert(account.to_owned(), (lists, groups));
         self
     }
 
@@ -226,7 +252,11 @@ impl ToolPolicy {
         self.profile != ToolProfile::Chat
             || allowed(&self.global)
             || allowed(&self.agent)
-            || self.channels.values().any(|(lists, groups)| allowed(lists) || groups.values().any(allowed))
+            || self
+                .channels
+                .values()
+                .flat_map(HashMap::values)
+                .any(|(lists, groups)| allowed(lists) || groups.values().any(allowed))
     }
 
     /// The tools of a run outside any chat (`ferry agent` run in-process): `[tools]` alone.
@@ -238,8 +268,13 @@ impl ToolPolicy {
     /// may use. A group listed by its own id takes its lists from there, else from its
     /// workspace's entry (a Discord guild).
     pub fn for_chat(&self, channel: &str, chat_id: &str, space_id: Option<&str>) -> ToolFilter {
+        self.for_account_chat(channel, DEFAULT_ACCOUNT, chat_id, space_id)
+    }
+
+    /// [`ToolPolicy::for_chat`] on the account `account` of `channel`, with its own lists.
+    pub fn for_account_chat(&self, channel: &str, account: &str, chat_id: &str, space_id: Option<&str>) -> ToolFilter {
         let mut levels = vec![&self.global, &self.agent];
-        if let Some((lists, groups)) = self.channels.get(channel) {
+        if let Some((lists, groups)) = self.channels.get(channel).and_then(|accounts| accounts.get(account)) {
             levels.push(lists);
             let group = groups.get(chat_id).or_else(|| space_id.and_then(|space| groups.get(space)));
             levels.extend(group);
