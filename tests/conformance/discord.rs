@@ -43,8 +43,12 @@ impl Platform for Discord {
         Self { fake: FakeDiscord::start(TOKEN).await.expect("fake Discord") }
     }
 
+    async fn start_second() -> Self {
+        Self { fake: FakeDiscord::start("fake.discord.second").await.expect("fake Discord") }
+    }
+
     fn channel_config(&self) -> String {
-        format!("enabled = true\nbot_token = \"{TOKEN}\"\napi_url = \"{}\"", self.fake.url())
+        format!("enabled = true\nbot_token = \"{}\"\napi_url = \"{}\"", self.fake.token(), self.fake.url())
     }
 
     async fn connected(&self) {

@@ -37,6 +37,7 @@
 //! Scenarios never sleep to let things settle: "nothing else was sent" is proven by a later
 //! message's answer arriving behind it (sends to one chat are FIFO).
 
+pub mod accounts;
 pub mod delivery;
 pub mod discord;
 pub mod exec;
@@ -83,7 +84,10 @@ pub trait Platform: Sized + Send + Sync + 'static {
     const HONOURS_REPLY_TAG: bool = true;
 
     fn start() -> impl Future<Output = Self> + Send;
-    /// Lines for `[channels.NAME]` that connect the adapter to this fake.
+    /// Another bot of the platform, with credentials of its own: a second account.
+    fn start_second() -> impl Future<Output = Self> + Send;
+    /// Lines for `[channels.NAME]` (or an account's table) that connect the adapter to this
+    /// fake.
     fn channel_config(&self) -> String;
     fn connected(&self) -> impl Future<Output = ()> + Send;
     /// Returns the platform's id of the injected message.
@@ -513,6 +517,12 @@ macro_rules! conformance_suite {
             #[tokio::test]
             async fn a_dm_is_answered_exactly_once() {
                 $crate::conformance::a_dm_is_answered_exactly_once::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn two_accounts_each_resume_their_own_connection_after_a_crash() {
+                $crate::conformance::accounts::two_accounts_each_resume_their_own_connection_after_a_crash::<$platform>()
+                    .await;
             }
 
             #[tokio::test]

@@ -58,11 +58,16 @@ impl Platform for Slack {
         Self { fake: FakeSlack::start().await.expect("fake Slack"), sockets_seen: AtomicU64::new(0) }
     }
 
+    async fn start_second() -> Self {
+        let fake = FakeSlack::start_with_tokens("xoxb-ferry-second", "xapp-ferry-second").await.expect("fake Slack");
+        Self { fake, sockets_seen: AtomicU64::new(0) }
+    }
+
     fn channel_config(&self) -> String {
         format!(
             "enabled = true\nbot_token = \"{}\"\napp_token = \"{}\"\napi_url = \"{}\"",
-            FakeSlack::BOT_TOKEN,
-            FakeSlack::APP_TOKEN,
+            self.fake.bot_token(),
+            self.fake.app_token(),
             self.fake.api_url()
         )
     }

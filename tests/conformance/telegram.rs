@@ -47,8 +47,12 @@ impl Platform for Telegram {
         Self { fake: FakeTelegram::start(TOKEN).await.expect("fake Telegram") }
     }
 
+    async fn start_second() -> Self {
+        Self { fake: FakeTelegram::start("654321:SECOND-token").await.expect("fake Telegram") }
+    }
+
     fn channel_config(&self) -> String {
-        format!("enabled = true\nbot_token = \"{TOKEN}\"\napi_url = \"{}\"", self.fake.url())
+        format!("enabled = true\nbot_token = \"{}\"\napi_url = \"{}\"", self.fake.token(), self.fake.url())
     }
 
     async fn connected(&self) {

@@ -188,11 +188,18 @@ impl FakeSlack {
     /// A signing secret for Events API tests.
     pub const SIGNING_SECRET: &'static str = "ferry-signing-secret";
 
-    /// Serves the fake on an ephemeral loopback port.
+    /// Serves the fake on an ephemeral loopback port, accepting [`Self::BOT_TOKEN`] and
+    /// [`Self::APP_TOKEN`].
     pub async fn start() -> io::Result<Self> {
+        Self::start_with_tokens(Self::BOT_TOKEN, Self::APP_TOKEN).await
+    }
+
+    /// [`Self::start`] for another app, accepting these tokens instead: a second Slack app
+    /// of one gateway has credentials of its own.
+    pub async fn start_with_tokens(bot_token: &str, app_token: &str) -> io::Result<Self> {
         let shared = Arc::new(Shared {
-            bot_token: Self::BOT_TOKEN.to_owned(),
-            app_token: Self::APP_TOKEN.to_owned(),
+            bot_token: bot_token.to_owned(),
+            app_token: app_token.to_owned(),
             state: Mutex::new(State::default()),
             changed: watch::channel(0).0,
             control: broadcast::channel(16).0,
@@ -209,6 +216,16 @@ impl FakeSlack {
         let _ = shared.ws_url.set(format!("ws://{}", server.addr()));
         let _ = shared.base_url.set(server.url());
         Ok(Self { shared, server })
+    }
+
+    /// The bot token (`xoxb-…`) this fake accepts.
+    pub fn bot_token(&self) -> &str {
+        &self.shared.bot_token
+    }
+
+    /// The app-level token (`xapp-…`) this fake accepts for Socket Mode.
+    pub fn app_token(&self) -> &str {
+        &self.shared.app_token
     }
 
     /// `http://127.0.0.1:PORT`.
