@@ -192,11 +192,25 @@ async fn a_slack_channel_binding_routes_that_channel_only() {
         FakeSlack::APP_TOKEN,
         slack.api_url()
     );
-    let _daemon = daemon_in(tempfile::tempdir().unwrap(), &config, &openai, "slack").await;
+    // Each agent reads the bootstrap files of its own workspace.
+    let home = tempfile::tempdir().unwrap();
+    let state = home.path().join(".local/share/ferry");
+    for (workspace, persona) in [("workspace", "You are Main."), ("workspaces/helper", "You are Helper.")] {
+        std::fs::create_dir_all(state.join(workspace)).unwrap();
+        std::fs::write(state.join(workspace).join("AGENTS.md"), persona).unwrap();
+    }
+    let _daemon = daemon_in(home, &config, &openai, "slack").await;
     slack.deliver(&slack.channel_message("C0SUPPORT", "U1", "need help"));
     slack.deliver(&slack.channel_message("C0GENERAL", "U1", "hello all"));
     let support = slack.wait_for_messages("C0SUPPORT", 1).await;
     let general = slack.wait_for_messages("C0GENERAL", 1).await;
     assert!(support[0].text.starts_with("model-helper: ") && support[0].text.ends_with("need help"), "{support:?}");
     assert!(general[0].text.starts_with("model-main: ") && general[0].text.ends_with("hello all"), "{general:?}");
+    for request in openai.requests() {
+        let (prompt, model) =
+            (request.body["messages"].to_string(), request.body["model"].as_str().unwrap_or_default());
+        let (own, other) = if model == "model-helper" { ("Helper", "Main") } else { ("Main", "Helper") };
+        assert!(prompt.contains(&format!("You are {own}.")), "{model} misses its own AGENTS.md: {prompt}");
+        assert!(!prompt.contains(&format!("You are {other}.")), "{model} read the other agent's AGENTS.md");
+    }
 }

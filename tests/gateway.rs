@@ -426,3 +426,71 @@ async fn a_request_steered_into_a_running_run_ends_with_that_run() {
     assert_eq!(waited["payload"]["status"], "ok", "the run that took it answered it: {waited}");
     assert_eq!(gw.fake.requests().len(), 2, "one run, two model turns");
 }
+
+/// Two agents: `main` (the default) and `helper`, whose model the fake sees as `helper`.
+fn two_agents() -> Config {
+    let mut config = Config::default();
+    config.agents.list.insert("main".into(), Default::default());
+    let helper = ferry::config::AgentSettings { name: Some("Helper".into()), ..Default::default() };
+    config.agents.list.insert("helper".into(), helper);
+    config
+}
+
+#[tokio::test]
+async fn clients_pick_an_agent_by_id_and_each_agent_keeps_its_own_sessions() {
+    let gw = gateway(two_agents()).await;
+    let (mut client, hello) = Client::connect(&gw, "browser").await;
+    assert_eq!(
+        hello["agents"],
+        json!([
+            {"id": "main", "name": "main", "default": true, "sessionKey": "agent:main:webchat:direct:browser"},
+            {"id": "helper", "name": "Helper", "default": false, "sessionKey": "agent:helper:webchat:direct:browser"},
+        ]),
+        "{hello}"
+    );
+    assert_eq!(hello["sessionKey"], "agent:main:webchat:direct:browser", "the default agent's conversation");
+
+    gw.fake.push(Turn::text(["from helper"]));
+    let sent = client.request("chat.send", json!({"message": "hi", "idempotencyKey": "h1", "agentId": "Helper"})).await;
+    assert_eq!(sent["payload"]["sessionKey"], "agent:helper:webchat:direct:browser", "{sent}");
+    client.chat_events("h1").await;
+    gw.fake.push(Turn::text(["from main"]));
+    client.request("chat.send", json!({"message": "hi", "idempotencyKey": "m1"})).await;
+    client.chat_events("m1").await;
+    let models: Vec<String> = gw
+        .fake
+        .requests()
+        .iter()
+        .map(|request| request.body["model"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(models, ["helper", "test"], "each agent's runner answered its own session");
+
+    gw.fake.push(Turn::text(["main session"]));
+    let accepted = client.request("agent", json!({"message": "x", "idempotencyKey": "a1", "agentId": "helper"})).await;
+    assert_eq!(accepted["payload"]["sessionKey"], "agent:helper:main", "{accepted}");
+    client.request("agent.wait", json!({"runId": "a1", "timeoutMs": 15000})).await;
+
+    let listed = client.request("sessions.list", json!({"agentId": "helper"})).await;
+    let keys: Vec<&str> =
+        listed["payload"]["sessions"].as_array().unwrap().iter().filter_map(|s| s["key"].as_str()).collect();
+    assert_eq!(keys.len(), 2, "{listed}");
+    assert!(keys.iter().all(|key| key.starts_with("agent:helper:")), "{keys:?}");
+    let all = client.request("sessions.list", json!({})).await;
+    assert_eq!(all["payload"]["sessions"].as_array().unwrap().len(), 3, "{all}");
+
+    let refused = [
+        ("chat.send", json!({"message": "hi", "idempotencyKey": "r1", "agentId": "sales"})),
+        (
+            "agent",
+            json!({"message": "hi", "idempotencyKey": "r2", "agentId": "helper", "sessionKey": "agent:main:main"}),
+        ),
+        ("sessions.list", json!({"agentId": "sales"})),
+    ];
+    for (method, params) in refused {
+        let answer = client.request(method, params.clone()).await;
+        assert_eq!(answer["error"]["code"], "INVALID_REQUEST", "{method} {params} → {answer}");
+    }
+    let unknown =
+        client.request("chat.send", json!({"message": "hi", "idempotencyKey": "r3", "agentId": "sales"})).await;
+    assert!(unknown["error"]["message"].as_str().unwrap().contains("agents: main, helper"), "{unknown}");
+}

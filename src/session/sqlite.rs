@@ -752,4 +752,28 @@ mod tests {
         // A reset keeps the user's settings.
         assert_eq!(store.reset("a", Utc::now()).await.unwrap().session.overrides, overrides);
     }
+
+    #[tokio::test]
+    async fn an_agents_catalog_lists_only_its_own_sessions() {
+        let (store, _dir) = store().await;
+        let keys = [
+            "agent:main:main",
+            "agent:helper:main",
+            "agent:helper:slack:channel:c1",
+            "agent:help:main",
+            "agent:helper_x:main",
+        ];
+        for (offset, key) in keys.iter().enumerate() {
+            let at = Utc::now() + chrono::Duration::seconds(offset as i64);
+            store.resolve(key, at, &DAILY).await.unwrap();
+        }
+        let helper: Vec<String> = SessionCatalog::list(&AgentSessions::new(store.clone(), "helper"), 10)
+            .await
+            .into_iter()
+            .map(|summary| summary.key)
+            .collect();
+        assert_eq!(helper, ["agent:helper:slack:channel:c1", "agent:helper:main"], "not help's, not helper_x's");
+        assert_eq!(store.list_of_agent("helper", 1).await.unwrap().len(), 1, "the limit holds");
+        assert_eq!(SessionCatalog::list(&store, 10).await.len(), keys.len(), "the whole store sees every agent's");
+    }
 }

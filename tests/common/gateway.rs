@@ -12,7 +12,7 @@ use std::time::Duration;
 use ferry::agent::providers::ResolvedModel;
 use ferry::agent::providers::openai::OpenAiProvider;
 use ferry::agent::tools::{HostTools, ToolRegistry};
-use ferry::agent::{AgentRunner, EventBus, RunnerParts};
+use ferry::agent::{AgentRunner, Agents, EventBus, RunnerParts};
 use ferry::channels::ChannelRegistry;
 use ferry::config::{Config, Environment};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
@@ -92,12 +92,27 @@ async fn start(config: Config, commands: bool, with_media: bool) -> Gw {
         }
         .into();
     }
-    let runner = AgentRunner::new(RunnerParts { bus: bus.clone(), tools, ..parts });
+    let runner = AgentRunner::new(RunnerParts { bus: bus.clone(), tools: tools.clone(), ..parts });
+    // With [agents.list], every agent but the default gets a runner of its own whose model
+    // is named after it, so the fake model sees which agent asks.
+    let mut agents = Agents::new(config.agents.default_id(), runner);
+    for id in config.agents.ids().into_iter().skip(1) {
+        let mut parts = fake_model_runner(&fake.url(), workspace.path(), &channels);
+        parts.model = ResolvedModel {
+            provider: Arc::new(OpenAiProvider::new("fake", &fake.url(), None)),
+            model: id.to_owned(),
+            context_window: None,
+            vision: false,
+            is_fallback_echo: false,
+        }
+        .into();
+        agents = agents.with(id, AgentRunner::new(RunnerParts { bus: bus.clone(), tools: tools.clone(), ..parts }));
+    }
     let config = Arc::new(config);
     let dispatcher = Dispatcher::new(DispatcherParts {
         config: config.clone(),
         database,
-        agents: runner.into(),
+        agents,
         channels: channels.clone(),
         clock: Arc::new(SystemClock),
         thread_labels: ThreadLabels::new(),

@@ -392,4 +392,30 @@ mod tests {
         assert!(!discord.allows("db__query") && discord.allows("github__create_issue"));
         assert!(discord.allows("dbx__query"), "a server's name is matched whole");
     }
+
+    #[test]
+    fn each_agent_has_its_own_profile_and_lists_and_each_account_its_own() {
+        use crate::config::{AgentSettings, AgentToolsConfig, TelegramConfig};
+
+        let mut config = Config::default();
+        config.tools.deny = vec!["exec".to_owned()];
+        let coder = AgentToolsConfig { profile: Some(ToolProfile::Coding), allow: vec![], deny: vec!["write".into()] };
+        config.agents.list.insert("main".into(), AgentSettings::default());
+        config.agents.list.insert("coder".into(), AgentSettings { tools: Some(coder), ..AgentSettings::default() });
+        let work = TelegramConfig { tools: lists(&["group:web"], &[]), ..TelegramConfig::default() };
+        config.channels.telegram.accounts.insert("work".into(), work);
+        let policies = AgentToolPolicies::from_config(&config);
+
+        let main = offered(&policies.of("main").for_chat("telegram", "42", None));
+        assert_eq!(main, offered(&ToolPolicy::from_config(&config).for_chat("telegram", "42", None)));
+        let coder = offered(&policies.of("coder").for_chat("telegram", "42", None));
+        assert!(coder.contains(&"read") && coder.contains(&"edit"), "the coding profile: {coder:?}");
+        assert!(!coder.contains(&"write") && !coder.contains(&"exec"), "its deny and [tools]' both hold: {coder:?}");
+        assert_eq!(offered(&policies.of("gone").for_chat("telegram", "42", None)), main, "unknown: the default's");
+
+        let on_work = offered(&policies.of("main").for_account_chat("telegram", "work", "42", None));
+        assert!(on_work.contains(&"web_fetch"), "the account's own allow: {on_work:?}");
+        let on_default = offered(&policies.of("main").for_account_chat("telegram", "default", "42", None));
+        assert!(!on_default.contains(&"web_fetch"), "not another account's: {on_default:?}");
+    }
 }
