@@ -214,3 +214,49 @@ async fn a_slack_channel_binding_routes_that_channel_only() {
         assert!(!prompt.contains(&format!("You are {other}.")), "{model} read the other agent's AGENTS.md");
     }
 }
+
+/// A private message from Ada to the bot, as Telegram POSTs it to a webhook.
+fn update(id: i64, text: &str) -> serde_json::Value {
+    serde_json::json!({
+        "update_id": id,
+        "message": {"message_id": id, "date": 0, "chat": {"id": 42, "type": "private", "first_name": "Ada"},
+                    "from": {"id": 42, "is_bot": false, "first_name": "Ada"}, "text": text}
+    })
+}
+
+#[tokio::test]
+async fn each_telegram_account_has_its_own_webhook_path_and_secret() {
+    let openai = naming_model().await;
+    let main_bot = FakeTelegram::start("111:first-bot").await.unwrap().without_rate_limits();
+    let work_bot = FakeTelegram::start("222:work-bot").await.unwrap().without_rate_limits();
+    let config = format!(
+        "{}\n[channels.telegram]\nenabled = true\nmode = \"webhook\"\ndm_policy = \"open\"\nallow_from = [\"*\"]\n\n\
+         [channels.telegram.accounts.default]\nbot_token = \"111:first-bot\"\napi_url = \"{}\"\nwebhook_secret = \"first\"\n\n\
+         [channels.telegram.accounts.work]\nbot_token = \"222:work-bot\"\napi_url = \"{}\"\nwebhook_secret = \"work\"\n\n\
+         [[bindings]]\nagent = \"helper\"\nmatch = {{ account = \"work\" }}\n",
+        agents(&openai),
+        main_bot.url(),
+        work_bot.url()
+    );
+    let daemon = daemon_in(tempfile::tempdir().unwrap(), &config, &openai, "telegram").await;
+    accounts_running(&daemon, "telegram", &["default", "work"]).await;
+    // The fakes learn of the chat from a first message (the update stays queued: nobody polls).
+    main_bot.private_message(42, "Ada", "hi");
+    work_bot.private_message(42, "Ada", "hi");
+    let client = reqwest::Client::new();
+    let post = |path: &str, secret: &str, update: serde_json::Value| {
+        let url = format!("http://127.0.0.1:{}{path}", daemon.port);
+        client.post(url).header("X-Telegram-Bot-Api-Secret-Token", secret).json(&update).send()
+    };
+    let status = |response: Result<reqwest::Response, reqwest::Error>| response.unwrap().status().as_u16();
+    assert_eq!(status(post("/telegram-webhook/work", "first", update(1, "x")).await), 401, "another bot's secret");
+    assert_eq!(status(post("/telegram-webhook/nobody", "work", update(1, "x")).await), 404);
+    assert_eq!(status(post("/telegram-webhook/work", "work", update(1, "to work")).await), 200);
+    assert_eq!(status(post("/telegram-webhook", "first", update(1, "to the first")).await), 200);
+    assert_eq!(status(post("/telegram-webhook/default", "first", update(2, "again")).await), 200);
+    let work = wait_for("the work bot's answer", || work_bot.messages_in(42), |shown| !shown.is_empty()).await;
+    assert_eq!(work[0].visible_text, "model-helper: to work");
+    let first = wait_for("the first bot's answers", || main_bot.messages_in(42), |shown| shown.len() == 2).await;
+    assert_eq!(first[0].visible_text, "model-main: to the first");
+    assert_eq!(first[1].visible_text, "model-main: again");
+}
