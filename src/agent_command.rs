@@ -5,6 +5,7 @@
 //! that the run is embedded.
 
 use std::io::Write;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,18 +13,18 @@ use anyhow::{Context, bail};
 use ferry::agent::tools::{HostTools, ToolPolicy};
 use ferry::agent::{AbortReason, AgentRunner, EventBus, RunRequest, RunSettings, RunStatus, RunnerParts};
 use ferry::channels::ChannelRegistry;
-use ferry::config::{Config, Environment, LoadedConfig};
+use ferry::config::{Config, Environment, LoadedConfig, ResolvedAgent, SessionsVisibility};
 use ferry::gateway::client::{ClientError, GatewayClient};
 use ferry::mcp::McpTools;
 use ferry::models::health_store::HealthStore;
 use ferry::models::{ModelCatalog, ModelRouter};
-use ferry::session::{SqliteSessionStore, run_in_session};
+use ferry::session::{AgentSessions, SqliteSessionStore, run_in_session};
 use ferry::state;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::cli::{AgentArgs, GlobalArgs};
-use crate::commands::{DEFAULT_AGENT, ECHO_WARNING, load_config, sandbox_paths};
+use crate::commands::{ECHO_WARNING, load_config, sandbox_paths};
 
 /// How long to look for a running gateway before running embedded.
 const GATEWAY_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -81,9 +82,12 @@ async fn via_gateway(mut client: GatewayClient, args: AgentArgs) -> anyhow::Resu
     let run_id = uuid::Uuid::new_v4().to_string();
     // The operator's own session, as in embedded mode; not the per-client session a web chat
     // browser gets (a fresh client id each time would start a new conversation every call).
-    let agent = args.agent.as_deref().unwrap_or(DEFAULT_AGENT);
-    let session = args.session.clone().unwrap_or_else(|| format!("agent:{agent}:main"));
-    let mut params = json!({"message": args.message, "idempotencyKey": run_id, "sessionKey": session});
+    // Without --session, the gateway picks the agent's main session (the default agent's
+    // when --agent is not given either).
+    let mut params = json!({"message": args.message, "idempotencyKey": run_id});
+    if let Some(session) = &args.session {
+        params["sessionKey"] = json!(session);
+    }
     if let Some(agent) = &args.agent {
         params["agentId"] = json!(agent);
     }
@@ -91,9 +95,8 @@ async fn via_gateway(mut client: GatewayClient, args: AgentArgs) -> anyhow::Resu
         params["timeout"] = json!(timeout);
     }
     let accepted = client.call("agent", params).await.context("starting the run on the gateway")?;
-    let session_key = accepted["sessionKey"].as_str().map(str::to_owned).unwrap_or_else(|| {
-        args.session.clone().unwrap_or_else(|| format!("agent:{}:main", args.agent.as_deref().unwrap_or(DEFAULT_AGENT)))
-    });
+    let session_key =
+        accepted["sessionKey"].as_str().map(str::to_owned).context("the gateway accepted the run without a session")?;
     let mut printer = Printer::new(args.json);
     // The run that answers: ours, or one our message was collected into.
     let mut answering = run_id.clone();
@@ -183,16 +186,18 @@ impl Printer {
 /// The run in this process, on the state directory the daemon would use.
 async fn embedded(loaded: &LoadedConfig, args: AgentArgs, env: &Environment) -> anyhow::Result<()> {
     let config = &loaded.config;
-    let catalog = ModelCatalog::resolve(config, env)?;
+    let state_dir = state::resolve_state_dir(config, env)?;
+    let agent = chosen_agent(config, &state_dir, &args)?;
+    let table =
+        if config.agents.list.is_empty() { "agents.defaults".to_owned() } else { format!("agents.list.{}", agent.id) };
+    let catalog = ModelCatalog::resolve_agent(config, &table, &agent.settings, env)?;
     let model = catalog.primary();
     if model.is_fallback_echo {
         tracing::warn!("{ECHO_WARNING}");
     }
-    let state_dir = state::resolve_state_dir(config, env)?;
-    let workspace = config.agents.defaults.workspace.clone().unwrap_or_else(|| state_dir.join("workspace"));
-    let agent_id = args.agent.as_deref().unwrap_or(DEFAULT_AGENT).to_lowercase();
-    let session_key = args.session.clone().unwrap_or_else(|| format!("agent:{agent_id}:main")).to_lowercase();
-    let policy = ToolPolicy::from_config(config);
+    let workspace = agent.workspace.clone();
+    let session_key = args.session.clone().unwrap_or_else(|| format!("agent:{}:main", agent.id)).to_lowercase();
+    let policy = ToolPolicy::for_agent(config, &agent.settings);
     // One turn: its MCP servers' tools must be there before it starts.
     let mcp = McpTools::start(&config.mcp, env);
     mcp.settled(ferry::mcp::CONNECT_TIMEOUT).await;
@@ -210,10 +215,13 @@ async fn embedded(loaded: &LoadedConfig, args: AgentArgs, env: &Environment) -> 
         model: router,
         tools: tools.clone(),
         bus: EventBus::new(),
-        settings: RunSettings::from_config(&config.agents.defaults),
+        settings: RunSettings::from_config(&agent.settings),
         workspace,
         channels: ChannelRegistry::new(),
-        sessions: store.clone(),
+        sessions: match agent.settings.sessions_visibility {
+            SessionsVisibility::Agent => Arc::new(AgentSessions::new(store.as_ref().clone(), agent.id.clone())),
+            SessionsVisibility::All => store.clone(),
+        },
         hooks: ferry::hooks::Hooks::from_config(&config.hooks).build(),
         media: None,
     });
@@ -250,4 +258,19 @@ async fn embedded(loaded: &LoadedConfig, args: AgentArgs, env: &Environment) -> 
             bail!("{shown} ({error})")
         }
     }
+}
+
+/// The agent of an embedded run: `--agent`, else the agent `--session` names, else the
+/// default agent; one the config does not have is refused, naming those it has.
+fn chosen_agent(config: &Config, state_dir: &Path, args: &AgentArgs) -> anyhow::Result<ResolvedAgent> {
+    let from_session = args.session.as_deref().and_then(|key| key.split(':').nth(1));
+    let wanted = args.agent.as_deref().or(from_session).unwrap_or(config.agents.default_id()).to_lowercase();
+    let agents = config.agents.resolved(state_dir);
+    let ids: Vec<&str> = agents.iter().map(|agent| agent.id.as_str()).collect();
+    let known = ids.join(", ");
+    agents
+        .iter()
+        .find(|agent| agent.id == wanted)
+        .cloned()
+        .with_context(|| format!("there is no agent {wanted:?} (agents: {known})"))
 }

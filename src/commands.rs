@@ -12,9 +12,6 @@ use ferry::state;
 use crate::cli::{GlobalArgs, PairingCommand};
 use crate::wiring;
 
-/// The agent that answers when none is named.
-pub const DEFAULT_AGENT: &str = ferry::routing::DEFAULT_AGENT_ID;
-
 /// Said at start-up when no model is configured.
 pub const ECHO_WARNING: &str = "no model is configured: using the offline echo provider, which repeats your message. \
      Set OPENAI_API_KEY (and OPENAI_BASE_URL for a compatible server) or ANTHROPIC_API_KEY, or configure \
@@ -59,8 +56,15 @@ pub fn config_show(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()>
     let mut loaded = load_config(global, env)?;
     // Show what will actually be used, including derived paths.
     let state_dir = state::resolve_state_dir(&loaded.config, env)?;
-    let defaults = &mut loaded.config.agents.defaults;
-    defaults.workspace.get_or_insert_with(|| state_dir.join("workspace"));
+    let agents = &mut loaded.config.agents;
+    if agents.list.is_empty() {
+        agents.defaults.workspace.get_or_insert_with(|| state_dir.join("workspace"));
+    }
+    for agent in agents.resolved(&state_dir) {
+        if let Some(entry) = agents.list.get_mut(&agent.id) {
+            entry.workspace = Some(agent.workspace);
+        }
+    }
     loaded.config.state_dir = Some(state_dir);
     let rendered = config::render_redacted(&loaded.config).context("rendering the effective config")?;
     println!("# effective ferry config from {} (secrets shown as ***)", describe_source(&loaded.source));

@@ -175,3 +175,29 @@ async fn an_embedded_run_is_offered_only_the_tools_the_config_allows() {
     let offered: Vec<&str> = tools.iter().filter_map(|tool| tool["function"]["name"].as_str()).collect();
     assert_eq!(offered, ["message"]);
 }
+
+#[tokio::test]
+async fn agent_runs_the_named_agent_with_its_own_model_and_refuses_an_unknown_one() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::text(["helper here"]));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agents.toml");
+    let agents =
+        "[agents.list.main]\nmodel = \"openai/main-model\"\n[agents.list.helper]\nmodel = \"openai/helper-model\"\n";
+    std::fs::write(&config, agents).unwrap();
+    let config = config.to_str().unwrap();
+    let env = [("OPENAI_BASE_URL", fake.url()), ("OPENAI_API_KEY", "sk-test".to_owned())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let output = ferry(&["--config", config, "agent", "--agent", "helper", "--message", "hi"], &env).await;
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout).trim(), "helper here");
+    assert_eq!(fake.requests()[0].body["model"], "helper-model", "the helper agent's own model");
+
+    let output = ferry(&["--config", config, "agent", "--agent", "nope", "--message", "hi"], &env).await;
+    assert!(!output.status.success());
+    assert!(
+        text(&output.stderr).contains("there is no agent \"nope\" (agents: main, helper)"),
+        "{}",
+        text(&output.stderr)
+    );
+}
