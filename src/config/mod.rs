@@ -16,6 +16,7 @@
 
 mod accounts;
 mod agents_schema;
+mod channels_schema;
 mod environment;
 mod error;
 mod explain;
