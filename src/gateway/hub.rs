@@ -110,18 +110,20 @@ impl Hub {
     /// A message the web chat channel sends to `chat_id` (a command's answer, a notice, a
     /// `message` tool send, a request to approve a command): one `final` with a run id of
     /// its own, with `approval` (see [`super::approvals::view`]) when it is such a request
-    /// and `files` when it carries some (then its text, the caption, may be empty).
-    /// False when no connection has that chat open.
+    /// and `files` when it carries some (then its text, the caption, may be empty). An
+    /// approval request shows in the session of the run that asked; anything else in the
+    /// chat's first session. False when no connection has that chat open.
     pub fn notice(
         &self,
         chat_id: &str,
         run_id: &str,
         text: &str,
         files: Vec<FileInfo>,
-        approval: Option<Value>,
+        approval: Option<Approved>,
     ) -> bool {
         let state = self.lock();
-        let Some((ids, session_key)) = state.by_chat.get(chat_id) else { return false };
+        let Some((ids, first_session)) = state.by_chat.get(chat_id) else { return false };
+        let session_key = approval.as_ref().map_or(first_session, |approval| &approval.session_key);
         let message =
             (!text.is_empty() || files.is_empty()).then(|| ChatText { role: "assistant", text: text.to_owned() });
         let event = ChatEvent {
@@ -138,7 +140,7 @@ impl Hub {
         let payload = match approval {
             Some(approval) => {
                 let mut payload = serde_json::to_value(&event).unwrap_or_default();
-                payload["approval"] = approval;
+                payload["approval"] = approval.view;
                 to_json(&payload)
             }
             None => to_json(&event),
@@ -271,4 +273,37 @@ async fn next_change(changes: &mut Option<broadcast::Receiver<Approval>>) -> Res
 /// Event payloads are plain data; encoding them cannot fail.
 fn to_json(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
+}
+
+/// An approval request as a notice carries it: its view for the page, and the session of
+/// the run that asked, where the page shows it.
+pub struct Approved {
+    pub view: Value,
+    pub session_key: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_approval_request_shows_in_its_runs_session_and_other_notices_in_the_chats_first() {
+        let hub = Hub::default();
+        let outbox = Arc::new(Outbox::default());
+        let connection = hub.connect(outbox.clone());
+        hub.follow_chat(connection, "browser", "agent:main:webchat:direct:browser");
+        let session_of = |frame: String| {
+            let frame: Value = serde_json::from_str(&frame).unwrap();
+            frame["payload"]["sessionKey"].as_str().unwrap().to_owned()
+        };
+        assert!(hub.notice("browser", "r1", "Started a new conversation.", Vec::new(), None));
+        assert_eq!(session_of(outbox.next().await.unwrap()), "agent:main:webchat:direct:browser");
+        let approval = Approved {
+            view: serde_json::json!({"id": "abc123"}),
+            session_key: "agent:support:webchat:direct:browser".to_owned(),
+        };
+        assert!(hub.notice("browser", "r2", "Run `ls`?", Vec::new(), Some(approval)));
+        assert_eq!(session_of(outbox.next().await.unwrap()), "agent:support:webchat:direct:browser");
+        assert!(!hub.notice("nobody", "r3", "hi", Vec::new(), None), "no connection has that chat open");
+    }
 }

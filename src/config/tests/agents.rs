@@ -133,6 +133,11 @@ fn only_account_default_takes_the_platform_variable() {
     let token =
         |id: &str| config.channels.telegram.account(id).unwrap().bot_token.as_ref().unwrap().expose().to_owned();
     assert_eq!((token("default"), token("work")), ("1:env".to_owned(), "2:work".to_owned()));
+    let vars = [("FERRY__CHANNELS__TELEGRAM__ACCOUNTS__WORK__BOT_TOKEN", "2:from-env")];
+    let text = "[channels.telegram]\nenabled = true\n[channels.telegram.accounts.work]\n";
+    let config = scratch.load_text(text, &vars).unwrap().config;
+    let work = config.channels.telegram.account("work").unwrap();
+    assert_eq!(work.bot_token.as_ref().map(|token| token.expose()), Some("2:from-env"), "an account's own variable");
     let missing = "[channels.telegram]\nenabled = true\n[channels.telegram.accounts.work]\n";
     assert_eq!(
         refused(missing),

@@ -27,7 +27,7 @@ use ferry_channel::{
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
-use super::hub::Hub;
+use super::hub::{Approved, Hub};
 use crate::agent::tools::exec::Approvals;
 use crate::media::FileInfo;
 
@@ -165,11 +165,13 @@ impl Channel for WebChat {
             .or_else(|| message.idempotency_key.clone())
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         // The core marks nothing: the message is a request when its key is a pending one's.
-        let approval = message
-            .idempotency_key
-            .as_deref()
-            .and_then(|key| self.approvals.as_ref()?.pending_for_message(key))
-            .map(|approval| super::approvals::view(&approval));
+        let approval =
+            message.idempotency_key.as_deref().and_then(|key| self.approvals.as_ref()?.pending_for_message(key)).map(
+                |approval| Approved {
+                    view: super::approvals::view(&approval),
+                    session_key: approval.session_key.clone(),
+                },
+            );
         // A file is shown from the media store by its id; one that is not there (the core
         // stores every file it sends, so this is a bug elsewhere) is said, not dropped.
         let mut text = message.text.clone();
