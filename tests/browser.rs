@@ -2,8 +2,8 @@
 //! provider, or by the fake OpenAI server when a test needs a particular reply), headless
 //! Chromium driven through chromedriver (WebDriver), and the page doing what a person does —
 //! wait for "connected", type, press Enter, read the streamed answer, reload and see the
-//! history, start a new chat — plus what a person lives through: a second browser, a gateway
-//! that goes away and comes back, a long conversation.
+//! history, start a new chat, pick another agent — plus what a person lives through: a second
+//! browser, a gateway that goes away and comes back, a long conversation.
 //!
 //! Needs `/usr/bin/chromium` and `/usr/bin/chromedriver` (Debian: `chromium chromium-driver`).
 //! Without them each test prints a loud notice and passes, unless `FERRY_REQUIRE_BROWSER=1`
@@ -46,6 +46,8 @@ async fn a_person_chats_with_the_echo_agent_in_a_real_browser() {
 async fn chat_like_a_person(client: &Client, world: &World) -> Result<()> {
     client.goto(&world.gateway.url).await.context("open the page")?;
     wait_for_state(client, "connected").await?;
+    let picker = client.find(Locator::Css(AGENT_PICKER)).await?;
+    ensure!(!picker.is_displayed().await?, "one agent: the page offers no choice of agent");
 
     send(client, MESSAGE).await?;
     let answer = final_answer_containing(client, MESSAGE).await?;
@@ -115,6 +117,105 @@ async fn two_browsers(first: &Client, second: &Client, world: &World) -> Result<
     wait_for_history_with(first, FIRST).await?;
     ensure!(session_key(first).await? == first_key, "a reload keeps the browser's conversation");
     ensure!(!page_text(first).await?.contains(SECOND), "the first browser's history has the second one's message");
+    Ok(())
+}
+
+/// Two agents, both answered by the echo provider: `main` (the default, named by its id) and
+/// `support`.
+const TWO_AGENTS: &str = "[agents.list.main]\n\n[agents.list.support]\nname = \"Support\"";
+/// The header's choice of agent.
+const AGENT_PICKER: &str = "#agent";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_two_agents_the_picker_switches_conversations_and_a_reload_keeps_the_choice() {
+    let Some(world) = World::start_with(None, TWO_AGENTS).await else { return };
+    let client = world.browser().await;
+    let outcome = pick_an_agent(&client, &world).await;
+    world.finish(outcome, [client]).await;
+}
+
+async fn pick_an_agent(client: &Client, world: &World) -> Result<()> {
+    const TO_MAIN: &str = "A question for the main agent";
+    const TO_SUPPORT: &str = "A question for support";
+
+    client.goto(&world.gateway.url).await?;
+    wait_for_state(client, "connected").await?;
+    let picker = client.find(Locator::Css(AGENT_PICKER)).await?;
+    ensure!(picker.is_displayed().await?, "two agents: the picker shows");
+    let label = texts(client, "label[for='agent']").await?;
+    ensure!(label == ["Agent"], "the picker is labelled: {label:?}");
+    let names = texts(client, &format!("{AGENT_PICKER} option")).await?;
+    ensure!(names == ["main", "Support"], "the agents by name, the default first: {names:?}");
+    ensure!(picker.prop("value").await?.as_deref() == Some("main"), "the default agent is preselected");
+    let id = client_id(client).await?;
+    let main_key = format!("agent:main:webchat:direct:{id}");
+    let support_key = format!("agent:support:webchat:direct:{id}");
+    ensure!(session_key(client).await? == main_key, "the page opens the conversation with main");
+    wait_for_hero(client).await?;
+    send(client, TO_MAIN).await?;
+    final_answer_containing(client, TO_MAIN).await?;
+
+    picker.select_by_label("Support").await?;
+    poll("support's conversation, empty", || async {
+        Ok((hero_shown(client).await? && !page_text(client).await?.contains(TO_MAIN)).then_some(()))
+    })
+    .await?;
+    ensure!(session_key(client).await? == support_key, "the page follows the conversation with support");
+    send(client, TO_SUPPORT).await?;
+    final_answer_containing(client, TO_SUPPORT).await?;
+    ensure!(!page_text(client).await?.contains(TO_MAIN), "main's messages show in support's conversation");
+    screenshot(client, "webchat-agents.png").await?;
+
+    // The gateway has each message in the browser's conversation with the agent it was sent to.
+    let listed = world.gateway.rpc("sessions.list", json!({ "agentId": "support" })).await?;
+    let keys: Vec<&str> =
+        listed["sessions"].as_array().into_iter().flatten().filter_map(|s| s["key"].as_str()).collect();
+    ensure!(keys == [support_key.as_str()], "support's sessions: {keys:?}");
+    for (key, said, not_said) in [(&support_key, TO_SUPPORT, TO_MAIN), (&main_key, TO_MAIN, TO_SUPPORT)] {
+        let history = world.gateway.rpc("chat.history", json!({ "sessionKey": key })).await?;
+        let texts: Vec<&str> = history["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["text"].as_str())
+            .map(str::trim)
+            .collect();
+        ensure!(texts == [said, said], "{key} holds its question and the echo: {texts:?}");
+        ensure!(!texts.contains(&not_said), "{key} holds the other agent's message");
+    }
+
+    picker.select_by_label("main").await?;
+    wait_for_history_with(client, TO_MAIN).await?;
+    ensure!(!page_text(client).await?.contains(TO_SUPPORT), "support's messages show in main's conversation");
+
+    // The choice outlives a reload.
+    picker.select_by_label("Support").await?;
+    wait_for_history_with(client, TO_SUPPORT).await?;
+    client.refresh().await?;
+    wait_for_state(client, "connected").await?;
+    wait_for_history_with(client, TO_SUPPORT).await?;
+    let picker = client.find(Locator::Css(AGENT_PICKER)).await?;
+    ensure!(picker.prop("value").await?.as_deref() == Some("support"), "a reload keeps support picked");
+    ensure!(session_key(client).await? == support_key, "a reload keeps the conversation with support");
+    ensure!(!page_text(client).await?.contains(TO_MAIN), "main's messages show after the reload");
+
+    // New chat starts over with support only; its answer shows here although the gateway
+    // labels it with the browser's first conversation.
+    client.find(Locator::Css("#new-chat")).await?.click().await?;
+    poll("support's new conversation notice", || async {
+        let notices = texts(client, ".notice").await?;
+        let started = notices.iter().any(|text| text.to_lowercase().contains("new conversation"));
+        Ok((started && !page_text(client).await?.contains(TO_SUPPORT)).then_some(()))
+    })
+    .await?;
+
+    // An agent the gateway no longer has: the default again, main's conversation as it was.
+    client.execute("localStorage.setItem('ferry.webchat.agent', 'retired');", vec![]).await?;
+    client.refresh().await?;
+    wait_for_state(client, "connected").await?;
+    wait_for_history_with(client, TO_MAIN).await?;
+    let picker = client.find(Locator::Css(AGENT_PICKER)).await?;
+    ensure!(picker.prop("value").await?.as_deref() == Some("main"), "an unknown agent falls back to the default");
     Ok(())
 }
 

@@ -17,9 +17,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use fantoccini::key::Key;
 use fantoccini::{Client, ClientBuilder, Locator};
+use futures::{SinkExt, StreamExt};
 use hyper_util::client::legacy::connect::HttpConnector;
-use serde_json::json;
+use serde_json::{Value, json};
 use tempfile::TempDir;
+use tokio_tungstenite::tungstenite::Message;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -82,7 +84,8 @@ pub async fn banner_shown(client: &Client) -> Result<bool> {
     Ok(client.find(Locator::Css("#banner")).await?.is_displayed().await?)
 }
 
-/// The session the gateway gave this browser (`hello-ok.sessionKey`).
+/// The conversation the page shows: the session the gateway gave this browser
+/// (`hello-ok.sessionKey`), or its conversation with the agent picked.
 pub async fn session_key(client: &Client) -> Result<String> {
     let status = client.find(Locator::Css("#status")).await?;
     status.attr("data-session").await?.context("the page shows no session key")
@@ -322,6 +325,39 @@ impl Gateway {
 
     pub fn state_dir(&self) -> PathBuf {
         self.dir.join("state")
+    }
+
+    /// Asks the gateway itself, not the page: a socket of its own (client id `browser-test`),
+    /// the `connect` handshake, then `method`; returns that answer's payload.
+    pub async fn rpc(&self, method: &str, params: Value) -> Result<Value> {
+        let url = format!("{}ws", self.url.replacen("http://", "ws://", 1));
+        let call = async {
+            let (mut socket, _) = tokio_tungstenite::connect_async(url.as_str()).await.context("open /ws")?;
+            let hello = ("connect", json!({ "client": { "id": "browser-test", "version": "test" } }));
+            let mut payload = Value::Null;
+            // Each request's id is its method: one of each.
+            for (method, params) in [hello, (method, params)] {
+                let request = json!({ "type": "req", "id": method, "method": method, "params": params });
+                socket.send(Message::Text(request.to_string().into())).await?;
+                payload = loop {
+                    let frame = socket
+                        .next()
+                        .await
+                        .with_context(|| format!("the socket closed before {method}'s answer"))??;
+                    let Message::Text(text) = frame else { continue };
+                    let frame: Value = serde_json::from_str(&text)?;
+                    if frame["type"] == "res" && frame["id"] == method {
+                        if frame["ok"] != true {
+                            bail!("{method} failed: {frame}");
+                        }
+                        break frame["payload"].clone();
+                    }
+                };
+            }
+            let _ = socket.close(None).await;
+            Ok(payload)
+        };
+        tokio::time::timeout(PAGE_BOUND, call).await.with_context(|| format!("no answer to {method} in time"))?
     }
 
     pub fn log(&self) -> String {

@@ -13,7 +13,9 @@
  * Approve / Deny buttons that send `/approve ID` / `/deny ID` as the user would; `approval`
  * events and the history keep it current (how it ended replaces the buttons), so a reload
  * shows a pending request with working buttons and a settled one as settled. Files (uploads,
- * images and download links in messages) are media.js's (`window.ferryMedia`).
+ * images and download links in messages) are media.js's (`window.ferryMedia`). A gateway with
+ * several agents lists them in `hello-ok.agents`: the header then offers a picker, and the page
+ * shows this browser's conversation with the agent picked (remembered in localStorage).
  */
 "use strict";
 
@@ -31,6 +33,8 @@
   const CLIENT_ID_KEY = "ferry.webchat.clientId";
   const TOKEN_KEY = "ferry.webchat.token";
   const DRAFT_KEY = "ferry.webchat.draft";
+  /** The agent picked last, by id; a gateway that no longer has it gets its default. */
+  const AGENT_KEY = "ferry.webchat.agent";
 
   /** Assistant text as sanitized DOM nodes (markdown.js): one text, or many in one pass. */
   const { render: renderMarkdown, renderAll: renderMarkdownAll } = window.ferryMarkdown;
@@ -41,6 +45,7 @@
   const ui = {
     status: $("status"), statusText: document.querySelector("#status .status-text"),
     banner: $("banner"), bannerText: document.querySelector("#banner .banner-text"), retryNow: $("retry-now"),
+    agentPicker: $("agent-picker"), agent: $("agent"),
     newChat: $("new-chat"), scroller: $("scroller"), messages: $("messages"), empty: $("empty"),
     jump: $("jump"), form: $("composer-form"), input: $("composer"), send: $("send"),
   };
@@ -88,6 +93,10 @@
 
   // ---------------------------------------------------------------- connection
 
+  /**
+   * The socket and what the handshake said. `sessionKey` is the conversation on screen: the
+   * history, Stop and what is typed now name it, and events of any other session are ignored.
+   */
   const conn = {
     ws: null, ready: false, sessionKey: null, attempt: 0, nextId: 1, retryTimer: 0,
     pending: new Map(), lastFrameAt: 0, tickMs: 30000, probing: false, authFailed: false,
@@ -122,6 +131,7 @@
     ui.bannerText.textContent = STATES[state].banner || "";
     ui.retryNow.hidden = state !== "reconnecting";
     ui.newChat.disabled = state !== "connected";
+    ui.agent.disabled = state !== "connected";
   }
 
   function connect() {
@@ -143,10 +153,12 @@
     request("connect", params, ws).then((hello) => {
       conn.ready = true;
       conn.attempt = 0;
-      // The gateway decides which conversation this browser is (session.dm_scope); every
-      // event for another session is ignored.
-      conn.sessionKey = hello.sessionKey;
-      ui.status.dataset.session = hello.sessionKey;
+      // The gateway decides which conversation this browser is (session.dm_scope), one per
+      // agent; every event for another session is ignored.
+      conn.sessionKey = offerAgents(hello);
+      ui.status.dataset.session = conn.sessionKey;
+      // Typed before the first connection: for the conversation the page opens with.
+      for (const item of outbox.values()) if (!item.sessionKey) item.sessionKey = conn.sessionKey;
       if (hello.tickIntervalMs) conn.tickMs = hello.tickIntervalMs;
       const uploads = hello.features && hello.features.uploads;
       media.enable(uploads ? uploads.maxBytes : null);
@@ -200,10 +212,14 @@
       if (frame.ok) waiter.resolve(frame.payload || {});
       else waiter.reject(frame.error || { code: "UNKNOWN", message: "Request failed" });
     } else if (frame.type === "event" && frame.payload) {
-      if (frame.payload.sessionKey && frame.payload.sessionKey !== conn.sessionKey) return;
-      if (frame.event === "chat") onChat(frame.payload);
-      else if (frame.event === "agent") onAgent(frame.payload);
-      else if (frame.event === "approval") onApproval(frame.payload);
+      const p = frame.payload;
+      // A command's answer is this page's own whatever session it names: the gateway labels
+      // what it sends to this browser with the browser's first conversation.
+      const ours = frame.event === "chat" && commands.has(p.runId);
+      if (p.sessionKey && p.sessionKey !== conn.sessionKey && !ours) return;
+      if (frame.event === "chat") onChat(p);
+      else if (frame.event === "agent") onAgent(p);
+      else if (frame.event === "approval") onApproval(p);
     }
   }
 
@@ -231,7 +247,9 @@
   let historyKnown = false;
 
   function loadHistory() {
-    request("chat.history", { limit: HISTORY_LIMIT }).then((payload) => {
+    const sessionKey = conn.sessionKey;
+    request("chat.history", { sessionKey, limit: HISTORY_LIMIT }).then((payload) => {
+      if (sessionKey !== conn.sessionKey) return; // another agent was picked meanwhile: its own is on the way
       const receivedAt = performance.now();
       clearMessages();
       const shown = (payload.messages || []).filter((m) => typeof m.text === "string" &&
@@ -250,7 +268,7 @@
         restored.classList.add("restored");
         list.appendChild(restored);
       }
-      for (const item of outbox.values()) list.appendChild(item.el);
+      for (const item of outbox.values()) if (item.sessionKey === sessionKey) list.appendChild(item.el);
       ui.messages.appendChild(list);
       historyKnown = true;
       updateEmpty();
@@ -270,6 +288,67 @@
     for (const node of [...ui.messages.children]) if (node !== ui.empty) node.remove();
     updateEmpty();
   }
+
+  // ---------------------------------------------------------------- agents
+
+  /**
+   * This browser's conversation with `agent` (an entry of `hello-ok.agents`): as the gateway
+   * names it, else `home` (`hello-ok.sessionKey`) with its agent part swapped. Keys are
+   * `agent:<agent id>:<conversation>`, and the conversation part (this browser's own chat) is
+   * the same whichever agent answers. `null` when neither says.
+   */
+  function sessionOf(agent, home) {
+    if (typeof agent.sessionKey === "string" && agent.sessionKey) return agent.sessionKey;
+    const parts = typeof home === "string" ? home.split(":") : [];
+    if (parts.length < 3 || parts[0] !== "agent") return null;
+    return ["agent", agent.id.toLowerCase(), ...parts.slice(2)].join(":");
+  }
+
+  /**
+   * Fills the picker from `hello-ok.agents` and returns the session to show: the agent picked
+   * last, else the one the gateway chose for this browser (`hello-ok.sessionKey`, the default
+   * agent's). With fewer than two agents (or a gateway that lists none) the picker stays
+   * hidden and the page shows the gateway's choice, as it always did. Names are set as text:
+   * they come from the operator's config, never as HTML.
+   */
+  function offerAgents(hello) {
+    const agents = [];
+    for (const a of Array.isArray(hello.agents) ? hello.agents : []) {
+      if (!a || typeof a.id !== "string" || a.id === "") continue;
+      const name = typeof a.name === "string" && a.name ? a.name : a.id;
+      const sessionKey = sessionOf(a, hello.sessionKey);
+      if (sessionKey !== null) agents.push({ id: a.id, name, sessionKey });
+    }
+    ui.agentPicker.hidden = agents.length < 2;
+    if (agents.length < 2) {
+      ui.agent.replaceChildren();
+      return hello.sessionKey;
+    }
+    const home = agents.find((a) => a.sessionKey === hello.sessionKey) || agents[0];
+    const picked = agents.find((a) => a.id === local.get(AGENT_KEY)) || home;
+    ui.agent.replaceChildren(...agents.map((a) => {
+      const option = el("option", undefined, a.name);
+      option.value = a.id;
+      option.dataset.session = a.sessionKey;
+      return option;
+    }));
+    ui.agent.value = picked.id;
+    return picked.sessionKey;
+  }
+
+  /** Another agent picked: its conversation replaces the one on screen, and it is remembered. */
+  ui.agent.addEventListener("change", () => {
+    const option = ui.agent.selectedOptions[0];
+    if (!option) return;
+    local.set(AGENT_KEY, option.value);
+    if (option.dataset.session === conn.sessionKey) return;
+    conn.sessionKey = option.dataset.session;
+    ui.status.dataset.session = conn.sessionKey;
+    ui.status.title = `Conversation ${conn.sessionKey}`;
+    historyKnown = false; // no hero until its history says it is empty
+    mutate(clearMessages);
+    if (conn.ready) loadHistory();
+  });
 
   // ---------------------------------------------------------------- bubbles
 
@@ -368,7 +447,10 @@
   const runs = new Map();
   /** A "thinking" bubble shown from a send until the reply's first event. */
   let typing = null;
-  /** Idempotency keys of commands this page sent (`/new`): their answers are notices. */
+  /**
+   * Idempotency keys of commands this page sent (`/new`): their answers are notices, shown in
+   * whichever conversation is on screen.
+   */
   const commands = new Set();
   /**
    * Runs whose latest delta is not drawn yet. Deltas carry the whole text so far; a burst of
@@ -659,7 +741,8 @@
 
   /** Sends `text` with `files` (uploaded, from `media.take()`); either may be empty. */
   function sendMessage(text, files = []) {
-    const item = { key: uuid(), text, files, el: null };
+    // `sessionKey`: the conversation it was typed in (set at the first handshake if none yet).
+    const item = { key: uuid(), text, files, el: null, sessionKey: conn.sessionKey };
     if (text.startsWith("/") && files.length === 0) commands.add(item.key);
     mutate(() => {
       item.el = addBubble("user", "pending", text);
@@ -676,8 +759,8 @@
     if (item.inFlight) return;
     item.inFlight = true;
     setMeta(item.el, "");
-    if (!runs.has(item.key)) setTyping(true);
-    const params = { message: item.text, idempotencyKey: item.key };
+    if (item.sessionKey === conn.sessionKey && !runs.has(item.key)) setTyping(true);
+    const params = { message: item.text, idempotencyKey: item.key, sessionKey: item.sessionKey };
     if (item.files.length) params.attachments = item.files.map((f) => ({ id: f.id, name: f.name }));
     request("chat.send", params).then(() => {
       item.inFlight = false;
@@ -698,7 +781,7 @@
   }
 
   function stop() {
-    request("chat.abort", {}).catch(() => {});
+    request("chat.abort", { sessionKey: conn.sessionKey }).catch(() => {});
     setTyping(false);
   }
 
@@ -710,9 +793,9 @@
     mutate(() => {
       clearMessages();
       historyKnown = true; // a new conversation is empty
-      for (const item of outbox.values()) ui.messages.appendChild(item.el);
+      for (const item of outbox.values()) if (item.sessionKey === conn.sessionKey) ui.messages.appendChild(item.el);
     });
-    request("chat.send", { message: command, idempotencyKey: key }).catch((err) => {
+    request("chat.send", { message: command, idempotencyKey: key, sessionKey: conn.sessionKey }).catch((err) => {
       if (err.lost) return; // the reconnect's history shows whatever happened
       const msg = mutate(() => addBubble("assistant", "error"));
       setMeta(msg, `Could not start a new chat: ${err.message || err.code}`);
