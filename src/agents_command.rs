@@ -18,13 +18,14 @@ pub fn list(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()> {
     let mut text = String::new();
     for agent in config.agents.resolved(&state_dir) {
         let _ = writeln!(text, "{}", heading(&agent, agent.id == default));
-        let table = if config.agents.list.is_empty() {
-            "agents.defaults".to_owned()
-        } else {
-            format!("agents.list.{}", agent.id)
+        // As configured (no key needed to list it); unset, the model the environment gives.
+        let chain: Vec<String> = match &agent.settings.model {
+            Some(setting) => setting.chain().map(str::to_owned).collect(),
+            None => {
+                let catalog = ModelCatalog::resolve_agent(config, "agents.defaults", &agent.settings, env)?;
+                catalog.chain.iter().map(|candidate| candidate.label()).collect()
+            }
         };
-        let catalog = ModelCatalog::resolve_agent(config, &table, &agent.settings, env)?;
-        let chain: Vec<String> = catalog.chain.iter().map(|candidate| candidate.label()).collect();
         let _ = writeln!(text, "  model: {}", chain.join(" → "));
         let _ = writeln!(text, "  workspace: {}", agent.workspace.display());
         let bindings: Vec<String> = config

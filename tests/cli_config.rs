@@ -325,3 +325,26 @@ fn config_check_rejects_a_binding_to_an_unknown_agent_or_account_naming_the_key(
         assert!(line.starts_with(&format!("error: invalid config ({}): {key}: there is no", path.display())), "{line}");
     }
 }
+
+/// A single-agent config from before several agents and accounts existed shows exactly as
+/// it did: `single-agent.shown.toml` is what `ferry config show` printed for it at f1282d4
+/// (the last commit before them), plus the one key added since,
+/// `agents.defaults.sessions_visibility`, at its default.
+#[test]
+fn a_single_agent_config_shows_as_it_did_before_agents_and_accounts() {
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let sandbox = Sandbox::new();
+    let config = golden.join("single-agent.toml");
+    let output = sandbox.run(&["--config", config.to_str().unwrap(), "config", "show"], &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let shown = stdout(&output);
+    let (_source_line, body) = shown.split_once('\n').expect("a first line naming the file");
+    let expected = std::fs::read_to_string(golden.join("single-agent.shown.toml")).unwrap();
+    assert_eq!(body, expected);
+    let listed = sandbox.run(&["--config", config.to_str().unwrap(), "agents", "list"], &[]);
+    assert_eq!(
+        stdout(&listed),
+        "main [default]\n  model: local/llama3 → anthropic/claude-sonnet-4-5\n  workspace: /srv/ferry/workspace\n  \
+         and every chat no binding matches\n"
+    );
+}
