@@ -78,7 +78,8 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     let mut agents: Option<Agents> = None;
     let mut registries = Vec::new();
     for agent in config.agents.resolved(&state_dir) {
-        let (runner, tools) = agent_runner(&shared, &agent).await?;
+        let first = agents.as_ref().map(Agents::default_runner);
+        let (runner, tools) = agent_runner(&shared, &agent, first).await?;
         registries.push(tools);
         agents = Some(match agents {
             None => Agents::new(agent.id.clone(), runner),
@@ -161,7 +162,12 @@ struct SharedParts<'a> {
 
 /// One agent's runner: its models, its tools (sandbox rooted in its workspace, its tool
 /// policy for the start-up probe), its workspace, and the sessions its `sessions_list` sees.
-async fn agent_runner(shared: &SharedParts<'_>, agent: &ResolvedAgent) -> anyhow::Result<(AgentRunner, ToolRegistry)> {
+/// Every agent after the first shares `first`'s model cooldowns.
+async fn agent_runner(
+    shared: &SharedParts<'_>,
+    agent: &ResolvedAgent,
+    first: Option<&AgentRunner>,
+) -> anyhow::Result<(AgentRunner, ToolRegistry)> {
     let config = shared.config;
     let table =
         if config.agents.list.is_empty() { "agents.defaults".to_owned() } else { format!("agents.list.{}", agent.id) };
@@ -182,7 +188,10 @@ async fn agent_runner(shared: &SharedParts<'_>, agent: &ResolvedAgent) -> anyhow
         SessionsVisibility::All => Arc::new(store),
     };
     tracing::info!(agent = %agent.id, model = %model.label(), workspace = %agent.workspace.display(), "agent ready");
-    let router = ModelRouter::new(catalog).with_health(HealthStore::new(shared.database.clone())).await;
+    let router = match first {
+        Some(first) => ModelRouter::new(catalog).sharing_cooldowns(first.router()),
+        None => ModelRouter::new(catalog).with_health(HealthStore::new(shared.database.clone())).await,
+    };
     let runner = AgentRunner::new(RunnerParts {
         model: router,
         tools: tools.clone(),

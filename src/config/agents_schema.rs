@@ -239,6 +239,16 @@ pub(super) fn validate_agents(config: &Config) -> Result<(), Violation> {
             ),
         ));
     }
+    // One lane of runs serves every agent: a limit of one agent's own would be ignored.
+    if let Some((id, agent)) = agents.list.iter().find(|(_, agent)| agent.max_concurrent != defaults.max_concurrent) {
+        return Err(Violation::new(
+            format!("agents.list.{id}.max_concurrent"),
+            format!(
+                "is {} but runs share one gateway-wide limit: set agents.defaults.max_concurrent ({})",
+                agent.max_concurrent, defaults.max_concurrent
+            ),
+        ));
+    }
     if let Some(id) = agents.list.keys().find(|id| !valid_id(id)) {
         return Err(Violation::new(format!("agents.list.{id}"), format!("the agent id {id:?} {ID_RULE}")));
     }

@@ -104,6 +104,15 @@ impl ModelRouter {
         self
     }
 
+    /// Shares `other`'s cooldowns (and where they are kept): several agents of one gateway
+    /// calling the same provider with the same keys see one key's 429 at once, as one
+    /// agent's runs do.
+    pub fn sharing_cooldowns(mut self, other: &ModelRouter) -> Self {
+        self.book = other.book.clone();
+        self.health.clone_from(&other.health);
+        self
+    }
+
     pub fn catalog(&self) -> &ModelCatalog {
         &self.catalog
     }
@@ -407,5 +416,16 @@ mod tests {
         assert_eq!(cooling_gauge(), "ferry_auth_profiles_cooling 1");
         drop(router);
         assert_eq!(cooling_gauge(), "ferry_auth_profiles_cooling 0", "a dropped router counts nothing");
+    }
+
+    #[tokio::test]
+    async fn agents_sharing_cooldowns_wait_out_one_anothers_rate_limits() {
+        let catalog = || ModelCatalog::resolve(&Config::default(), &Environment::new([("", ""); 0], "/")).unwrap();
+        let (first, apart) = (ModelRouter::new(catalog()), ModelRouter::new(catalog()));
+        let second = ModelRouter::new(catalog()).sharing_cooldowns(&first);
+        let attempt = first.route("agent:main:k", None).next_attempt().unwrap();
+        first.failed(&attempt, FailoverReason::RateLimit, Some(Duration::from_secs(60)));
+        assert!(second.route("agent:helper:k", None).next_attempt().is_none(), "the same key is cooling");
+        assert!(apart.route("agent:other:k", None).next_attempt().is_some(), "a router of its own is not told");
     }
 }

@@ -80,6 +80,10 @@ fn a_bad_agent_key_is_named_at_the_agents_own_path() {
     let cases = [
         ("[agents.list.coder]\nmodle = \"x/y\"\n", "agents.list.coder.modle: unknown key"),
         (
+            "[agents.list.coder]\nmax_concurrent = 9\n",
+            "agents.list.coder.max_concurrent: is 9 but runs share one gateway-wide limit",
+        ),
+        (
             "[agents.list.coder]\ntimeout_seconds = 0\n",
             "agents.list.coder.timeout_seconds: must be between 1 and 86400, got 0",
         ),
