@@ -449,18 +449,25 @@ fn platform<'a, A: Accounts>(
             "accounts cannot list accounts of their own",
         ));
     }
+    // Compared across accounts only: an account's own tokens are of different kinds. A token
+    // shown redacted (`ferry config show`'s `***`) says nothing about which bot it is.
     let mut seen: Vec<(String, &str)> = Vec::new();
     for (key, account) in accounts_of(name, table) {
         channel(&rules(key.clone(), account))?;
-        for token in tokens(account).into_iter().flatten().filter(|token| !token.is_blank()) {
-            if let Some((first, _)) = seen.iter().find(|(_, other)| *other == token.expose()) {
-                return Err(Violation::new(
-                    key,
-                    format!("uses the same token as {first}; each account is a bot of its own"),
-                ));
-            }
-            seen.push((key.clone(), token.expose()));
+        let own: Vec<&str> = tokens(account)
+            .into_iter()
+            .flatten()
+            .filter(|token| !token.is_blank())
+            .map(Secret::expose)
+            .filter(|token| *token != super::REDACTED)
+            .collect();
+        if let Some((first, _)) = seen.iter().find(|(_, other)| own.contains(other)) {
+            return Err(Violation::new(
+                key,
+                format!("uses the same token as {first}; each account is a bot of its own"),
+            ));
         }
+        seen.extend(own.into_iter().map(|token| (key.clone(), token)));
     }
     Ok(())
 }

@@ -182,6 +182,15 @@ fn a_bad_account_is_named_at_its_own_path() {
 }
 
 #[test]
+fn one_accounts_own_tokens_and_redacted_ones_are_not_compared() {
+    let same_inside = "[channels.slack]\nbot_token = \"same\"\napp_token = \"same\"\n";
+    assert!(Scratch::new().load_text(same_inside, &[]).is_ok());
+    let shown =
+        "[channels.telegram.accounts.a]\nbot_token = \"***\"\n[channels.telegram.accounts.b]\nbot_token = \"***\"\n";
+    assert!(Scratch::new().load_text(shown, &[]).is_ok(), "config show's rendering loads again");
+}
+
+#[test]
 fn bindings_must_name_agents_and_accounts_that_exist() {
     let agents = "[agents.list.main]\n[agents.list.support]\n[channels.telegram.accounts.work]\nbot_token = \"t\"\n";
     let cases = [
