@@ -21,7 +21,7 @@ use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::gateway::client::GatewayClient;
 use ferry::gateway::{Gateway, GatewayParts};
 use ferry::routing::{SystemClock, ThreadLabels};
-use ferry::state::Database;
+use ferry::state::{Database, Stores};
 use serde_json::json;
 
 fn knob(name: &str, default: usize) -> usize {
@@ -69,7 +69,7 @@ async fn load() {
     });
     let dispatcher = Dispatcher::new(DispatcherParts {
         config: config.clone(),
-        database,
+        stores: Stores::sqlite(&database),
         agents: runner.into(),
         channels: channels.clone(),
         clock: Arc::new(SystemClock),

@@ -37,7 +37,7 @@ use ferry::config::{Config, DmPolicy, DmScope};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::queue::{RunExecutor, RunJob, RunReport};
 use ferry::routing::{SystemClock, ThreadLabels};
-use ferry::state::Database;
+use ferry::state::{Database, Stores};
 
 /// The binary's allocator, so the bench measures what `ferry gateway` runs with.
 #[global_allocator]
@@ -306,7 +306,7 @@ async fn measure(agent: Agent) {
     let (starts, mut started_runs) = tokio::sync::mpsc::unbounded_channel::<RunStart>();
     let parts = DispatcherParts {
         config: Arc::new(config),
-        database: database.clone(),
+        stores: Stores::sqlite(&database),
         agents: runner(&bus, workspace.path(), &channels).into(),
         channels,
         clock: Arc::new(SystemClock),

@@ -6,19 +6,17 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use ferry::agent::tools::{HostTools, ToolPolicy};
 use ferry::agent::{AbortReason, AgentRunner, EventBus, RunRequest, RunSettings, RunStatus, RunnerParts};
 use ferry::channels::ChannelRegistry;
-use ferry::config::{Config, Environment, LoadedConfig, ResolvedAgent, SessionsVisibility};
+use ferry::config::{Config, Environment, LoadedConfig, ResolvedAgent};
 use ferry::gateway::client::{ClientError, GatewayClient};
 use ferry::mcp::McpTools;
-use ferry::models::health_store::HealthStore;
 use ferry::models::{ModelCatalog, ModelRouter};
-use ferry::session::{AgentSessions, SqliteSessionStore, run_in_session};
+use ferry::session::{catalog_for, run_in_session};
 use ferry::state;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -206,11 +204,11 @@ async fn embedded(loaded: &LoadedConfig, args: AgentArgs, env: &Environment) -> 
     if let Some(host) = tools.host() {
         host.check_sandbox(&policy).await;
     }
-    let database = state::Database::open(&state_dir).await?;
-    let store = Arc::new(SqliteSessionStore::new(database.clone()));
+    let stores = state::Stores::open(config, &state_dir).await?;
+    let store = stores.sessions.clone();
 
     tracing::info!(model = %model.label(), %session_key, "running one agent turn (embedded)");
-    let router = ModelRouter::new(catalog).with_health(HealthStore::new(database.clone())).await;
+    let router = ModelRouter::new(catalog).with_health(stores.health.clone()).await;
     let runner = AgentRunner::new(RunnerParts {
         model: router,
         tools: tools.clone(),
@@ -218,10 +216,7 @@ async fn embedded(loaded: &LoadedConfig, args: AgentArgs, env: &Environment) -> 
         settings: RunSettings::from_config(&agent.settings),
         workspace,
         channels: ChannelRegistry::new(),
-        sessions: match agent.settings.sessions_visibility {
-            SessionsVisibility::Agent => Arc::new(AgentSessions::new(store.as_ref().clone(), agent.id.clone())),
-            SessionsVisibility::All => store.clone(),
-        },
+        sessions: catalog_for(store.clone(), &agent.id, agent.settings.sessions_visibility),
         hooks: ferry::hooks::Hooks::from_config(&config.hooks).build(),
         media: None,
     });
@@ -248,7 +243,7 @@ async fn embedded(loaded: &LoadedConfig, args: AgentArgs, env: &Environment) -> 
     let outcome = run.await.context("the run task failed")?.context("loading the session")?;
     tools.shutdown();
     mcp.shutdown().await;
-    database.close().await;
+    stores.close().await;
     match outcome.status {
         RunStatus::Completed => Ok(()),
         RunStatus::Aborted(AbortReason::Cancelled) => bail!("the run was cancelled"),

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use ferry::config::{self, Config, ConfigSource, DEFAULT_ACCOUNT, Environment, LoadedConfig};
 use ferry::routing::{PairingStore, SystemClock};
-use ferry::session::{SessionStore, SqliteSessionStore};
 use ferry::state;
 
 use crate::cli::{GlobalArgs, PairingCommand};
@@ -76,10 +75,9 @@ pub fn config_show(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()>
 pub async fn sessions_list(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()> {
     let loaded = load_config(global, env)?;
     let state_dir = state::resolve_state_dir(&loaded.config, env)?;
-    let database = state::Database::open(&state_dir).await?;
-    let store = SqliteSessionStore::new(database.clone());
-    let sessions = SessionStore::list(&store, usize::MAX).await;
-    database.close().await;
+    let stores = state::Stores::open(&loaded.config, &state_dir).await?;
+    let sessions = stores.sessions.list(usize::MAX).await;
+    stores.close().await;
     let sessions = sessions?;
     if sessions.is_empty() {
         println!("no sessions yet");
@@ -104,13 +102,13 @@ pub async fn sessions_list(global: &GlobalArgs, env: &Environment) -> anyhow::Re
 pub async fn pairing(global: &GlobalArgs, command: PairingCommand, env: &Environment) -> anyhow::Result<()> {
     let loaded = load_config(global, env)?;
     let state_dir = state::resolve_state_dir(&loaded.config, env)?;
-    let database = state::Database::open(&state_dir).await?;
-    let store = PairingStore::new(&database, Arc::new(SystemClock));
+    let stores = state::Stores::open(&loaded.config, &state_dir).await?;
+    let store = PairingStore::new(stores.pairing.clone(), Arc::new(SystemClock));
     let result = match command {
         PairingCommand::List => pairing_list(&store).await,
         PairingCommand::Approve { channel, code } => pairing_approve(&store, &loaded.config, &channel, &code).await,
     };
-    database.close().await;
+    stores.close().await;
     result
 }
 

@@ -10,19 +10,18 @@ use std::path::Path;
 
 use ferry::agent::tools::exec::Approvals;
 use ferry::agent::tools::web::{FetchSettings, WebFetch};
-use ferry::agent::tools::{HostTools, SessionCatalog, ToolPolicy, ToolRegistry};
+use ferry::agent::tools::{HostTools, ToolPolicy, ToolRegistry};
 use ferry::agent::{AgentRunner, Agents, EventBus, RunSettings, RunnerParts};
 use ferry::channels::ChannelRegistry;
-use ferry::config::{self, Config, ConfigSource, Environment, ResolvedAgent, SessionsVisibility};
+use ferry::config::{self, Config, ConfigSource, Environment, ResolvedAgent};
 use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::gateway::{Gateway, GatewayError, GatewayParts};
 use ferry::hooks::{GatewayEvent, Hooks};
 use ferry::mcp::McpTools;
 use ferry::media::Media;
-use ferry::models::health_store::HealthStore;
 use ferry::models::{ModelCatalog, ModelRouter};
 use ferry::routing::SystemClock;
-use ferry::session::{AgentSessions, SqliteSessionStore};
+use ferry::session::catalog_for;
 use ferry::state;
 use tokio_util::sync::CancellationToken;
 
@@ -52,7 +51,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     let state_dir = state::resolve_state_dir(&config, env)?;
     // In the background: a slow server holds up neither the start nor the channels.
     let mcp = McpTools::start(&config.mcp, env);
-    let database = state::Database::open(&state_dir).await?;
+    let stores = state::Stores::open(&config, &state_dir).await?;
     // The agent's files may come from URLs, fetched under web_fetch's rules and guard.
     let web = WebFetch::new(FetchSettings::from_config(&config.tools.web)).context("setting up the URL fetcher")?;
     let media = Media::open(&state_dir.join("media"), &config.media, env).context("setting up [media]")?.with_web(web);
@@ -69,7 +68,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
         mcp: &mcp,
         bus: &bus,
         channels: &channels,
-        database: &database,
+        stores: &stores,
         // Plugins compiled into this binary would be registered here.
         hooks: Hooks::from_config(&config.hooks).build(),
         media: &media,
@@ -97,7 +96,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     let hooks = runner.hooks().clone();
     let dispatcher = Dispatcher::new(DispatcherParts {
         config: config.clone(),
-        database: database.clone(),
+        stores: stores.clone(),
         agents,
         channels: channels.clone(),
         clock: Arc::new(SystemClock),
@@ -139,7 +138,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     let _ = sweeper.await;
     draining.close(CONNECTION_CLOSE_PATIENCE).await;
     hooks.gateway_stop(GatewayEvent { address: address.to_string() }).await;
-    database.close().await;
+    stores.close().await;
     tracing::info!("gateway stopped");
     Ok(())
 }
@@ -153,7 +152,7 @@ struct SharedParts<'a> {
     mcp: &'a Arc<McpTools>,
     bus: &'a EventBus,
     channels: &'a ChannelRegistry,
-    database: &'a state::Database,
+    stores: &'a state::Stores,
     hooks: Hooks,
     media: &'a Arc<Media>,
     /// One place answers every agent's command approvals.
@@ -182,15 +181,11 @@ async fn agent_runner(
     if let Some(host) = tools.host() {
         host.check_sandbox(&ToolPolicy::for_agent(config, &agent.settings)).await;
     }
-    let store = SqliteSessionStore::new(shared.database.clone());
-    let sessions: Arc<dyn SessionCatalog> = match agent.settings.sessions_visibility {
-        SessionsVisibility::Agent => Arc::new(AgentSessions::new(store, agent.id.clone())),
-        SessionsVisibility::All => Arc::new(store),
-    };
+    let sessions = catalog_for(shared.stores.sessions.clone(), &agent.id, agent.settings.sessions_visibility);
     tracing::info!(agent = %agent.id, model = %model.label(), workspace = %agent.workspace.display(), "agent ready");
     let router = match first {
         Some(first) => ModelRouter::new(catalog).sharing_cooldowns(first.router()),
-        None => ModelRouter::new(catalog).with_health(HealthStore::new(shared.database.clone())).await,
+        None => ModelRouter::new(catalog).with_health(shared.stores.health.clone()).await,
     };
     let runner = AgentRunner::new(RunnerParts {
         model: router,

@@ -12,7 +12,7 @@ use support::{error_line, stderr, stdout};
 
 use chrono::{TimeDelta, Utc};
 use ferry::routing::{Clock, ManualClock, PairingRequest, PairingStore, PendingPairing, SystemClock};
-use ferry::state::Database;
+use ferry::state::{Database, Stores};
 
 struct Sandbox {
     dir: tempfile::TempDir,
@@ -41,7 +41,7 @@ impl Sandbox {
     /// Issues a pairing code as the daemon would, at the given clock's time.
     async fn request(&self, clock: Arc<dyn Clock>, channel: &str, sender: &str, name: Option<&str>) -> PendingPairing {
         let database = Database::open(&self.state_dir()).await.expect("open state");
-        let store = PairingStore::new(&database, clock);
+        let store = PairingStore::new(Stores::sqlite(&database).pairing, clock);
         let request = store.request(channel, sender, name).await.expect("request a code");
         database.close().await;
         match request {
@@ -52,7 +52,10 @@ impl Sandbox {
 
     async fn is_approved(&self, channel: &str, sender: &str) -> bool {
         let database = Database::open(&self.state_dir()).await.expect("open state");
-        let approved = PairingStore::new(&database, Arc::new(SystemClock)).is_approved(channel, sender).await.unwrap();
+        let approved = PairingStore::new(Stores::sqlite(&database).pairing, Arc::new(SystemClock))
+            .is_approved(channel, sender)
+            .await
+            .unwrap();
         database.close().await;
         approved
     }

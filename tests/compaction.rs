@@ -23,7 +23,7 @@ use ferry::hooks::{AfterCompaction, BeforeCompaction, HookResult, Hooks, Plugin}
 use ferry::models::{ModelCatalog, ModelRouter};
 use ferry::routing::{SystemClock, ThreadLabels};
 use ferry::session::Session;
-use ferry::state::Database;
+use ferry::state::{Database, Stores};
 use ferry_fakes::{FakeOpenAi, ToolCall, Turn};
 use runner::fake_model_runner;
 use serde_json::Value;
@@ -107,7 +107,7 @@ impl World {
         });
         let dispatcher = Dispatcher::new(DispatcherParts {
             config: Arc::new(config),
-            database,
+            stores: Stores::sqlite(&database),
             agents: runner.into(),
             channels,
             clock: Arc::new(SystemClock),

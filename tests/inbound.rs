@@ -16,7 +16,7 @@ use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::hooks::{Hooks, HooksBuilder};
 use ferry::queue::QueueJournal;
 use ferry::routing::{PairingStore, SystemClock, ThreadLabel, ThreadLabels};
-use ferry::state::Database;
+use ferry::state::{Database, Stores};
 use ferry_fakes::{FakeOpenAi, Reply, ToolCall, Turn};
 use runner::fake_model_runner;
 
@@ -94,7 +94,7 @@ impl World {
         });
         let dispatcher = Dispatcher::new(DispatcherParts {
             config: Arc::new(config),
-            database: database.clone(),
+            stores: Stores::sqlite(&database),
             agents: runner.into(),
             channels,
             clock: Arc::new(SystemClock),
@@ -138,7 +138,7 @@ impl World {
     }
 
     async fn journaled(&self) -> usize {
-        QueueJournal::new(&self.database).len()
+        QueueJournal::new(self.database.inbound_store()).len().await.expect("journal")
     }
 }
 
@@ -288,7 +288,10 @@ async fn an_unknown_sender_gets_a_pairing_code_and_runs_after_approval() {
         .to_owned();
     assert!(world.fake.requests().is_empty(), "no run before approval");
 
-    PairingStore::new(&world.database, Arc::new(SystemClock)).approve("telegram", &code).await.unwrap();
+    PairingStore::new(Stores::sqlite(&world.database).pairing, Arc::new(SystemClock))
+        .approve("telegram", &code)
+        .await
+        .unwrap();
     world.fake.push(Turn::text(["Welcome!"]));
     world.send(world.dm("77", "hello again"));
     assert_eq!(world.replies(2).await[1], "Welcome!");

@@ -10,7 +10,7 @@ use ferry::config::{AgentSettings, BindingConfig, BindingMatch, Config, DmPolicy
 use ferry::routing::{
     DenyReason, IgnoreReason, ManualClock, PairingStore, RouteDecision, Router, ThreadLabel, ThreadLabels,
 };
-use ferry::state::Database;
+use ferry::state::{Database, Stores};
 
 static NEXT_MESSAGE_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -46,7 +46,7 @@ impl Harness {
         let dir = tempfile::tempdir().expect("temp dir");
         let database = Database::open(dir.path()).await.expect("open state");
         let clock = ManualClock::new(start());
-        let router = Router::new(&config, &database, Arc::new(clock.clone())).expect("router");
+        let router = Router::new(&config, &Stores::sqlite(&database), Arc::new(clock.clone())).expect("router");
         Self { dir, database, clock, router }
     }
 
@@ -55,7 +55,7 @@ impl Harness {
     }
 
     fn pairing(&self) -> PairingStore {
-        PairingStore::new(&self.database, Arc::new(self.clock.clone()))
+        PairingStore::new(Stores::sqlite(&self.database).pairing, Arc::new(self.clock.clone()))
     }
 }
 
@@ -231,7 +231,7 @@ async fn a_redelivered_message_runs_once_even_after_reopening_the_database() {
     let mut config = Config::default();
     config.channels.telegram.dm_policy = DmPolicy::Open;
     config.channels.telegram.allow_from = vec!["*".into()];
-    let router = Router::new(&config, &reopened, Arc::new(clock.clone())).unwrap();
+    let router = Router::new(&config, &Stores::sqlite(&reopened), Arc::new(clock.clone())).unwrap();
     assert_eq!(router.route(&hello).await.unwrap(), RouteDecision::Duplicate);
 
     clock.advance(TimeDelta::minutes(21));
@@ -276,7 +276,7 @@ async fn session_keys_follow_dm_scope_and_thread_labels() {
     config.agents.list.insert("support".into(), AgentSettings::default());
     let matches = BindingMatch { channel: Some("webchat".into()), peer: Some("tab-2".into()), ..Default::default() };
     config.bindings.push(BindingConfig { agent: "support".into(), matches });
-    let agents = Router::new(&config, &database, Arc::new(clock)).unwrap();
+    let agents = Router::new(&config, &Stores::sqlite(&database), Arc::new(clock)).unwrap();
     let (key, _, _) = run(agents.route(&dm("webchat", "tab-1", "hi")).await.unwrap());
     assert_eq!(key, "agent:helper:webchat:direct:tab-1", "by default each DM peer is a session of its own");
     let (key, _, _) = run(agents.route(&dm("webchat", "tab-2", "hi")).await.unwrap());

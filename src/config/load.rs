@@ -163,6 +163,7 @@ fn layer(file_text: Option<&str>, source: ConfigSource, env: &Environment) -> Re
 
     apply_token_fallbacks(&mut config, env);
     apply_web_search_key_fallback(&mut config, env);
+    fill(&mut config.state.postgres_url, super::DATABASE_URL_VAR, env);
     validate::validate(&config).map_err(|violation| attribute(violation, &source, env))?;
     let warnings = validate::warnings(&config)
         .into_iter()

@@ -29,6 +29,7 @@ mod model_choice;
 mod ranges;
 mod schema;
 mod secret;
+mod state_schema;
 mod tools_schema;
 mod validate;
 mod variants;

@@ -84,6 +84,7 @@ pub(crate) const RANGES: &[NumericRange] = &[
     NumericRange::new("tools.web.max_bytes", 1_000, 100_000_000),
     NumericRange::new("tools.web.max_redirects", 0, 20),
     NumericRange::new("mcp.servers.*.timeout", 1, DAY_SECONDS),
+    NumericRange::new("state.pool_size", 1, 64),
     NumericRange::new("media.max_mb", 1, 2_048),
     NumericRange::new("media.channel_max_mb.*", 1, 2_048),
     NumericRange::new("media.ttl_days", 1, 3_650),

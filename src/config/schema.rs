@@ -20,6 +20,7 @@ use super::human_delay::HumanDelay;
 pub use super::mcp_schema::{McpConfig, McpServerConfig};
 pub use super::media_schema::{MediaConfig, TranscriptionConfig};
 use super::model_choice::ModelSetting;
+pub use super::state_schema::{DATABASE_URL_VAR, StateBackendKind, StateConfig};
 pub use super::tools_schema::{ExecAsk, ExecConfig, SandboxConfig, SandboxMode, SandboxScope};
 pub use crate::agent::tools::{ToolLists, ToolProfile};
 pub use crate::models::ThinkingLevel;
@@ -30,6 +31,8 @@ pub use crate::models::ThinkingLevel;
 pub struct Config {
     /// Where SQLite state and transcripts live; see [`crate::state::resolve_state_dir`].
     pub state_dir: Option<PathBuf>,
+    /// Which database keeps sessions, the inbound journal and pairing (`[state]`).
+    pub state: StateConfig,
     pub gateway: GatewayConfig,
     pub models: ModelsConfig,
     pub agents: AgentsConfig,

@@ -39,8 +39,8 @@ use crate::reply::outbound::retry::RetryPolicy;
 use crate::routing::{
     Admitted, Clock, RouteDecision, Routed, Router, RoutingError, SessionKey, ThreadLabels, too_long,
 };
-use crate::session::{SessionStore, SqliteSessionStore};
-use crate::state::Database;
+use crate::session::SessionStore;
+use crate::state::Stores;
 use executor::AgentExecutor;
 use overrides::OverridesCache;
 
@@ -73,7 +73,8 @@ const SHARD_BACKLOG: usize = 256;
 /// Everything the dispatcher is built from.
 pub struct DispatcherParts {
     pub config: Arc<Config>,
-    pub database: Database,
+    /// Where sessions, the inbound journal and the ledger are kept.
+    pub stores: Stores,
     /// The agents that answer, by id; `runner.into()` for one (`main`).
     pub agents: Agents,
     pub channels: ChannelRegistry,
@@ -142,12 +143,12 @@ impl Dispatcher {
         parts: DispatcherParts,
         executor: impl FnOnce(&Shared<'_>) -> Arc<dyn RunExecutor>,
     ) -> Result<Self, DispatchError> {
-        let router = Router::new(&parts.config, &parts.database, parts.clock)?.with_thread_labels(parts.thread_labels);
-        let store: Arc<dyn SessionStore> = Arc::new(SqliteSessionStore::new(parts.database.clone()));
-        let journal = QueueJournal::new(&parts.database);
+        let router = Router::new(&parts.config, &parts.stores, parts.clock)?.with_thread_labels(parts.thread_labels);
+        let store: Arc<dyn SessionStore> = parts.stores.sessions.clone();
+        let journal = QueueJournal::new(parts.stores.inbound.clone());
         let deadline = std::time::Duration::from_secs(parts.config.messages.delivery_deadline_seconds);
         let schedulers = Schedulers::with_retry(RetryPolicy::with_deadline(deadline));
-        let ledger = DeliveryLedger::new(parts.database.inbound_log().clone());
+        let ledger = DeliveryLedger::new(parts.stores.inbound.clone());
         let overrides = Arc::new(OverridesCache::default());
         let executor = executor(&Shared {
             config: &parts.config,
@@ -225,7 +226,7 @@ impl Dispatcher {
         let (messages, deliveries) = self.inner.journal.left_over().await?;
         // What the channels deliver from now on waits behind these.
         self.inner.scheduler.hold();
-        let orphans = self.inner.ledger.recover(deliveries);
+        let orphans = self.inner.ledger.recover(deliveries).await;
         Ok(LeftOver { messages, orphans })
     }
 

@@ -1,29 +1,53 @@
 //! Auth profiles' cooldowns in the state database, so a restart inside a cooldown does not
-//! try a dead or rate-limited key again.
+//! try a dead or rate-limited key again, and replicas on one database share them.
 
+use std::sync::Arc;
+
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::params;
 
 use super::profiles::{FailoverReason, ProfileHealth};
-use crate::state::Database;
+use crate::state::{Database, StorageError};
 
-/// The `auth_profile_health` table.
-#[derive(Clone)]
-pub struct HealthStore {
-    database: Database,
+/// Where profiles' health is kept: one row per provider and profile.
+#[async_trait]
+pub trait HealthBackend: Send + Sync {
+    /// Every profile's last recorded health.
+    async fn load(&self) -> Result<Vec<ProfileHealth>, HealthStoreError>;
+
+    /// Records one profile's health, replacing what was there.
+    async fn save(&self, health: ProfileHealth) -> Result<(), HealthStoreError>;
 }
+
+/// The health store a model router reads at start and writes on failover.
+pub type HealthStore = Arc<dyn HealthBackend>;
 
 #[derive(Debug, thiserror::Error)]
 #[error("auth profile health: {0}")]
-pub struct HealthStoreError(#[from] rusqlite::Error);
+pub struct HealthStoreError(#[from] StorageError);
 
-impl HealthStore {
+impl From<rusqlite::Error> for HealthStoreError {
+    fn from(error: rusqlite::Error) -> Self {
+        Self(error.into())
+    }
+}
+
+/// [`HealthBackend`] on the SQLite state database: the `auth_profile_health` table.
+#[derive(Clone)]
+pub struct SqliteHealth {
+    database: Database,
+}
+
+impl SqliteHealth {
     pub fn new(database: Database) -> Self {
         Self { database }
     }
+}
 
-    /// Every profile's last recorded health.
-    pub async fn load(&self) -> Result<Vec<ProfileHealth>, HealthStoreError> {
+#[async_trait]
+impl HealthBackend for SqliteHealth {
+    async fn load(&self) -> Result<Vec<ProfileHealth>, HealthStoreError> {
         self.database.read(|connection| {
             let mut statement = connection.prepare(
                 "SELECT provider, profile, cooling_until, reason, error_count, last_used FROM auth_profile_health",
@@ -42,8 +66,7 @@ impl HealthStore {
         })
     }
 
-    /// Records one profile's health, replacing what was there.
-    pub async fn save(&self, health: ProfileHealth) -> Result<(), HealthStoreError> {
+    async fn save(&self, health: ProfileHealth) -> Result<(), HealthStoreError> {
         self.database
             .write(move |connection| {
                 connection.execute(
@@ -67,11 +90,11 @@ impl HealthStore {
 }
 
 /// A stored time; an unreadable one counts as none (the profile is then simply ready).
-fn time(text: Option<String>) -> Option<DateTime<Utc>> {
+pub(crate) fn time(text: Option<String>) -> Option<DateTime<Utc>> {
     text.and_then(|text| DateTime::parse_from_rfc3339(&text).ok()).map(|at| at.with_timezone(&Utc))
 }
 
-fn reason(text: &str) -> Option<FailoverReason> {
+pub(crate) fn reason(text: &str) -> Option<FailoverReason> {
     FailoverReason::ALL.into_iter().find(|reason| reason.as_str() == text)
 }
 
@@ -83,7 +106,7 @@ mod tests {
     async fn health_round_trips_and_a_save_replaces_the_row() {
         let dir = tempfile::tempdir().unwrap();
         let database = Database::open(dir.path()).await.unwrap();
-        let store = HealthStore::new(database.clone());
+        let store = SqliteHealth::new(database.clone());
         let until = Utc::now() + chrono::Duration::minutes(5);
         let row = ProfileHealth {
             provider: "openai".into(),

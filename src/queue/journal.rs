@@ -4,12 +4,14 @@
 //! after the run that answers it finished. After a crash or restart, whatever is still in
 //! the journal runs again: nothing accepted is lost.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use ferry_channel::InboundMessage;
 
-use crate::state::Database;
-use crate::state::inbound_log::{InboundLog, LogError, LoggedDelivery, LoggedMessage};
+use crate::state::inbound_log::{LoggedDelivery, LoggedMessage};
+use crate::state::{InboundStore, StorageError};
 
 /// An accepted message waiting for (or in) its run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,7 +69,7 @@ impl ReplyPlace {
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
     #[error("queue journal: {0}")]
-    Log(#[from] LogError),
+    Store(#[from] StorageError),
     #[error("queue journal: cannot encode a message: {0}")]
     Encode(#[from] serde_json::Error),
 }
@@ -89,12 +91,12 @@ impl AnsweredLog for QueueJournal {
 /// that marks a message as seen (see `routing::dedupe`); this is the queue's view of them.
 #[derive(Clone)]
 pub struct QueueJournal {
-    log: InboundLog,
+    log: Arc<dyn InboundStore>,
 }
 
 impl QueueJournal {
-    pub fn new(database: &Database) -> Self {
-        Self { log: database.inbound_log().clone() }
+    pub fn new(log: Arc<dyn InboundStore>) -> Self {
+        Self { log }
     }
 
     /// Encodes `message` for the journal, here, outside the write that accepts it.
@@ -108,24 +110,24 @@ impl QueueJournal {
     }
 
     /// How many accepted messages wait for their answer.
-    pub fn len(&self) -> usize {
-        self.log.pending_count()
+    pub async fn len(&self) -> Result<usize, JournalError> {
+        Ok(self.log.pending_count().await?)
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    pub async fn is_empty(&self) -> Result<bool, JournalError> {
+        Ok(self.len().await? == 0)
     }
 
     /// Everything still unanswered, oldest first. Records that no longer decode are logged
     /// and skipped (and left in the log for an operator to inspect).
     pub async fn pending(&self) -> Result<Vec<QueuedMessage>, JournalError> {
-        Ok(decode(self.log.pending()?))
+        Ok(decode(self.log.unanswered().await?.messages))
     }
 
     /// [`QueueJournal::pending`] and the delivery records of their replies, in one read of
     /// the log: what start-up recovers.
     pub async fn left_over(&self) -> Result<(Vec<QueuedMessage>, Vec<LoggedDelivery>), JournalError> {
-        let unanswered = self.log.unanswered()?;
+        let unanswered = self.log.unanswered().await?;
         Ok((decode(unanswered.messages), unanswered.deliveries))
     }
 }

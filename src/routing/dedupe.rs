@@ -14,8 +14,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 use ferry_channel::InboundMessage;
 
 use super::clock::Clock;
-use crate::state::Database;
-use crate::state::inbound_log::{Accepted, InboundLog, LogError, MessageKey};
+use crate::state::inbound_log::{Accepted, MessageKey};
+use crate::state::{InboundStore, StorageError};
 
 /// How long a message id is remembered (SPEC §3.4: 20 min). Redeliveries come within
 /// seconds to minutes; this leaves a wide margin.
@@ -28,7 +28,7 @@ pub const DEDUPE_WINDOW: TimeDelta = TimeDelta::minutes(20);
 #[error("dedupe store failed while {action}: {source}")]
 pub struct DedupeError {
     action: &'static str,
-    source: LogError,
+    source: StorageError,
 }
 
 /// A message that runs, as admitted: its id in the queue journal and when it was taken.
@@ -38,10 +38,10 @@ pub struct Admitted {
     pub enqueued_at: DateTime<Utc>,
 }
 
-/// Recently seen inbound messages, in the inbound log.
+/// Recently seen inbound messages, in the inbound store.
 #[derive(Debug)]
 pub struct DedupeStore {
-    log: InboundLog,
+    log: Arc<dyn InboundStore>,
     clock: Arc<dyn Clock>,
 }
 
@@ -56,8 +56,8 @@ fn key_of(message: &InboundMessage) -> MessageKey<'_> {
 }
 
 impl DedupeStore {
-    pub fn new(database: &Database, clock: Arc<dyn Clock>) -> Self {
-        Self { log: database.inbound_log().clone(), clock }
+    pub fn new(log: Arc<dyn InboundStore>, clock: Arc<dyn Clock>) -> Self {
+        Self { log, clock }
     }
 
     /// Now, and the time at or before which a sighting no longer counts (unix ms).
@@ -68,8 +68,11 @@ impl DedupeStore {
 
     /// Whether `message` was already recorded within the window. Reads only: deciding about
     /// a message does not record it (see [`DedupeStore::admit`]).
-    pub fn seen(&self, message: &InboundMessage) -> bool {
-        self.log.seen(&key_of(message), self.window().1)
+    pub async fn seen(&self, message: &InboundMessage) -> Result<bool, DedupeError> {
+        self.log
+            .seen(&key_of(message), self.window().1)
+            .await
+            .map_err(|source| DedupeError { action: "looking up an inbound message", source })
     }
 
     /// Records the message and says whether this is its first sighting within the window.
@@ -116,6 +119,7 @@ mod tests {
 
     use super::*;
     use crate::routing::clock::ManualClock;
+    use crate::state::Database;
 
     fn message(chat: &str, thread: Option<&str>, id: &str) -> InboundMessage {
         InboundMessage {
@@ -140,7 +144,7 @@ mod tests {
     async fn a_redelivery_is_not_a_first_sighting() {
         let dir = tempfile::tempdir().unwrap();
         let database = Database::open(dir.path()).await.unwrap();
-        let store = DedupeStore::new(&database, Arc::new(clock()));
+        let store = DedupeStore::new(database.inbound_store(), Arc::new(clock()));
         assert!(store.first_sighting(&message("C1", None, "m1")).await.unwrap());
         assert!(!store.first_sighting(&message("C1", None, "m1")).await.unwrap());
     }
@@ -149,7 +153,7 @@ mod tests {
     async fn every_part_of_the_key_tells_messages_apart() {
         let dir = tempfile::tempdir().unwrap();
         let database = Database::open(dir.path()).await.unwrap();
-        let store = DedupeStore::new(&database, Arc::new(clock()));
+        let store = DedupeStore::new(database.inbound_store(), Arc::new(clock()));
         let base = message("C1", None, "m1");
         let variants = [
             base.clone(),
@@ -169,7 +173,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let database = Database::open(dir.path()).await.unwrap();
         let clock = clock();
-        let store = DedupeStore::new(&database, Arc::new(clock.clone()));
+        let store = DedupeStore::new(database.inbound_store(), Arc::new(clock.clone()));
         assert!(store.first_sighting(&message("C1", None, "m1")).await.unwrap());
         clock.advance(DEDUPE_WINDOW - TimeDelta::seconds(1));
         assert!(!store.first_sighting(&message("C1", None, "m1")).await.unwrap());
@@ -181,19 +185,19 @@ mod tests {
     async fn looking_up_does_not_record_and_a_failed_write_records_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let database = Database::open(dir.path()).await.unwrap();
-        let store = DedupeStore::new(&database, Arc::new(clock()));
+        let store = DedupeStore::new(database.inbound_store(), Arc::new(clock()));
         let hello = message("C1", Some("t"), "m1");
-        assert!(!store.seen(&hello));
-        assert!(!store.seen(&hello), "a lookup is not a sighting");
+        assert!(!store.seen(&hello).await.unwrap());
+        assert!(!store.seen(&hello).await.unwrap(), "a lookup is not a sighting");
 
         database.inbound_log().fail_next_appends(1);
         let failed = store.admit(&hello, "agent:main:main", "hi", "{}".into()).await;
         assert!(failed.unwrap_err().to_string().contains("journaling"));
-        assert!(!store.seen(&hello), "nothing was recorded");
+        assert!(!store.seen(&hello).await.unwrap(), "nothing was recorded");
 
         let admitted = store.admit(&hello, "agent:main:main", "hi", "{}".into()).await.unwrap();
         assert!(admitted.is_some());
-        assert!(store.seen(&hello));
+        assert!(store.seen(&hello).await.unwrap());
         assert_eq!(store.admit(&hello, "agent:main:main", "hi", "{}".into()).await.unwrap(), None);
     }
 
@@ -202,13 +206,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let clock = clock();
         let database = Database::open(dir.path()).await.unwrap();
-        let store = DedupeStore::new(&database, Arc::new(clock.clone()));
+        let store = DedupeStore::new(database.inbound_store(), Arc::new(clock.clone()));
         assert!(store.first_sighting(&message("C1", Some("t"), "m1")).await.unwrap());
         drop(store);
         database.close().await;
 
         let reopened = Database::open(dir.path()).await.unwrap();
-        let store = DedupeStore::new(&reopened, Arc::new(clock));
+        let store = DedupeStore::new(reopened.inbound_store(), Arc::new(clock));
         assert!(!store.first_sighting(&message("C1", Some("t"), "m1")).await.unwrap());
     }
 
@@ -216,7 +220,7 @@ mod tests {
     async fn racing_deliveries_have_exactly_one_first_sighting() {
         let dir = tempfile::tempdir().unwrap();
         let database = Database::open(dir.path()).await.unwrap();
-        let store = Arc::new(DedupeStore::new(&database, Arc::new(clock())));
+        let store = Arc::new(DedupeStore::new(database.inbound_store(), Arc::new(clock())));
         let attempts = (0..8).map(|_| {
             let store = store.clone();
             tokio::spawn(async move { store.first_sighting(&message("C1", None, "m1")).await.unwrap() })

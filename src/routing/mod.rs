@@ -53,7 +53,7 @@ pub use pairing::{ApprovedSender, PairingError, PairingRequest, PairingStore, Pe
 pub use session_key::{InvalidSessionKey, SessionKey, ThreadLabel, ThreadLabels, is_main_session, session_key};
 
 use crate::config::{Config, DmScope};
-use crate::state::Database;
+use crate::state::Stores;
 
 /// The agent that answers when the operator names none.
 pub const DEFAULT_AGENT_ID: &str = crate::config::MAIN_AGENT;
@@ -142,14 +142,14 @@ pub struct Router {
 impl Router {
     /// A router for `config`'s agents and bindings, with every channel's threads labelled
     /// `thread`; see [`Router::with_thread_labels`].
-    pub fn new(config: &Config, database: &Database, clock: Arc<dyn Clock>) -> Result<Self, RoutingError> {
+    pub fn new(config: &Config, stores: &Stores, clock: Arc<dyn Clock>) -> Result<Self, RoutingError> {
         Ok(Self {
             bindings: BindingTable::build(config.agents.default_id(), &config.bindings)?,
             dm_scope: config.session.dm_scope,
             access: AccessRules::from_config(config),
             mention: MentionGate::from_config(config)?,
-            pairing: PairingStore::new(database, clock.clone()),
-            dedupe: DedupeStore::new(database, clock.clone()),
+            pairing: PairingStore::new(stores.pairing.clone(), clock.clone()),
+            dedupe: DedupeStore::new(stores.inbound.clone(), clock.clone()),
             thread_labels: ThreadLabels::new(),
             clock,
             max_inbound_chars: config.messages.max_inbound_chars,
@@ -228,7 +228,7 @@ impl Router {
             Access::NeedsPairing => {
                 let scope = pairing::pairing_scope(&message.channel, &message.account_id);
                 if !self.pairing.is_approved(&scope, &message.sender.id).await? {
-                    if self.redelivered(message) {
+                    if self.redelivered(message).await? {
                         return Ok(RouteDecision::Duplicate);
                     }
                     return self.pair(message).await;
@@ -247,7 +247,7 @@ impl Router {
             return Ok(RouteDecision::TooLong { chars, limit: self.max_inbound_chars });
         }
         let prompt = if is_group {
-            if self.redelivered(message) {
+            if self.redelivered(message).await? {
                 return Ok(RouteDecision::Duplicate);
             }
             match self.mention.admit(&session_key, message, require_mention) {
@@ -291,12 +291,12 @@ impl Router {
     /// Whether `message` was already recorded: asked before a step whose effect a
     /// redelivery must not repeat (a pairing reply, a group's held history). Elsewhere the
     /// write that records the message finds out, and the lookup is saved.
-    fn redelivered(&self, message: &InboundMessage) -> bool {
-        let seen = self.dedupe.seen(message);
+    async fn redelivered(&self, message: &InboundMessage) -> Result<bool, DedupeError> {
+        let seen = self.dedupe.seen(message).await?;
         if seen {
             tracing::debug!("dropping a redelivered message");
         }
-        seen
+        Ok(seen)
     }
 
     /// An unknown DM sender under `dm_policy = "pairing"`: their code, or "try later".

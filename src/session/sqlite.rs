@@ -10,7 +10,6 @@ use super::store::{
     CompactionEntry, OpenedRun, Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptEntry,
     TranscriptSaved,
 };
-use crate::agent::tools::{SessionCatalog, SessionSummary};
 use crate::agent::{ChatMessage, Usage};
 use crate::config::ResetConfig;
 use crate::state::Database;
@@ -532,57 +531,15 @@ impl SessionStore for SqliteSessionStore {
     }
 }
 
-/// The `sessions_list` tool reads the store: every agent's sessions.
-#[async_trait]
-impl SessionCatalog for SqliteSessionStore {
-    async fn list(&self, limit: usize) -> Vec<SessionSummary> {
-        summaries(SessionStore::list(self, limit).await)
-    }
-}
-
-/// One agent's sessions, for its `sessions_list` tool (`sessions_visibility = "agent"`).
-pub struct AgentSessions {
-    store: SqliteSessionStore,
-    agent: String,
-}
-
-impl AgentSessions {
-    pub fn new(store: SqliteSessionStore, agent: impl Into<String>) -> Self {
-        Self { store, agent: agent.into() }
-    }
-}
-
-#[async_trait]
-impl SessionCatalog for AgentSessions {
-    async fn list(&self, limit: usize) -> Vec<SessionSummary> {
-        summaries(self.store.list_of_agent(&self.agent, limit).await)
-    }
-}
-
-fn summaries(listed: Result<Vec<Session>, StoreError>) -> Vec<SessionSummary> {
-    match listed {
-        Ok(sessions) => sessions
-            .into_iter()
-            .map(|s| SessionSummary {
-                key: s.key,
-                updated_at: s.updated_at,
-                input_tokens: s.usage.input_tokens,
-                output_tokens: s.usage.output_tokens,
-            })
-            .collect(),
-        Err(error) => {
-            tracing::warn!(%error, "cannot list sessions for the sessions_list tool");
-            Vec::new()
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;
 
     use super::*;
-    use crate::config::ResetMode;
+    use crate::config::{ResetMode, SessionsVisibility};
+    use std::sync::Arc;
+
+    use crate::session::catalog_for;
 
     async fn store() -> (SqliteSessionStore, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
@@ -767,13 +724,16 @@ mod tests {
             let at = Utc::now() + chrono::Duration::seconds(offset as i64);
             store.resolve(key, at, &DAILY).await.unwrap();
         }
-        let helper: Vec<String> = SessionCatalog::list(&AgentSessions::new(store.clone(), "helper"), 10)
+        let shared: Arc<dyn SessionStore> = Arc::new(store.clone());
+        let helper: Vec<String> = catalog_for(shared.clone(), "helper", SessionsVisibility::Agent)
+            .list(10)
             .await
             .into_iter()
             .map(|summary| summary.key)
             .collect();
         assert_eq!(helper, ["agent:helper:slack:channel:c1", "agent:helper:main"], "not help's, not helper_x's");
         assert_eq!(store.list_of_agent("helper", 1).await.unwrap().len(), 1, "the limit holds");
-        assert_eq!(SessionCatalog::list(&store, 10).await.len(), keys.len(), "the whole store sees every agent's");
+        let every = catalog_for(shared, "helper", SessionsVisibility::All).list(10).await;
+        assert_eq!(every.len(), keys.len(), "the whole store sees every agent's");
     }
 }

@@ -8,6 +8,7 @@ use super::reset::ResetReason;
 use crate::agent::{ChatMessage, Usage};
 use crate::config::{DropPolicy, QueueMode, ResetConfig};
 use crate::models::{ReasoningDisplay, ThinkingLevel};
+use crate::state::StorageError;
 
 /// A conversation between the agent and a chat (or a person, by `dm_scope`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,9 +105,15 @@ pub enum StoreError {
     #[error("no session {0}")]
     NotFound(String),
     #[error("session store: {0}")]
-    Database(#[from] rusqlite::Error),
+    Database(#[from] StorageError),
     #[error("session store: corrupt entry: {0}")]
     Corrupt(String),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(error: rusqlite::Error) -> Self {
+        Self::Database(error.into())
+    }
 }
 
 /// Sessions and their transcripts. One writer per session: the lanes guarantee it inside a

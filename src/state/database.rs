@@ -13,6 +13,7 @@ use super::group_commit::{self, CommitStats, CommitTarget, WriteQueue};
 use super::inbound_log::{INBOUND_LOG_FILE_NAME, InboundLog, LogError};
 use super::legacy;
 use super::migrations::{self, MigrateError};
+use super::{InboundStore, StorageError};
 
 /// The database file's name inside the state directory.
 pub const DATABASE_FILE_NAME: &str = "ferry.db";
@@ -34,7 +35,7 @@ pub enum StateError {
     #[error("cannot create state directory {}: {source}", path.display())]
     CreateDir { path: PathBuf, source: std::io::Error },
     #[error("cannot open state database {}: {source}", path.display())]
-    Open { path: PathBuf, source: rusqlite::Error },
+    Open { path: PathBuf, source: StorageError },
     #[error(
         "state database {} was written by a newer Ferry (schema version {found}, this build knows up to {known}); \
          upgrade ferry or point {STATE_DIR_VAR} at another directory",
@@ -44,7 +45,9 @@ pub enum StateError {
     #[error("cannot migrate state database {}: {source}", path.display())]
     Migrate { path: PathBuf, source: MigrateError },
     #[error("state database {} failed a query: {source}", path.display())]
-    Query { path: PathBuf, source: rusqlite::Error },
+    Query { path: PathBuf, source: StorageError },
+    #[error("state.backend = \"{backend}\" is not available in this build")]
+    BackendUnavailable { backend: &'static str },
     #[error("cannot open the inbound log: {0}")]
     InboundLog(#[from] LogError),
 }
@@ -98,21 +101,22 @@ impl Database {
         create_private_dir(state_dir)?;
         let path = state_dir.join(DATABASE_FILE_NAME);
         let mut connection =
-            open_connection(&path).map_err(|source| StateError::Open { path: path.clone(), source })?;
+            open_connection(&path).map_err(|source| StateError::Open { path: path.clone(), source: source.into() })?;
         migrations::apply(&mut connection).map_err(|source| match source {
             MigrateError::NewerSchema { found, known } => StateError::NewerSchema { path: path.clone(), found, known },
             source => StateError::Migrate { path: path.clone(), source },
         })?;
-        record_open(&mut connection).map_err(|source| StateError::Query { path: path.clone(), source })?;
+        record_open(&mut connection)
+            .map_err(|source| StateError::Query { path: path.clone(), source: source.into() })?;
         let inbound = InboundLog::open(&state_dir.join(INBOUND_LOG_FILE_NAME))?;
         legacy::carry_over(&mut connection, &inbound).await.map_err(|source| match source {
-            legacy::CarryOverError::Database(source) => StateError::Query { path: path.clone(), source },
+            legacy::CarryOverError::Database(source) => StateError::Query { path: path.clone(), source: source.into() },
             legacy::CarryOverError::Log(error) => StateError::InboundLog(error),
         })?;
         let readers = (0..READERS)
             .map(|_| open_reader(&path).map(Mutex::new))
             .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(|source| StateError::Open { path: path.clone(), source })?;
+            .map_err(|source| StateError::Open { path: path.clone(), source: source.into() })?;
         let inner = Arc::new(Inner {
             connection: Mutex::new(connection),
             readers,
@@ -121,7 +125,8 @@ impl Database {
             writes: WriteQueue::default(),
             inbound,
         });
-        spawn_checkpointer(&path, Arc::downgrade(&inner)).map_err(|source| StateError::Open { path, source })?;
+        spawn_checkpointer(&path, Arc::downgrade(&inner))
+            .map_err(|source| StateError::Open { path, source: source.into() })?;
         Ok(Self { inner })
     }
 
@@ -132,6 +137,11 @@ impl Database {
     /// The state directory's inbound log: dedupe and the journal of unanswered messages.
     pub fn inbound_log(&self) -> &InboundLog {
         &self.inner.inbound
+    }
+
+    /// The inbound log as the stores take it.
+    pub fn inbound_store(&self) -> Arc<dyn InboundStore> {
+        Arc::new(self.inner.inbound.clone())
     }
 
     /// Runs `f` on the connection, in place, and returns what it returns. For the stores
@@ -189,7 +199,7 @@ impl Database {
                 .query_row([key], |row| row.get(0))
                 .optional()
         })
-        .map_err(|source| StateError::Query { path: self.inner.path.clone(), source })
+        .map_err(|source| StateError::Query { path: self.inner.path.clone(), source: source.into() })
     }
 
     /// Closes the connection (checkpointing the WAL) if this is the last handle; otherwise

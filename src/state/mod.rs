@@ -6,15 +6,21 @@
 //! still wait for their answer go in its append-only `inbound.log` ([`inbound_log`]).
 
 mod database;
+mod error;
 mod group_commit;
+mod inbound;
 pub mod inbound_log;
 mod legacy;
 mod migrations;
+mod stores;
 
 use std::path::PathBuf;
 
 pub use database::{DATABASE_FILE_NAME, Database, StateError};
+pub use error::{StorageError, StorageErrorKind};
 pub use group_commit::CommitStats;
+pub use inbound::InboundStore;
+pub use stores::Stores;
 
 use crate::config::{Config, Environment};
 

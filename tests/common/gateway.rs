@@ -20,7 +20,7 @@ use ferry::gateway::{Gateway, GatewayParts};
 use ferry::media::Media;
 use ferry::routing::{SystemClock, ThreadLabels};
 use ferry::sandbox::SandboxPaths;
-use ferry::state::Database;
+use ferry::state::{Database, Stores};
 use ferry_fakes::FakeOpenAi;
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -111,7 +111,7 @@ async fn start(config: Config, commands: bool, with_media: bool) -> Gw {
     let config = Arc::new(config);
     let dispatcher = Dispatcher::new(DispatcherParts {
         config: config.clone(),
-        database,
+        stores: Stores::sqlite(&database),
         agents,
         channels: channels.clone(),
         clock: Arc::new(SystemClock),

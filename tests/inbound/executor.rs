@@ -11,7 +11,7 @@ use ferry::channels::ChannelRegistry;
 use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::queue::{QueueJournal, RunExecutor, RunJob, RunReport};
 use ferry::routing::{SystemClock, ThreadLabels};
-use ferry::state::Database;
+use ferry::state::{Database, Stores};
 use ferry_fakes::FakeOpenAi;
 use tokio::sync::{Notify, mpsc};
 
@@ -66,7 +66,7 @@ async fn an_embedders_executor_runs_what_the_queue_hands_it_collected_and_journa
     let dispatcher = Dispatcher::with_executor(
         DispatcherParts {
             config: Arc::new(open_dms()),
-            database: database.clone(),
+            stores: Stores::sqlite(&database),
             agents: ferry::agent::AgentRunner::new(fake_model_runner(&fake.url(), workspace.path(), &channels)).into(),
             channels,
             clock: Arc::new(SystemClock),
@@ -85,7 +85,11 @@ async fn an_embedders_executor_runs_what_the_queue_hands_it_collected_and_journa
     for text in ["second", "third"] {
         assert_eq!(channel.inject(channel.message(ada.clone(), "ada", text)).outcome().await, AckOutcome::Accepted);
     }
-    assert_eq!(QueueJournal::new(&database).len(), 3, "every accepted message is journaled until answered");
+    assert_eq!(
+        QueueJournal::new(database.inbound_store()).len().await.unwrap(),
+        3,
+        "every accepted message is journaled until answered"
+    );
     first_run_may_end.notify_one();
 
     let follow_up = tokio::time::timeout(PATIENCE, starts.recv()).await.unwrap().unwrap();
@@ -93,7 +97,7 @@ async fn an_embedders_executor_runs_what_the_queue_hands_it_collected_and_journa
     assert!(follow_up.contains("Queued #1\nsecond") && follow_up.contains("Queued #2\nthird"), "{follow_up}");
     // Answered messages leave the journal (the removal is written after the run returns).
     tokio::time::timeout(PATIENCE, async {
-        while channel.sent_texts().len() < 2 || !QueueJournal::new(&database).is_empty() {
+        while channel.sent_texts().len() < 2 || !QueueJournal::new(database.inbound_store()).is_empty().await.unwrap() {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
     })

@@ -27,12 +27,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 pub use record::LedgerEvent;
 pub use recovery::{OrphanPreview, RecordedFinals, RecoveredReply};
 
-use crate::state::inbound_log::{InboundLog, LoggedDelivery};
+use crate::state::InboundStore;
+use crate::state::inbound_log::LoggedDelivery;
 
 /// The ledger of one state directory. Cheap to clone.
 #[derive(Clone)]
 pub struct DeliveryLedger {
-    log: InboundLog,
+    log: Arc<dyn InboundStore>,
     recovered: Arc<Mutex<Recovered>>,
 }
 
@@ -50,17 +51,25 @@ struct Recovered {
 }
 
 impl DeliveryLedger {
-    pub fn new(log: InboundLog) -> Self {
+    pub fn new(log: Arc<dyn InboundStore>) -> Self {
         Self { log, recovered: Arc::default() }
     }
 
     /// Takes in what the previous process left unfinished: the delivery records of
-    /// unanswered messages ([`InboundLog::unanswered`]). Call it once at start-up, before any
-    /// channel starts (what this process records itself is not recovered). Returns the
+    /// unanswered messages ([`InboundStore::unanswered`]). Call it once at start-up, before
+    /// any channel starts (what this process records itself is not recovered). Returns the
     /// previews nothing will reuse, to be deleted once their channels are up.
-    pub fn recover(&self, deliveries: Vec<LoggedDelivery>) -> Vec<OrphanPreview> {
+    pub async fn recover(&self, deliveries: Vec<LoggedDelivery>) -> Vec<OrphanPreview> {
         let recovery = recovery::fold(deliveries);
-        self.lock().first_of_this_process = self.log.next_seq();
+        let first_of_this_process = match self.log.next_id().await {
+            Ok(id) => id,
+            Err(error) => {
+                // Every reply then counts as inherited: reconciled before a first send.
+                tracing::warn!(%error, "cannot read the inbound store's next id");
+                i64::MAX
+            }
+        };
+        self.lock().first_of_this_process = first_of_this_process;
         if !recovery.by_seq.is_empty() {
             tracing::info!(
                 messages = recovery.by_seq.len(),
@@ -118,7 +127,7 @@ impl DeliveryLedger {
 /// Writes the ledger records of one reply. Cheap to clone.
 #[derive(Clone)]
 pub struct Recorder {
-    log: InboundLog,
+    log: Arc<dyn InboundStore>,
     seqs: Arc<[i64]>,
     /// The reply answers messages an earlier process accepted: it may have sent part of
     /// this reply without recording it.

@@ -142,8 +142,8 @@ async fn a_reply_an_earlier_process_began_adopts_the_preview_it_sent_and_an_adop
     let entry = Accepted { session_key: "s".into(), prompt: "q".into(), message: "{}".into(), enqueued_at: 0 };
     let seq = log.accept(&key, 1, 0, &entry).await.unwrap().unwrap();
     // A restart: the message was accepted by the process before this one.
-    let ledger = DeliveryLedger::new(log);
-    ledger.recover(Vec::new());
+    let ledger = DeliveryLedger::new(Arc::new(log.clone()));
+    ledger.recover(Vec::new()).await;
     let recorder = ledger.recorder(vec![seq]);
     assert!(recorder.inherited());
 

@@ -17,18 +17,21 @@
 //! - a channel has at most [`MAX_PENDING_PER_CHANNEL`] codes pending, so strangers cannot
 //!   flood the operator's list; a sender who asks again gets their existing code back.
 //!
-//! Everything lives in the state database, so the daemon and the `ferry pairing` commands (a
-//! separate process) share it. Read-then-write steps run in `BEGIN IMMEDIATE` transactions,
-//! which SQLite serializes across processes.
+//! Everything lives in the state database ([`PairingBackend`]), so the daemon and the `ferry
+//! pairing` commands (a separate process) share it, and so do replicas on one PostgreSQL.
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, Utc};
 use rand::RngExt;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::clock::Clock;
-use crate::state::Database;
+use crate::state::StorageError;
+
+mod sqlite;
+
+pub use sqlite::SqlitePairing;
 
 /// Characters in a pairing code.
 pub const CODE_LENGTH: usize = 8;
@@ -55,7 +58,7 @@ pub const MAX_PENDING_PER_CHANNEL: i64 = 3;
 
 /// A fresh code colliding with a pending one is one in 2^40 per pending code; after this
 /// many collisions in a row something else is wrong.
-const CODE_ATTEMPTS: usize = 8;
+pub(crate) const CODE_ATTEMPTS: usize = 8;
 
 /// A code waiting for an operator.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,32 +107,46 @@ pub enum PairingError {
     #[error("could not find a free pairing code on {channel} after {CODE_ATTEMPTS} attempts")]
     NoFreeCode { channel: String },
     #[error("pairing store failed while {action}: {source}")]
-    Query { action: &'static str, source: rusqlite::Error },
+    Query { action: &'static str, source: StorageError },
 }
 
-/// Pending codes and approved senders, in the state database.
+/// Where pending codes and approved senders are kept: the state database, shared by the
+/// daemon and the `ferry pairing` commands (a separate process). Each call is one
+/// transaction; the store above it keeps the clock and the policy.
+#[async_trait]
+pub trait PairingBackend: Send + Sync + std::fmt::Debug {
+    /// Whether an operator approved this sender on this channel.
+    async fn is_approved(&self, channel: &str, sender_id: &str) -> Result<bool, StorageError>;
+
+    /// In one transaction: forgets `wanted.channel`'s codes expired at `wanted.created_at`,
+    /// then returns the sender's pending code if any, else [`PairingRequest::TooManyPending`]
+    /// if the channel has [`MAX_PENDING_PER_CHANNEL`], else saves `wanted` under a fresh
+    /// code (from [`generate_code`], retried on a collision).
+    async fn request(&self, wanted: PendingPairing) -> Result<PairingRequest, PairingError>;
+
+    /// In one transaction: removes the (well-formed, upper-case) `code` of `channel` and,
+    /// unless it expired at `now`, approves its sender.
+    async fn approve(&self, channel: &str, code: &str, now: DateTime<Utc>) -> Result<ApprovedSender, PairingError>;
+
+    /// Codes not expired at `now`, oldest first.
+    async fn pending(&self, now: DateTime<Utc>) -> Result<Vec<PendingPairing>, StorageError>;
+}
+
+/// Pending codes and approved senders, with the clock and the rules that issue codes.
 #[derive(Debug, Clone)]
 pub struct PairingStore {
-    database: Database,
+    backend: Arc<dyn PairingBackend>,
     clock: Arc<dyn Clock>,
 }
 
 impl PairingStore {
-    pub fn new(database: &Database, clock: Arc<dyn Clock>) -> Self {
-        Self { database: database.clone(), clock }
+    pub fn new(backend: Arc<dyn PairingBackend>, clock: Arc<dyn Clock>) -> Self {
+        Self { backend, clock }
     }
 
     /// Whether an operator approved this sender on this channel.
     pub async fn is_approved(&self, channel: &str, sender_id: &str) -> Result<bool, PairingError> {
-        self.database
-            .read(|connection| {
-                connection
-                    .prepare_cached(
-                        "SELECT EXISTS (SELECT 1 FROM pairing_approved WHERE channel = ? AND sender_id = ?)",
-                    )?
-                    .query_row([channel, sender_id], |row| row.get(0))
-            })
-            .map_err(query("checking an approval"))
+        self.backend.is_approved(channel, sender_id).await.map_err(query("checking an approval"))
     }
 
     /// Gives an unknown sender a code: their pending one if it is still valid, a new one if
@@ -141,36 +158,16 @@ impl PairingStore {
         sender_name: Option<&str>,
     ) -> Result<PairingRequest, PairingError> {
         let now = self.clock.now();
-        self.database.with_connection(|connection| {
-            let transaction = connection
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(query("starting a pairing request"))?;
-            transaction
-                .prepare_cached("DELETE FROM pairing_requests WHERE channel = ? AND expires_at <= ?")
-                .and_then(|mut delete| delete.execute(params![channel, now.timestamp_millis()]))
-                .map_err(query("removing expired codes"))?;
-            let existing = transaction
-                .prepare_cached(&format!("{SELECT_PENDING} WHERE channel = ? AND sender_id = ?"))
-                .and_then(|mut select| select.query_row([channel, sender_id], pending_from_row).optional())
-                .map_err(query("looking up the sender's code"))?;
-            let outcome = if let Some(pending) = existing {
-                PairingRequest::Existing(pending)
-            } else if pending_count(&transaction, channel)? >= MAX_PENDING_PER_CHANNEL {
-                PairingRequest::TooManyPending
-            } else {
-                let pending = PendingPairing {
-                    channel: channel.to_owned(),
-                    sender_id: sender_id.to_owned(),
-                    sender_name: sender_name.map(str::to_owned),
-                    code: String::new(),
-                    created_at: now,
-                    expires_at: now + CODE_TTL,
-                };
-                PairingRequest::Issued(insert_with_fresh_code(&transaction, pending)?)
-            };
-            transaction.commit().map_err(query("saving a pairing request"))?;
-            Ok(outcome)
-        })
+        self.backend
+            .request(PendingPairing {
+                channel: channel.to_owned(),
+                sender_id: sender_id.to_owned(),
+                sender_name: sender_name.map(str::to_owned),
+                code: String::new(),
+                created_at: now,
+                expires_at: now + CODE_TTL,
+            })
+            .await
     }
 
     /// Approves the sender a code was issued to. Codes are matched case-insensitively.
@@ -179,61 +176,12 @@ impl PairingStore {
         if !is_well_formed(&code) {
             return Err(PairingError::MalformedCode { code });
         }
-        let now = self.clock.now();
-        self.database.with_connection(|connection| {
-            let transaction = connection
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(query("starting an approval"))?;
-            let pending = transaction
-                .prepare_cached(&format!("{SELECT_PENDING} WHERE channel = ? AND code = ?"))
-                .and_then(|mut select| select.query_row([channel, code.as_str()], pending_from_row).optional())
-                .map_err(query("looking up the code"))?;
-            let Some(pending) = pending else {
-                return Err(PairingError::UnknownCode { channel: channel.to_owned(), code });
-            };
-            transaction
-                .prepare_cached("DELETE FROM pairing_requests WHERE channel = ? AND code = ?")
-                .and_then(|mut delete| delete.execute([channel, code.as_str()]))
-                .map_err(query("removing the used code"))?;
-            if pending.expires_at <= now {
-                transaction.commit().map_err(query("removing an expired code"))?;
-                return Err(PairingError::Expired {
-                    channel: channel.to_owned(),
-                    code,
-                    expired_at: pending.expires_at,
-                });
-            }
-            transaction
-                .prepare_cached(
-                    "INSERT INTO pairing_approved (channel, sender_id, sender_name, approved_at) VALUES (?, ?, ?, ?) \
-                     ON CONFLICT (channel, sender_id) DO UPDATE SET sender_name = excluded.sender_name, \
-                     approved_at = excluded.approved_at",
-                )
-                .and_then(|mut insert| {
-                    insert.execute(params![channel, pending.sender_id, pending.sender_name, now.timestamp_millis()])
-                })
-                .map_err(query("recording the approval"))?;
-            transaction.commit().map_err(query("recording the approval"))?;
-            Ok(ApprovedSender {
-                channel: pending.channel,
-                sender_id: pending.sender_id,
-                sender_name: pending.sender_name,
-                approved_at: now,
-            })
-        })
+        self.backend.approve(channel, &code, self.clock.now()).await
     }
 
     /// Codes still waiting for approval, oldest first.
     pub async fn list(&self) -> Result<Vec<PendingPairing>, PairingError> {
-        let now = self.clock.now().timestamp_millis();
-        self.database
-            .with_connection(|connection| {
-                connection
-                    .prepare_cached(&format!("{SELECT_PENDING} WHERE expires_at > ? ORDER BY created_at, channel"))?
-                    .query_map([now], pending_from_row)?
-                    .collect()
-            })
-            .map_err(query("listing pending codes"))
+        self.backend.pending(self.clock.now()).await.map_err(query("listing pending codes"))
     }
 }
 
@@ -256,68 +204,14 @@ pub fn pairing_reply(pending: &PendingPairing, now: DateTime<Utc>) -> String {
 pub const PAIRING_BUSY_REPLY: &str = "Hi! I only talk to people my operator has approved, and too many approval \
                                       requests are waiting right now. Please try again later.";
 
-const SELECT_PENDING: &str =
-    "SELECT channel, sender_id, sender_name, code, created_at, expires_at FROM pairing_requests";
-
-fn query(action: &'static str) -> impl FnOnce(rusqlite::Error) -> PairingError {
+/// A failed backend call as the operator reads it: what was being done, and why it failed.
+pub(crate) fn query(action: &'static str) -> impl FnOnce(StorageError) -> PairingError {
     move |source| PairingError::Query { action, source }
-}
-
-fn pending_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<PendingPairing> {
-    Ok(PendingPairing {
-        channel: row.get("channel")?,
-        sender_id: row.get("sender_id")?,
-        sender_name: row.get("sender_name")?,
-        code: row.get("code")?,
-        created_at: from_millis(row.get("created_at")?),
-        expires_at: from_millis(row.get("expires_at")?),
-    })
-}
-
-/// A stored time; one out of chrono's range (a damaged row) reads as long ago, i.e. expired.
-fn from_millis(millis: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp_millis(millis).unwrap_or(DateTime::<Utc>::MIN_UTC)
-}
-
-fn pending_count(connection: &Connection, channel: &str) -> Result<i64, PairingError> {
-    connection
-        .prepare_cached("SELECT COUNT(*) FROM pairing_requests WHERE channel = ?")
-        .and_then(|mut count| count.query_row([channel], |row| row.get(0)))
-        .map_err(query("counting pending codes"))
-}
-
-fn insert_with_fresh_code(
-    connection: &Connection,
-    mut pending: PendingPairing,
-) -> Result<PendingPairing, PairingError> {
-    let mut insert = connection
-        .prepare_cached(
-            "INSERT OR IGNORE INTO pairing_requests \
-             (channel, sender_id, sender_name, code, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-        )
-        .map_err(query("saving a new code"))?;
-    for _ in 0..CODE_ATTEMPTS {
-        pending.code = generate_code();
-        let inserted = insert
-            .execute(params![
-                pending.channel,
-                pending.sender_id,
-                pending.sender_name,
-                pending.code,
-                pending.created_at.timestamp_millis(),
-                pending.expires_at.timestamp_millis()
-            ])
-            .map_err(query("saving a new code"))?;
-        if inserted == 1 {
-            return Ok(pending);
-        }
-    }
-    Err(PairingError::NoFreeCode { channel: pending.channel })
 }
 
 /// A new random code. The thread-local generator is a CSPRNG seeded from the OS, so codes
 /// cannot be predicted from earlier ones.
-fn generate_code() -> String {
+pub(crate) fn generate_code() -> String {
     let mut rng = rand::rng();
     (0..CODE_LENGTH).map(|_| char::from(CODE_ALPHABET[rng.random_range(0..CODE_ALPHABET.len())])).collect()
 }
@@ -330,6 +224,7 @@ fn is_well_formed(code: &str) -> bool {
 mod tests {
     use super::*;
     use crate::routing::clock::ManualClock;
+    use crate::state::Database;
 
     fn start() -> DateTime<Utc> {
         DateTime::from_timestamp(1_750_000_000, 0).unwrap()
@@ -339,7 +234,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let database = Database::open(dir.path()).await.unwrap();
         let clock = ManualClock::new(start());
-        (PairingStore::new(&database, Arc::new(clock.clone())), clock, dir)
+        (PairingStore::new(Arc::new(SqlitePairing::new(database)), Arc::new(clock.clone())), clock, dir)
     }
 
     fn issued(request: PairingRequest) -> PendingPairing {
@@ -438,13 +333,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(start()));
         let database = Database::open(dir.path()).await.unwrap();
-        let store = PairingStore::new(&database, clock.clone());
+        let store = PairingStore::new(Arc::new(SqlitePairing::new(database.clone())), clock.clone());
         let pending = issued(store.request("telegram", "42", None).await.unwrap());
         store.approve("telegram", &pending.code).await.unwrap();
         database.close().await;
 
         let reopened = Database::open(dir.path()).await.unwrap();
-        let store = PairingStore::new(&reopened, clock);
+        let store = PairingStore::new(Arc::new(SqlitePairing::new(reopened)), clock);
         assert!(store.is_approved("telegram", "42").await.unwrap());
     }
 

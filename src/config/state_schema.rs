@@ -1,0 +1,73 @@
+//! `[state]`: where Ferry keeps what survives a restart. SQLite in the state directory for
+//! one machine (the default); PostgreSQL for several replicas sharing one database.
+
+use serde::{Deserialize, Serialize};
+
+use super::Secret;
+use super::error::Violation;
+
+/// The environment variable `state.postgres_url` is read from when the file leaves it unset,
+/// so the password need not be written to disk.
+pub const DATABASE_URL_VAR: &str = "FERRY_DATABASE_URL";
+
+/// `[state]`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StateConfig {
+    pub backend: StateBackendKind,
+    /// `postgres://user:password@host:port/database`, with `?sslmode=require` for TLS.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub postgres_url: Option<Secret>,
+    /// Connections each process keeps open to PostgreSQL at most.
+    pub pool_size: u32,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        Self { backend: StateBackendKind::Sqlite, postgres_url: None, pool_size: 8 }
+    }
+}
+
+/// Which database holds the state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StateBackendKind {
+    /// `ferry.db` and `inbound.log` in the state directory: one process.
+    #[default]
+    Sqlite,
+    /// One PostgreSQL database, shared by every replica.
+    Postgres,
+}
+
+impl StateBackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sqlite => "sqlite",
+            Self::Postgres => "postgres",
+        }
+    }
+}
+
+/// A PostgreSQL backend needs a URL that parses; the URL itself is never echoed (it may
+/// hold a password).
+pub fn validate(state: &StateConfig) -> Result<(), Violation> {
+    let Some(url) = state.postgres_url.as_ref().filter(|url| !url.is_blank()) else {
+        if state.backend == StateBackendKind::Postgres {
+            return Err(Violation::new(
+                "state.postgres_url",
+                format!("required when state.backend = \"postgres\" (or set {DATABASE_URL_VAR})"),
+            ));
+        }
+        return Ok(());
+    };
+    if !(url.expose().starts_with("postgres://") || url.expose().starts_with("postgresql://"))
+        || url.expose().parse::<tokio_postgres::Config>().is_err()
+    {
+        return Err(Violation::new(
+            "state.postgres_url",
+            "not a PostgreSQL URL: expected postgres://user:password@host:port/database, optionally with \
+             ?sslmode=disable|prefer|require",
+        ));
+    }
+    Ok(())
+}

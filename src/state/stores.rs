@@ -1,0 +1,74 @@
+//! Every store Ferry keeps across restarts, built on one backend: the handle the daemon and
+//! the commands open once and hand to routing, the queue, the ledger and the agents.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{Database, InboundStore, StateError};
+use crate::config::{Config, StateBackendKind};
+use crate::models::health_store::{HealthStore, SqliteHealth};
+use crate::routing::pairing::{PairingBackend, SqlitePairing};
+use crate::session::{SessionStore, SqliteSessionStore};
+
+/// The stores of one state backend. Cheap to clone: clones share connections.
+#[derive(Clone)]
+pub struct Stores {
+    /// Sessions and transcripts.
+    pub sessions: Arc<dyn SessionStore>,
+    /// Dedupe, the queue journal and the delivery ledger's records.
+    pub inbound: Arc<dyn InboundStore>,
+    /// Pending pairing codes and approved senders.
+    pub pairing: Arc<dyn PairingBackend>,
+    /// Auth profiles' cooldowns.
+    pub health: HealthStore,
+    backend: Backend,
+}
+
+impl std::fmt::Debug for Stores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stores").field("backend", &self.backend).finish_non_exhaustive()
+    }
+}
+
+/// What the stores are built on, for what only that backend has.
+#[derive(Debug, Clone)]
+enum Backend {
+    Sqlite(Database),
+}
+
+impl Stores {
+    /// Opens the backend `[state]` chooses: SQLite in `state_dir`, or PostgreSQL.
+    pub async fn open(config: &Config, state_dir: &Path) -> Result<Self, StateError> {
+        match config.state.backend {
+            StateBackendKind::Sqlite => Ok(Self::sqlite(&Database::open(state_dir).await?)),
+            StateBackendKind::Postgres => Err(StateError::BackendUnavailable { backend: "postgres" }),
+        }
+    }
+
+    /// The stores in the state directory's SQLite database and inbound log.
+    pub fn sqlite(database: &Database) -> Self {
+        Self {
+            sessions: Arc::new(SqliteSessionStore::new(database.clone())),
+            inbound: database.inbound_store(),
+            pairing: Arc::new(SqlitePairing::new(database.clone())),
+            health: Arc::new(SqliteHealth::new(database.clone())),
+            backend: Backend::Sqlite(database.clone()),
+        }
+    }
+
+    /// The SQLite database, when that is the backend (its group-commit statistics, tests).
+    pub fn sqlite_database(&self) -> Option<&Database> {
+        match &self.backend {
+            Backend::Sqlite(database) => Some(database),
+        }
+    }
+
+    /// Closes the backend once the last clone is gone (SQLite checkpoints its WAL).
+    pub async fn close(self) {
+        let Self { sessions, inbound, pairing, health, backend } = self;
+        drop((sessions, inbound, pairing, health));
+        match backend {
+            Backend::Sqlite(database) => database.close().await,
+        }
+    }
+}
