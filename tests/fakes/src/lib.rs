@@ -30,6 +30,13 @@
 //! Slack's `{ok:false, error}` refusals and 429 + `Retry-After`, a Socket Mode WebSocket whose
 //! `events_api` envelopes must be acknowledged (redelivered after a reconnect otherwise), and
 //! [`SlackEventsClient`], which POSTs signed Events API requests (or badly signed, or stale).
+//!
+//! PostgreSQL is the one service not faked: the state backend's tests need the real server's
+//! locking and transactions. [`test_database`] gives a test a fresh database of its own on the
+//! cluster `tests/postgres/setup` started (one per CI run; a database per test keeps parallel
+//! tests apart), dropped with the handle. [`PrivateCluster`] is a cluster of one test's own for
+//! tests that stop, restart or kill the server. Without the setup's environment both skip,
+//! unless `FERRY_REQUIRE_POSTGRES=1` (CI) makes that a failure.
 
 mod anthropic;
 mod discord;
@@ -38,6 +45,7 @@ mod keys;
 mod model_script;
 mod model_server;
 mod openai;
+mod postgres;
 mod recorded;
 mod server;
 mod slack;
@@ -58,6 +66,7 @@ pub use images::{ANTHROPIC_MAX_SIDE, IMAGE_BASE64_LIMIT, ReceivedImage};
 pub use keys::KeyBehaviour;
 pub use model_script::{HttpError, Reply, StopReason, ToolCall, Turn, Usage};
 pub use openai::FakeOpenAi;
+pub use postgres::{PrivateCluster, TestDatabase, test_database};
 pub use recorded::RecordedRequest;
 pub use server::FakeServer;
 pub use slack::{
