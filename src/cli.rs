@@ -56,6 +56,9 @@ pub enum Command {
     /// The Model Context Protocol servers of the config.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// The state database: bring its schema up to date, or move it to another backend.
+    #[command(subcommand)]
+    State(StateCommand),
 }
 
 impl Command {
@@ -121,6 +124,34 @@ pub enum PairingCommand {
 pub enum McpCommand {
     /// Connect to every configured server and print its state and tools.
     List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StateCommand {
+    /// Bring the configured backend's schema up to date (the gateway also does on start).
+    Migrate,
+    /// Copy one backend's state into another (run it with the gateway stopped).
+    Copy {
+        /// The backend to read: the state directory's SQLite database and inbound log.
+        #[arg(long, value_enum)]
+        from: CopySource,
+        /// The backend to write: the database of state.postgres_url (or FERRY_DATABASE_URL).
+        #[arg(long, value_enum)]
+        to: CopyTarget,
+        /// Replace whatever state the target already holds.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CopySource {
+    Sqlite,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CopyTarget {
+    Postgres,
 }
 
 #[derive(Debug, Subcommand)]

@@ -90,6 +90,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     tracing::info!(
         model = %runner.router().catalog().primary().label(),
         agents = registries.len(),
+        state = config.state.backend.as_str(),
         state_dir = %state_dir.display(),
         "starting the gateway"
     );

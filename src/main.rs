@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod daemon;
 mod mcp_command;
+mod state_command;
 mod wiring;
 
 use std::process::ExitCode;
@@ -71,6 +72,10 @@ fn run(cli: Cli, env: &Environment) -> anyhow::Result<()> {
         Command::Sessions(cli::SessionsCommand::List) => runtime()?.block_on(commands::sessions_list(&cli.global, env)),
         Command::Agents(cli::AgentsCommand::List) => agents_command::list(&cli.global, env),
         Command::Mcp(cli::McpCommand::List) => runtime()?.block_on(mcp_command::list(&cli.global, env)),
+        Command::State(cli::StateCommand::Migrate) => runtime()?.block_on(state_command::migrate(&cli.global, env)),
+        Command::State(cli::StateCommand::Copy { force, .. }) => {
+            runtime()?.block_on(state_command::copy_sqlite_to_postgres(&cli.global, force, env))
+        }
     }
 }
 

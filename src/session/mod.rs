@@ -14,6 +14,7 @@ pub mod reset;
 mod run;
 pub mod sqlite;
 pub mod store;
+pub(crate) mod transcript;
 
 pub use catalog::catalog_for;
 pub use reset::ResetReason;

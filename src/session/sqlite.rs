@@ -4,11 +4,14 @@ use async_trait::async_trait;
 use chrono::{DateTime, Local, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::compaction::summary_message;
 use super::reset::{ResetReason, staleness};
 use super::store::{
     CompactionEntry, OpenedRun, Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptEntry,
     TranscriptSaved,
+};
+use super::transcript::{
+    COMPACTION_ROLE, Row, compaction_content, context_entries, decode_overrides, decode_transcript, encode_entries,
+    new_session_id, overridden,
 };
 use crate::agent::{ChatMessage, Usage};
 use crate::config::ResetConfig;
@@ -37,10 +40,6 @@ fn from_millis(ms: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
 }
 
-fn new_session_id() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
 /// A row of [`SELECT_SESSION`], with the overrides still JSON (decoded by [`decode_session`]
 /// outside rusqlite's row callback, so a bad value reads as [`StoreError::Corrupt`]).
 fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(Session, String)> {
@@ -62,8 +61,7 @@ fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(Session, Strin
 }
 
 fn decode_session((session, overrides): (Session, String)) -> Result<Session, StoreError> {
-    let overrides = serde_json::from_str(&overrides).map_err(|e| StoreError::Corrupt(format!("overrides: {e}")))?;
-    Ok(Session { overrides, ..session })
+    Ok(Session { overrides: decode_overrides(&overrides)?, ..session })
 }
 
 const SELECT_SESSION: &str = "SELECT key, session_id, created_at, updated_at, input_tokens, output_tokens, \
@@ -75,14 +73,6 @@ fn fetch_session(connection: &Connection, key: &str) -> Result<Option<Session>, 
         .query_row([key], session_from_row)
         .optional()?;
     row.map(decode_session).transpose()
-}
-
-fn role_of(message: &ChatMessage) -> &'static str {
-    match message {
-        ChatMessage::User { .. } => "user",
-        ChatMessage::Assistant { .. } => "assistant",
-        ChatMessage::ToolResult { .. } => "tool_result",
-    }
 }
 
 /// The session for `key` as a message arrives at `now`, rotated if stale under `policy`;
@@ -140,21 +130,6 @@ fn begin_on(connection: &Connection, key: String, session_id: &str, run_id: Stri
     Ok(())
 }
 
-/// The role of a compaction entry's row (migration 0003 foresaw it: `role` is free text).
-const COMPACTION_ROLE: &str = "compaction";
-
-/// A compaction row's content.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct StoredCompaction {
-    summary: String,
-    /// The first entry the summary does not cover; `None`: it covers every earlier entry.
-    first_kept_entry_id: Option<i64>,
-    tokens_before: u64,
-}
-
-/// One transcript row: id, role, JSON content, and `T`: nothing, or the run that wrote it.
-type Row<T = ()> = (i64, String, String, T);
-
 /// A session id's transcript entries as stored, oldest first.
 fn transcript_rows(connection: &Connection, session_id: &str) -> rusqlite::Result<Vec<Row>> {
     // Sorted here, not with ORDER BY id: with it, SQLite re-prepares the statement after
@@ -179,35 +154,6 @@ fn transcript_rows_with_runs(connection: &Connection, session_id: &str) -> rusql
     Ok(rows)
 }
 
-/// The context a transcript gives the model, each entry with its row id: after the latest
-/// compaction, its summary (no row of its own: `None`, and `T::default()`) then the entries
-/// it did not cover, each with its row's `T`.
-fn context_entries<T: Default>(rows: Vec<Row<T>>) -> Result<Vec<(Option<i64>, T, ChatMessage)>, StoreError> {
-    let latest = rows.iter().rposition(|(_, role, ..)| role == COMPACTION_ROLE);
-    let mut context = Vec::new();
-    let mut first_kept = i64::MIN;
-    if let Some(index) = latest {
-        let (id, _, content, _) = &rows[index];
-        let compaction: StoredCompaction =
-            serde_json::from_str(content).map_err(|e| StoreError::Corrupt(format!("compaction entry: {e}")))?;
-        first_kept = compaction.first_kept_entry_id.unwrap_or(id + 1);
-        context.push((None, T::default(), summary_message(&compaction.summary)));
-    }
-    for (id, role, content, extra) in rows {
-        if id < first_kept || role == COMPACTION_ROLE {
-            continue;
-        }
-        let entry =
-            serde_json::from_str(&content).map_err(|e| StoreError::Corrupt(format!("transcript entry: {e}")))?;
-        context.push((Some(id), extra, entry));
-    }
-    Ok(context)
-}
-
-fn decode_transcript(rows: Vec<Row>) -> Result<Vec<ChatMessage>, StoreError> {
-    Ok(context_entries(rows)?.into_iter().map(|(_, _, entry)| entry).collect())
-}
-
 /// Records a compaction of `key`'s context if `run_id` owns the session (see
 /// [`SessionStore::compact`]).
 fn compact_on(
@@ -224,18 +170,7 @@ fn compact_on(
     let Some(session_id) = session_id else { return Err(StoreError::Superseded { key, run_id }) };
     let rows = transcript_rows(connection, &session_id)?;
     let parent = rows.last().map(|(id, ..)| *id);
-    let context = context_entries(rows)?;
-    if context.len() != context_len || entry.keep_from == 0 || entry.keep_from > context_len {
-        return Err(StoreError::Corrupt(format!(
-            "a compaction keeping entries from {} of {context_len} does not fit the stored context of {}",
-            entry.keep_from,
-            context.len()
-        )));
-    }
-    let first_kept_entry_id = context.get(entry.keep_from).and_then(|(id, ..)| *id);
-    let stored =
-        StoredCompaction { summary: entry.summary.clone(), first_kept_entry_id, tokens_before: entry.tokens_before };
-    let content = serde_json::to_string(&stored).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let content = compaction_content(rows, context_len, entry)?;
     connection
         .prepare_cached(
             "INSERT INTO transcript_entries (session_id, parent_id, run_id, role, content, created_at) \
@@ -246,16 +181,6 @@ fn compact_on(
         .prepare_cached("UPDATE sessions SET compaction_count = compaction_count + 1 WHERE key = ?")?
         .execute([&key])?;
     Ok(())
-}
-
-/// Transcript entries as (role, JSON), encoded before any write so the write lock is held
-/// only for SQLite work.
-fn encode_entries(entries: &[ChatMessage]) -> Result<Vec<(&'static str, String)>, StoreError> {
-    entries
-        .iter()
-        .map(|entry| Ok((role_of(entry), serde_json::to_string(entry)?)))
-        .collect::<Result<Vec<_>, serde_json::Error>>()
-        .map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 /// Appends entries to the session of `key`, if `run_id` still owns it.
@@ -493,16 +418,7 @@ impl SessionStore for SqliteSessionStore {
                 .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
                 .collect()
         })?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|(key, json)| match serde_json::from_str::<SessionOverrides>(&json) {
-                Ok(overrides) => (overrides != SessionOverrides::default()).then_some((key, overrides)),
-                Err(error) => {
-                    tracing::warn!(session_key = %key, %error, "a session's saved settings do not decode; using the defaults");
-                    None
-                }
-            })
-            .collect())
+        Ok(overridden(rows))
     }
 
     async fn list(&self, limit: usize) -> Result<Vec<Session>, StoreError> {
@@ -533,37 +449,15 @@ impl SessionStore for SqliteSessionStore {
 
 #[cfg(test)]
 mod tests {
-    use chrono::TimeZone;
-
     use super::*;
-    use crate::config::{ResetMode, SessionsVisibility};
-    use std::sync::Arc;
-
-    use crate::session::catalog_for;
+    use crate::config::ResetMode;
 
     async fn store() -> (SqliteSessionStore, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         (SqliteSessionStore::new(Database::open(dir.path()).await.unwrap()), dir)
     }
 
-    fn local(hour: u32, minute: u32, day: u32) -> DateTime<Utc> {
-        Local.with_ymd_and_hms(2026, 11, day, hour, minute, 0).earliest().unwrap().with_timezone(&Utc)
-    }
-
     const DAILY: ResetConfig = ResetConfig { mode: ResetMode::Daily, at_hour: 4, idle_minutes: 0 };
-
-    #[tokio::test]
-    async fn the_daily_reset_at_04_00_starts_a_new_session_lazily() {
-        let (store, _dir) = store().await;
-        let first = store.resolve("agent:main:main", local(23, 0, 21), &DAILY).await.unwrap();
-        assert_eq!(first.started, Some(ResetReason::New));
-        let same = store.resolve("agent:main:main", local(3, 59, 22), &DAILY).await.unwrap();
-        assert_eq!((same.started, &same.session.session_id), (None, &first.session.session_id));
-        let next = store.resolve("agent:main:main", local(4, 1, 22), &DAILY).await.unwrap();
-        assert_eq!(next.started, Some(ResetReason::Daily));
-        assert_ne!(next.session.session_id, first.session.session_id);
-        assert_eq!(next.ended_session_id.as_deref(), Some(first.session.session_id.as_str()));
-    }
 
     #[tokio::test]
     async fn transcripts_append_in_order_with_parent_links() {
@@ -586,154 +480,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn open_and_close_run_do_resolve_fence_append_and_usage_in_one_write_each() {
+    async fn open_and_close_run_are_one_group_commit_each() {
         let (store, _dir) = store().await;
-        let opened = store.open_run("k", Utc::now(), &DAILY, "run-1").await.unwrap();
-        assert_eq!(opened.resolved.started, Some(ResetReason::New));
-        assert!(opened.history.unwrap().is_empty());
-        let session_id = opened.resolved.session.session_id;
+        store.open_run("k", Utc::now(), &DAILY, "run-1").await.unwrap();
         let entries = [ChatMessage::user("hi"), ChatMessage::assistant("hello", vec![])];
-        let usage = Usage { input_tokens: 3, output_tokens: 2 };
-        assert_eq!(store.close_run("k", "run-1", &entries, usage).await.unwrap(), TranscriptSaved::Saved);
+        store.close_run("k", "run-1", &entries, Usage::default()).await.unwrap();
         assert_eq!(store.database.commit_stats().writes, 2);
-
-        // The next run opens with the conversation so far, oldest first.
-        let second = store.open_run("k", Utc::now(), &DAILY, "run-2").await.unwrap();
-        assert_eq!(second.resolved.session.session_id, session_id);
-        assert_eq!(second.history.unwrap(), entries);
-        // A run superseded by a reset keeps nothing, but its tokens are still counted.
-        let reset = store.reset("k", Utc::now()).await.unwrap();
-        assert_eq!(store.close_run("k", "run-2", &entries, usage).await.unwrap(), TranscriptSaved::Superseded);
-        assert!(store.history(&reset.session.session_id).await.unwrap().is_empty());
-        assert_eq!(store.get("k").await.unwrap().unwrap().usage, usage);
-    }
-
-    #[tokio::test]
-    async fn the_transcript_is_the_context_with_the_run_that_wrote_each_entry() {
-        let (store, _dir) = store().await;
-        let opened = store.open_run("k", Utc::now(), &DAILY, "run-1").await.unwrap();
-        let session_id = opened.resolved.session.session_id;
-        let answer = |text: &str| ChatMessage::assistant(text, vec![]);
-        store.close_run("k", "run-1", &[ChatMessage::user("q1"), answer("a1")], Usage::default()).await.unwrap();
-        store.open_run("k", Utc::now(), &DAILY, "run-2").await.unwrap();
-        store.append("k", "run-2", &[ChatMessage::user("q2"), answer("a2")]).await.unwrap();
-        let entry = CompactionEntry { summary: "q1".into(), keep_from: 2, tokens_before: 40 };
-        store.compact("k", "run-2", 4, &entry).await.unwrap();
-
-        let transcript = store.transcript(&session_id).await.unwrap();
-        let runs: Vec<Option<&str>> = transcript.iter().map(|entry| entry.run_id.as_deref()).collect();
-        assert_eq!(runs, [None, Some("run-2"), Some("run-2")], "the summary was written by no run");
-        let messages: Vec<ChatMessage> = transcript.into_iter().map(|entry| entry.message).collect();
-        assert_eq!(messages, store.history(&session_id).await.unwrap());
-    }
-
-    #[tokio::test]
-    async fn a_compaction_entry_replaces_the_entries_it_summarized_in_the_context() {
-        let (store, _dir) = store().await;
-        let opened = store.open_run("k", Utc::now(), &DAILY, "run-1").await.unwrap();
-        let answer = |text: &str| ChatMessage::assistant(text, vec![]);
-        let entries = [ChatMessage::user("q1"), answer("a1"), ChatMessage::user("q2"), answer("a2")];
-        store.append("k", "run-1", &entries).await.unwrap();
-        let entry = CompactionEntry { summary: "they asked twice".into(), keep_from: 2, tokens_before: 40 };
-        // The cut is checked against the stored context.
-        assert!(matches!(store.compact("k", "run-1", 3, &entry).await, Err(StoreError::Corrupt(_))));
-        store.compact("k", "run-1", 4, &entry).await.unwrap();
-        let session_id = opened.resolved.session.session_id;
-        let context = store.history(&session_id).await.unwrap();
-        assert_eq!(context, [summary_message("they asked twice"), entries[2].clone(), entries[3].clone()]);
-
-        // Later entries follow; a second compaction folds the first summary in.
-        store.append("k", "run-1", &[ChatMessage::user("q3")]).await.unwrap();
-        let again = CompactionEntry { summary: "all of it".into(), keep_from: 3, tokens_before: 30 };
-        store.compact("k", "run-1", 4, &again).await.unwrap();
-        assert_eq!(store.history(&session_id).await.unwrap(), [summary_message("all of it"), ChatMessage::user("q3")]);
-        // Summarizing everything keeps only what comes after.
-        let everything = CompactionEntry { summary: "done".into(), keep_from: 2, tokens_before: 10 };
-        store.compact("k", "run-1", 2, &everything).await.unwrap();
-        store.append("k", "run-1", &[ChatMessage::user("q4")]).await.unwrap();
-        assert_eq!(store.history(&session_id).await.unwrap(), [summary_message("done"), ChatMessage::user("q4")]);
-        assert_eq!(store.get("k").await.unwrap().unwrap().compaction_count, 3);
-        // A run that lost the session cannot compact it.
-        store.begin_run("k", &session_id, "run-2").await.unwrap();
-        assert!(matches!(store.compact("k", "run-1", 2, &everything).await, Err(StoreError::Superseded { .. })));
-    }
-
-    #[tokio::test]
-    async fn a_superseded_run_cannot_append() {
-        let (store, _dir) = store().await;
-        let session = store.resolve("k", Utc::now(), &DAILY).await.unwrap().session;
-        store.begin_run("k", &session.session_id, "old-run").await.unwrap();
-        // A newer run takes over (interrupt)…
-        store.begin_run("k", &session.session_id, "new-run").await.unwrap();
-        assert!(matches!(
-            store.append("k", "old-run", &[ChatMessage::user("x")]).await,
-            Err(StoreError::Superseded { .. })
-        ));
-        // …and a reset fences out everyone.
-        let reset = store.reset("k", Utc::now()).await.unwrap();
-        assert_eq!(reset.started, Some(ResetReason::Manual));
-        assert!(matches!(
-            store.append("k", "new-run", &[ChatMessage::user("x")]).await,
-            Err(StoreError::Superseded { .. })
-        ));
-        assert!(store.begin_run("k", &session.session_id, "late").await.is_err(), "the old session id is gone");
-        assert!(store.history(&reset.session.session_id).await.unwrap().is_empty());
-    }
-
-    #[tokio::test]
-    async fn work_that_must_not_take_a_session_from_a_run_waits_for_it_to_finish() {
-        let (store, _dir) = store().await;
-        let session = store.resolve("k", Utc::now(), &DAILY).await.unwrap().session;
-        store.begin_run("k", &session.session_id, "run-1").await.unwrap();
-        assert!(!store.begin_run_if_idle("k", &session.session_id, "compact-1").await.unwrap(), "a run owns it");
-        store.append("k", "run-1", &[ChatMessage::user("still mine")]).await.unwrap();
-        store.finish_run("k", "run-1", Usage::default()).await.unwrap();
-        assert!(store.begin_run_if_idle("k", &session.session_id, "compact-1").await.unwrap(), "free now");
-    }
-
-    #[tokio::test]
-    async fn usage_overrides_and_listing_persist() {
-        let (store, _dir) = store().await;
-        let session = store.resolve("a", Utc::now(), &DAILY).await.unwrap().session;
-        store.begin_run("a", &session.session_id, "r").await.unwrap();
-        store.finish_run("a", "r", Usage { input_tokens: 10, output_tokens: 4 }).await.unwrap();
-        let overrides = SessionOverrides { queue_mode: Some(crate::config::QueueMode::Followup), ..Default::default() };
-        store.set_overrides("a", &overrides).await.unwrap();
-        store.resolve("b", Utc::now() + chrono::Duration::seconds(1), &DAILY).await.unwrap();
-
-        let listed = SessionStore::list(&store, 10).await.unwrap();
-        assert_eq!(listed.iter().map(|s| s.key.as_str()).collect::<Vec<_>>(), ["b", "a"]);
-        let a = store.get("a").await.unwrap().unwrap();
-        assert_eq!((a.usage.input_tokens, a.usage.output_tokens), (10, 4));
-        assert_eq!(a.overrides, overrides);
-        // A reset keeps the user's settings.
-        assert_eq!(store.reset("a", Utc::now()).await.unwrap().session.overrides, overrides);
-    }
-
-    #[tokio::test]
-    async fn an_agents_catalog_lists_only_its_own_sessions() {
-        let (store, _dir) = store().await;
-        let keys = [
-            "agent:main:main",
-            "agent:helper:main",
-            "agent:helper:slack:channel:c1",
-            "agent:help:main",
-            "agent:helper_x:main",
-        ];
-        for (offset, key) in keys.iter().enumerate() {
-            let at = Utc::now() + chrono::Duration::seconds(offset as i64);
-            store.resolve(key, at, &DAILY).await.unwrap();
-        }
-        let shared: Arc<dyn SessionStore> = Arc::new(store.clone());
-        let helper: Vec<String> = catalog_for(shared.clone(), "helper", SessionsVisibility::Agent)
-            .list(10)
-            .await
-            .into_iter()
-            .map(|summary| summary.key)
-            .collect();
-        assert_eq!(helper, ["agent:helper:slack:channel:c1", "agent:helper:main"], "not help's, not helper_x's");
-        assert_eq!(store.list_of_agent("helper", 1).await.unwrap().len(), 1, "the limit holds");
-        let every = catalog_for(shared, "helper", SessionsVisibility::All).list(10).await;
-        assert_eq!(every.len(), keys.len(), "the whole store sees every agent's");
     }
 }

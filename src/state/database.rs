@@ -46,8 +46,8 @@ pub enum StateError {
     Migrate { path: PathBuf, source: MigrateError },
     #[error("state database {} failed a query: {source}", path.display())]
     Query { path: PathBuf, source: StorageError },
-    #[error("state.backend = \"{backend}\" is not available in this build")]
-    BackendUnavailable { backend: &'static str },
+    #[error(transparent)]
+    Postgres(#[from] super::postgres::PgOpenError),
     #[error("cannot open the inbound log: {0}")]
     InboundLog(#[from] LogError),
 }

@@ -41,6 +41,11 @@ impl StorageError {
         Self::new(StorageErrorKind::Fenced, backend, what.into())
     }
 
+    /// The same error again, for every caller of a failed batch (the source as text).
+    pub fn duplicate(&self) -> Self {
+        Self::new(self.kind, self.backend, self.source.to_string())
+    }
+
     pub fn kind(&self) -> StorageErrorKind {
         self.kind
     }

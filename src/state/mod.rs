@@ -5,6 +5,9 @@
 //! transcripts and pairing go in its `ferry.db`; which inbound messages were seen and which
 //! still wait for their answer go in its append-only `inbound.log` ([`inbound_log`]).
 
+#[cfg(test)]
+mod conformance;
+pub mod copy;
 mod database;
 mod error;
 mod group_commit;
@@ -12,6 +15,7 @@ mod inbound;
 pub mod inbound_log;
 mod legacy;
 mod migrations;
+pub mod postgres;
 mod stores;
 
 use std::path::PathBuf;

@@ -4,8 +4,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::postgres::PgBackend;
 use super::{Database, InboundStore, StateError};
-use crate::config::{Config, StateBackendKind};
+use crate::config::{Config, Secret, StateBackendKind};
 use crate::models::health_store::{HealthStore, SqliteHealth};
 use crate::routing::pairing::{PairingBackend, SqlitePairing};
 use crate::session::{SessionStore, SqliteSessionStore};
@@ -34,6 +35,7 @@ impl std::fmt::Debug for Stores {
 #[derive(Debug, Clone)]
 enum Backend {
     Sqlite(Database),
+    Postgres(PgBackend),
 }
 
 impl Stores {
@@ -41,7 +43,24 @@ impl Stores {
     pub async fn open(config: &Config, state_dir: &Path) -> Result<Self, StateError> {
         match config.state.backend {
             StateBackendKind::Sqlite => Ok(Self::sqlite(&Database::open(state_dir).await?)),
-            StateBackendKind::Postgres => Err(StateError::BackendUnavailable { backend: "postgres" }),
+            StateBackendKind::Postgres => {
+                let url = config.state.postgres_url.as_ref().map(Secret::expose).unwrap_or_default();
+                let backend = PgBackend::connect(url, config.state.pool_size as usize).await?;
+                backend.migrate().await?;
+                Ok(Self::postgres(&backend))
+            }
+        }
+    }
+
+    /// The stores in a PostgreSQL database (already migrated).
+    pub fn postgres(backend: &PgBackend) -> Self {
+        let (sessions, inbound, pairing, health) = backend.stores();
+        Self {
+            sessions: Arc::new(sessions),
+            inbound,
+            pairing: Arc::new(pairing),
+            health: Arc::new(health),
+            backend: Backend::Postgres(backend.clone()),
         }
     }
 
@@ -60,6 +79,7 @@ impl Stores {
     pub fn sqlite_database(&self) -> Option<&Database> {
         match &self.backend {
             Backend::Sqlite(database) => Some(database),
+            Backend::Postgres(_) => None,
         }
     }
 
@@ -69,6 +89,7 @@ impl Stores {
         drop((sessions, inbound, pairing, health));
         match backend {
             Backend::Sqlite(database) => database.close().await,
+            Backend::Postgres(backend) => backend.close(),
         }
     }
 }

@@ -92,6 +92,16 @@ pub struct LoggedDelivery {
     pub body: String,
 }
 
+/// A message key, owned: channel, account, chat, thread (`""` outside one) and message id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SeenKey(pub [String; 5]);
+
+impl From<&MessageKey<'_>> for SeenKey {
+    fn from(key: &MessageKey<'_>) -> Self {
+        Self([key.channel, key.account_id, key.chat_id, key.thread_id, key.message_id].map(str::to_owned))
+    }
+}
+
 /// See [`InboundLog::unanswered`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Unanswered {
@@ -275,6 +285,51 @@ impl InboundLog {
         }
         unanswered.messages.sort_by_key(|message| message.seq);
         Ok(unanswered)
+    }
+
+    /// The keys of the accepted messages not answered yet, by id.
+    pub fn pending_keys(&self) -> Result<std::collections::HashMap<i64, SeenKey>, LogError> {
+        let log = lock(&self.shared.writer);
+        let bytes = log.read_all()?;
+        let whole = &bytes[..bytes.len().min(log.len as usize)];
+        let mut keys = std::collections::HashMap::new();
+        let scanned = file::scan(whole, |record| {
+            if let frame::Record::Accepted { seq, key, .. } = record
+                && log.pending.contains(&seq)
+            {
+                keys.insert(seq, SeenKey::from(&key));
+            }
+        });
+        if let Err((offset, error)) = scanned {
+            tracing::error!(path = %log.path.display(), offset, %error, "the inbound log is damaged past this point");
+        }
+        Ok(keys)
+    }
+
+    /// Every message key seen after `cutoff` and when it was last seen, read back from the
+    /// file: what `ferry state copy` carries to another backend so dedupe survives the move.
+    pub fn sightings(&self, cutoff: i64) -> Result<Vec<(SeenKey, i64)>, LogError> {
+        let log = lock(&self.shared.writer);
+        let bytes = log.read_all()?;
+        let whole = &bytes[..bytes.len().min(log.len as usize)];
+        let mut latest: std::collections::HashMap<SeenKey, i64> = std::collections::HashMap::new();
+        let mut note = |key: &MessageKey<'_>, at: i64| {
+            if at > cutoff {
+                let owned = SeenKey::from(key);
+                let slot = latest.entry(owned).or_insert(at);
+                *slot = (*slot).max(at);
+            }
+        };
+        let scanned = file::scan(whole, |record| match record {
+            frame::Record::Accepted { seen_at, key, .. } | frame::Record::Seen { seen_at, key } => note(&key, seen_at),
+            _ => {}
+        });
+        if let Err((offset, error)) = scanned {
+            tracing::error!(path = %log.path.display(), offset, %error, "the inbound log is damaged past this point");
+        }
+        let mut sightings: Vec<(SeenKey, i64)> = latest.into_iter().collect();
+        sightings.sort_by_key(|(_, at)| *at);
+        Ok(sightings)
     }
 
     /// The id the next accepted message will get: every message with a smaller id was
