@@ -51,7 +51,11 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     let state_dir = state::resolve_state_dir(&config, env)?;
     // In the background: a slow server holds up neither the start nor the channels.
     let mcp = McpTools::start(&config.mcp, env);
-    let stores = state::Stores::open(&config, &state_dir).await?;
+    let mut stores = state::Stores::open(&config, &state_dir).await?;
+    stores.start_leases(state::leases::LeaseTiming {
+        lease: Duration::from_secs(config.state.lease_seconds),
+        renew: Duration::from_secs(config.state.renew_seconds),
+    });
     // The agent's files may come from URLs, fetched under web_fetch's rules and guard.
     let web = WebFetch::new(FetchSettings::from_config(&config.tools.web)).context("setting up the URL fetcher")?;
     let media = Media::open(&state_dir.join("media"), &config.media, env).context("setting up [media]")?.with_web(web);

@@ -85,6 +85,8 @@ pub(crate) const RANGES: &[NumericRange] = &[
     NumericRange::new("tools.web.max_redirects", 0, 20),
     NumericRange::new("mcp.servers.*.timeout", 1, DAY_SECONDS),
     NumericRange::new("state.pool_size", 1, 64),
+    NumericRange::new("state.lease_seconds", 3, 3_600),
+    NumericRange::new("state.renew_seconds", 1, 1_200),
     NumericRange::new("media.max_mb", 1, 2_048),
     NumericRange::new("media.channel_max_mb.*", 1, 2_048),
     NumericRange::new("media.ttl_days", 1, 3_650),

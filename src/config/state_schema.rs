@@ -20,11 +20,23 @@ pub struct StateConfig {
     pub postgres_url: Option<Secret>,
     /// Connections each process keeps open to PostgreSQL at most.
     pub pool_size: u32,
+    /// How long a replica's hold on a session (or a Telegram poller, a Discord shard) lasts
+    /// without renewal: after a replica dies, another takes over its sessions this long
+    /// after its last renewal.
+    pub lease_seconds: u64,
+    /// How often a replica renews what it holds; at most a third of `lease_seconds`.
+    pub renew_seconds: u64,
 }
 
 impl Default for StateConfig {
     fn default() -> Self {
-        Self { backend: StateBackendKind::Sqlite, postgres_url: None, pool_size: 8 }
+        Self {
+            backend: StateBackendKind::Sqlite,
+            postgres_url: None,
+            pool_size: 8,
+            lease_seconds: 30,
+            renew_seconds: 10,
+        }
     }
 }
 
@@ -51,6 +63,15 @@ impl StateBackendKind {
 /// A PostgreSQL backend needs a URL that parses; the URL itself is never echoed (it may
 /// hold a password).
 pub fn validate(state: &StateConfig) -> Result<(), Violation> {
+    if state.renew_seconds.saturating_mul(3) > state.lease_seconds {
+        return Err(Violation::new(
+            "state.renew_seconds",
+            format!(
+                "must be at most a third of state.lease_seconds ({}), so a lease is renewed before it can lapse; got {}",
+                state.lease_seconds, state.renew_seconds
+            ),
+        ));
+    }
     let Some(url) = state.postgres_url.as_ref().filter(|url| !url.is_blank()) else {
         if state.backend == StateBackendKind::Postgres {
             return Err(Violation::new(

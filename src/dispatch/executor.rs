@@ -154,6 +154,7 @@ impl RunExecutor for AgentExecutor {
             let reset = &self.config.session.reset;
             return match run_in_session(runner, self.store.as_ref(), reset, request, None, slot).await {
                 Ok(outcome) => RunReport { unconsumed_steer: outcome.unconsumed_steer, ..RunReport::default() },
+                Err(error) if error.is_fenced() => fenced_out(key),
                 Err(error) => {
                     tracing::error!(session_key = key, %error, "cannot resolve the session; telling the user");
                     store_trouble(&scheduler, target, &run_id).await;
@@ -193,6 +194,7 @@ impl RunExecutor for AgentExecutor {
         );
         let mut outcome = match outcome {
             Ok(outcome) => outcome,
+            Err(error) if error.is_fenced() => return fenced_out(key),
             Err(error) => {
                 tracing::error!(session_key = key, %error, "cannot resolve the session; telling the user");
                 store_trouble(&scheduler, target, &run_id).await;
@@ -219,6 +221,13 @@ impl RunExecutor for AgentExecutor {
         let retry_later = if keep { job.messages } else { Vec::new() };
         RunReport { unconsumed_steer: outcome.unconsumed_steer, answered: delivered && answered && !keep, retry_later }
     }
+}
+
+/// A run that found its session's lease gone to another replica: nothing is said to the
+/// user here; the messages stay journaled and the session's new holder answers them.
+fn fenced_out(key: &str) -> RunReport {
+    tracing::info!(session_key = key, "another replica holds this session now; it answers these messages");
+    RunReport::default()
 }
 
 /// The files of a batch, taken in.

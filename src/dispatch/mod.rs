@@ -12,6 +12,7 @@
 mod control;
 mod executor;
 mod hooks;
+mod keeper;
 mod models;
 mod overrides;
 mod recovered;
@@ -110,6 +111,8 @@ struct Inner {
     schedulers: Schedulers,
     /// What became of each reply; what the last shutdown left unfinished.
     ledger: DeliveryLedger,
+    /// Session lanes across replicas, when the state is shared (PostgreSQL).
+    keeper: Option<Arc<keeper::LaneKeeper>>,
 }
 
 impl Dispatcher {
@@ -161,7 +164,8 @@ impl Dispatcher {
         });
         let max_concurrent = parts.config.agents.defaults.max_concurrent as usize;
         let scheduler = Scheduler::new(executor, Arc::new(journal.clone()), max_concurrent);
-        Ok(Self {
+        let keeper = parts.stores.leases.clone().map(keeper::LaneKeeper::new);
+        let dispatcher = Self {
             inner: Arc::new(Inner {
                 config: parts.config,
                 router,
@@ -173,8 +177,13 @@ impl Dispatcher {
                 overrides,
                 schedulers,
                 ledger,
+                keeper,
             }),
-        })
+        };
+        if let Some(keeper) = &dispatcher.inner.keeper {
+            keeper.start(&dispatcher);
+        }
+        Ok(dispatcher)
     }
 
     /// The default agent's runner (the agents share one event bus, where observers listen).
@@ -190,6 +199,26 @@ impl Dispatcher {
     /// The runner of the agent `session_key` belongs to.
     fn runner_for(&self, session_key: &str) -> &AgentRunner {
         self.inner.agents.for_session(session_key)
+    }
+
+    /// This replica's part in `/healthz` when several share one database: its id, whether
+    /// it reaches the database, and the session leases it holds (the first
+    /// [`keeper::HEALTH_LEASES`]); `None` on SQLite.
+    pub fn replica_health(&self) -> Option<serde_json::Value> {
+        let keeper = self.inner.keeper.as_ref()?;
+        let held = keeper.leases().held();
+        let sessions: Vec<serde_json::Value> = held
+            .iter()
+            .take(keeper::HEALTH_LEASES)
+            .map(|lease| serde_json::json!({ "sessionKey": lease.key, "epoch": lease.epoch }))
+            .collect();
+        let database = if keeper.database_reachable() { "reachable" } else { "unreachable" };
+        Some(serde_json::json!({
+            "id": keeper.leases().replica_id(),
+            "database": database,
+            "sessionLeases": held.len(),
+            "sessions": sessions,
+        }))
     }
 
     pub fn scheduler(&self) -> &Scheduler {
@@ -222,6 +251,11 @@ impl Dispatcher {
     /// and queued itself, and those messages would run twice (a Slack event delivered while
     /// the gateway was down arrives the moment its socket opens).
     pub async fn left_over(&self) -> Result<LeftOver, DispatchError> {
+        if self.inner.keeper.is_some() {
+            // Shared state: what other replicas own is theirs; what lapsed is taken over by
+            // the keeper's poll, session by session.
+            return Ok(LeftOver { messages: Vec::new(), orphans: Vec::new() });
+        }
         // The messages and the replies they were getting, read before this process records any.
         let (messages, deliveries) = self.inner.journal.left_over().await?;
         // What the channels deliver from now on waits behind these.
@@ -233,14 +267,7 @@ impl Dispatcher {
     /// Runs what [`Dispatcher::left_over`] found; call it once the channels are attached, so
     /// the replies have somewhere to go. Returns how many messages it queued.
     pub async fn resume(&self, left_over: LeftOver) -> usize {
-        if !left_over.orphans.is_empty() {
-            let (channels, schedulers) = (self.inner.channels.clone(), self.inner.schedulers.clone());
-            tokio::spawn(async move {
-                for orphan in left_over.orphans {
-                    recovered::delete_orphan(&channels, &schedulers, &orphan).await;
-                }
-            });
-        }
+        self.delete_orphans(left_over.orphans);
         let pending = left_over.messages;
         let count = pending.len();
         if count > 0 {
@@ -375,7 +402,37 @@ impl Dispatcher {
         }
     }
 
+    /// Previews of killed runs that nothing will stream into again, deleted in the
+    /// background.
+    fn delete_orphans(&self, orphans: Vec<OrphanPreview>) {
+        if orphans.is_empty() {
+            return;
+        }
+        let (channels, schedulers) = (self.inner.channels.clone(), self.inner.schedulers.clone());
+        tokio::spawn(async move {
+            for orphan in orphans {
+                recovered::delete_orphan(&channels, &schedulers, &orphan).await;
+            }
+        });
+    }
+
+    /// A journaled message to run: here, or (state shared with other replicas) where its
+    /// session's lease is held.
     async fn submit(&self, queued: QueuedMessage) {
+        match &self.inner.keeper {
+            None => self.submit_locally(queued).await,
+            Some(keeper) => {
+                let channel = queued.message.channel.clone();
+                keeper.arrived(self, &queued.session_key).await;
+                if !keeper.leases().holds(&queued.session_key) {
+                    metrics().inbound(&channel, InboundOutcome::Forwarded);
+                }
+            }
+        }
+    }
+
+    /// Hands a journaled message to this process's scheduler.
+    async fn submit_locally(&self, queued: QueuedMessage) {
         let message = queued.message.clone();
         let settings = self.settings_for(&queued.session_key, &message.channel).await;
         let submitted = self.inner.scheduler.submit(queued, settings).await;

@@ -163,6 +163,14 @@ impl GatewayState {
         let channels: Vec<Value> = states.into_iter().map(channel_health).collect();
         let mut health =
             json!({ "ok": ok, "channels": channels, "uptimeMs": self.started.elapsed().as_millis() as u64 });
+        // Several replicas on one database: which one this is, whether it reaches the
+        // database (it claims nothing while it cannot), and the sessions it runs.
+        if let Some(replica) = self.dispatcher.replica_health() {
+            if replica["database"] != "reachable" {
+                health["ok"] = json!(false);
+            }
+            health["replica"] = replica;
+        }
         // MCP servers do not count against `ok`: without one, the bot still answers.
         if let Some(mcp) = self.mcp.as_ref().filter(|mcp| !mcp.is_empty()) {
             health["mcp"] = mcp.health();

@@ -42,8 +42,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
+mod leases;
 mod mcp;
 
+pub use leases::LeaseEvent;
 pub use mcp::{McpCall, McpMetrics};
 
 /// The media type of [`render`]'s output (OpenMetrics text 1.0.0), for the `/metrics`
@@ -136,6 +138,9 @@ pub enum InboundOutcome {
     Rejected,
     /// It could not be recorded or routed; left unacknowledged for redelivery.
     Error,
+    /// Journaled here and run by the replica that holds its session (several replicas on
+    /// one PostgreSQL).
+    Forwarded,
 }
 label_values!(InboundOutcome {
     Run => "run",
@@ -146,6 +151,7 @@ label_values!(InboundOutcome {
     Pairing => "pairing",
     Rejected => "rejected",
     Error => "error",
+    Forwarded => "forwarded",
 });
 
 /// A platform call: `ferry_outbound_sends_total{op}`.
@@ -266,6 +272,7 @@ pub struct Metrics {
     profile_cooldowns: Family<CooldownLabels, Counter>,
     profiles_cooling: Gauge,
     mcp: mcp::McpFamilies,
+    leases: leases::LeaseFamilies,
     /// Count the profiles cooling now (one per model router), read at each render: a
     /// cooldown ends with time alone, with no event to update the gauge.
     cooling_samplers: Mutex<Vec<CoolingSampler>>,
@@ -397,6 +404,7 @@ impl Metrics {
         );
 
         let mcp = mcp::McpFamilies::register(&mut registry);
+        let leases = leases::LeaseFamilies::register(&mut registry);
 
         // Series with fixed labels exist from the start, so a rate over them is defined
         // before the first event.
@@ -430,6 +438,7 @@ impl Metrics {
             profile_cooldowns,
             profiles_cooling,
             mcp,
+            leases,
             cooling_samplers: Mutex::new(Vec::new()),
         }
     }
@@ -493,6 +502,16 @@ impl Metrics {
     }
 
     /// The model metrics of `provider` (its name in the config), for a runner to keep.
+    /// One lease event (`ferry_lease_events_total{event}`).
+    pub fn lease(&self, event: LeaseEvent) {
+        self.leases.count(event, 1);
+    }
+
+    /// `count` lease events of one kind.
+    pub fn lease_count(&self, event: LeaseEvent, count: usize) {
+        self.leases.count(event, count);
+    }
+
     /// One MCP server's series (`ferry_mcp_*{server}`).
     pub fn mcp(&self, server: &str) -> McpMetrics {
         self.mcp.server(server)

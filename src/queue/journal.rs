@@ -134,7 +134,7 @@ impl QueueJournal {
 
 /// The journal's messages as the queue takes them; a record that no longer decodes is
 /// logged and skipped.
-fn decode(logged: Vec<LoggedMessage>) -> Vec<QueuedMessage> {
+pub(crate) fn decode(logged: Vec<LoggedMessage>) -> Vec<QueuedMessage> {
     let mut pending = Vec::with_capacity(logged.len());
     for LoggedMessage { seq, entry } in logged {
         match serde_json::from_str::<InboundMessage>(&entry.message) {

@@ -145,6 +145,9 @@ struct Inner {
     running: AtomicUsize,
     /// Counts the messages waiting in every lane's queue (`ferry_queue_depth`).
     depth: Gauge,
+    /// Told the key of every session whose lane goes idle (nothing running, waiting or
+    /// kept), when set ([`Scheduler::notify_idle`]): its lease can be given back.
+    idle: Mutex<Option<tokio::sync::mpsc::UnboundedSender<String>>>,
 }
 
 /// One session's state; exists only while the session has work.
@@ -220,6 +223,7 @@ impl Scheduler {
                 holding: AtomicBool::new(false),
                 running: AtomicUsize::new(0),
                 depth,
+                idle: Mutex::new(None),
             }),
         }
     }
@@ -352,6 +356,7 @@ impl Scheduler {
                     };
                     if lane.active.is_none() {
                         lanes.remove(session_key);
+                        self.went_idle(session_key);
                     }
                     Stopped { aborted_run, cleared }
                 }
@@ -359,6 +364,29 @@ impl Scheduler {
         };
         self.apply(effects).await;
         stopped
+    }
+
+    /// Sends the key of every session whose lane goes idle to `idle` from now on.
+    pub fn notify_idle(&self, idle: tokio::sync::mpsc::UnboundedSender<String>) {
+        *self.inner.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(idle);
+    }
+
+    fn went_idle(&self, key: &str) {
+        if let Some(idle) = self.inner.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).as_ref() {
+            let _ = idle.send(key.to_owned());
+        }
+    }
+
+    /// Gives up a session this process may no longer run (its lease passed to another
+    /// replica): the active run is cancelled and the waiting messages are let go, without
+    /// touching the journal, where the session's new holder finds them. Returns whether the
+    /// session had anything here.
+    pub fn abandon(&self, session_key: &str) -> bool {
+        let Some(lane) = self.lanes().remove(session_key) else { return false };
+        if let Some(active) = &lane.active {
+            active.cancel.cancel();
+        }
+        true
     }
 
     pub fn status(&self, session_key: &str) -> LaneStatus {
@@ -498,6 +526,7 @@ impl Scheduler {
             if lane.pending.is_empty() {
                 if lane.parked.is_empty() {
                     lanes.remove(key);
+                    self.went_idle(key);
                 }
             } else if lane.skip_quiet {
                 if let Some(batch) = Self::next_batch(lane) {

@@ -110,6 +110,13 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+impl StoreError {
+    /// The write was refused because this replica no longer holds the session's lease.
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, Self::Database(error) if error.is_fenced())
+    }
+}
+
 impl From<rusqlite::Error> for StoreError {
     fn from(error: rusqlite::Error) -> Self {
         Self::Database(error.into())

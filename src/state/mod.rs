@@ -13,6 +13,7 @@ mod error;
 mod group_commit;
 mod inbound;
 pub mod inbound_log;
+pub mod leases;
 mod legacy;
 mod migrations;
 pub mod postgres;

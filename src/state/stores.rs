@@ -4,7 +4,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::postgres::PgBackend;
+use super::leases::{LeaseStore, LeaseTiming};
+use super::postgres::{PgBackend, PgLeases};
 use super::{Database, InboundStore, StateError};
 use crate::config::{Config, Secret, StateBackendKind};
 use crate::models::health_store::{HealthStore, SqliteHealth};
@@ -22,6 +23,9 @@ pub struct Stores {
     pub pairing: Arc<dyn PairingBackend>,
     /// Auth profiles' cooldowns.
     pub health: HealthStore,
+    /// Session leases, when several replicas share the state ([`Stores::start_leases`]);
+    /// `None` on SQLite, where the one process owns every session.
+    pub leases: Option<Arc<dyn LeaseStore>>,
     backend: Backend,
 }
 
@@ -60,6 +64,7 @@ impl Stores {
             inbound,
             pairing: Arc::new(pairing),
             health: Arc::new(health),
+            leases: None,
             backend: Backend::Postgres(backend.clone()),
         }
     }
@@ -71,7 +76,16 @@ impl Stores {
             inbound: database.inbound_store(),
             pairing: Arc::new(SqlitePairing::new(database.clone())),
             health: Arc::new(SqliteHealth::new(database.clone())),
+            leases: None,
             backend: Backend::Sqlite(database.clone()),
+        }
+    }
+
+    /// Runs the stores as one replica of several: session leases timed by `timing`, and
+    /// every run's writes fenced by them. Nothing on SQLite.
+    pub fn start_leases(&mut self, timing: LeaseTiming) {
+        if let Backend::Postgres(backend) = &self.backend {
+            self.leases = Some(PgLeases::start(backend.clone(), timing));
         }
     }
 
@@ -85,8 +99,8 @@ impl Stores {
 
     /// Closes the backend once the last clone is gone (SQLite checkpoints its WAL).
     pub async fn close(self) {
-        let Self { sessions, inbound, pairing, health, backend } = self;
-        drop((sessions, inbound, pairing, health));
+        let Self { sessions, inbound, pairing, health, leases, backend } = self;
+        drop((sessions, inbound, pairing, health, leases));
         match backend {
             Backend::Sqlite(database) => database.close().await,
             Backend::Postgres(backend) => backend.close(),

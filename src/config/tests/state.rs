@@ -66,3 +66,13 @@ fn config_show_hides_the_url() {
     assert!(rendered.contains("postgres_url = \"***\""), "{rendered}");
     assert!(!rendered.contains("hunter2") && !format!("{:?}", loaded.config).contains("hunter2"));
 }
+
+#[test]
+fn leases_must_be_renewed_well_before_they_lapse() {
+    let scratch = Scratch::new();
+    let defaults = scratch.load_text("", &[]).unwrap().config.state;
+    assert_eq!((defaults.lease_seconds, defaults.renew_seconds), (30, 10));
+    let text = error_text(&scratch, "[state]\nlease_seconds = 10\nrenew_seconds = 4\n");
+    assert!(text.contains("state.renew_seconds: must be at most a third of state.lease_seconds (10)"), "{text}");
+    assert!(scratch.load_text("[state]\nlease_seconds = 9\nrenew_seconds = 3\n", &[]).is_ok());
+}

@@ -48,11 +48,28 @@ struct Recovered {
     /// Messages with a smaller id were accepted by an earlier process, which may have
     /// started their reply without recording it (killed mid-send).
     first_of_this_process: i64,
+    /// Messages of sessions taken over from another replica, which may likewise have
+    /// started their replies.
+    adopted: HashSet<i64>,
 }
 
 impl DeliveryLedger {
     pub fn new(log: Arc<dyn InboundStore>) -> Self {
         Self { log, recovered: Arc::default() }
+    }
+
+    /// Takes in the messages `ids` of a session taken over from another replica, and the
+    /// delivery records of their replies: what that replica began is completed as a
+    /// restart completes what the last process began. Returns the previews nothing will
+    /// reuse.
+    pub fn adopt(&self, ids: &[i64], deliveries: Vec<LoggedDelivery>) -> Vec<OrphanPreview> {
+        let recovery = recovery::fold(deliveries);
+        let mut recovered = self.lock();
+        recovered.adopted.extend(ids.iter().copied());
+        for (seq, reply) in recovery.by_seq {
+            recovered.by_seq.entry(seq).or_insert(reply);
+        }
+        recovery.orphans
     }
 
     /// Takes in what the previous process left unfinished: the delivery records of
@@ -115,7 +132,10 @@ impl DeliveryLedger {
 
     /// A recorder for the reply to the messages `seqs`.
     pub fn recorder(&self, seqs: Vec<i64>) -> Recorder {
-        let inherited = seqs.iter().any(|seq| *seq < self.lock().first_of_this_process);
+        let recovered = self.lock();
+        let inherited =
+            seqs.iter().any(|seq| *seq < recovered.first_of_this_process || recovered.adopted.contains(seq));
+        drop(recovered);
         Recorder { log: self.log.clone(), seqs: seqs.into(), inherited }
     }
 

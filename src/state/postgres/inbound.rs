@@ -18,6 +18,7 @@ use deadpool_postgres::Transaction;
 
 use super::batch::{Flush, GroupCommit};
 use super::{PgBackend, pg_error};
+use crate::metrics::{LeaseEvent, metrics};
 use crate::routing::dedupe::DEDUPE_WINDOW;
 use crate::state::inbound_log::{Accepted, LoggedDelivery, LoggedMessage, MessageKey, Unanswered};
 use crate::state::{InboundStore, StorageError};
@@ -29,7 +30,7 @@ const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 const KEEP_ANSWERED_MS: i64 = 10 * 60 * 1000;
 
 /// A message key, owned, as a batch holds it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct Key {
     channel: String,
     account_id: String,
@@ -152,6 +153,8 @@ async fn commit(backend: &PgBackend, ops: Vec<Op>) -> Result<Vec<Outcome>, Stora
             }
         }
     }
+    let fencing = backend.book().owner_if_fencing();
+    let mut fenced = 0;
     let mut client = backend.client().await?;
     let transaction = client.transaction().await.map_err(pg_error)?;
     if !sightings.is_empty() {
@@ -174,29 +177,71 @@ async fn commit(backend: &PgBackend, ops: Vec<Op>) -> Result<Vec<Outcome>, Stora
         for (index, id) in journal(&transaction, &ops, &accepted).await? {
             outcomes[index] = Outcome::Recorded(Some(id));
         }
+        // Every session with a message waiting has a lease row, free until someone holds it,
+        // so a replica looking for lapsed sessions finds it even if the one that took the
+        // message in died before holding it.
+        // Sorted: batches inserting the same keys in one order cannot deadlock.
+        let sessions: std::collections::BTreeSet<&str> = accepted
+            .iter()
+            .filter_map(|&index| match &ops[index] {
+                Op::Sighting { accepted: Some(entry), .. } => Some(entry.session_key.as_str()),
+                _ => None,
+            })
+            .collect();
+        if !sessions.is_empty() {
+            let sessions: Vec<&str> = sessions.into_iter().collect();
+            let statement = transaction
+                .prepare_cached(
+                    "INSERT INTO session_leases (key) SELECT k FROM unnest($1::text[]) AS k ON CONFLICT (key) DO NOTHING",
+                )
+                .await
+                .map_err(pg_error)?;
+            transaction.execute(&statement, &[&sessions]).await.map_err(pg_error)?;
+        }
     }
     if !deliveries.is_empty() {
         let ids: Vec<String> =
             deliveries.iter().map(|(ids, _)| ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")).collect();
         let bodies: Vec<&str> = deliveries.iter().map(|(_, body)| body.as_str()).collect();
+        // Fenced: a record about messages of a session this replica no longer holds is not
+        // written (its new holder decides what the reply becomes).
         let statement = transaction
             .prepare_cached(
                 "INSERT INTO delivery_records (message_ids, body) \
-                 SELECT COALESCE(string_to_array(NULLIF(ids, ''), ',')::bigint[], '{}'), body \
-                 FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS d(ids, body, ord) ORDER BY ord",
+                 SELECT ids, body FROM ( \
+                     SELECT COALESCE(string_to_array(NULLIF(ids, ''), ',')::bigint[], '{}') AS ids, body, ord \
+                     FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS d(ids, body, ord)) AS d \
+                 WHERE $3::text IS NULL OR NOT EXISTS ( \
+                     SELECT 1 FROM inbound_journal j WHERE j.id = ANY(d.ids) AND NOT EXISTS ( \
+                         SELECT 1 FROM session_leases l WHERE l.key = j.session_key AND l.owner = $3 \
+                         AND l.expires_at > now())) \
+                 ORDER BY ord",
             )
             .await
             .map_err(pg_error)?;
-        transaction.execute(&statement, &[&ids, &bodies]).await.map_err(pg_error)?;
+        let written = transaction.execute(&statement, &[&ids, &bodies, &fencing]).await.map_err(pg_error)?;
+        fenced += deliveries.len().saturating_sub(usize::try_from(written).unwrap_or(0));
     }
     if !answered.is_empty() {
+        // Fenced as above: only the holder of a message's session marks it answered.
         let statement = transaction
-            .prepare_cached("UPDATE inbound_journal SET answered_at = $2 WHERE id = ANY($1) AND answered_at IS NULL")
+            .prepare_cached(
+                "UPDATE inbound_journal j SET answered_at = $2 WHERE j.id = ANY($1) AND j.answered_at IS NULL \
+                 AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM session_leases l WHERE l.key = j.session_key \
+                     AND l.owner = $3 AND l.expires_at > now()))",
+            )
             .await
             .map_err(pg_error)?;
-        transaction.execute(&statement, &[&answered, &Utc::now().timestamp_millis()]).await.map_err(pg_error)?;
+        transaction
+            .execute(&statement, &[&answered, &Utc::now().timestamp_millis(), &fencing])
+            .await
+            .map_err(pg_error)?;
     }
     transaction.commit().await.map_err(pg_error)?;
+    if fenced > 0 {
+        metrics().lease_count(LeaseEvent::FencedWrite, fenced);
+        tracing::warn!(records = fenced, "delivery records refused: their session's lease passed to another replica");
+    }
     Ok(outcomes)
 }
 
@@ -207,12 +252,18 @@ async fn record_sightings(
     ops: &[Op],
     indexes: &[usize],
 ) -> Result<HashSet<Key>, StorageError> {
+    // Upserted in key order, so two replicas' batches over the same keys cannot deadlock.
+    let mut indexes = indexes.to_vec();
+    indexes.sort_by(|a, b| match (&ops[*a], &ops[*b]) {
+        (Op::Sighting { key: left, .. }, Op::Sighting { key: right, .. }) => left.cmp(right),
+        _ => std::cmp::Ordering::Equal,
+    });
     let mut columns: [Vec<&str>; 5] = Default::default();
     let mut seen_at = Vec::with_capacity(indexes.len());
     // One cutoff per batch: the earliest. A sighting between two callers' cutoffs (a
     // microsecond apart) then counts as seen for both.
     let mut cutoff = i64::MAX;
-    for &index in indexes {
+    for &index in &indexes {
         if let Op::Sighting { key, at, cutoff: own, .. } = &ops[index] {
             for (column, value) in
                 columns.iter_mut().zip([&key.channel, &key.account_id, &key.chat_id, &key.thread_id, &key.message_id])

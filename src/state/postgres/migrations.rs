@@ -9,8 +9,10 @@ use chrono::Utc;
 use deadpool_postgres::Client;
 
 /// `(version, description, sql)`, in version order, without gaps.
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "every store, as on SQLite at version 6", include_str!("../../../migrations/postgres/0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "every store, as on SQLite at version 6", include_str!("../../../migrations/postgres/0001_init.sql")),
+    (2, "session and ingress leases", include_str!("../../../migrations/postgres/0002_leases.sql")),
+];
 
 /// The advisory lock migrations hold (an arbitrary constant: "ferry" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0066_6572_7279;

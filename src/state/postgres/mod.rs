@@ -13,6 +13,9 @@
 mod batch;
 mod health;
 mod inbound;
+#[cfg(test)]
+mod lease_tests;
+mod leases;
 mod migrations;
 mod pairing;
 mod sessions;
@@ -25,6 +28,7 @@ use tokio_postgres::error::SqlState;
 
 pub use health::PgHealth;
 pub use inbound::PgInbound;
+pub use leases::PgLeases;
 
 pub use migrations::{MigrateError, latest_version};
 pub use pairing::PgPairing;
@@ -67,6 +71,10 @@ pub enum PgOpenError {
 #[derive(Clone)]
 pub struct PgBackend {
     pool: Pool,
+    /// For connections outside the pool (`LISTEN`).
+    config: Arc<tokio_postgres::Config>,
+    /// The leases this replica holds, by which its stores fence their writes.
+    book: Arc<leases::LeaseBook>,
 }
 
 impl std::fmt::Debug for PgBackend {
@@ -98,7 +106,8 @@ impl PgBackend {
         // rustls needs a process-wide provider; Ferry's is ring (never aws-lc-rs).
         let _ = rustls::crypto::ring::default_provider().install_default();
         let tls = tokio_postgres_rustls::MakeRustlsConnect::with_webpki_roots();
-        let manager = Manager::from_config(config, tls, ManagerConfig { recycling_method: RecyclingMethod::Verified });
+        let manager =
+            Manager::from_config(config.clone(), tls, ManagerConfig { recycling_method: RecyclingMethod::Verified });
         let pool = Pool::builder(manager)
             .max_size(pool_size.max(1))
             .wait_timeout(Some(POOL_WAIT))
@@ -107,7 +116,7 @@ impl PgBackend {
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
             .map_err(|error| PgOpenError::Pool(error.to_string()))?;
-        let backend = Self { pool };
+        let backend = Self { pool, config: Arc::new(config), book: Arc::default() };
         drop(backend.client().await.map_err(PgOpenError::Connect)?);
         Ok(backend)
     }
@@ -123,6 +132,37 @@ impl PgBackend {
     pub async fn schema_version(&self) -> Result<i64, StorageError> {
         let client = self.client().await?;
         migrations::current_version(&client).await.map_err(pg_error)
+    }
+
+    /// A connection of its own, outside the pool, and the messages the server sends it
+    /// unasked (notifications). The stream ends when the connection does.
+    pub(crate) async fn dedicated_connection(
+        &self,
+    ) -> Result<
+        (
+            tokio_postgres::Client,
+            futures::channel::mpsc::UnboundedReceiver<Result<tokio_postgres::AsyncMessage, tokio_postgres::Error>>,
+        ),
+        StorageError,
+    > {
+        let tls = tokio_postgres_rustls::MakeRustlsConnect::with_webpki_roots();
+        let (client, mut connection) = self.config.connect(tls).await.map_err(pg_error)?;
+        let (sender, receiver) = futures::channel::mpsc::unbounded();
+        tokio::spawn(async move {
+            let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(message) = futures::StreamExt::next(&mut messages).await {
+                let end = message.is_err();
+                if sender.unbounded_send(message).is_err() || end {
+                    break;
+                }
+            }
+        });
+        Ok((client, receiver))
+    }
+
+    /// The leases this replica holds.
+    pub(crate) fn book(&self) -> &leases::LeaseBook {
+        &self.book
     }
 
     /// A pooled connection.

@@ -8,6 +8,7 @@ use deadpool_postgres::Transaction;
 use tokio_postgres::Row as PgRow;
 use tokio_postgres::types::ToSql;
 
+use super::leases::check_fence;
 use super::{PgBackend, pg_error};
 use crate::agent::{ChatMessage, Usage};
 use crate::config::ResetConfig;
@@ -53,6 +54,12 @@ macro_rules! in_transaction {
         transaction.commit().await.map_err(pg)?;
         Ok::<_, StoreError>(value)
     }};
+}
+
+/// Refuses a run's write unless this replica holds the session's lease (see
+/// `postgres::leases`); nothing to check when writes are not fenced.
+async fn fence(backend: &PgBackend, transaction: &Transaction<'_>, key: &str) -> Result<(), StoreError> {
+    check_fence(transaction, backend.book(), key).await.map_err(StoreError::Database)
 }
 
 fn pg(error: tokio_postgres::Error) -> StoreError {
@@ -297,6 +304,7 @@ impl SessionStore for PgSessionStore {
         run_id: &str,
     ) -> Result<OpenedRun, StoreError> {
         let (resolved, rows) = in_transaction!(self, |transaction| async {
+            fence(&self.backend, transaction, key).await?;
             let resolved = resolve_on(transaction, key, now, policy, Some(run_id)).await?;
             let rows = transcript_rows(transaction, &resolved.session.session_id).await?;
             Ok((resolved, rows))
@@ -366,11 +374,19 @@ impl SessionStore for PgSessionStore {
 
     async fn append(&self, key: &str, run_id: &str, entries: &[ChatMessage]) -> Result<(), StoreError> {
         let encoded = encode_entries(entries)?;
-        in_transaction!(self, |transaction| append_on(transaction, key, run_id, &encoded).await)
+        in_transaction!(self, |transaction| async {
+            fence(&self.backend, transaction, key).await?;
+            append_on(transaction, key, run_id, &encoded).await
+        }
+        .await)
     }
 
     async fn finish_run(&self, key: &str, run_id: &str, usage: Usage) -> Result<(), StoreError> {
-        in_transaction!(self, |transaction| finish_on(transaction, key, run_id, usage).await)
+        in_transaction!(self, |transaction| async {
+            fence(&self.backend, transaction, key).await?;
+            finish_on(transaction, key, run_id, usage).await
+        }
+        .await)
     }
 
     async fn close_run(
@@ -382,6 +398,7 @@ impl SessionStore for PgSessionStore {
     ) -> Result<TranscriptSaved, StoreError> {
         let encoded = encode_entries(entries)?;
         in_transaction!(self, |transaction| async {
+            fence(&self.backend, transaction, key).await?;
             let saved = match append_on(transaction, key, run_id, &encoded).await {
                 Ok(()) => TranscriptSaved::Saved,
                 Err(StoreError::Superseded { .. }) => TranscriptSaved::Superseded,
@@ -401,6 +418,7 @@ impl SessionStore for PgSessionStore {
         entry: &CompactionEntry,
     ) -> Result<(), StoreError> {
         in_transaction!(self, |transaction| async {
+            fence(&self.backend, transaction, key).await?;
             let owned = query(
                 transaction,
                 "SELECT session_id FROM sessions WHERE key = $1 AND active_run_id = $2 FOR UPDATE",
