@@ -26,7 +26,7 @@ const TOKEN: &str = "123456:TEST-token";
 
 fn postgres_config(url: &str, telegram: &FakeTelegram) -> String {
     format!(
-        "[state]\nbackend = \"postgres\"\npostgres_url = \"{url}\"\n\n[channels.telegram]\nenabled = true\n\
+        "[state]\nbackend = \"postgres\"\npostgres_url = \"{url}\"\nlease_seconds = 3\nrenew_seconds = 1\n\n[channels.telegram]\nenabled = true\n\
          bot_token = \"{TOKEN}\"\napi_url = \"{}\"\ndm_policy = \"open\"\nallow_from = [\"*\"]\n",
         telegram.url()
     )
@@ -55,7 +55,8 @@ async fn reply_texts(telegram: &FakeTelegram, chat: i64, count: usize) -> Vec<St
 
 /// A message answered from PostgreSQL; then a message whose run is cut by `kill -9` is
 /// answered by a gateway started in another home directory (another machine, as far as
-/// it knows), because the journal, the session and its transcript live in the database.
+/// it knows), because the journal, the session and its transcript live in the database. The
+/// dead gateway's leases (the session, the bot's poller) lapse after `lease_seconds`.
 #[tokio::test]
 async fn a_gateway_on_postgres_answers_and_another_resumes_what_a_killed_one_owed() {
     let Some(database) = test_database().await else { return };

@@ -189,6 +189,9 @@ async fn renew(keeper: Arc<LaneKeeper>, inner: Weak<Inner>) {
                     scheduler.abandon(&key);
                     keeper.let_go(&key);
                 }
+                for name in renewed.lost_ingress {
+                    tracing::warn!(ingress = %name, "lost an ingress lease; receiving stops here");
+                }
             }
             Err(error) => {
                 if keeper.reachable.swap(false, std::sync::atomic::Ordering::AcqRel) {

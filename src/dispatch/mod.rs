@@ -16,6 +16,7 @@ mod keeper;
 mod models;
 mod overrides;
 mod recovered;
+mod singleton;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
@@ -213,9 +214,16 @@ impl Dispatcher {
             .map(|lease| serde_json::json!({ "sessionKey": lease.key, "epoch": lease.epoch }))
             .collect();
         let database = if keeper.database_reachable() { "reachable" } else { "unreachable" };
+        let ingress: Vec<serde_json::Value> = keeper
+            .leases()
+            .held_ingress()
+            .iter()
+            .map(|lease| serde_json::json!({ "name": lease.key, "epoch": lease.epoch }))
+            .collect();
         Some(serde_json::json!({
             "id": keeper.leases().replica_id(),
             "database": database,
+            "ingress": ingress,
             "sessionLeases": held.len(),
             "sessions": sessions,
         }))
@@ -289,9 +297,32 @@ impl Dispatcher {
     /// it: one chat's messages are handled in order, different chats' side by side — so a
     /// burst's database writes meet in the same group commit instead of queueing one by one.
     pub async fn attach(&self, channel: Arc<dyn Channel>) -> Result<JoinHandle<()>, ferry_channel::ChannelError> {
-        let mut inbound = channel.start().await?;
+        if let (Some(keeper), Some(name)) = (&self.inner.keeper, channel.singleton_ingress()) {
+            // Sends work at once; receiving waits for this replica to hold the singleton.
+            self.inner.channels.register(channel.clone());
+            let shards = self.shards();
+            let leases = keeper.leases().clone();
+            return Ok(tokio::spawn(singleton::receive(leases, channel, name, shards)));
+        }
+        let inbound = channel.start().await?;
         self.inner.channels.register(channel.clone());
-        let (shards, workers): (Vec<_>, Vec<_>) = (0..INBOUND_SHARDS)
+        let shards = self.shards();
+        let channels = self.inner.channels.clone();
+        Ok(tokio::spawn(async move {
+            shards.feed(inbound).await;
+            shards.close().await;
+            channels.mark_stopped(channel.name(), channel.account_id());
+            tracing::info!(
+                channel = channel.name(),
+                account = channel.account_id(),
+                "channel stopped delivering messages"
+            );
+        }))
+    }
+
+    /// [`INBOUND_SHARDS`] tasks handling one channel's deliveries.
+    fn shards(&self) -> Shards {
+        let (senders, workers): (Vec<_>, Vec<_>) = (0..INBOUND_SHARDS)
             .map(|_| {
                 let (sender, mut receiver) = mpsc::channel::<InboundDelivery>(SHARD_BACKLOG);
                 let dispatcher = self.clone();
@@ -303,29 +334,7 @@ impl Dispatcher {
                 (sender, worker)
             })
             .unzip();
-        let hasher = RandomState::new();
-        let channels = self.inner.channels.clone();
-        Ok(tokio::spawn(async move {
-            while let Some(delivery) = inbound.next().await {
-                let shard = hasher.hash_one(&delivery.message.chat.id) as usize % shards.len();
-                if shards[shard].send(delivery).await.is_err() {
-                    // Its worker died (a bug); the message stays unacknowledged and comes again.
-                    tracing::error!(shard, "an inbound worker is gone; leaving a message for redelivery");
-                }
-            }
-            drop(shards);
-            for worker in workers {
-                if let Err(error) = worker.await {
-                    tracing::error!(%error, "an inbound worker failed");
-                }
-            }
-            channels.mark_stopped(channel.name(), channel.account_id());
-            tracing::info!(
-                channel = channel.name(),
-                account = channel.account_id(),
-                "channel stopped delivering messages"
-            );
-        }))
+        Shards { senders, workers, hasher: RandomState::new() }
     }
 
     /// One inbound message, from routing to the queue.
@@ -512,6 +521,36 @@ fn notice_key(message: &InboundMessage, text: &str) -> String {
         message.message_id,
         hasher.finish()
     )
+}
+
+/// The tasks handling one channel's deliveries, each owning the chats that hash to it.
+pub(crate) struct Shards {
+    senders: Vec<mpsc::Sender<InboundDelivery>>,
+    workers: Vec<JoinHandle<()>>,
+    hasher: RandomState,
+}
+
+impl Shards {
+    /// Hands every delivery of `inbound` to its chat's task, until the stream ends.
+    async fn feed(&self, mut inbound: ferry_channel::InboundStream) {
+        while let Some(delivery) = inbound.next().await {
+            let shard = self.hasher.hash_one(&delivery.message.chat.id) as usize % self.senders.len();
+            if self.senders[shard].send(delivery).await.is_err() {
+                // Its worker died (a bug); the message stays unacknowledged and comes again.
+                tracing::error!(shard, "an inbound worker is gone; leaving a message for redelivery");
+            }
+        }
+    }
+
+    /// Waits for every delivery handed over to be handled.
+    async fn close(self) {
+        drop(self.senders);
+        for worker in self.workers {
+            if let Err(error) = worker.await {
+                tracing::error!(%error, "an inbound worker failed");
+            }
+        }
+    }
 }
 
 /// Messages a previous process accepted but never answered, read by

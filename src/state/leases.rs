@@ -67,6 +67,8 @@ pub struct Renewed {
     pub renewed: usize,
     /// Sessions whose lease this replica no longer holds: their runs must stop.
     pub lost: Vec<String>,
+    /// Ingress singletons this replica no longer holds: their inbound must stop.
+    pub lost_ingress: Vec<String>,
 }
 
 /// A lease this replica holds, for `/healthz`.
@@ -113,6 +115,23 @@ pub trait LeaseStore: Send + Sync {
     /// No renewal succeeded within [`LeaseTiming::local_validity`]: every lease may have
     /// lapsed in the database, so nothing may be sent on their behalf.
     fn expired_locally(&self) -> bool;
+
+    /// Takes the ingress singleton `name` (`telegram:<bot id>`) if it is free, lapsed or
+    /// already this replica's; its epoch when held here. Renewed with the sessions.
+    async fn take_ingress(&self, name: &str) -> Result<Option<i64>, StorageError>;
+
+    /// Whether this replica holds the ingress singleton `name` now, by its own reckoning.
+    fn holds_ingress(&self, name: &str) -> bool;
+
+    /// The ingress singletons held now.
+    fn held_ingress(&self) -> Vec<HeldLease>;
+
+    /// The position the singleton's holders saved.
+    async fn ingress_cursor(&self, name: &str) -> Result<Option<String>, StorageError>;
+
+    /// Saves the singleton's position if this replica still holds it at `epoch`; `false`
+    /// (nothing saved) when it does not.
+    async fn save_ingress_cursor(&self, name: &str, epoch: i64, cursor: &str) -> Result<bool, StorageError>;
 
     /// Resolves when another replica says a message arrived for a session held here, or a
     /// session's lease was given back with messages waiting. May also resolve spuriously.

@@ -4,6 +4,7 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 
 use crate::outbound::TextFormat;
+use crate::singleton::IngressCursor;
 use crate::{
     Attachment, ChannelCapabilities, ChannelError, InboundDelivery, MessageRef, OutboundMessage, SentMessage, Target,
 };
@@ -50,6 +51,21 @@ pub trait Channel: Send + Sync + 'static {
     /// Connects to the platform and starts receiving. Fails if the platform refuses the
     /// credentials or cannot be reached, so the caller can report it for this channel alone.
     async fn start(&self) -> Result<InboundStream, ChannelError>;
+
+    /// The name of this channel's inbound singleton when only one process may receive for
+    /// it at a time (`telegram:<bot id>` for a polling bot), `None` when every replica may
+    /// (webhooks, Slack's Socket Mode). See [`IngressCursor`].
+    fn singleton_ingress(&self) -> Option<String> {
+        None
+    }
+
+    /// [`Channel::start`] for the holder of this channel's singleton lease, keeping its
+    /// position in `cursor`. A singleton channel can be started again once the stream of
+    /// its previous start was dropped. The default ignores the cursor.
+    async fn start_singleton(&self, cursor: std::sync::Arc<dyn IngressCursor>) -> Result<InboundStream, ChannelError> {
+        let _ = cursor;
+        self.start().await
+    }
 
     /// Sends one message and returns the platform's id for it.
     ///

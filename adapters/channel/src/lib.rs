@@ -42,6 +42,7 @@ mod error;
 mod inbound;
 pub mod memory;
 mod outbound;
+mod singleton;
 
 pub use ack::{Ack, AckOutcome, AckReceiver};
 pub use capabilities::{ChannelCapabilities, MarkupDialect, Rate, SendBudget, SendReconciliation};
@@ -52,3 +53,4 @@ pub use inbound::{
     Attachment, AttachmentKind, ChatKind, ChatRef, ClientRequest, Delivery, InboundDelivery, InboundMessage, Sender,
 };
 pub use outbound::{MessageRef, OutboundMessage, SentMessage, Target, TextFormat};
+pub use singleton::{CursorError, IngressCursor};

@@ -6,13 +6,14 @@
 //! adaptor is used: the core's outbound scheduler owns rate budgets and retries, driven by
 //! the [`ChannelError`] classification in [`crate::error`].
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use ferry_channel::{
-    Attachment, Channel, ChannelCapabilities, ChannelError, Download, InboundDelivery, InboundStream, MessageRef,
-    OutboundMessage, SentMessage, Target, TextFormat,
+    Attachment, Channel, ChannelCapabilities, ChannelError, Download, InboundDelivery, InboundStream, IngressCursor,
+    MessageRef, OutboundMessage, SentMessage, Target, TextFormat,
 };
 use futures::StreamExt;
 use teloxide::payloads::{EditMessageTextSetters, SendChatActionSetters, SendMessageSetters};
@@ -65,20 +66,45 @@ pub struct TelegramChannel {
     bot: Bot,
     /// For uploads and downloads, with [`MEDIA_TIMEOUT`].
     media_bot: Bot,
-    /// What the first [`Channel::start`] takes; a second start finds `None`.
+    /// In webhook mode, what the first [`Channel::start`] takes; a second start finds `None`.
     inbound: Mutex<Option<PendingStart>>,
+    /// In polling mode, the poll loop each start runs a copy of.
+    poller: Option<Poller>,
+    /// Set while a poll loop runs: a bot has one `getUpdates` at a time.
+    polling: Arc<AtomicBool>,
     /// The webhook's side of the inbound channel, in webhook mode.
     webhook: Option<Arc<WebhookState>>,
 }
 
-/// The receiving end of the inbound channel, plus the poller that feeds it in polling mode
-/// (in webhook mode the webhook router feeds it).
+/// The receiving end of the webhook's inbound channel (the webhook router feeds it).
 struct PendingStart {
     rx: mpsc::Receiver<InboundDelivery>,
-    poller: Option<(Poller, mpsc::Sender<InboundDelivery>)>,
+}
+
+/// The deliveries arriving on `rx`, as a stream.
+fn receiving(rx: mpsc::Receiver<InboundDelivery>) -> InboundStream {
+    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|delivery| (delivery, rx)) }).boxed()
 }
 
 impl TelegramChannel {
+    /// Starts a poll loop (polling mode), unless one runs: it ends when the returned stream
+    /// is dropped, and the channel can then be started again.
+    fn start_polling(&self, cursor: Option<Arc<dyn IngressCursor>>) -> Result<InboundStream, ChannelError> {
+        let Some(poller) = self.poller.clone() else {
+            return Err(ChannelError::Rejected { reason: "the Telegram channel is not in polling mode".to_owned() });
+        };
+        if self.polling.swap(true, Ordering::AcqRel) {
+            return Err(ChannelError::Rejected { reason: "the Telegram channel is already polling".to_owned() });
+        }
+        let (tx, rx) = mpsc::channel(INBOUND_BUFFER);
+        let polling = self.polling.clone();
+        tokio::spawn(async move {
+            poller.run(tx, cursor).await;
+            polling.store(false, Ordering::Release);
+        });
+        Ok(receiving(rx))
+    }
+
     /// Checks the token with `getMe`, registers the command menu, and prepares the inbound
     /// side; nothing is received until [`Channel::start`].
     ///
@@ -130,7 +156,8 @@ impl TelegramChannel {
                     account_id: config.account_id.clone(),
                     timeout: config.poll_timeout,
                 };
-                (Some((poller, tx)), None)
+                drop(tx);
+                (Some(poller), None)
             }
             TelegramMode::Webhook { secret } => {
                 let state = WebhookState {
@@ -149,7 +176,9 @@ impl TelegramChannel {
             identity,
             media_bot,
             bot,
-            inbound: Mutex::new(Some(PendingStart { rx, poller })),
+            inbound: Mutex::new(webhook.is_some().then_some(PendingStart { rx })),
+            poller,
+            polling: Arc::default(),
             webhook,
         })
     }
@@ -207,18 +236,28 @@ impl Channel for TelegramChannel {
     }
 
     async fn start(&self) -> Result<InboundStream, ChannelError> {
+        if self.poller.is_some() {
+            return self.start_polling(None);
+        }
         let pending = self
             .inbound
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .take()
             .ok_or(ChannelError::Rejected { reason: "the Telegram channel was already started".to_owned() })?;
-        if let Some((poller, tx)) = pending.poller {
-            tokio::spawn(poller.run(tx));
+        Ok(receiving(pending.rx))
+    }
+
+    /// In polling mode only one process may poll a bot: replicas of the core take turns.
+    fn singleton_ingress(&self) -> Option<String> {
+        self.poller.as_ref().map(|_| format!("{CHANNEL_NAME}:{}", self.identity.id))
+    }
+
+    async fn start_singleton(&self, cursor: Arc<dyn IngressCursor>) -> Result<InboundStream, ChannelError> {
+        if self.poller.is_none() {
+            return self.start().await;
         }
-        let stream =
-            futures::stream::unfold(pending.rx, |mut rx| async move { rx.recv().await.map(|delivery| (delivery, rx)) });
-        Ok(stream.boxed())
+        self.start_polling(Some(cursor))
     }
 
     async fn send(&self, message: OutboundMessage) -> Result<SentMessage, ChannelError> {

@@ -19,6 +19,11 @@ pub(crate) struct OffsetLedger {
 }
 
 impl OffsetLedger {
+    /// A ledger continuing from an offset saved before (by this bot's previous poller).
+    pub(crate) fn starting_at(offset: i32) -> Self {
+        Self { next: Some(offset) }
+    }
+
     /// The `offset` for the next `getUpdates` call.
     pub(crate) fn offset(&self) -> Option<i32> {
         self.next

@@ -20,7 +20,9 @@
 
 use std::time::Duration;
 
-use ferry_channel::{Ack, AckOutcome, AckReceiver, InboundDelivery};
+use std::sync::Arc;
+
+use ferry_channel::{Ack, AckOutcome, AckReceiver, CursorError, InboundDelivery, IngressCursor};
 use teloxide::payloads::GetUpdatesSetters;
 use teloxide::requests::{Request, Requester};
 use teloxide::types::{AllowedUpdate, UpdateId};
@@ -42,7 +44,8 @@ pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// The Bot API's maximum batch size.
 const BATCH_LIMIT: u8 = 100;
 
-/// What the loop needs; owned by the spawned task.
+/// What the loop needs; a copy is owned by each spawned loop.
+#[derive(Clone)]
 pub(crate) struct Poller {
     /// A client whose timeout exceeds `timeout` (see `TelegramChannel::connect`).
     pub(crate) bot: Bot,
@@ -53,6 +56,34 @@ pub(crate) struct Poller {
     pub(crate) timeout: Duration,
 }
 
+/// Saves `offset` before it is sent to Telegram, retrying while the store is unreachable.
+/// `false` when polling must stop: the lease moved, or the core is gone.
+async fn save_offset(
+    cursor: &dyn IngressCursor,
+    offset: i32,
+    account_id: &str,
+    tx: &mpsc::Sender<InboundDelivery>,
+) -> bool {
+    let mut delay = BACKOFF_MIN;
+    loop {
+        match cursor.save(&offset.to_string()).await {
+            Ok(()) => return true,
+            Err(CursorError::LeaseLost) => {
+                info!(channel = CHANNEL_NAME, account_id, "another replica polls this bot now; polling stopped here");
+                return false;
+            }
+            Err(error @ CursorError::Unavailable(_)) => {
+                warn!(channel = CHANNEL_NAME, account_id, %error, "cannot save the getUpdates offset; retrying before polling on");
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    () = tx.closed() => return false,
+                }
+                delay = (delay * 2).min(BACKOFF_MAX);
+            }
+        }
+    }
+}
+
 /// One update of a batch on its way through the core.
 enum InFlight {
     Delivered(UpdateId, AckReceiver),
@@ -61,9 +92,28 @@ enum InFlight {
 }
 
 impl Poller {
-    /// Polls until the core drops the receiving end of `tx`.
-    pub(crate) async fn run(self, tx: mpsc::Sender<InboundDelivery>) {
+    /// Polls until the core drops the receiving end of `tx`. With a `cursor` (the core runs
+    /// as several replicas and this one holds the bot's poller lease), polling starts from
+    /// the offset the previous holder saved, and each batch's offset is saved there before
+    /// the next `getUpdates` confirms it to Telegram; a save refused because the lease moved
+    /// ends the loop.
+    pub(crate) async fn run(self, tx: mpsc::Sender<InboundDelivery>, cursor: Option<Arc<dyn IngressCursor>>) {
         let mut ledger = OffsetLedger::default();
+        if let Some(cursor) = &cursor {
+            match cursor.load().await {
+                Ok(Some(saved)) => match saved.parse::<i32>() {
+                    Ok(offset) => ledger = OffsetLedger::starting_at(offset),
+                    Err(_) => {
+                        warn!(channel = CHANNEL_NAME, account_id = %self.account_id, "the saved getUpdates offset is not a number; starting from Telegram's oldest unconfirmed update")
+                    }
+                },
+                Ok(None) => {}
+                Err(error) => {
+                    warn!(channel = CHANNEL_NAME, account_id = %self.account_id, %error, "cannot read the saved getUpdates offset; not polling");
+                    return;
+                }
+            }
+        }
         let mut backoff = Backoff::default();
         let mut outage: Option<Outage> = None;
         loop {
@@ -125,7 +175,13 @@ impl Poller {
                     break;
                 }
             }
-            if !ledger.settle(outcomes) {
+            let settled = ledger.settle(outcomes);
+            if let (Some(cursor), Some(offset)) = (&cursor, ledger.offset())
+                && !save_offset(cursor.as_ref(), offset, &self.account_id, &tx).await
+            {
+                break;
+            }
+            if !settled {
                 if tx.is_closed() {
                     break;
                 }

@@ -35,6 +35,7 @@ pub struct LeaseBook {
     fencing: AtomicBool,
     owner: Mutex<String>,
     held: Mutex<HashMap<String, Held>>,
+    ingress: Mutex<HashMap<String, Held>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +48,10 @@ struct Held {
 impl LeaseBook {
     fn held(&self) -> MutexGuard<'_, HashMap<String, Held>> {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn ingress(&self) -> MutexGuard<'_, HashMap<String, Held>> {
+        self.ingress.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The replica id and epoch a write for `key` is fenced by; `Ok(None)` when writes are
@@ -139,6 +144,51 @@ impl PgLeases {
     fn record(&self, key: String, epoch: i64, sent: Instant) {
         let valid_until = sent + self.timing.local_validity();
         self.book().held().insert(key, Held { epoch, valid_until });
+    }
+}
+
+impl PgLeases {
+    /// Renews the ingress singletons held; returns the ones lost.
+    async fn renew_ingress(&self) -> Result<Vec<String>, StorageError> {
+        let held: Vec<(String, i64)> =
+            self.book().ingress().iter().map(|(name, held)| (name.clone(), held.epoch)).collect();
+        if held.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sent = Instant::now();
+        let names: Vec<&str> = held.iter().map(|(name, _)| name.as_str()).collect();
+        let epochs: Vec<i64> = held.iter().map(|(_, epoch)| *epoch).collect();
+        let client = self.backend.client().await?;
+        let statement = client
+            .prepare_cached(
+                "UPDATE ingress_leases l SET expires_at = now() + $4::bigint * interval '1 millisecond' \
+                 FROM unnest($2::text[], $3::bigint[]) AS h(name, epoch) \
+                 WHERE l.name = h.name AND l.owner = $1 AND l.epoch = h.epoch AND l.expires_at > now() \
+                 RETURNING l.name",
+            )
+            .await
+            .map_err(pg_error)?;
+        let rows = client
+            .query(&statement, &[&self.replica, &names, &epochs, &millis(self.timing.lease)])
+            .await
+            .map_err(pg_error)?;
+        let renewed: HashSet<String> = rows.iter().map(|row| row.get(0)).collect();
+        let valid_until = sent + self.timing.local_validity();
+        let mut book = self.book().ingress();
+        let mut lost = Vec::new();
+        for (name, epoch) in held {
+            if renewed.contains(&name) {
+                if let Some(entry) = book.get_mut(&name).filter(|entry| entry.epoch == epoch) {
+                    entry.valid_until = valid_until;
+                }
+            } else if book.get(&name).is_some_and(|entry| entry.epoch == epoch) {
+                book.remove(&name);
+                lost.push(name);
+            }
+        }
+        metrics().lease_count(LeaseEvent::Renewed, renewed.len());
+        metrics().lease_count(LeaseEvent::Lost, lost.len());
+        Ok(lost)
     }
 }
 
@@ -301,9 +351,10 @@ impl LeaseStore for PgLeases {
     }
 
     async fn renew(&self) -> Result<Renewed, StorageError> {
+        let lost_ingress = self.renew_ingress().await?;
         let held: Vec<(String, i64)> = self.book().held().iter().map(|(key, held)| (key.clone(), held.epoch)).collect();
         if held.is_empty() {
-            return Ok(Renewed::default());
+            return Ok(Renewed { lost_ingress, ..Renewed::default() });
         }
         let sent = Instant::now();
         let keys: Vec<&str> = held.iter().map(|(key, _)| key.as_str()).collect();
@@ -339,7 +390,7 @@ impl LeaseStore for PgLeases {
         drop(book);
         metrics().lease_count(LeaseEvent::Renewed, renewed.len());
         metrics().lease_count(LeaseEvent::Lost, lost.len());
-        Ok(Renewed { renewed: renewed.len(), lost })
+        Ok(Renewed { renewed: renewed.len(), lost, lost_ingress })
     }
 
     async fn release(&self, key: &str) -> Result<bool, StorageError> {
@@ -382,6 +433,72 @@ impl LeaseStore for PgLeases {
     fn expired_locally(&self) -> bool {
         let now = Instant::now();
         self.book().held().values().any(|held| held.valid_until <= now)
+    }
+
+    async fn take_ingress(&self, name: &str) -> Result<Option<i64>, StorageError> {
+        let sent = Instant::now();
+        let client = self.backend.client().await?;
+        let statement = client
+            .prepare_cached(
+                "INSERT INTO ingress_leases AS l (name, owner, epoch, expires_at) \
+                 VALUES ($1, $2, 1, now() + $3::bigint * interval '1 millisecond') \
+                 ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, \
+                     epoch = CASE WHEN l.owner = excluded.owner AND l.expires_at > now() THEN l.epoch ELSE l.epoch + 1 END, \
+                     expires_at = excluded.expires_at \
+                 WHERE l.owner IS NULL OR l.expires_at <= now() OR l.owner = excluded.owner \
+                 RETURNING epoch",
+            )
+            .await
+            .map_err(pg_error)?;
+        let row = client
+            .query_opt(&statement, &[&name, &self.replica, &millis(self.timing.lease)])
+            .await
+            .map_err(pg_error)?;
+        let Some(epoch) = row.map(|row| row.get::<_, i64>(0)) else { return Ok(None) };
+        let valid_until = sent + self.timing.local_validity();
+        let previous = self.book().ingress().insert(name.to_owned(), Held { epoch, valid_until });
+        if previous.is_none_or(|previous| previous.epoch != epoch) {
+            metrics().lease(LeaseEvent::Claimed);
+        }
+        Ok(Some(epoch))
+    }
+
+    fn holds_ingress(&self, name: &str) -> bool {
+        self.book().ingress().get(name).is_some_and(|held| held.valid_until > Instant::now())
+    }
+
+    fn held_ingress(&self) -> Vec<HeldLease> {
+        let mut held: Vec<HeldLease> =
+            self.book().ingress().iter().map(|(key, held)| HeldLease { key: key.clone(), epoch: held.epoch }).collect();
+        held.sort_by(|a, b| a.key.cmp(&b.key));
+        held
+    }
+
+    async fn ingress_cursor(&self, name: &str) -> Result<Option<String>, StorageError> {
+        let client = self.backend.client().await?;
+        let row =
+            client.query_opt("SELECT cursor FROM ingress_leases WHERE name = $1", &[&name]).await.map_err(pg_error)?;
+        Ok(row.and_then(|row| row.get(0)))
+    }
+
+    async fn save_ingress_cursor(&self, name: &str, epoch: i64, cursor: &str) -> Result<bool, StorageError> {
+        if !self.holds_ingress(name) {
+            metrics().lease(LeaseEvent::FencedWrite);
+            return Ok(false);
+        }
+        let client = self.backend.client().await?;
+        let statement = client
+            .prepare_cached(
+                "UPDATE ingress_leases SET cursor = $4 WHERE name = $1 AND owner = $2 AND epoch = $3 \
+                 AND expires_at > now()",
+            )
+            .await
+            .map_err(pg_error)?;
+        let saved = client.execute(&statement, &[&name, &self.replica, &epoch, &cursor]).await.map_err(pg_error)? == 1;
+        if !saved {
+            metrics().lease(LeaseEvent::FencedWrite);
+        }
+        Ok(saved)
     }
 
     async fn woken(&self) {

@@ -158,6 +158,8 @@ pub(crate) struct Shared<D: Dialect> {
     /// an [`OpenStream`] that counts down when hyper drops it: at the end, when the client goes
     /// away, or when the server stops.
     open_streams: Arc<watch::Sender<usize>>,
+    /// The most streams ever open at once.
+    peak_open_streams: std::sync::atomic::AtomicUsize,
     /// What the provider remembers between requests, e.g. Anthropic's thinking-signature key.
     pub(crate) provider: D::State,
 }
@@ -200,6 +202,7 @@ impl<D: Dialect> ModelFake<D> {
             keys: Mutex::new(KeyTable::default()),
             closing: watch::Sender::new(false),
             open_streams: Arc::new(watch::Sender::new(0)),
+            peak_open_streams: std::sync::atomic::AtomicUsize::new(0),
             provider: D::new_state()?,
         });
         let mut router = Router::new();
@@ -237,6 +240,10 @@ impl<D: Dialect> ModelFake<D> {
 
     pub(crate) fn open_streams(&self) -> usize {
         *self.shared.open_streams.borrow()
+    }
+
+    pub(crate) fn peak_open_streams(&self) -> usize {
+        self.shared.peak_open_streams.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub(crate) async fn wait_for_open_streams(&self, count: usize) {
@@ -333,7 +340,12 @@ async fn handle<D: Dialect>(
     }
 
     let context = TurnContext { index, request: &request, created: unix_now() };
-    let open_stream = || OpenStream::new(Arc::clone(&shared.open_streams));
+    let open_stream = || {
+        let stream = OpenStream::new(Arc::clone(&shared.open_streams));
+        let open = *shared.open_streams.borrow();
+        shared.peak_open_streams.fetch_max(open, std::sync::atomic::Ordering::SeqCst);
+        stream
+    };
     if admission == Admission::Stall {
         let stall = Ending::Stall { after_deltas: 0 };
         return sse::stream_response(D::stall_events(&context), stall, None, shared.closing.subscribe(), open_stream());
@@ -456,6 +468,11 @@ macro_rules! model_fake_methods {
         /// counts until the server is done with it, including when the client went away.
         pub fn open_streams(&self) -> usize {
             self.inner.open_streams()
+        }
+
+        /// The most streamed answers ever open at once: 1 when requests never overlapped.
+        pub fn peak_open_streams(&self) -> usize {
+            self.inner.peak_open_streams()
         }
 
         /// Waits until exactly `count` streamed answers are open, e.g. `0` to see that a stalled

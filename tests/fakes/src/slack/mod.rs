@@ -340,6 +340,16 @@ impl FakeSlack {
     /// Queues the event for Socket Mode delivery, in a new envelope. Delivering the same event
     /// twice is Slack delivering it twice (same `event_id`).
     pub fn deliver(&self, event: &SlackEvent) {
+        self.deliver_on(event, None);
+    }
+
+    /// [`Self::deliver`] to the open Socket Mode connection of rank `rank` (oldest first), as
+    /// Slack spreads an app's events over its connections; to any if there are not that many.
+    pub fn deliver_via(&self, event: &SlackEvent, rank: usize) {
+        self.deliver_on(event, Some(rank));
+    }
+
+    fn deliver_on(&self, event: &SlackEvent, only_on: Option<usize>) {
         {
             let mut state = self.state();
             let envelope_id = format!("env-{}-{}", event.event_id, state.envelopes.len());
@@ -350,6 +360,7 @@ impl FakeSlack {
                 deliveries: 0,
                 on_connection: None,
                 acked: false,
+                only_on,
             });
         }
         self.shared.bump();

@@ -71,6 +71,9 @@ pub(crate) struct Envelope {
     /// The connection it was last written to; redelivered once that connection is gone.
     pub(crate) on_connection: Option<u64>,
     pub(crate) acked: bool,
+    /// Written only to the connection of this rank among the open ones (oldest first),
+    /// while it is open; `None`: to whichever connection asks first.
+    pub(crate) only_on: Option<usize>,
 }
 
 /// A per-channel token bucket for `chat.postMessage`, when rate limits are enforced.
@@ -168,8 +171,17 @@ impl State {
     /// connection that is gone.
     pub(crate) fn due_for(&mut self, connection: u64) -> Vec<Value> {
         let active = self.active_connections.clone();
+        let mut ranked: Vec<u64> = active.iter().copied().collect();
+        ranked.sort_unstable();
+        let rank = ranked.iter().position(|open| *open == connection);
         let mut due = Vec::new();
         for envelope in self.envelopes.iter_mut().filter(|e| !e.acked) {
+            if let Some(only) = envelope.only_on
+                && only < ranked.len()
+                && rank != Some(only)
+            {
+                continue;
+            }
             let gone = envelope.on_connection.is_none_or(|on| on != connection && !active.contains(&on));
             if gone {
                 let frame = serde_json::json!({

@@ -1,0 +1,157 @@
+//! Several `ferry gateway` replicas on one PostgreSQL (real, from `tests/postgres/setup`),
+//! with the fake Telegram and model: one replica polls the bot at a time and another takes
+//! over within the lease after a `kill -9`; a session's messages run on one replica at a
+//! time, wherever they came in. Skips without PostgreSQL unless `FERRY_REQUIRE_POSTGRES=1`.
+
+use std::time::{Duration, Instant};
+
+use ferry_fakes::{FakeOpenAi, FakeSlack, FakeTelegram, Reply, Turn, test_database};
+
+#[path = "common/daemon.rs"]
+mod daemon;
+
+use daemon::{Daemon, PATIENCE, daemon_in, health};
+
+const TOKEN: &str = "123456:TEST-token";
+/// Short leases, so a takeover takes seconds.
+const LEASE_SECONDS: u64 = 3;
+const STATE: &str = "[state]\nbackend = \"postgres\"\nlease_seconds = 3\nrenew_seconds = 1\n";
+
+fn telegram_config(url: &str, telegram: &FakeTelegram) -> String {
+    format!(
+        "{STATE}postgres_url = \"{url}\"\n\n[channels.telegram]\nenabled = true\nbot_token = \"{TOKEN}\"\n\
+         api_url = \"{}\"\ndm_policy = \"open\"\nallow_from = [\"*\"]\n",
+        telegram.url()
+    )
+}
+
+/// Messages a replica journaled for a session another replica held.
+async fn forwarded(port: u16) -> u64 {
+    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics")).await.unwrap().text().await.unwrap();
+    text.lines()
+        .filter(|line| line.starts_with("ferry_inbound_messages_total{") && line.contains("outcome=\"forwarded\""))
+        .filter_map(|line| line.rsplit_once(' ')?.1.parse::<u64>().ok())
+        .sum()
+}
+
+/// The replica among `daemons` whose `/healthz` says it holds an ingress named `name…`.
+async fn poller_of(daemons: &[&Daemon], name: &str) -> Option<usize> {
+    for (index, daemon) in daemons.iter().enumerate() {
+        let health = health(daemon.port).await;
+        let ingress = health["replica"]["ingress"].as_array().cloned().unwrap_or_default();
+        if ingress.iter().any(|lease| lease["name"].as_str().is_some_and(|held| held.starts_with(name))) {
+            return Some(index);
+        }
+    }
+    None
+}
+
+async fn wait_for_poller(daemons: &[&Daemon], name: &str) -> usize {
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            if let Some(index) = poller_of(daemons, name).await {
+                return index;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("a replica took the Telegram poller")
+}
+
+async fn texts(telegram: &FakeTelegram, chat: i64, count: usize) -> Vec<String> {
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            let texts: Vec<String> =
+                telegram.messages_in(chat).iter().map(|m| m.visible_text.trim().to_owned()).collect();
+            if texts.len() >= count && texts.iter().all(|text| !text.is_empty()) {
+                return texts;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("expected {count} replies in {chat}: {:?}", telegram.messages_in(chat)))
+}
+
+/// Two replicas, one bot: one polls, the other stands by. After the poller is killed, the
+/// other polls within the lease (plus its renewal period and jitter) and answers what was
+/// sent meanwhile, once.
+#[tokio::test]
+async fn after_a_kill_another_replica_polls_the_bot_within_the_lease() {
+    let Some(database) = test_database().await else { return };
+    let telegram = FakeTelegram::start(TOKEN).await.unwrap().without_rate_limits();
+    let openai = FakeOpenAi::start().await.unwrap();
+    let config = telegram_config(database.url(), &telegram);
+    let a = daemon_in(tempfile::tempdir().unwrap(), &config, &openai, "telegram").await;
+    let b = daemon_in(tempfile::tempdir().unwrap(), &config, &openai, "telegram").await;
+    let ingress = "telegram:";
+    let first = wait_for_poller(&[&a, &b], ingress).await;
+    openai.push(Turn::text(["one"]));
+    telegram.private_message(42, "Ada", "first");
+    assert_eq!(texts(&telegram, 42, 1).await, ["one"]);
+
+    let (holder, standby) = if first == 0 { (a, b) } else { (b, a) };
+    let killed = Instant::now();
+    drop(holder);
+    openai.push(Turn::text(["two"]));
+    telegram.private_message(42, "Ada", "second");
+    let survivor = wait_for_poller(&[&standby], ingress).await;
+    assert_eq!(survivor, 0);
+    let took = killed.elapsed();
+    assert_eq!(texts(&telegram, 42, 2).await, ["one", "two"]);
+    let bound = Duration::from_secs(LEASE_SECONDS) + Duration::from_secs(1) * 2 + Duration::from_secs(2);
+    assert!(took < bound, "the poller moved after {took:?}, not within {bound:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(telegram.messages_in(42).len(), 2, "nothing answered twice: {:?}", telegram.messages_in(42));
+}
+
+/// Slack sends each event to one of the app's sockets; with two replicas connected, one
+/// chat's messages come in on both. They still run one at a time, on the replica that
+/// holds the session, in order, each answered once.
+#[tokio::test]
+async fn a_sessions_messages_run_on_one_replica_whichever_took_them_in() {
+    let Some(database) = test_database().await else { return };
+    let slack = FakeSlack::start().await.unwrap();
+    let openai = FakeOpenAi::start().await.unwrap();
+    let config = format!(
+        "{STATE}postgres_url = \"{}\"\n\n[channels.slack]\nenabled = true\nbot_token = \"{}\"\n\
+         app_token = \"{}\"\napi_url = \"{}\"\ndm_policy = \"open\"\nallow_from = [\"*\"]\n\
+         [messages.queue]\nmode = \"followup\"\ndebounce_ms = 0\n",
+        database.url(),
+        FakeSlack::BOT_TOKEN,
+        FakeSlack::APP_TOKEN,
+        slack.api_url()
+    );
+    let a = daemon_in(tempfile::tempdir().unwrap(), &config, &openai, "slack").await;
+    let b = daemon_in(tempfile::tempdir().unwrap(), &config, &openai, "slack").await;
+    slack.wait_for_connections(2).await;
+    let count = 6;
+    for n in 0..count {
+        openai.push(Turn::Reply(Reply::text([format!("answer {n}")]).with_chunk_delay(Duration::from_millis(100))));
+    }
+    for n in 0..count {
+        let event = slack.event(FakeSlack::message_body("D1", "im", "U1", &format!("question {n}"), None));
+        // Alternately on each replica's socket.
+        slack.deliver_via(&event, n % 2);
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let answers = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let posted: Vec<String> = slack.messages_in("D1").into_iter().map(|m| m.text).collect();
+            if posted.len() >= count {
+                return posted;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("every question answered: {:?}", slack.messages_in("D1")));
+    let expected: Vec<String> = (0..count).map(|n| format!("answer {n}")).collect();
+    assert_eq!(answers, expected, "each answered once, in order");
+    // Each replica took half of them in; what one took in for a session the other held,
+    // it handed over through the journal.
+    let forwarded = forwarded(a.port).await + forwarded(b.port).await;
+    assert!(forwarded >= 1, "messages crossed between replicas");
+    assert_eq!(openai.peak_open_streams(), 1, "one run of the session at a time across replicas");
+}
