@@ -27,6 +27,7 @@ use crate::reply::outbound::{OutboundScheduler, Schedulers};
 use crate::reply::turn::{BlockStyle, ReplyTurn, TurnStyle};
 use crate::reply::typing::Typing;
 use crate::session::{SessionStore, run_in_session};
+use crate::state::leases::LeaseStore;
 
 /// Told to the user when their conversation cannot be loaded or saved.
 const STORE_TROUBLE: &str =
@@ -45,6 +46,9 @@ pub(super) struct AgentExecutor {
     /// Which tools each agent's chats may use (`[tools]`, the agent's own lists, and the
     /// channels' and groups'), by agent id.
     pub(super) tool_policies: AgentToolPolicies,
+    /// Session leases when replicas share the state: a run writes to the platform only
+    /// while this replica holds its session.
+    pub(super) leases: Option<Arc<dyn LeaseStore>>,
 }
 
 /// Where a reply to a message goes.
@@ -111,7 +115,13 @@ impl RunExecutor for AgentExecutor {
             tracing::error!(channel = %channel_name, account = ?account_id, "the reply's channel is not connected; it cannot be answered");
             return RunReport::default();
         };
-        let scheduler = self.schedulers.for_channel(&channel);
+        let scheduler = match &self.leases {
+            None => self.schedulers.for_channel(&channel),
+            Some(leases) => {
+                let (leases, session) = (leases.clone(), key.to_owned());
+                self.schedulers.for_channel(&channel).guarded(Arc::new(move || leases.holds(&session)))
+            }
+        };
 
         let mut request = RunRequest::new(key, job.prompt);
         request.media = media.files;

@@ -63,6 +63,7 @@ struct Shared<'a> {
     schedulers: &'a Schedulers,
     overrides: &'a Arc<OverridesCache>,
     ledger: &'a DeliveryLedger,
+    leases: Option<&'a Arc<dyn crate::state::leases::LeaseStore>>,
 }
 
 /// Tasks handling one channel's inbound messages side by side; see [`Dispatcher::attach`].
@@ -130,6 +131,7 @@ impl Dispatcher {
                 tool_policies: AgentToolPolicies::from_config(shared.config),
                 config: shared.config.clone(),
                 ledger: shared.ledger.clone(),
+                leases: shared.leases.cloned(),
             })
         })
     }
@@ -162,6 +164,7 @@ impl Dispatcher {
             schedulers: &schedulers,
             overrides: &overrides,
             ledger: &ledger,
+            leases: parts.stores.leases.as_ref(),
         });
         let max_concurrent = parts.config.agents.defaults.max_concurrent as usize;
         let scheduler = Scheduler::new(executor, Arc::new(journal.clone()), max_concurrent);

@@ -91,6 +91,18 @@ struct Queued {
     call: Call,
     priority: Priority,
     done: oneshot::Sender<Result<Delivery, ChannelError>>,
+    /// Checked again when the call's turn comes (it may wait out a rate limit).
+    guard: Option<WriteGuard>,
+}
+
+/// Says whether the caller may still write to the platform: a run of a session whose lease
+/// this replica may have lost (several replicas on one database) must not.
+pub type WriteGuard = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// Why a guarded call was not made.
+fn fenced() -> ChannelError {
+    tracing::info!("not writing to the platform: this replica no longer holds the session");
+    ChannelError::Closed
 }
 
 /// One scheduler per platform account, made on first use: every sender to an account must
@@ -119,6 +131,8 @@ impl Schedulers {
 #[derive(Clone)]
 pub struct OutboundScheduler {
     inner: Arc<Inner>,
+    /// See [`OutboundScheduler::guarded`].
+    guard: Option<WriteGuard>,
 }
 
 struct Inner {
@@ -165,7 +179,19 @@ impl OutboundScheduler {
                 typing_shown: Mutex::new(HashMap::new()),
                 metrics: counters,
             }),
+            guard: None,
         }
+    }
+
+    /// This scheduler (same budgets and queues) for a caller that may lose the right to
+    /// write: each call is made only if `guard` still says yes when its turn comes, and
+    /// fails with [`ChannelError::Closed`] otherwise.
+    pub fn guarded(&self, guard: WriteGuard) -> Self {
+        Self { inner: self.inner.clone(), guard: Some(guard) }
+    }
+
+    fn may_write(&self) -> bool {
+        self.guard.as_ref().is_none_or(|guard| guard())
     }
 
     /// The channel this scheduler sends to.
@@ -288,6 +314,9 @@ impl OutboundScheduler {
     /// indicator never waits for room, so it can never hold up a reply or draw a 429.
     /// Returns whether it was shown.
     pub async fn typing(&self, target: &Target) -> bool {
+        if !self.may_write() {
+            return false;
+        }
         let channel = &self.inner.channel;
         if !channel.capabilities().supports_typing || !self.inner.typing_due(&target.chat.id) {
             return false;
@@ -306,6 +335,9 @@ impl OutboundScheduler {
     }
 
     async fn submit(&self, target: &Target, call: Call, priority: Priority) -> Result<Delivery, ChannelError> {
+        if !self.may_write() {
+            return Err(fenced());
+        }
         let chat = target.chat.id.clone();
         let kind = target.chat.kind;
         let (done, outcome) = oneshot::channel();
@@ -315,7 +347,7 @@ impl OutboundScheduler {
             let mut chats = self.inner.chats();
             match chats.get_mut(&chat) {
                 Some(queue) => {
-                    queue.push(Queued { call, priority, done });
+                    queue.push(Queued { call, priority, done, guard: self.guard.clone() });
                     None
                 }
                 None => {
@@ -337,7 +369,7 @@ impl OutboundScheduler {
             };
             // No room yet: a worker waits for it, so finals can overtake while it does.
             if let Some(queue) = self.inner.chats().get_mut(&chat) {
-                queue.push(Queued { call, priority, done });
+                queue.push(Queued { call, priority, done, guard: self.guard.clone() });
             }
             let inner = self.inner.clone();
             tokio::spawn(async move { inner.work(chat, taken).await });
@@ -443,7 +475,10 @@ impl Inner {
                     }
                 }
             };
-            let outcome = self.perform(&chat, kind, &queued.call, queued.priority).await;
+            let outcome = match &queued.guard {
+                Some(guard) if !guard() => Err(fenced()),
+                _ => self.perform(&chat, kind, &queued.call, queued.priority).await,
+            };
             let _ = queued.done.send(outcome);
             let mut chats = self.chats();
             if chats.get(&chat).is_some_and(|queue| queue.calls.is_empty()) {

@@ -428,3 +428,28 @@ async fn typing_takes_from_the_send_budget_and_is_skipped_rather_than_waiting_fo
     scheduler.send(text("late", "the answer")).await.expect("sent");
     assert!(start.elapsed() <= Duration::from_millis(100), "a refilled cell, not a long wait");
 }
+
+/// A run of a session whose lease this replica lost writes nothing more: neither a call made
+/// after the loss nor one already waiting for its chat's budget when it happened.
+#[tokio::test(start_paused = true)]
+async fn a_guarded_caller_that_lost_the_right_to_write_sends_nothing() {
+    let memory = channel();
+    let scheduler = OutboundScheduler::new(memory.clone());
+    let allowed = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let guard = allowed.clone();
+    let guarded = scheduler.guarded(Arc::new(move || guard.load(std::sync::atomic::Ordering::SeqCst)));
+    guarded.send(text("a", "first")).await.expect("allowed");
+    // The second waits a second for chat a's budget; the lease is lost meanwhile.
+    let waiting = {
+        let guarded = guarded.clone();
+        tokio::spawn(async move { guarded.send(text("a", "second")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    allowed.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert!(matches!(waiting.await.unwrap(), Err(ChannelError::Closed)));
+    assert!(matches!(guarded.send(text("b", "third")).await, Err(ChannelError::Closed)));
+    assert!(!guarded.typing(&target("b")).await);
+    assert_eq!(memory.sent_texts(), ["first"]);
+    // Other callers of the same account are not affected.
+    scheduler.send(text("b", "unguarded")).await.expect("sent");
+}
