@@ -32,9 +32,13 @@ pub(super) struct LaneKeeper {
     leases: Arc<dyn LeaseStore>,
     /// Per held session, the journal ids already handed to the scheduler.
     known: Mutex<HashMap<String, HashSet<i64>>>,
-    /// Per session, held while its waiting messages are handed over, so two pickups
-    /// cannot interleave their messages.
-    handing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Sessions whose waiting messages are to be read and handed over, with whether they
+    /// were just taken over from another holder. One task does it for all of them, a batch
+    /// at a time: one query for every session that got a message meanwhile, and one
+    /// session's messages never interleave with themselves.
+    due: Mutex<HashMap<String, bool>>,
+    /// Wakes the hand-over task.
+    hand_over: tokio::sync::Notify,
     /// Sessions to give back, retried until the release goes through.
     idle: Mutex<HashSet<String>>,
     /// Whether the database answered the last renewal (for `/healthz`).
@@ -46,7 +50,8 @@ impl LaneKeeper {
         Arc::new(Self {
             leases,
             known: Mutex::default(),
-            handing: Mutex::default(),
+            due: Mutex::default(),
+            hand_over: tokio::sync::Notify::new(),
             idle: Mutex::default(),
             reachable: std::sync::atomic::AtomicBool::new(true),
         })
@@ -68,18 +73,19 @@ impl LaneKeeper {
         dispatcher.inner.scheduler.notify_idle(idle);
         let inner = Arc::downgrade(&dispatcher.inner);
         tokio::spawn(poll(self.clone(), inner.clone()));
+        tokio::spawn(hand_over(self.clone(), inner.clone()));
         tokio::spawn(renew(self.clone(), inner.clone()));
         tokio::spawn(release(self.clone(), inner, idle_keys));
     }
 
-    /// A message for `key` was journaled here: hand the session's waiting messages over if
-    /// this replica holds it (or can take it); otherwise its holder was told.
-    pub(super) async fn arrived(&self, dispatcher: &Dispatcher, key: &str) {
+    /// A message for `key` was journaled here: its waiting messages are handed over if
+    /// this replica holds the session (or can take it); otherwise its holder was told.
+    pub(super) async fn arrived(&self, key: &str) {
         match self.leases.hold(key).await {
-            Ok(Hold::Kept) => self.hand_over(dispatcher, &[key.to_owned()], false).await,
+            Ok(Hold::Kept) => self.due(key.to_owned(), false),
             Ok(Hold::Taken { epoch }) => {
                 tracing::debug!(session_key = %key, epoch, "took a session's lease");
-                self.hand_over(dispatcher, &[key.to_owned()], epoch > 1).await
+                self.due(key.to_owned(), epoch > 1);
             }
             Ok(Hold::Elsewhere) => tracing::debug!(session_key = %key, "another replica runs this session"),
             Err(error) => {
@@ -88,46 +94,60 @@ impl LaneKeeper {
         }
     }
 
-    /// Reads the waiting messages of the held sessions `keys` and hands those not handed
-    /// over yet to the scheduler, each session's in id order. With `taken_over`, a previous
-    /// holder may have begun replying: the ledger adopts their delivery records.
-    async fn hand_over(&self, dispatcher: &Dispatcher, keys: &[String], taken_over: bool) {
-        let locks: Vec<_> = keys.iter().map(|key| self.handing_lock(key)).collect();
-        let mut guards = Vec::with_capacity(locks.len());
-        for lock in &locks {
-            guards.push(lock.lock().await);
+    /// Marks `key`'s waiting messages for handing over (see [`LaneKeeper::due`]).
+    fn due(&self, key: String, taken_over: bool) {
+        *self.due.lock().unwrap_or_else(PoisonError::into_inner).entry(key).or_default() |= taken_over;
+        self.hand_over.notify_one();
+    }
+
+    /// Reads the waiting messages of the due sessions this replica holds and hands those not
+    /// handed over yet to the scheduler, each session's in id order. For a session just taken
+    /// over, the ledger adopts what its previous holder recorded of their replies.
+    async fn hand_over_due(&self, dispatcher: &Dispatcher) {
+        let due: HashMap<String, bool> = {
+            let mut due = self.due.lock().unwrap_or_else(PoisonError::into_inner);
+            let keys: Vec<String> = due.keys().take(HAND_OVER_BATCH).cloned().collect();
+            keys.into_iter().filter_map(|key| due.remove_entry(&key)).collect()
+        };
+        let keys: Vec<String> = due.keys().filter(|key| self.leases.holds(key)).cloned().collect();
+        if keys.is_empty() {
+            return;
         }
-        let Unanswered { messages, deliveries } = match self.leases.waiting(keys).await {
+        let Unanswered { messages, deliveries } = match self.leases.waiting(&keys).await {
             Ok(waiting) => waiting,
             Err(error) => {
-                tracing::warn!(%error, "cannot read a session's waiting messages; the next poll retries");
+                tracing::warn!(%error, "cannot read sessions' waiting messages; the next poll retries");
                 return;
             }
         };
         let fresh: Vec<_> = {
             let mut known = self.known();
+            // Answered messages leave the journal: what was handed over and is no longer
+            // waiting need not be remembered.
+            let waiting: HashSet<i64> = messages.iter().map(|message| message.seq).collect();
+            for key in &keys {
+                if let Some(ids) = known.get_mut(key) {
+                    ids.retain(|id| waiting.contains(id));
+                }
+            }
             messages
                 .into_iter()
                 .filter(|message| self.leases.holds(&message.entry.session_key))
                 .filter(|message| known.entry(message.entry.session_key.clone()).or_default().insert(message.seq))
                 .collect()
         };
-        if fresh.is_empty() {
-            return;
-        }
-        if taken_over {
-            let ids: Vec<i64> = fresh.iter().map(|message| message.seq).collect();
-            let orphans = dispatcher.inner.ledger.adopt(&ids, deliveries);
+        let adopted: Vec<i64> = fresh
+            .iter()
+            .filter(|message| due.get(&message.entry.session_key).copied().unwrap_or(false))
+            .map(|message| message.seq)
+            .collect();
+        if !adopted.is_empty() {
+            let orphans = dispatcher.inner.ledger.adopt(&adopted, deliveries);
             dispatcher.delete_orphans(orphans);
         }
         for message in decode(fresh) {
             dispatcher.submit_locally(message).await;
         }
-        drop(guards);
-    }
-
-    fn handing_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
-        self.handing.lock().unwrap_or_else(PoisonError::into_inner).entry(key.to_owned()).or_default().clone()
     }
 
     fn known(&self) -> MutexGuard<'_, HashMap<String, HashSet<i64>>> {
@@ -137,7 +157,6 @@ impl LaneKeeper {
     /// Forgets a session given back or lost.
     fn let_go(&self, key: &str) {
         self.known().remove(key);
-        self.handing.lock().unwrap_or_else(PoisonError::into_inner).remove(key);
     }
 }
 
@@ -156,16 +175,29 @@ async fn poll(keeper: Arc<LaneKeeper>, inner: Weak<Inner>) {
             Ok(claimed) => {
                 for (key, epoch) in claimed {
                     tracing::info!(session_key = %key, epoch, "took over a session whose holder's lease lapsed");
-                    keeper.hand_over(&dispatcher, &[key], true).await;
+                    keeper.due(key, true);
                 }
             }
             Err(error) => tracing::debug!(%error, "cannot look for lapsed sessions"),
         }
-        let held: Vec<String> = keeper.leases.held().into_iter().map(|lease| lease.key).collect();
-        if !held.is_empty() {
-            keeper.hand_over(&dispatcher, &held, false).await;
+        for lease in keeper.leases.held() {
+            keeper.due(lease.key, false);
         }
         retry_releases(&keeper, &dispatcher).await;
+    }
+}
+
+/// Hands the due sessions' messages over, a batch at a time, whenever some are due.
+async fn hand_over(keeper: Arc<LaneKeeper>, inner: Weak<Inner>) {
+    loop {
+        keeper.hand_over.notified().await;
+        loop {
+            let Some(inner) = inner.upgrade() else { return };
+            keeper.hand_over_due(&Dispatcher { inner }).await;
+            if keeper.due.lock().unwrap_or_else(PoisonError::into_inner).is_empty() {
+                break;
+            }
+        }
     }
 }
 
@@ -236,7 +268,7 @@ async fn retry_releases(keeper: &LaneKeeper, dispatcher: &Dispatcher) {
         match keeper.leases.release(&key).await {
             Ok(true) => keeper.let_go(&key),
             // Messages came in meanwhile: run them.
-            Ok(false) => keeper.hand_over(dispatcher, std::slice::from_ref(&key), false).await,
+            Ok(false) => keeper.due(key, false),
             Err(error) => {
                 tracing::debug!(session_key = %key, %error, "cannot give a session back yet; retrying");
                 keeper.idle.lock().unwrap_or_else(PoisonError::into_inner).insert(key);
@@ -244,6 +276,9 @@ async fn retry_releases(keeper: &LaneKeeper, dispatcher: &Dispatcher) {
         }
     }
 }
+
+/// Sessions whose waiting messages are read in one query at most.
+const HAND_OVER_BATCH: usize = 512;
 
 /// How long `/healthz` lists held leases for at most.
 pub(super) const HEALTH_LEASES: usize = 50;

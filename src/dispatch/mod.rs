@@ -435,7 +435,7 @@ impl Dispatcher {
             None => self.submit_locally(queued).await,
             Some(keeper) => {
                 let channel = queued.message.channel.clone();
-                keeper.arrived(self, &queued.session_key).await;
+                keeper.arrived(&queued.session_key).await;
                 if !keeper.leases().holds(&queued.session_key) {
                     metrics().inbound(&channel, InboundOutcome::Forwarded);
                 }
