@@ -155,3 +155,47 @@ async fn a_sessions_messages_run_on_one_replica_whichever_took_them_in() {
     assert!(forwarded >= 1, "messages crossed between replicas");
     assert_eq!(openai.peak_open_streams(), 1, "one run of the session at a time across replicas");
 }
+
+/// The database goes away under a running gateway: it keeps running, says so on `/healthz`
+/// (and stops receiving for the bot, which needs the lease), then reconnects by itself
+/// when the database is back and answers again.
+#[tokio::test]
+async fn a_replica_rides_out_a_database_outage_and_says_so() {
+    let Some(cluster) = ferry_fakes::PrivateCluster::start().await else { return };
+    let telegram = FakeTelegram::start(TOKEN).await.unwrap().without_rate_limits();
+    let openai = FakeOpenAi::start().await.unwrap();
+    let daemon =
+        daemon_in(tempfile::tempdir().unwrap(), &telegram_config(cluster.url(), &telegram), &openai, "telegram").await;
+    wait_for_poller(&[&daemon], "telegram:").await;
+    let database_is = |state: &'static str| {
+        let port = daemon.port;
+        async move {
+            tokio::time::timeout(PATIENCE, async {
+                loop {
+                    let health = health(port).await;
+                    if health["replica"]["database"] == state {
+                        return health;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+            .await
+            .unwrap_or_else(|_| panic!("/healthz never said the database is {state}"))
+        }
+    };
+    assert_eq!(database_is("reachable").await["ok"], true);
+
+    cluster.stop().await;
+    let down = database_is("unreachable").await;
+    assert_eq!(down["ok"], false, "{down}");
+    // Past the lease, it no longer counts itself the bot's poller.
+    tokio::time::sleep(Duration::from_secs(LEASE_SECONDS)).await;
+    assert_eq!(poller_of(&[&daemon], "telegram:").await, None);
+
+    cluster.start_again().await;
+    assert_eq!(database_is("reachable").await["ok"], true);
+    wait_for_poller(&[&daemon], "telegram:").await;
+    openai.push(Turn::text(["back"]));
+    telegram.private_message(42, "Ada", "are you there?");
+    assert_eq!(texts(&telegram, 42, 1).await, ["back"]);
+}

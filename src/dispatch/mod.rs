@@ -210,7 +210,8 @@ impl Dispatcher {
     /// [`keeper::HEALTH_LEASES`]); `None` on SQLite.
     pub fn replica_health(&self) -> Option<serde_json::Value> {
         let keeper = self.inner.keeper.as_ref()?;
-        let held = keeper.leases().held();
+        let held: Vec<_> =
+            keeper.leases().held().into_iter().filter(|lease| keeper.leases().holds(&lease.key)).collect();
         let sessions: Vec<serde_json::Value> = held
             .iter()
             .take(keeper::HEALTH_LEASES)

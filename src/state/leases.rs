@@ -123,7 +123,7 @@ pub trait LeaseStore: Send + Sync {
     /// Whether this replica holds the ingress singleton `name` now, by its own reckoning.
     fn holds_ingress(&self, name: &str) -> bool;
 
-    /// The ingress singletons held now.
+    /// The ingress singletons held now (whose lease is still good by this replica's reckoning).
     fn held_ingress(&self) -> Vec<HeldLease>;
 
     /// The position the singleton's holders saved.

@@ -354,6 +354,10 @@ impl LeaseStore for PgLeases {
         let lost_ingress = self.renew_ingress().await?;
         let held: Vec<(String, i64)> = self.book().held().iter().map(|(key, held)| (key.clone(), held.epoch)).collect();
         if held.is_empty() {
+            // Nothing to renew; still a heartbeat, so an unreachable database is noticed
+            // (and reported) by a replica that holds nothing.
+            let client = self.backend.client().await?;
+            client.execute("SELECT 1", &[]).await.map_err(pg_error)?;
             return Ok(Renewed { lost_ingress, ..Renewed::default() });
         }
         let sent = Instant::now();
@@ -468,8 +472,14 @@ impl LeaseStore for PgLeases {
     }
 
     fn held_ingress(&self) -> Vec<HeldLease> {
-        let mut held: Vec<HeldLease> =
-            self.book().ingress().iter().map(|(key, held)| HeldLease { key: key.clone(), epoch: held.epoch }).collect();
+        let now = Instant::now();
+        let mut held: Vec<HeldLease> = self
+            .book()
+            .ingress()
+            .iter()
+            .filter(|(_, held)| held.valid_until > now)
+            .map(|(key, held)| HeldLease { key: key.clone(), epoch: held.epoch })
+            .collect();
         held.sort_by(|a, b| a.key.cmp(&b.key));
         held
     }
