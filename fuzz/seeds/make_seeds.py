@@ -245,6 +245,9 @@ write("config_load", "syntax_error.toml", "[gateway]\nport = \n")
 write("config_load", "duplicate_key.toml", "[gateway]\nport = 1\nport = 2\n")
 write("config_load", "huge_integer.toml", "[gateway]\nport = 99999999999999999999\n")
 write("config_load", "unknown_key.toml", "[gatway]\nport = 8080\n")
+write("config_load", "postgres_state.toml",
+      "[state]\nbackend = \"postgres\"\npostgres_url = \"postgres://ferry:pw@db:5432/ferry?sslmode=require\"\n"
+      "pool_size = 4\nlease_seconds = 9\nrenew_seconds = 3\n")
 
 # ---- Reply formatting and block chunking ----------------------------------------------------
 replies = {

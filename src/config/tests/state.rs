@@ -76,3 +76,12 @@ fn leases_must_be_renewed_well_before_they_lapse() {
     assert!(text.contains("state.renew_seconds: must be at most a third of state.lease_seconds (10)"), "{text}");
     assert!(scratch.load_text("[state]\nlease_seconds = 9\nrenew_seconds = 3\n", &[]).is_ok());
 }
+
+#[test]
+fn config_show_of_a_postgres_config_loads_again() {
+    let scratch = Scratch::new();
+    let loaded = scratch.load_text(&format!("{POSTGRES}postgres_url = \"postgres://u:pw@db/ferry\"\n"), &[]).unwrap();
+    let rendered = render_redacted(&loaded.config).unwrap();
+    let reloaded = scratch.load_text(&rendered, &[]).expect("the rendering loads");
+    assert_eq!(render_redacted(&reloaded.config).unwrap(), rendered);
+}
