@@ -20,7 +20,7 @@ use ferry_fakes::{FakeOpenAi, FakeTelegram, Reply, Turn, test_database};
 #[path = "common/daemon.rs"]
 mod daemon;
 
-use daemon::{PATIENCE, daemon_in};
+use daemon::{PATIENCE, daemon_in, telegram_replies};
 
 const TOKEN: &str = "123456:TEST-token";
 
@@ -38,21 +38,6 @@ async fn postgres_stores(url: &str) -> Stores {
     Stores::postgres(&backend)
 }
 
-async fn reply_texts(telegram: &FakeTelegram, chat: i64, count: usize) -> Vec<String> {
-    tokio::time::timeout(PATIENCE, async {
-        loop {
-            let texts: Vec<String> =
-                telegram.messages_in(chat).iter().map(|message| message.visible_text.trim().to_owned()).collect();
-            if texts.len() >= count && texts.iter().all(|text| !text.is_empty()) {
-                return texts;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("expected {count} replies in {chat}: {:?}", telegram.messages_in(chat)))
-}
-
 /// A message answered from PostgreSQL; then a message whose run is cut by `kill -9` is
 /// answered by a gateway started in another home directory (another machine, as far as
 /// it knows), because the journal, the session and its transcript live in the database. The
@@ -66,7 +51,7 @@ async fn a_gateway_on_postgres_answers_and_another_resumes_what_a_killed_one_owe
     let config = postgres_config(database.url(), &telegram);
     let first = daemon_in(tempfile::tempdir().unwrap(), &config, &openai, "telegram").await;
     telegram.private_message(42, "Ada", "one");
-    assert_eq!(reply_texts(&telegram, 42, 1).await, ["first answer"]);
+    assert_eq!(telegram_replies(&telegram, 42, 1).await, ["first answer"]);
 
     // The second run streams one piece and hangs; the gateway dies under it.
     openai.push(Turn::Stall { reply: Reply::text(["partial ", "never finished"]), after_deltas: 1 });

@@ -10,7 +10,7 @@ use ferry_fakes::{FakeOpenAi, FakeSlack, FakeTelegram, Reply, Turn, test_databas
 #[path = "common/daemon.rs"]
 mod daemon;
 
-use daemon::{Daemon, PATIENCE, daemon_in, health};
+use daemon::{Daemon, PATIENCE, daemon_in, health, telegram_replies};
 
 const TOKEN: &str = "123456:TEST-token";
 /// Short leases, so a takeover takes seconds.
@@ -59,21 +59,6 @@ async fn wait_for_poller(daemons: &[&Daemon], name: &str) -> usize {
     .expect("a replica took the Telegram poller")
 }
 
-async fn texts(telegram: &FakeTelegram, chat: i64, count: usize) -> Vec<String> {
-    tokio::time::timeout(PATIENCE, async {
-        loop {
-            let texts: Vec<String> =
-                telegram.messages_in(chat).iter().map(|m| m.visible_text.trim().to_owned()).collect();
-            if texts.len() >= count && texts.iter().all(|text| !text.is_empty()) {
-                return texts;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("expected {count} replies in {chat}: {:?}", telegram.messages_in(chat)))
-}
-
 /// Two replicas, one bot: one polls, the other stands by. After the poller is killed, the
 /// other polls within the lease (plus its renewal period and jitter) and answers what was
 /// sent meanwhile, once.
@@ -89,7 +74,7 @@ async fn after_a_kill_another_replica_polls_the_bot_within_the_lease() {
     let first = wait_for_poller(&[&a, &b], ingress).await;
     openai.push(Turn::text(["one"]));
     telegram.private_message(42, "Ada", "first");
-    assert_eq!(texts(&telegram, 42, 1).await, ["one"]);
+    assert_eq!(telegram_replies(&telegram, 42, 1).await, ["one"]);
 
     let (holder, standby) = if first == 0 { (a, b) } else { (b, a) };
     let killed = Instant::now();
@@ -99,7 +84,7 @@ async fn after_a_kill_another_replica_polls_the_bot_within_the_lease() {
     let survivor = wait_for_poller(&[&standby], ingress).await;
     assert_eq!(survivor, 0);
     let took = killed.elapsed();
-    assert_eq!(texts(&telegram, 42, 2).await, ["one", "two"]);
+    assert_eq!(telegram_replies(&telegram, 42, 2).await, ["one", "two"]);
     let bound = Duration::from_secs(LEASE_SECONDS) + Duration::from_secs(1) * 2 + Duration::from_secs(2);
     assert!(took < bound, "the poller moved after {took:?}, not within {bound:?}");
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -197,5 +182,5 @@ async fn a_replica_rides_out_a_database_outage_and_says_so() {
     wait_for_poller(&[&daemon], "telegram:").await;
     openai.push(Turn::text(["back"]));
     telegram.private_message(42, "Ada", "are you there?");
-    assert_eq!(texts(&telegram, 42, 1).await, ["back"]);
+    assert_eq!(telegram_replies(&telegram, 42, 1).await, ["back"]);
 }

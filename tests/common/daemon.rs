@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use ferry_fakes::FakeOpenAi;
+use ferry_fakes::{FakeOpenAi, FakeTelegram};
 
 /// Generous bound for waiting on explicit signals; never a measurement.
 pub const PATIENCE: Duration = Duration::from_secs(60);
@@ -201,4 +201,20 @@ pub async fn ledger_holds(home: &Path, needle: &str) -> bool {
     })
     .await;
     found.is_ok()
+}
+
+/// The bot's messages in the Telegram chat `chat`, trimmed, once there are `count` with text.
+pub async fn telegram_replies(telegram: &FakeTelegram, chat: i64, count: usize) -> Vec<String> {
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            let texts: Vec<String> =
+                telegram.messages_in(chat).iter().map(|m| m.visible_text.trim().to_owned()).collect();
+            if texts.len() >= count && texts.iter().all(|text| !text.is_empty()) {
+                return texts;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("expected {count} replies in {chat}: {:?}", telegram.messages_in(chat)))
 }

@@ -370,6 +370,44 @@ async fn journal(
     Ok(accepted.iter().filter_map(|(index, key, _)| ids.get(*key).map(|id| (*index, *id))).collect())
 }
 
+/// The unanswered messages (of the sessions `keys`, or all), oldest first, and the delivery
+/// records of their replies in the order written.
+pub(super) async fn read_unanswered(backend: &PgBackend, keys: Option<&[String]>) -> Result<Unanswered, StorageError> {
+    let client = backend.client().await?;
+    let messages = client
+        .query(
+            "SELECT id, session_key, prompt, message, enqueued_at FROM inbound_journal \
+             WHERE answered_at IS NULL AND ($1::text[] IS NULL OR session_key = ANY($1)) ORDER BY id",
+            &[&keys],
+        )
+        .await
+        .map_err(pg_error)?
+        .iter()
+        .map(|row| LoggedMessage {
+            seq: row.get(0),
+            entry: Accepted {
+                session_key: row.get(1),
+                prompt: row.get(2),
+                message: row.get(3),
+                enqueued_at: row.get(4),
+            },
+        })
+        .collect();
+    let deliveries = client
+        .query(
+            "SELECT message_ids, body FROM delivery_records d WHERE EXISTS (SELECT 1 FROM inbound_journal j \
+             WHERE j.id = ANY(d.message_ids) AND j.answered_at IS NULL \
+             AND ($1::text[] IS NULL OR j.session_key = ANY($1))) ORDER BY id",
+            &[&keys],
+        )
+        .await
+        .map_err(pg_error)?
+        .iter()
+        .map(|row| LoggedDelivery { seqs: row.get(0), body: row.get(1) })
+        .collect();
+    Ok(Unanswered { messages, deliveries })
+}
+
 #[async_trait]
 impl InboundStore for PgInbound {
     async fn seen(&self, key: &MessageKey<'_>, cutoff: i64) -> Result<bool, StorageError> {
@@ -422,38 +460,7 @@ impl InboundStore for PgInbound {
     }
 
     async fn unanswered(&self) -> Result<Unanswered, StorageError> {
-        let client = self.backend.client().await?;
-        let messages = client
-            .query(
-                "SELECT id, session_key, prompt, message, enqueued_at FROM inbound_journal \
-                 WHERE answered_at IS NULL ORDER BY id",
-                &[],
-            )
-            .await
-            .map_err(pg_error)?
-            .iter()
-            .map(|row| LoggedMessage {
-                seq: row.get(0),
-                entry: Accepted {
-                    session_key: row.get(1),
-                    prompt: row.get(2),
-                    message: row.get(3),
-                    enqueued_at: row.get(4),
-                },
-            })
-            .collect();
-        let deliveries = client
-            .query(
-                "SELECT message_ids, body FROM delivery_records d WHERE EXISTS (SELECT 1 FROM inbound_journal j \
-                 WHERE j.id = ANY(d.message_ids) AND j.answered_at IS NULL) ORDER BY id",
-                &[],
-            )
-            .await
-            .map_err(pg_error)?
-            .iter()
-            .map(|row| LoggedDelivery { seqs: row.get(0), body: row.get(1) })
-            .collect();
-        Ok(Unanswered { messages, deliveries })
+        read_unanswered(&self.backend, None).await
     }
 
     async fn pending_count(&self) -> Result<usize, StorageError> {

@@ -16,10 +16,11 @@ use tokio::sync::Notify;
 use tokio_postgres::AsyncMessage;
 
 use super::batch::{Flush, GroupCommit};
+use super::inbound::read_unanswered;
 use super::{BACKEND, PgBackend, pg_error};
 use crate::metrics::{LeaseEvent, metrics};
 use crate::state::StorageError;
-use crate::state::inbound_log::{Accepted, LoggedDelivery, LoggedMessage, Unanswered};
+use crate::state::inbound_log::Unanswered;
 use crate::state::leases::{HeldLease, Hold, LeaseStore, LeaseTiming, Renewed};
 
 /// The channel replicas notify each other on: the payload is a session key.
@@ -316,38 +317,7 @@ impl LeaseStore for PgLeases {
         if keys.is_empty() {
             return Ok(Unanswered::default());
         }
-        let client = self.backend.client().await?;
-        let messages = client
-            .query(
-                "SELECT id, session_key, prompt, message, enqueued_at FROM inbound_journal \
-                 WHERE answered_at IS NULL AND session_key = ANY($1) ORDER BY id",
-                &[&keys],
-            )
-            .await
-            .map_err(pg_error)?
-            .iter()
-            .map(|row| LoggedMessage {
-                seq: row.get(0),
-                entry: Accepted {
-                    session_key: row.get(1),
-                    prompt: row.get(2),
-                    message: row.get(3),
-                    enqueued_at: row.get(4),
-                },
-            })
-            .collect();
-        let deliveries = client
-            .query(
-                "SELECT message_ids, body FROM delivery_records d WHERE EXISTS (SELECT 1 FROM inbound_journal j \
-                 WHERE j.id = ANY(d.message_ids) AND j.answered_at IS NULL AND j.session_key = ANY($1)) ORDER BY id",
-                &[&keys],
-            )
-            .await
-            .map_err(pg_error)?
-            .iter()
-            .map(|row| LoggedDelivery { seqs: row.get(0), body: row.get(1) })
-            .collect();
-        Ok(Unanswered { messages, deliveries })
+        read_unanswered(&self.backend, Some(keys)).await
     }
 
     async fn renew(&self) -> Result<Renewed, StorageError> {
