@@ -9,17 +9,18 @@
 //! with `enforce_nonce`, so repeating a send whose outcome was unknown is safe (`nonce.rs`).
 
 use std::num::NonZeroU64;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use ferry_channel::{
-    Attachment, Channel, ChannelCapabilities, ChannelError, Download, InboundDelivery, InboundStream, MessageRef,
-    OutboundMessage, SentMessage, Target, TextFormat,
+    Attachment, Channel, ChannelCapabilities, ChannelError, Download, InboundDelivery, InboundStream, IngressCursor,
+    MessageRef, OutboundMessage, SentMessage, Target, TextFormat,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
 use serenity::Client;
 use serenity::all::GatewayIntents;
+use serenity::gateway::ShardManager;
 use serenity::http::HttpBuilder;
 use serenity::model::id::{ChannelId, MessageId, UserId};
 use tokio::sync::mpsc;
@@ -55,8 +56,20 @@ pub struct DiscordChannel {
     rest: Rest,
     /// Fetches inbound attachments from the CDN, without the bot token.
     downloader: Downloader,
+    /// What a gateway client is built from, for each [`Channel::start_singleton`] after the
+    /// first.
+    gateway: GatewaySettings,
     /// What the first [`Channel::start`] takes; a second start finds `None`.
     pending: Mutex<Option<PendingStart>>,
+}
+
+/// What building a gateway client takes.
+struct GatewaySettings {
+    token: String,
+    proxy: Option<String>,
+    gateway_url: Option<String>,
+    api_url: String,
+    group_dms: bool,
 }
 
 /// The gateway client and the forwarder, built by `connect`, started by `start`.
@@ -99,30 +112,22 @@ impl DiscordChannel {
         })?;
         info!(channel = CHANNEL_NAME, account_id = %config.account_id, bot = %identity.name, bot_id = %identity.id, "connected to Discord");
 
-        let mut http = HttpBuilder::new(&token).ratelimiter_disabled(true);
-        if let Some(proxy) = proxy {
-            http = http.proxy(proxy);
-        }
-        let (tx, messages) = mpsc::unbounded_channel();
-        let handler = Handler { tx, account_id: config.account_id.clone() };
-        let client = serenity::client::ClientBuilder::new_with_http(http.build(), intents())
-            .event_handler(handler)
-            .await
-            .map_err(|e| DiscordError::Unreachable {
-                api_url: config.api_url.clone(),
-                reason: format!("building the gateway client: {e}"),
-            })?;
-        if let Some(gateway_url) = &config.gateway_url {
-            *client.ws_url.lock().await = gateway_url.trim_end_matches('/').to_owned();
-        }
-        let forwarder = Forwarder::new(rest.clone(), identity.clone(), config.account_id.clone(), config.group_dms);
+        let gateway = GatewaySettings {
+            token,
+            proxy,
+            gateway_url: config.gateway_url,
+            api_url: config.api_url,
+            group_dms: config.group_dms,
+        };
+        let pending = build_client(&gateway, &rest, &identity, &config.account_id).await?;
         Ok(Self {
             account_id: config.account_id,
             capabilities: capabilities(),
             identity,
             rest,
             downloader,
-            pending: Mutex::new(Some(PendingStart { client, forwarder, messages })),
+            gateway,
+            pending: Mutex::new(Some(pending)),
         })
     }
 
@@ -159,36 +164,29 @@ impl Channel for DiscordChannel {
     }
 
     async fn start(&self) -> Result<InboundStream, ChannelError> {
-        let PendingStart { mut client, forwarder, messages } = self
-            .pending
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .take()
+        let pending = self
+            .take_pending()
             .ok_or(ChannelError::Rejected { reason: "the Discord channel was already started".to_owned() })?;
-        let (tx, rx) = mpsc::channel::<InboundDelivery>(INBOUND_BUFFER);
-        let (client_gone, gone) = tokio::sync::oneshot::channel();
-        tokio::spawn(forwarder.run(messages, tx, gone));
-        let account_id = self.account_id.clone();
-        crate::shard_watch::restart_shards_after_panics(client.shard_manager.clone(), account_id.clone());
-        tokio::spawn(async move {
-            // Dropped when the client stops, however it stops: the forwarder then ends the
-            // inbound stream and the core reports the channel as stopped.
-            let _client_gone = client_gone;
-            // Serenity reconnects and resumes by itself; it returns only when the shard gives
-            // up for good (the token was revoked, the intents are not enabled).
-            match client.start().await {
-                Ok(()) => info!(channel = CHANNEL_NAME, %account_id, "the Discord gateway client stopped"),
-                Err(e) => error!(
-                    channel = CHANNEL_NAME,
-                    %account_id,
-                    error = %e,
-                    "the Discord gateway client stopped; no more messages are received (check the token and that the Message Content intent is enabled)"
-                ),
-            }
-        });
-        let stream =
-            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|delivery| (delivery, rx)) });
-        Ok(stream.boxed())
+        Ok(self.launch(pending, false))
+    }
+
+    /// One gateway connection per shard: when the core runs as several replicas, the one
+    /// holding this lease connects. Ferry runs one shard.
+    fn singleton_ingress(&self) -> Option<String> {
+        Some(format!("{CHANNEL_NAME}:{}:shard:0", self.identity.id))
+    }
+
+    /// Connects a fresh gateway client (the first start uses the one `connect` built). The
+    /// client is shut down when the returned stream is dropped, so a replica that lost the
+    /// lease stops receiving. Discord keeps no position to save: the cursor is not used.
+    async fn start_singleton(&self, _cursor: Arc<dyn IngressCursor>) -> Result<InboundStream, ChannelError> {
+        let pending = match self.take_pending() {
+            Some(pending) => pending,
+            None => build_client(&self.gateway, &self.rest, &self.identity, &self.account_id)
+                .await
+                .map_err(|error| ChannelError::Transient { reason: error.to_string() })?,
+        };
+        Ok(self.launch(pending, true))
     }
 
     async fn send(&self, message: OutboundMessage) -> Result<SentMessage, ChannelError> {
@@ -259,6 +257,84 @@ impl Channel for DiscordChannel {
     async fn typing(&self, target: &Target) -> Result<(), ChannelError> {
         self.rest.typing(channel_of(target)?).await.map_err(|error| self.error(error, None))
     }
+}
+
+impl DiscordChannel {
+    fn take_pending(&self) -> Option<PendingStart> {
+        self.pending.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take()
+    }
+
+    /// Runs `pending`'s gateway client and forwarder; the stream ends when the client stops.
+    /// With `shut_down_on_drop`, dropping the stream also shuts the client down.
+    fn launch(&self, pending: PendingStart, shut_down_on_drop: bool) -> InboundStream {
+        let PendingStart { mut client, forwarder, messages } = pending;
+        let (tx, rx) = mpsc::channel::<InboundDelivery>(INBOUND_BUFFER);
+        let (client_gone, gone) = tokio::sync::oneshot::channel();
+        tokio::spawn(forwarder.run(messages, tx, gone));
+        let account_id = self.account_id.clone();
+        crate::shard_watch::restart_shards_after_panics(client.shard_manager.clone(), account_id.clone());
+        let guard = shut_down_on_drop.then(|| ShutDownOnDrop(client.shard_manager.clone()));
+        tokio::spawn(async move {
+            // Dropped when the client stops, however it stops: the forwarder then ends the
+            // inbound stream and the core reports the channel as stopped.
+            let _client_gone = client_gone;
+            // Serenity reconnects and resumes by itself; it returns only when the shard gives
+            // up for good (the token was revoked, the intents are not enabled) or was shut down.
+            match client.start().await {
+                Ok(()) => info!(channel = CHANNEL_NAME, %account_id, "the Discord gateway client stopped"),
+                Err(e) => error!(
+                    channel = CHANNEL_NAME,
+                    %account_id,
+                    error = %e,
+                    "the Discord gateway client stopped; no more messages are received (check the token and that the Message Content intent is enabled)"
+                ),
+            }
+        });
+        futures::stream::unfold((rx, guard), |(mut rx, guard)| async move {
+            rx.recv().await.map(|delivery| (delivery, (rx, guard)))
+        })
+        .boxed()
+    }
+}
+
+/// Shuts a gateway client down when dropped with the stream it feeds.
+struct ShutDownOnDrop(Arc<ShardManager>);
+
+impl Drop for ShutDownOnDrop {
+    fn drop(&mut self) {
+        let manager = self.0.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { manager.shutdown_all().await });
+        }
+    }
+}
+
+/// A gateway client for the bot, with the handler that queues its messages and the forwarder
+/// that hands them to the core; nothing connects until it is started.
+async fn build_client(
+    settings: &GatewaySettings,
+    rest: &Rest,
+    identity: &BotIdentity,
+    account_id: &str,
+) -> Result<PendingStart, DiscordError> {
+    let mut http = HttpBuilder::new(&settings.token).ratelimiter_disabled(true);
+    if let Some(proxy) = &settings.proxy {
+        http = http.proxy(proxy);
+    }
+    let (tx, messages) = mpsc::unbounded_channel();
+    let handler = Handler { tx, account_id: account_id.to_owned() };
+    let client = serenity::client::ClientBuilder::new_with_http(http.build(), intents())
+        .event_handler(handler)
+        .await
+        .map_err(|e| DiscordError::Unreachable {
+        api_url: settings.api_url.clone(),
+        reason: format!("building the gateway client: {e}"),
+    })?;
+    if let Some(gateway_url) = &settings.gateway_url {
+        *client.ws_url.lock().await = gateway_url.trim_end_matches('/').to_owned();
+    }
+    let forwarder = Forwarder::new(rest.clone(), identity.clone(), account_id.to_owned(), settings.group_dms);
+    Ok(PendingStart { client, forwarder, messages })
 }
 
 /// The Discord channel a target means: the thread if there is one (threads are channels),
