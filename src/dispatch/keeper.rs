@@ -202,17 +202,27 @@ async fn hand_over(keeper: Arc<LaneKeeper>, inner: Weak<Inner>) {
 }
 
 /// Renews the held leases; abandons the lanes of the lost ones.
+///
+/// Each renewal is bounded by the renewal period, so a database that stops answering (a
+/// connection black-holed, not refused) cannot hold the loop. While renewals fail, it looks
+/// again every half margin, so the runs of leases that may have lapsed are stopped before
+/// another replica can take them over ([`margin`](crate::state::leases::LeaseTiming::margin)), not at the next period.
 async fn renew(keeper: Arc<LaneKeeper>, inner: Weak<Inner>) {
     let timing = keeper.leases.timing();
-    let mut ticks = tokio::time::interval(timing.renew);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let failing_pause = (timing.margin() / 2).min(timing.renew);
+    let mut pause = timing.renew;
     loop {
-        ticks.tick().await;
+        tokio::time::sleep(pause).await;
         let Some(inner) = inner.upgrade() else { return };
         let scheduler = inner.scheduler.clone();
         drop(inner);
-        match keeper.leases.renew().await {
+        let renewed = match tokio::time::timeout(timing.renew, keeper.leases.renew()).await {
+            Ok(result) => result.map_err(|error| error.to_string()),
+            Err(_) => Err(format!("no answer within {:?}", timing.renew)),
+        };
+        match renewed {
             Ok(renewed) => {
+                pause = timing.renew;
                 if !keeper.reachable.swap(true, std::sync::atomic::Ordering::AcqRel) {
                     tracing::info!("the state database answers again; leases renewed");
                 }
@@ -226,6 +236,7 @@ async fn renew(keeper: Arc<LaneKeeper>, inner: Weak<Inner>) {
                 }
             }
             Err(error) => {
+                pause = failing_pause;
                 if keeper.reachable.swap(false, std::sync::atomic::Ordering::AcqRel) {
                     tracing::error!(%error, "cannot renew session leases; retrying");
                 }

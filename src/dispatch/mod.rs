@@ -43,6 +43,7 @@ use crate::routing::{
 };
 use crate::session::SessionStore;
 use crate::state::Stores;
+use crate::state::outage::through_outages;
 use executor::AgentExecutor;
 use overrides::OverridesCache;
 
@@ -367,7 +368,7 @@ impl Dispatcher {
                 }
             },
         };
-        let routed = self.inner.router.route_and_admit(&message, encoded).await;
+        let routed = self.route_through_outages(&message, encoded).await;
         let Routed { decision, admitted } = match routed {
             Ok(routed) => routed,
             Err(error) => {
@@ -413,6 +414,22 @@ impl Dispatcher {
                 }
             }
         }
+    }
+
+    /// Routes and admits `message`, trying again while the state store is unreachable (see
+    /// `state::outage`): holding the message here is what keeps it on a platform that does
+    /// not deliver it again (Discord), and spares the sender a refusal on the others. Routing
+    /// a message again is safe: one whose first admission did commit is a duplicate the
+    /// second time, and its journal entry is run from there.
+    async fn route_through_outages(
+        &self,
+        message: &InboundMessage,
+        encoded: Option<String>,
+    ) -> Result<Routed, RoutingError> {
+        through_outages("an inbound message", None, RoutingError::is_unavailable, || {
+            self.inner.router.route_and_admit(message, encoded.clone())
+        })
+        .await
     }
 
     /// Previews of killed runs that nothing will stream into again, deleted in the

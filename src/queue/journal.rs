@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use ferry_channel::InboundMessage;
 
 use crate::state::inbound_log::{LoggedDelivery, LoggedMessage};
+use crate::state::outage::through_outages;
 use crate::state::{InboundStore, StorageError};
 
 /// An accepted message waiting for (or in) its run.
@@ -105,8 +106,11 @@ impl QueueJournal {
     }
 
     /// Forgets answered (or deliberately dropped) messages.
+    /// Marks `ids` answered, trying again while the store is unreachable (`state::outage`):
+    /// left unmarked, they would be answered again by whoever runs the session next.
     pub async fn remove(&self, ids: &[i64]) -> Result<(), JournalError> {
-        Ok(self.log.answered(ids).await?)
+        Ok(through_outages("marking messages answered", None, StorageError::is_unavailable, || self.log.answered(ids))
+            .await?)
     }
 
     /// How many accepted messages wait for their answer.

@@ -31,6 +31,13 @@ pub struct DedupeError {
     source: StorageError,
 }
 
+impl DedupeError {
+    /// The store could not be reached: the same write may succeed later.
+    pub fn is_unavailable(&self) -> bool {
+        self.source.is_unavailable()
+    }
+}
+
 /// A message that runs, as admitted: its id in the queue journal and when it was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Admitted {

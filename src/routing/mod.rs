@@ -111,6 +111,18 @@ pub enum RoutingError {
     Admission(DedupeError),
 }
 
+impl RoutingError {
+    /// The state store could not be reached (a database restart, a cut connection): routing
+    /// the same message again may succeed in a moment.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Self::Dedupe(error) | Self::Admission(error) => error.is_unavailable(),
+            Self::Pairing(PairingError::Query { source, .. }) => source.is_unavailable(),
+            Self::Bindings(_) | Self::InvalidMentionPattern(_) | Self::Pairing(_) => false,
+        }
+    }
+}
+
 /// A routing decision and, for a message that runs and was journaled, its admission.
 #[derive(Debug)]
 pub struct Routed {

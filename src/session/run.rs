@@ -8,6 +8,7 @@ use super::compaction::SessionCompactor;
 use super::store::{OpenedRun, SessionStore, StoreError, TranscriptSaved};
 use crate::agent::{AgentEvent, AgentRunner, ChatMessage, RunOutcome, RunRequest, Usage};
 use crate::config::ResetConfig;
+use crate::state::outage::through_outages;
 
 /// Runs `request` in the session named by its `session_key`, whose history it continues;
 /// `events` receives the run's events in order. The store is written twice: once to open
@@ -29,7 +30,7 @@ pub async fn run_in_session(
     slot: impl Future<Output = impl Send> + Send,
 ) -> Result<RunOutcome, StoreError> {
     let key = request.session_key.clone();
-    let OpenedRun { resolved, history } = store.open_run(&key, Utc::now(), reset, &request.run_id).await?;
+    let OpenedRun { resolved, history } = open_through_outages(store, &key, reset, &request).await?;
     if let Some(reason) = resolved.started {
         tracing::info!(session_key = %key, reason = reason.as_str(), session_id = %resolved.session.session_id, "session started");
     }
@@ -66,4 +67,19 @@ pub async fn run_in_session(
     let compactor = SessionCompactor::new(store, key.clone(), run_id.clone());
     let outcome = runner.run_with(request, events, Some(&compactor), persist).await;
     Ok(outcome)
+}
+
+/// Opens the run, trying again while the store is unreachable (see `state::outage`) unless
+/// the run is cancelled: nothing has happened yet (no model call, no reply), so a passing
+/// outage costs the user a delay rather than their message.
+async fn open_through_outages(
+    store: &dyn SessionStore,
+    key: &str,
+    reset: &ResetConfig,
+    request: &RunRequest,
+) -> Result<OpenedRun, StoreError> {
+    through_outages("a run", Some(&request.cancel), StoreError::is_unavailable, || {
+        store.open_run(key, Utc::now(), reset, &request.run_id)
+    })
+    .await
 }

@@ -115,6 +115,11 @@ impl StoreError {
     pub fn is_fenced(&self) -> bool {
         matches!(self, Self::Database(error) if error.is_fenced())
     }
+
+    /// The store could not be reached: the same call may succeed in a moment.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Database(error) if error.is_unavailable())
+    }
 }
 
 impl From<rusqlite::Error> for StoreError {

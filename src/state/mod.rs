@@ -16,6 +16,7 @@ pub mod inbound_log;
 pub mod leases;
 mod legacy;
 mod migrations;
+pub mod outage;
 pub mod postgres;
 mod stores;
 
