@@ -176,8 +176,9 @@ impl RunExecutor for AgentExecutor {
         style.verbose = overrides.verbose.unwrap_or(false);
         style.reasoning = request.reasoning;
         // The reply answers the summarized messages too: its completing record marks them.
-        let answers = job.messages.iter().map(|message| message.id).chain(job.summarized.iter().copied());
-        let recorder = self.ledger.recorder(answers.collect());
+        let answers: Vec<i64> =
+            job.messages.iter().map(|message| message.id).chain(job.summarized.iter().copied()).collect();
+        let recorder = self.ledger.recorder(answers.clone());
         let mut turn = ReplyTurn::new(scheduler.clone(), origin, &run_id, answering, style)
             .with_hooks(runner.hooks().clone())
             .with_recorder(recorder);
@@ -187,6 +188,9 @@ impl RunExecutor for AgentExecutor {
                 && turn.adopt_preview(left.message.clone())
             {
                 metrics().preview_recovered(&left.channel, PreviewAction::Reused);
+                self.ledger
+                    .hand_over_preview(&left.seqs, &answers, &left.channel, &left.account_id, &left.message)
+                    .await;
             } else {
                 let orphan =
                     OrphanPreview { channel: left.channel, account_id: left.account_id, message: left.message };

@@ -38,6 +38,8 @@ pub(super) struct Recovered {
     pub channel: String,
     pub account_id: String,
     pub message: MessageRef,
+    /// The messages the reply that streamed it answered.
+    pub seqs: Vec<i64>,
 }
 
 pub(super) async fn settle(
@@ -58,6 +60,7 @@ pub(super) async fn settle(
                     channel: reply.channel.clone(),
                     account_id: reply.account_id.clone(),
                     message: message.clone(),
+                    seqs: reply.seqs.to_vec(),
                 });
             }
             (None, Some(message)) => {

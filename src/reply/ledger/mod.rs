@@ -24,11 +24,14 @@ pub mod recovery;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use ferry_channel::MessageRef;
+
 pub use record::LedgerEvent;
 pub use recovery::{OrphanPreview, RecordedFinals, RecoveredReply};
 
-use crate::state::InboundStore;
 use crate::state::inbound_log::LoggedDelivery;
+use crate::state::outage::through_outages;
+use crate::state::{InboundStore, StorageError};
 
 /// The ledger of one state directory. Cheap to clone.
 #[derive(Clone)]
@@ -67,7 +70,7 @@ impl DeliveryLedger {
         let mut recovered = self.lock();
         recovered.adopted.extend(ids.iter().copied());
         for (seq, reply) in recovery.by_seq {
-            recovered.by_seq.entry(seq).or_insert(reply);
+            recovered.by_seq.insert(seq, reply);
         }
         recovery.orphans
     }
@@ -139,6 +142,31 @@ impl DeliveryLedger {
         Recorder { log: self.log.clone(), seqs: seqs.into(), inherited }
     }
 
+    /// A run answering `to` streams into `preview`, which a reply answering `from` left.
+    /// When the two differ (a replica that took a session over runs only some of a killed
+    /// run's messages, or more), the preview is recorded as gone from `from` and as `to`'s:
+    /// the messages of `from` this run does not answer must never stream into it again, as
+    /// it is this run's answer now, and a crash of this run must still find it.
+    pub async fn hand_over_preview(
+        &self,
+        from: &[i64],
+        to: &[i64],
+        channel: &str,
+        account_id: &str,
+        preview: &MessageRef,
+    ) {
+        if from == to {
+            return;
+        }
+        self.recorder(from.to_vec()).record(&LedgerEvent::PreviewGone, false).await;
+        let event = LedgerEvent::Preview {
+            channel: channel.to_owned(),
+            account_id: account_id.to_owned(),
+            message: preview.clone(),
+        };
+        self.recorder(to.to_vec()).record(&event, false).await;
+    }
+
     fn lock(&self) -> MutexGuard<'_, Recovered> {
         self.recovered.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -180,10 +208,15 @@ impl Recorder {
     }
 
     /// Records `event`; with `done`, the same write marks the reply's messages answered.
-    /// Returns whether it was written. A failed write is logged and the reply goes on: the
-    /// user's answer matters more than its record, and the journal still has the messages.
+    /// Returns whether it was written. While the store is unreachable the write is tried
+    /// again (`state::outage`): a reply whose finals or completion went unrecorded would be
+    /// sent again by whoever runs its messages next. A write that still fails is logged and
+    /// the reply goes on: the user's answer matters more than its record, and the journal
+    /// still has the messages.
     pub async fn record(&self, event: &LedgerEvent, done: bool) -> bool {
-        match self.log.record_delivery(&self.seqs, event.encode(), done).await {
+        let body = event.encode();
+        let write = || self.log.record_delivery(&self.seqs, body.clone(), done);
+        match through_outages("a delivery record", None, StorageError::is_unavailable, write).await {
             Ok(()) => true,
             Err(error) => {
                 tracing::warn!(seqs = ?self.seqs, %error, "cannot write to the delivery ledger; a restart now may repeat this reply");
@@ -192,3 +225,6 @@ impl Recorder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

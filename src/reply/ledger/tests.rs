@@ -1,0 +1,55 @@
+use std::sync::Arc;
+
+use ferry_channel::{ChatKind, ChatRef, MessageRef, Target};
+
+use super::*;
+use crate::state::inbound_log::{Accepted, InboundLog, MessageKey};
+
+fn preview(id: &str) -> MessageRef {
+    MessageRef { target: Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None }, message_id: id.into() }
+}
+
+async fn accept(log: &InboundLog, message_id: &str) -> i64 {
+    let key = MessageKey { channel: "memory", account_id: "default", chat_id: "42", thread_id: "", message_id };
+    let entry = Accepted { session_key: "s".into(), prompt: "q".into(), message: "{}".into(), enqueued_at: 0 };
+    log.accept(&key, 1, 0, &entry).await.unwrap().unwrap()
+}
+
+/// A killed run answering two messages left a preview; the replica that took the session
+/// over answered the first alone, streaming into that preview. The second, run later, must
+/// not stream into the first one's answer, and the preview is no orphan to delete.
+#[tokio::test]
+async fn a_preview_handed_to_a_run_answering_fewer_messages_is_no_longer_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
+    let (first, second) = (accept(&log, "1").await, accept(&log, "2").await);
+    let ledger = DeliveryLedger::new(Arc::new(log.clone()));
+    let event =
+        LedgerEvent::Preview { channel: "memory".into(), account_id: "default".into(), message: preview("100") };
+    assert!(ledger.recorder(vec![first, second]).record(&event, false).await);
+
+    ledger.hand_over_preview(&[first, second], &[first], "memory", "default", &preview("100")).await;
+    let answered = LedgerEvent::Delivered { index: 0, message_id: "100".into() };
+    assert!(ledger.recorder(vec![first]).record(&answered, true).await);
+
+    let waiting = log.unanswered().unwrap();
+    assert_eq!(waiting.messages.iter().map(|message| message.seq).collect::<Vec<_>>(), [second]);
+    let recovery = recovery::fold(waiting.deliveries);
+    assert_eq!(recovery.by_seq.get(&second).and_then(|reply| reply.preview.clone()), None);
+    assert!(recovery.orphans.is_empty(), "the first message's answer is not deleted: {:?}", recovery.orphans);
+}
+
+/// The same messages (a restart's retry): nothing more is written.
+#[tokio::test]
+async fn a_preview_handed_to_a_run_answering_the_same_messages_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
+    let first = accept(&log, "1").await;
+    let ledger = DeliveryLedger::new(Arc::new(log.clone()));
+    let event =
+        LedgerEvent::Preview { channel: "memory".into(), account_id: "default".into(), message: preview("100") };
+    assert!(ledger.recorder(vec![first]).record(&event, false).await);
+    let before = log.unanswered().unwrap().deliveries.len();
+    ledger.hand_over_preview(&[first], &[first], "memory", "default", &preview("100")).await;
+    assert_eq!(log.unanswered().unwrap().deliveries.len(), before);
+}
