@@ -21,6 +21,9 @@ mod daemon;
 #[path = "conformance/mod.rs"]
 mod conformance;
 
+#[path = "common/chaos_oracle.rs"]
+mod oracle;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -35,11 +38,9 @@ use conformance::slack::Slack;
 use conformance::telegram::Telegram;
 use conformance::{Harness, Platform, Shown};
 use daemon::{PATIENCE, wait_for_inbound};
+use oracle::{PREAMBLE, Verdict, check_chat, is_whole, seed, split_in_four, tokens};
 
 const USERS: u64 = 5;
-
-/// What every answer starts with: enough for a preview to be sent before the tokens come.
-const PREAMBLE: &str = "Working on it, one moment please. ";
 
 /// Faults a platform's fake can inject, beyond the conformance suite's.
 trait ChaosPlatform: Platform {
@@ -146,16 +147,6 @@ struct ModelFaults {
     cuts: AtomicU32,
 }
 
-/// The tokens a message names: `tok-<n>` and the end-of-run sentinels `end-<user>`.
-fn tokens(text: &str) -> Vec<String> {
-    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
-        .filter(|word| {
-            word.strip_prefix("tok-").or_else(|| word.strip_prefix("end-")).is_some_and(|n| n.parse::<u32>().is_ok())
-        })
-        .map(str::to_owned)
-        .collect()
-}
-
 /// The model: answers `ack#<request> <tokens> done.` in a few streamed pieces, `NO_REPLY`
 /// to a message without tokens, and stalls or breaks off when the chaos loop says so.
 fn responder(faults: Arc<ModelFaults>, counter: Arc<AtomicU32>) -> impl Fn(&RecordedRequest) -> Turn + Send + Sync {
@@ -182,21 +173,10 @@ fn take(counter: &AtomicU32) -> bool {
     counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
 }
 
-fn split_in_four(text: &str) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
-    let size = chars.len().div_ceil(4).max(1);
-    chars.chunks(size).map(|chunk| chunk.iter().collect()).collect()
-}
-
 /// Faults on, as `FERRY_CHAOS_SECONDS` says (default 40).
 fn chaos_duration() -> Duration {
     let seconds = std::env::var("FERRY_CHAOS_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(40);
     Duration::from_secs(seconds)
-}
-
-/// `FERRY_CHAOS_SEED`, or a fresh one.
-fn seed() -> u64 {
-    std::env::var("FERRY_CHAOS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random)
 }
 
 /// What a run did, for its report.
@@ -210,22 +190,6 @@ struct Tally {
     inbound_faults: usize,
     model_stalls: usize,
     model_cuts: usize,
-}
-
-/// What the chats show at the end.
-#[derive(Debug, Default)]
-struct Verdict {
-    lost: Vec<String>,
-    duplicated: Vec<String>,
-    /// The same message shown twice: a send whose outcome was unknown, repeated.
-    repeated_sends: Vec<String>,
-    /// Previews whose first send's outcome Ferry never learned (its answer was lost, or the
-    /// process was killed before it arrived): Ferry cannot know they exist.
-    unknown_previews: Vec<String>,
-    half_written: Vec<String>,
-    leaks: Vec<String>,
-    out_of_order: Vec<String>,
-    notices: usize,
 }
 
 async fn chaos<P: ChaosPlatform>() {
@@ -383,50 +347,6 @@ async fn chaos<P: ChaosPlatform>() {
     if P::NAME != "telegram" {
         assert!(verdict.repeated_sends.is_empty(), "only Telegram may repeat a send: {context}");
         assert!(verdict.unknown_previews.is_empty(), "only Telegram may lose track of a preview: {context}");
-    }
-}
-
-/// A whole answer, as opposed to a preview left half-written.
-fn is_whole(text: &str) -> bool {
-    text.contains("kept your message") || (text.starts_with(PREAMBLE.trim_end()) && text.ends_with(" done."))
-}
-
-/// Checks one chat's final state against the tokens its user sent, in order.
-fn check_chat(shown: &[Shown], expected: &[String], verdict: &mut Verdict) {
-    let mut seen: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    let mut order: Vec<String> = Vec::new();
-    for message in shown {
-        let text = message.visible.trim();
-        if text.contains("NO_") {
-            verdict.leaks.push(text.to_owned());
-        }
-        if text.contains("kept your message") {
-            verdict.notices += 1;
-            continue;
-        }
-        if !is_whole(text) {
-            verdict.half_written.push(text.to_owned());
-            continue;
-        }
-        for token in tokens(text) {
-            if !order.contains(&token) {
-                order.push(token.clone());
-            }
-            let token = expected.iter().find(|known| **known == token).map_or("unexpected", String::as_str);
-            seen.entry(token).or_default().push(text);
-        }
-    }
-    for token in expected {
-        match seen.get(token.as_str()).map(Vec::as_slice) {
-            None => verdict.lost.push(token.clone()),
-            Some([_]) => {}
-            Some(texts) if texts.iter().all(|text| *text == texts[0]) => verdict.repeated_sends.push(token.clone()),
-            Some(_) => verdict.duplicated.push(token.clone()),
-        }
-    }
-    let position = |token: &String| expected.iter().position(|known| known == token);
-    if order.windows(2).any(|pair| position(&pair[0]) > position(&pair[1])) {
-        verdict.out_of_order.push(order.join(" "));
     }
 }
 

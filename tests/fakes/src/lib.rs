@@ -50,6 +50,7 @@ mod recorded;
 mod server;
 mod slack;
 mod sse;
+mod tcp_proxy;
 mod telegram;
 mod transcription;
 
@@ -74,6 +75,7 @@ pub use slack::{
     Dropped as SlackDropped, EventsResponse, FakeSlack, LOGIN_PAGE as SLACK_LOGIN_PAGE, PostedMessage, SlackEvent,
     SlackEventsClient, TEAM_ID as SLACK_TEAM_ID, UploadedFile as SlackUploadedFile,
 };
+pub use tcp_proxy::TcpProxy;
 pub use telegram::{
     BOT_USER_ID, BotCommand, Call, CallOutcome, ChatAction, DEFAULT_BOT_USERNAME, DOWNLOAD_LIMIT, FakeTelegram,
     InjectedMedia, PHOTO_UPLOAD_LIMIT, RateLimits, SentMedia, SentMessage, StickerFormat, TgFile, TgMedia, TgUser,

@@ -26,10 +26,12 @@ use crate::FakeServer;
 use crate::keys::{Admission, Fault, KeyBehaviour, KeyTable};
 use crate::model_script::{HttpError, Reply, Turn};
 use crate::recorded::RecordedRequest;
-use crate::sse::{self, Ending, Event, OpenStream};
+use crate::sse::{self, Ending, Event, GroupCounts, OpenStream};
 
 /// Computes the turn for a request the script has no turn for.
 type Responder = Arc<dyn Fn(&RecordedRequest) -> Turn + Send + Sync + 'static>;
+/// Names the group of streams a request belongs to (see `set_stream_group`).
+type StreamGroup = Arc<dyn Fn(&RecordedRequest) -> Option<String> + Send + Sync + 'static>;
 
 /// What one incoming request is being answered for, as the renderers need it.
 pub(crate) struct TurnContext<'a> {
@@ -160,6 +162,9 @@ pub(crate) struct Shared<D: Dialect> {
     open_streams: Arc<watch::Sender<usize>>,
     /// The most streams ever open at once.
     peak_open_streams: std::sync::atomic::AtomicUsize,
+    /// Names the group a request belongs to, for [`GroupCounts`]; none by default.
+    stream_group: Mutex<Option<StreamGroup>>,
+    group_counts: Arc<GroupCounts>,
     /// What the provider remembers between requests, e.g. Anthropic's thinking-signature key.
     pub(crate) provider: D::State,
 }
@@ -203,6 +208,8 @@ impl<D: Dialect> ModelFake<D> {
             closing: watch::Sender::new(false),
             open_streams: Arc::new(watch::Sender::new(0)),
             peak_open_streams: std::sync::atomic::AtomicUsize::new(0),
+            stream_group: Mutex::new(None),
+            group_counts: Arc::default(),
             provider: D::new_state()?,
         });
         let mut router = Router::new();
@@ -244,6 +251,14 @@ impl<D: Dialect> ModelFake<D> {
 
     pub(crate) fn peak_open_streams(&self) -> usize {
         self.shared.peak_open_streams.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub(crate) fn set_stream_group(&self, group: StreamGroup) {
+        *lock(&self.shared.stream_group) = Some(group);
+    }
+
+    pub(crate) fn peak_open_streams_by_group(&self) -> std::collections::BTreeMap<String, usize> {
+        self.shared.group_counts.peaks()
     }
 
     pub(crate) async fn wait_for_open_streams(&self, count: usize) {
@@ -340,8 +355,12 @@ async fn handle<D: Dialect>(
     }
 
     let context = TurnContext { index, request: &request, created: unix_now() };
+    let group = lock(&shared.stream_group)
+        .clone()
+        .and_then(|name| name(&recorded))
+        .map(|name| (Arc::clone(&shared.group_counts), name));
     let open_stream = || {
-        let stream = OpenStream::new(Arc::clone(&shared.open_streams));
+        let stream = OpenStream::new(Arc::clone(&shared.open_streams), group.clone());
         let open = *shared.open_streams.borrow();
         shared.peak_open_streams.fetch_max(open, std::sync::atomic::Ordering::SeqCst);
         stream
@@ -473,6 +492,22 @@ macro_rules! model_fake_methods {
         /// The most streamed answers ever open at once: 1 when requests never overlapped.
         pub fn peak_open_streams(&self) -> usize {
             self.inner.peak_open_streams()
+        }
+
+        /// Groups the streamed answers by `group(&request)` (e.g. the chat session a request
+        /// belongs to, read from its text; `None` leaves a request out), for
+        /// [`Self::peak_open_streams_by_group`]. Counts from the next request on.
+        pub fn set_stream_group<F>(&self, group: F)
+        where
+            F: Fn(&RecordedRequest) -> Option<String> + Send + Sync + 'static,
+        {
+            self.inner.set_stream_group(Arc::new(group));
+        }
+
+        /// Each group's most streamed answers ever open at once (see
+        /// [`Self::set_stream_group`]): 1 for a group whose requests never overlapped.
+        pub fn peak_open_streams_by_group(&self) -> std::collections::BTreeMap<String, usize> {
+            self.inner.peak_open_streams_by_group()
         }
 
         /// Waits until exactly `count` streamed answers are open, e.g. `0` to see that a stalled

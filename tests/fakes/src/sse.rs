@@ -70,18 +70,58 @@ fn truncate(events: Vec<Event>, after_deltas: usize) -> Vec<Event> {
 /// been sent, when the client goes away (hyper notices the closed socket even while the body is
 /// pending, e.g. stalled) and when the server stops, so the count going down is the signal that
 /// a stream is really over.
-pub(crate) struct OpenStream(Arc<watch::Sender<usize>>);
+pub(crate) struct OpenStream {
+    count: Arc<watch::Sender<usize>>,
+    group: Option<(Arc<GroupCounts>, String)>,
+}
 
 impl OpenStream {
-    pub(crate) fn new(count: Arc<watch::Sender<usize>>) -> Self {
+    pub(crate) fn new(count: Arc<watch::Sender<usize>>, group: Option<(Arc<GroupCounts>, String)>) -> Self {
         count.send_modify(|open| *open += 1);
-        Self(count)
+        if let Some((counts, name)) = &group {
+            counts.open(name);
+        }
+        Self { count, group }
     }
 }
 
 impl Drop for OpenStream {
     fn drop(&mut self) {
-        self.0.send_modify(|open| *open = open.saturating_sub(1));
+        self.count.send_modify(|open| *open = open.saturating_sub(1));
+        if let Some((counts, name)) = &self.group {
+            counts.close(name);
+        }
+    }
+}
+
+/// Streams open at once per group (a test's grouping of requests, e.g. by chat session):
+/// now, and the most ever.
+#[derive(Default)]
+pub(crate) struct GroupCounts {
+    counts: std::sync::Mutex<std::collections::HashMap<String, (usize, usize)>>,
+}
+
+impl GroupCounts {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, (usize, usize)>> {
+        self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn open(&self, group: &str) {
+        let mut counts = self.lock();
+        let (open, peak) = counts.entry(group.to_owned()).or_default();
+        *open += 1;
+        *peak = (*peak).max(*open);
+    }
+
+    fn close(&self, group: &str) {
+        if let Some((open, _)) = self.lock().get_mut(group) {
+            *open = open.saturating_sub(1);
+        }
+    }
+
+    /// Each group's most streams open at once.
+    pub(crate) fn peaks(&self) -> std::collections::BTreeMap<String, usize> {
+        self.lock().iter().map(|(group, (_, peak))| (group.clone(), *peak)).collect()
     }
 }
 

@@ -1,6 +1,7 @@
 //! The fake's gateway WebSocket at `/gateway` (serenity appends `?v=10`).
 //!
-//! One connection at a time, as one shard: Hello (op 10) on connect; Identify (op 2) starts
+//! One session at a time, as one shard; a connection that identifies or resumes takes it
+//! over, and a connection whose session was taken over gets nothing more: Hello (op 10) on connect; Identify (op 2) starts
 //! a new session (READY, then any events injected before there was one); Resume (op 6) with
 //! the current session id replays the dispatches after the client's `seq` (or all of them,
 //! if the test asked for that), then RESUMED; a resume of an unknown session gets Invalid
@@ -19,8 +20,17 @@ use super::{Kick, Shared, lock};
 
 pub(crate) async fn upgrade(AxumState(shared): AxumState<Arc<Shared>>, ws: WebSocketUpgrade) -> Response {
     ws.on_upgrade(move |socket| async move {
-        Connection { shared: Arc::clone(&shared), next: None }.serve(socket).await;
-        lock(&shared.state).gateway.live = false;
+        let id = {
+            let mut state = lock(&shared.state);
+            state.gateway.connections_opened += 1;
+            state.gateway.connections_opened
+        };
+        Connection { shared: Arc::clone(&shared), id, next: None }.serve(socket).await;
+        let mut state = lock(&shared.state);
+        if state.gateway.live_on == id {
+            state.gateway.live = false;
+        }
+        drop(state);
         shared.notify();
     })
 }
@@ -28,6 +38,8 @@ pub(crate) async fn upgrade(AxumState(shared): AxumState<Arc<Shared>>, ws: WebSo
 /// One client connection.
 struct Connection {
     shared: Arc<Shared>,
+    /// Which connection this is, in opening order.
+    id: u64,
     /// The index in the session log of the next dispatch to send; `None` until the session
     /// is live on this connection.
     next: Option<usize>,
@@ -82,8 +94,15 @@ impl Connection {
     /// Sends the session's dispatches this connection has not sent yet.
     async fn flush(&mut self, socket: &mut WebSocket) -> bool {
         let Some(next) = self.next else { return true };
-        let pending: Vec<Value> =
-            lock(&self.shared.state).gateway.log.get(next..).map(<[Value]>::to_vec).unwrap_or_default();
+        let pending: Vec<Value> = {
+            let state = lock(&self.shared.state);
+            if state.gateway.live_on != self.id {
+                // Another connection took the session over.
+                self.next = None;
+                return true;
+            }
+            state.gateway.log.get(next..).map(<[Value]>::to_vec).unwrap_or_default()
+        };
         for event in &pending {
             if socket.send(text(event)).await.is_err() {
                 return false;
@@ -128,6 +147,7 @@ impl Connection {
             gateway.id = Some(session_id.clone());
             gateway.log.clear();
             gateway.live = true;
+            gateway.live_on = self.id;
             let waiting = std::mem::take(&mut gateway.waiting);
             let ready = json!({
                 "v": 10,
@@ -158,6 +178,7 @@ impl Connection {
                 let gateway = &mut state.gateway;
                 gateway.resumes += 1;
                 gateway.live = true;
+                gateway.live_on = self.id;
                 // Replay from just after READY when asked, else what the client missed.
                 let from =
                     if std::mem::take(&mut gateway.replay_all_on_resume) { 1 } else { seq.min(gateway.log.len()) };

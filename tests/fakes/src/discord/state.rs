@@ -117,6 +117,9 @@ pub(crate) struct Session {
     pub(crate) replay_all_on_resume: bool,
     /// A client is connected and its session live (after READY or RESUMED).
     pub(crate) live: bool,
+    /// The connection the session is live on, of those opened so far (numbered from 1).
+    pub(crate) live_on: u64,
+    pub(crate) connections_opened: u64,
 }
 
 impl State {
