@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use ferry_fakes::{RecordedRequest, Reply, Turn};
+use ferry_fakes::{RecordedRequest, Turn};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -38,7 +38,7 @@ use conformance::slack::Slack;
 use conformance::telegram::Telegram;
 use conformance::{Harness, Platform, Shown};
 use daemon::{PATIENCE, wait_for_inbound};
-use oracle::{PREAMBLE, Verdict, check_chat, is_whole, seed, split_in_four, tokens};
+use oracle::{Verdict, answer, asked_about, check_chat, duration_from_env, is_whole, seed};
 
 const USERS: u64 = 5;
 
@@ -151,14 +151,7 @@ struct ModelFaults {
 /// to a message without tokens, and stalls or breaks off when the chaos loop says so.
 fn responder(faults: Arc<ModelFaults>, counter: Arc<AtomicU32>) -> impl Fn(&RecordedRequest) -> Turn + Send + Sync {
     move |request| {
-        let tokens = tokens(&request.last_user_text().unwrap_or_default());
-        if tokens.is_empty() {
-            return Turn::text(["NO_", "REPLY"]);
-        }
-        let number = counter.fetch_add(1, Ordering::SeqCst);
-        // Long enough for a preview, in four pieces a little apart.
-        let text = format!("{PREAMBLE}ack#{number} {} done.", tokens.join(" "));
-        let reply = Reply::text(split_in_four(&text)).with_chunk_delay(Duration::from_millis(150));
+        let Some(reply) = answer(request, &counter) else { return Turn::text(["NO_", "REPLY"]) };
         if take(&faults.stalls) {
             Turn::stall(reply, 2)
         } else if take(&faults.cuts) {
@@ -171,12 +164,6 @@ fn responder(faults: Arc<ModelFaults>, counter: Arc<AtomicU32>) -> impl Fn(&Reco
 
 fn take(counter: &AtomicU32) -> bool {
     counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
-}
-
-/// Faults on, as `FERRY_CHAOS_SECONDS` says (default 40).
-fn chaos_duration() -> Duration {
-    let seconds = std::env::var("FERRY_CHAOS_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(40);
-    Duration::from_secs(seconds)
 }
 
 /// What a run did, for its report.
@@ -207,7 +194,7 @@ async fn chaos<P: ChaosPlatform>() {
     let mut tally = Tally::default();
     let mut sent: BTreeMap<u64, Vec<String>> = (1..=USERS).map(|user| (user, Vec::new())).collect();
     let mut handled_since_start = 0;
-    let deadline = tokio::time::Instant::now() + chaos_duration();
+    let deadline = tokio::time::Instant::now() + duration_from_env("FERRY_CHAOS_SECONDS", 40);
     let mut next_kill = tokio::time::Instant::now() + Duration::from_millis(rng.random_range(1500..4000));
     while tokio::time::Instant::now() < deadline {
         let user = rng.random_range(1..=USERS);
@@ -314,26 +301,10 @@ async fn chaos<P: ChaosPlatform>() {
         check_chat(&known, tokens, &mut verdict);
     }
     println!("{} (seed {seed}): {tally:?}", P::NAME);
-    println!(
-        "{} (seed {seed}): lost {}, duplicated {}, repeated unknown-outcome sends {}, unknown-outcome previews {}, half-written {}, NO_REPLY leaks {}, out of order {}, kept-for-later notices {}",
-        P::NAME,
-        verdict.lost.len(),
-        verdict.duplicated.len(),
-        verdict.repeated_sends.len(),
-        verdict.unknown_previews.len(),
-        verdict.half_written.len(),
-        verdict.leaks.len(),
-        verdict.out_of_order.len(),
-        verdict.notices,
-    );
+    println!("{} (seed {seed}): {verdict}", P::NAME);
     // Where each lost message got to: how often the model was asked about it.
     for token in &verdict.lost {
-        let asked = h
-            .openai
-            .requests()
-            .iter()
-            .filter(|request| tokens(&request.last_user_text().unwrap_or_default()).contains(token))
-            .count();
+        let asked = asked_about(&h.openai.requests(), token);
         let user = sent.iter().find(|(_, sent)| sent.contains(token)).map(|(user, _)| *user).unwrap_or_default();
         let chat: Vec<String> = h.platform.dm_messages(user).into_iter().map(|m| m.visible).collect();
         println!("lost {token} (user {user}): the model was asked about it {asked} times; the chat shows {chat:?}");

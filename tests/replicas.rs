@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use ferry_fakes::{FakeOpenAi, FakeSlack, FakeTelegram, Reply, Turn, test_database};
+use ferry_fakes::{DiscordUser, FakeDiscord, FakeOpenAi, FakeSlack, FakeTelegram, Reply, Turn, test_database};
 
 #[path = "common/daemon.rs"]
 mod daemon;
@@ -23,6 +23,25 @@ fn telegram_config(url: &str, telegram: &FakeTelegram) -> String {
          api_url = \"{}\"\ndm_policy = \"open\"\nallow_from = [\"*\"]\n",
         telegram.url()
     )
+}
+
+fn discord_config(state: &str, url: &str, discord: &FakeDiscord) -> String {
+    format!(
+        "{state}postgres_url = \"{url}\"\n\n[channels.discord]\nenabled = true\nbot_token = \"{}\"\n\
+         api_url = \"{}\"\ndm_policy = \"open\"\nallow_from = [\"*\"]\n",
+        discord.token(),
+        discord.url()
+    )
+}
+
+/// The bot's messages in the Discord channel `channel` once there are `count`.
+async fn discord_replies(discord: &FakeDiscord, channel: u64, count: usize) -> Vec<String> {
+    tokio::time::timeout(PATIENCE, discord.wait_for_messages(channel, count))
+        .await
+        .unwrap_or_else(|_| panic!("expected {count} replies in {channel}: {:?}", discord.messages_in(channel)))
+        .into_iter()
+        .map(|message| message.content)
+        .collect()
 }
 
 /// Messages a replica journaled for a session another replica held.
@@ -197,4 +216,71 @@ async fn a_replica_rides_out_a_database_outage_and_says_so() {
     openai.push(Turn::text(["back"]));
     telegram.private_message(42, "Ada", "are you there?");
     assert_eq!(telegram_replies(&telegram, 42, 1).await, ["back"]);
+}
+
+/// Two replicas, one Discord bot: only the holder of the shard's lease connects to the
+/// gateway (one identify), and after a kill the other connects within the lease and
+/// answers.
+#[tokio::test]
+async fn one_replica_at_a_time_connects_to_the_discord_gateway_and_another_takes_over_after_a_kill() {
+    let Some(database) = test_database().await else { return };
+    let discord = FakeDiscord::start("fake.discord.token").await.unwrap().without_rate_limits();
+    let openai = FakeOpenAi::start().await.unwrap();
+    let config = discord_config(STATE, database.url(), &discord);
+    let a = daemon_in(tempfile::tempdir().unwrap(), &config, &openai, "discord").await;
+    let b = daemon_in(tempfile::tempdir().unwrap(), &config, &openai, "discord").await;
+    let first = wait_for_poller(&[&a, &b], "discord:").await;
+    tokio::time::timeout(PATIENCE, discord.wait_for_session()).await.expect("a gateway session");
+    // The other replica stands by: it never connected.
+    tokio::time::sleep(Duration::from_secs(LEASE_SECONDS)).await;
+    assert_eq!(discord.identify_count(), 1, "only the shard's holder connects");
+    let ada = DiscordUser::new(42, "ada");
+    openai.push(Turn::text(["one"]));
+    let (channel, _) = discord.dm(&ada, "first");
+    assert_eq!(discord_replies(&discord, channel, 1).await, ["one"]);
+
+    let (holder, standby) = if first == 0 { (a, b) } else { (b, a) };
+    wait_for_no_session_leases(&holder).await;
+    let killed = Instant::now();
+    drop(holder);
+    wait_for_poller(&[&standby], "discord:").await;
+    tokio::time::timeout(PATIENCE, discord.wait_for_session()).await.expect("a gateway session");
+    let took = killed.elapsed();
+    let bound = Duration::from_secs(LEASE_SECONDS) + Duration::from_secs(1) * 2 + Duration::from_secs(2);
+    assert!(took < bound, "the shard moved after {took:?}, not within {bound:?}");
+    assert_eq!(discord.identify_count(), 2);
+    openai.push(Turn::text(["two"]));
+    discord.dm(&ada, "second");
+    assert_eq!(discord_replies(&discord, channel, 2).await, ["one", "two"]);
+}
+
+/// A Discord message that arrives while PostgreSQL restarts is held until the database
+/// answers again, then answered: Discord does not deliver it again, so refusing it would
+/// lose it.
+#[tokio::test]
+async fn a_discord_message_that_arrives_while_postgres_restarts_is_held_and_answered() {
+    let Some(cluster) = ferry_fakes::PrivateCluster::start().await else { return };
+    let discord = FakeDiscord::start("fake.discord.token").await.unwrap().without_rate_limits();
+    let openai = FakeOpenAi::start().await.unwrap();
+    // A lease long enough that the shard stays this replica's through the restart.
+    let state = "[state]\nbackend = \"postgres\"\nlease_seconds = 12\nrenew_seconds = 4\n";
+    let daemon =
+        daemon_in(tempfile::tempdir().unwrap(), &discord_config(state, cluster.url(), &discord), &openai, "discord")
+            .await;
+    wait_for_poller(&[&daemon], "discord:").await;
+    tokio::time::timeout(PATIENCE, discord.wait_for_session()).await.expect("a gateway session");
+
+    cluster.stop().await;
+    openai.push(Turn::text(["held, then answered"]));
+    let (channel, _) = discord.dm(&DiscordUser::new(42, "ada"), "are you there?");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    cluster.start_again().await;
+    assert_eq!(discord_replies(&discord, channel, 1).await, ["held, then answered"]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        discord.messages_in(channel).len(),
+        1,
+        "no refusal beside the answer: {:?}",
+        discord.messages_in(channel)
+    );
 }

@@ -49,7 +49,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferry_fakes::{FakeOpenAi, PrivateCluster, RecordedRequest, Reply, Turn};
+use ferry_fakes::{FakeOpenAi, PrivateCluster, RecordedRequest, Turn};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use tokio::time::Instant;
@@ -59,7 +59,7 @@ use conformance::slack::Slack;
 use conformance::telegram::Telegram;
 use conformance::{Platform, Shown};
 use daemon::PATIENCE;
-use oracle::{PREAMBLE, Verdict, check_chat, is_whole, seed, split_in_four, tokens};
+use oracle::{Verdict, answer, asked_about, check_chat, duration_from_env, is_whole, seed, tokens};
 use replica_set::{Fault, ReplicaSet};
 
 /// Users per platform, each in a DM of their own: 3 × 8 chats.
@@ -125,7 +125,8 @@ impl Platforms {
     }
 
     /// Every replica's config below `[state]`: all three platforms, open DMs, previews
-    /// streamed and edited in place; Slack's chats in followup mode, the others collect.
+    /// streamed and edited in place; Discord's chats in followup mode (one run per message),
+    /// the others collect.
     fn config(&self) -> String {
         let open = "dm_policy = \"open\"\nallow_from = [\"*\"]\nstreaming = \"partial\"";
         format!(
@@ -133,7 +134,7 @@ impl Platforms {
              [agents.defaults]\nmodel_idle_timeout_seconds = 2\nmodel_retry_after_output_ms = 200\n\
              max_concurrent = 24\n\n\
              [messages]\ndelivery_deadline_seconds = 120\n\n[messages.queue]\ndebounce_ms = 200\n\n\
-             [messages.queue.by_channel]\nslack = \"followup\"\n\n[session]\ndm_scope = \"per-channel-peer\"\n",
+             [messages.queue.by_channel]\ndiscord = \"followup\"\n\n[session]\ndm_scope = \"per-channel-peer\"\n",
             self.telegram.channel_config(),
             self.discord.channel_config(),
             self.slack.channel_config(),
@@ -151,15 +152,7 @@ fn chat_of(text: &str) -> Option<String> {
 
 /// The model: answers `<preamble> ack#<n> <tokens> done.` in four streamed pieces.
 fn responder(counter: Arc<AtomicU32>) -> impl Fn(&RecordedRequest) -> Turn + Send + Sync {
-    move |request| {
-        let tokens = tokens(&request.last_user_text().unwrap_or_default());
-        if tokens.is_empty() {
-            return Turn::text(["NO_", "REPLY"]);
-        }
-        let number = counter.fetch_add(1, Ordering::SeqCst);
-        let text = format!("{PREAMBLE}ack#{number} {} done.", tokens.join(" "));
-        Turn::Reply(Reply::text(split_in_four(&text)).with_chunk_delay(Duration::from_millis(150)))
-    }
+    move |request| answer(request, &counter).map_or_else(|| Turn::text(["NO_", "REPLY"]), Turn::Reply)
 }
 
 /// A message sent, for the oracle.
@@ -310,12 +303,6 @@ async fn inject_faults(
     faults
 }
 
-/// Faults on, as `FERRY_REPLICA_CHAOS_SECONDS` says (default 60).
-fn chaos_duration() -> Duration {
-    let seconds = std::env::var("FERRY_REPLICA_CHAOS_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
-    Duration::from_secs(seconds)
-}
-
 /// What a run did, for its report.
 #[derive(Debug, Default)]
 struct Tally {
@@ -357,7 +344,7 @@ async fn three_replicas_answer_every_message_once_through_kills_freezes_and_data
     let watcher = tokio::spawn(watch_answers(shared.clone(), watching.clone()));
     let sender = tokio::spawn(send_messages(shared.clone(), StdRng::seed_from_u64(rng.random())));
     let began = Instant::now();
-    let deadline = began + chaos_duration();
+    let deadline = began + duration_from_env("FERRY_REPLICA_CHAOS_SECONDS", 60);
     let faults = inject_faults(&shared, &mut replicas, &mut rng, began, deadline).await;
     shared.stop_sending.store(true, Ordering::SeqCst);
     let mut tally = Tally { messages: sender.await.expect("the sender"), ..Tally::default() };
@@ -473,24 +460,11 @@ async fn three_replicas_answer_every_message_once_through_kills_freezes_and_data
 
     println!("seed {seed}: {tally:?}");
     for (kind, verdict) in &verdicts {
-        println!(
-            "seed {seed}, {kind:?}: lost {}, duplicated {}, repeated unknown-outcome sends {}, unknown-outcome previews {}, half-written {}, NO_REPLY leaks {}, out of order {}",
-            verdict.lost.len(),
-            verdict.duplicated.len(),
-            verdict.repeated_sends.len(),
-            verdict.unknown_previews.len(),
-            verdict.half_written.len(),
-            verdict.leaks.len(),
-            verdict.out_of_order.len(),
-        );
+        println!("seed {seed}, {kind:?}: {verdict}");
     }
     for (kind, verdict) in &verdicts {
-        for token in verdict.lost.iter().chain(&verdict.out_of_order) {
-            let asked = openai
-                .requests()
-                .iter()
-                .filter(|request| request.last_user_text().unwrap_or_default().contains(token.as_str()))
-                .count();
+        for token in &verdict.lost {
+            let asked = asked_about(&openai.requests(), token);
             let user = sent.iter().find(|message| message.token == *token).map_or(0, |message| message.user);
             let chat: Vec<String> = shared.platforms.dm_messages(*kind, user).into_iter().map(|m| m.visible).collect();
             println!(

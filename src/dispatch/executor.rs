@@ -126,6 +126,9 @@ impl RunExecutor for AgentExecutor {
         let mut request = RunRequest::new(key, job.prompt);
         request.media = media.files;
         request.schedulers = Some(self.schedulers.clone());
+        // Kept to tell a run stopped while it waited for the store (its lease lost, or
+        // `/stop`) from one the store refused.
+        let stopped = job.cancel.clone();
         request.cancel = job.cancel;
         request.steer = Some(job.steer);
         // A gateway client names its run (and waits on that name); requests collected
@@ -165,6 +168,7 @@ impl RunExecutor for AgentExecutor {
             return match run_in_session(runner, self.store.as_ref(), reset, request, None, slot).await {
                 Ok(outcome) => RunReport { unconsumed_steer: outcome.unconsumed_steer, ..RunReport::default() },
                 Err(error) if error.is_fenced() => fenced_out(key),
+                Err(_) if stopped.is_cancelled() => stopped_waiting(key),
                 Err(error) => {
                     tracing::error!(session_key = key, %error, "cannot resolve the session; telling the user");
                     store_trouble(&scheduler, target, &run_id).await;
@@ -209,6 +213,7 @@ impl RunExecutor for AgentExecutor {
         let mut outcome = match outcome {
             Ok(outcome) => outcome,
             Err(error) if error.is_fenced() => return fenced_out(key),
+            Err(_) if stopped.is_cancelled() => return stopped_waiting(key),
             Err(error) => {
                 tracing::error!(session_key = key, %error, "cannot resolve the session; telling the user");
                 store_trouble(&scheduler, target, &run_id).await;
@@ -235,6 +240,13 @@ impl RunExecutor for AgentExecutor {
         let retry_later = if keep { job.messages } else { Vec::new() };
         RunReport { unconsumed_steer: outcome.unconsumed_steer, answered: delivered && answered && !keep, retry_later }
     }
+}
+
+/// A run stopped (its session's lease lost, or `/stop`) while it waited for an unreachable
+/// store: nothing is said; its messages are where the stop left them.
+fn stopped_waiting(key: &str) -> RunReport {
+    tracing::info!(session_key = key, "the run was stopped while it waited for the session store");
+    RunReport::default()
 }
 
 /// A run that found its session's lease gone to another replica: nothing is said to the

@@ -7,6 +7,10 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use ferry_fakes::{RecordedRequest, Reply};
 
 use crate::conformance::Shown;
 
@@ -21,6 +25,32 @@ pub fn tokens(text: &str) -> Vec<String> {
         })
         .map(str::to_owned)
         .collect()
+}
+
+/// The model's answer to `request`: `<preamble> ack#<n> <tokens> done.` in four streamed
+/// pieces a little apart (long enough for a preview to be sent first), `n` counting answers;
+/// `None` when the latest user message names no token.
+pub fn answer(request: &RecordedRequest, counter: &AtomicU32) -> Option<Reply> {
+    let tokens = tokens(&request.last_user_text().unwrap_or_default());
+    if tokens.is_empty() {
+        return None;
+    }
+    let number = counter.fetch_add(1, Ordering::SeqCst);
+    let text = format!("{PREAMBLE}ack#{number} {} done.", tokens.join(" "));
+    Some(Reply::text(split_in_four(&text)).with_chunk_delay(Duration::from_millis(150)))
+}
+
+/// How many of `requests` asked the model about `token`: where a lost message got to.
+pub fn asked_about(requests: &[RecordedRequest], token: &str) -> usize {
+    requests
+        .iter()
+        .filter(|request| tokens(&request.last_user_text().unwrap_or_default()).iter().any(|t| t == token))
+        .count()
+}
+
+/// How long faults are injected: `var` in seconds, else `default_seconds`.
+pub fn duration_from_env(var: &str, default_seconds: u64) -> Duration {
+    Duration::from_secs(std::env::var(var).ok().and_then(|s| s.parse().ok()).unwrap_or(default_seconds))
 }
 
 pub fn split_in_four(text: &str) -> Vec<String> {
@@ -48,6 +78,24 @@ pub struct Verdict {
     pub leaks: Vec<String>,
     pub out_of_order: Vec<String>,
     pub notices: usize,
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "lost {}, duplicated {}, repeated unknown-outcome sends {}, unknown-outcome previews {}, half-written {}, \
+             NO_REPLY leaks {}, out of order {}, kept-for-later notices {}",
+            self.lost.len(),
+            self.duplicated.len(),
+            self.repeated_sends.len(),
+            self.unknown_previews.len(),
+            self.half_written.len(),
+            self.leaks.len(),
+            self.out_of_order.len(),
+            self.notices,
+        )
+    }
 }
 
 /// A whole answer, as opposed to a preview left half-written.

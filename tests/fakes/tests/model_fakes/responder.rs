@@ -166,3 +166,32 @@ fn a_body_without_user_messages_has_no_user_text() {
     assert_eq!(recorded(Value::Null).last_user_text(), None);
     assert_eq!(recorded(json!({ "messages": [{ "role": "system", "content": "x" }] })).last_user_text(), None);
 }
+
+#[tokio::test]
+async fn streams_are_counted_per_group_the_test_names() {
+    let fake = FakeOpenAi::start().await.unwrap().with_responder(|_| Turn::stall(Reply::text(["a", "b"]), 1));
+    fake.set_stream_group(|request| request.last_user_text());
+    let body =
+        |text: &str| json!({ "model": "gpt-test", "stream": true, "messages": [{ "role": "user", "content": text }] });
+    let mut first = SseReader::new(post_openai(&fake, &body("chat one")).await);
+    let mut second = SseReader::new(post_openai(&fake, &body("chat one")).await);
+    let mut other = SseReader::new(post_openai(&fake, &body("chat two")).await);
+    for reader in [&mut first, &mut second, &mut other] {
+        reader.take(2).await;
+    }
+    let peaks = fake.peak_open_streams_by_group();
+    assert_eq!(peaks.get("chat one"), Some(&2), "two streams of one group overlapped: {peaks:?}");
+    assert_eq!(peaks.get("chat two"), Some(&1));
+
+    drop((first, second, other));
+    soon(fake.wait_for_open_streams(0)).await;
+    let after = FakeOpenAi::start().await.unwrap().with_responder(|_| Turn::text(["ok"]));
+    after.set_stream_group(|request| request.last_user_text());
+    for _ in 0..2 {
+        let mut reader = SseReader::new(post_openai(&after, &body("one at a time")).await);
+        reader.read_to_end().await;
+        drop(reader);
+        soon(after.wait_for_open_streams(0)).await;
+    }
+    assert_eq!(after.peak_open_streams_by_group().get("one at a time"), Some(&1), "one after the other");
+}
