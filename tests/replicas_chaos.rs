@@ -125,8 +125,10 @@ impl Platforms {
     }
 
     /// Every replica's config below `[state]`: all three platforms, open DMs, previews
-    /// streamed and edited in place; Discord's chats in followup mode (one run per message),
-    /// the others collect.
+    /// streamed and edited in place, the default queue mode (collect). Followup mode across
+    /// replicas is tested in `tests/replicas.rs`: here, with each reply's preview and edits
+    /// paced by the platform's limits (a few seconds a reply), one run per message would
+    /// queue a busy chat's answers past the bound for reasons no fault caused.
     fn config(&self) -> String {
         let open = "dm_policy = \"open\"\nallow_from = [\"*\"]\nstreaming = \"partial\"";
         format!(
@@ -134,7 +136,7 @@ impl Platforms {
              [agents.defaults]\nmodel_idle_timeout_seconds = 2\nmodel_retry_after_output_ms = 200\n\
              max_concurrent = 24\n\n\
              [messages]\ndelivery_deadline_seconds = 120\n\n[messages.queue]\ndebounce_ms = 200\n\n\
-             [messages.queue.by_channel]\ndiscord = \"followup\"\n\n[session]\ndm_scope = \"per-channel-peer\"\n",
+             [session]\ndm_scope = \"per-channel-peer\"\n",
             self.telegram.channel_config(),
             self.discord.channel_config(),
             self.slack.channel_config(),
