@@ -17,10 +17,12 @@
 //! use std::sync::Arc;
 //! use ferry::config::Config;
 //! use ferry::routing::{RouteDecision, Router, SystemClock};
-//! use ferry::state::Database;
+//! use ferry::state::Stores;
 //! # async fn example(message: ferry::channel::InboundMessage) -> anyhow::Result<()> {
-//! let database = Database::open("/var/lib/ferry".as_ref()).await?;
-//! let router = Router::new(&Config::default(), &database, Arc::new(SystemClock))?;
+//! let config = Config::default();
+//! // SQLite in the state directory, or PostgreSQL, as `[state]` says.
+//! let stores = Stores::open(&config, "/var/lib/ferry".as_ref()).await?;
+//! let router = Router::new(&config, &stores, Arc::new(SystemClock))?;
 //! match router.route(&message).await? {
 //!     RouteDecision::Run { session_key, prompt, .. } => println!("run {session_key}: {prompt}"),
 //!     RouteDecision::Pairing { reply } | RouteDecision::Denied { reply: Some(reply), .. } => {
