@@ -258,6 +258,15 @@ impl ReplicaSet {
     }
 }
 
+impl Drop for ReplicaSet {
+    /// A test that failed keeps the replicas' homes (config, `stderr.log`) for a post-mortem.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("the replicas' homes, kept after the failure: {:?}", self.keep_homes());
+        }
+    }
+}
+
 /// `kill <signal> <pid>`.
 fn signal(signal: &str, pid: &str) {
     let status = Command::new("kill").args([signal, pid]).status().expect("run kill");
