@@ -10,7 +10,7 @@ use ferry_fakes::{DiscordUser, FakeDiscord, FakeOpenAi, FakeSlack, FakeTelegram,
 #[path = "common/daemon.rs"]
 mod daemon;
 
-use daemon::{Daemon, PATIENCE, daemon_in, health, telegram_replies};
+use daemon::{Daemon, PATIENCE, daemon_in, health, inbound_handled, telegram_replies};
 
 const TOKEN: &str = "123456:TEST-token";
 /// Short leases, so a takeover takes seconds.
@@ -283,4 +283,94 @@ async fn a_discord_message_that_arrives_while_postgres_restarts_is_held_and_answ
         "no refusal beside the answer: {:?}",
         discord.messages_in(channel)
     );
+}
+
+/// A database connection that goes silent (black-holed, no error) cannot hold up the lease
+/// renewal: the replica says the database is unreachable within a renewal period, and past
+/// the lease no longer counts itself the bot's poller.
+#[tokio::test]
+async fn a_replica_whose_database_goes_silent_says_so_and_lets_its_leases_go() {
+    let Some(database) = test_database().await else { return };
+    let upstream =
+        format!("127.0.0.1:{}", database.url().rsplit_once(':').and_then(|(_, rest)| rest.split('/').next()).unwrap());
+    let proxy = ferry_fakes::TcpProxy::start(upstream.parse().unwrap()).await.unwrap();
+    let telegram = FakeTelegram::start(TOKEN).await.unwrap().without_rate_limits();
+    let openai = FakeOpenAi::start().await.unwrap();
+    let config = telegram_config(&proxy.rewrite_url(database.url()), &telegram);
+    let daemon = daemon_in(tempfile::tempdir().unwrap(), &config, &openai, "telegram").await;
+    wait_for_poller(&[&daemon], "telegram:").await;
+
+    proxy.blackhole();
+    let silent = tokio::time::Instant::now();
+    let said = tokio::time::timeout(PATIENCE, async {
+        while health(daemon.port).await["replica"]["database"] != "unreachable" {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(said.is_ok(), "/healthz never said the database is unreachable");
+    // A renewal period (1 s) to time out, plus the next one's start and the poll here.
+    assert!(silent.elapsed() < Duration::from_secs(LEASE_SECONDS), "said after {:?}", silent.elapsed());
+    tokio::time::sleep(Duration::from_secs(LEASE_SECONDS)).await;
+    assert_eq!(poller_of(&[&daemon], "telegram:").await, None);
+
+    proxy.restore();
+    wait_for_poller(&[&daemon], "telegram:").await;
+    openai.push(Turn::text(["back"]));
+    telegram.private_message(42, "Ada", "are you there?");
+    assert_eq!(telegram_replies(&telegram, 42, 1).await, ["back"]);
+}
+
+/// A message whose run is due while PostgreSQL is down waits for the database instead of
+/// being dropped with a "could not load this conversation" notice: the second of two
+/// messages, queued behind the first's run, opens its session a quiet window after that run
+/// ends, and the database is stopped in that window.
+#[tokio::test]
+async fn a_run_due_while_postgres_is_down_waits_for_it_and_answers() {
+    let Some(cluster) = ferry_fakes::PrivateCluster::start().await else { return };
+    let telegram = FakeTelegram::start(TOKEN).await.unwrap().without_rate_limits();
+    let openai = FakeOpenAi::start().await.unwrap();
+    // A long lease, so the session stays this replica's through the outage, and a quiet
+    // window long enough to stop the database in.
+    let config = format!(
+        "[state]\nbackend = \"postgres\"\npostgres_url = \"{}\"\nlease_seconds = 30\nrenew_seconds = 10\n\n\
+         [channels.telegram]\nenabled = true\nbot_token = \"{TOKEN}\"\napi_url = \"{}\"\ndm_policy = \"open\"\n\
+         allow_from = [\"*\"]\nstreaming = \"off\"\n\n[messages.queue]\ndebounce_ms = 3000\n",
+        cluster.url(),
+        telegram.url()
+    );
+    let daemon = daemon_in(tempfile::tempdir().unwrap(), &config, &openai, "telegram").await;
+    wait_for_poller(&[&daemon], "telegram:").await;
+
+    openai.push(Turn::Reply(Reply::text(["first ", "answer"]).with_chunk_delay(Duration::from_millis(800))));
+    openai.push(Turn::text(["second answer"]));
+    telegram.private_message(42, "Ada", "one");
+    tokio::time::timeout(PATIENCE, openai.wait_for_request(0)).await.expect("the first run asked the model");
+    telegram.private_message(42, "Ada", "two");
+    tokio::time::timeout(PATIENCE, async {
+        while inbound_handled(daemon.port, "telegram").await < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the second message queued behind the first's run");
+    // The first run is over (its message marked answered): the quiet window has begun.
+    let client = cluster.connect().await;
+    tokio::time::timeout(PATIENCE, async {
+        let sql = "SELECT count(*) FROM inbound_journal WHERE answered_at IS NOT NULL";
+        while client.query_one(sql, &[]).await.unwrap().get::<_, i64>(0) < 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the first message was answered");
+    drop(client);
+    cluster.stop().await;
+    // The quiet window ends while the database is down: the run tries to open its session.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(openai.requests().len(), 1, "nothing ran without its session");
+    cluster.start_again().await;
+    assert_eq!(telegram_replies(&telegram, 42, 2).await, ["first answer", "second answer"]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(telegram.messages_in(42).len(), 2, "no notice beside the answers: {:?}", telegram.messages_in(42));
 }

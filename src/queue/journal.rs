@@ -105,9 +105,9 @@ impl QueueJournal {
         Ok(serde_json::to_string(message)?)
     }
 
-    /// Forgets answered (or deliberately dropped) messages.
-    /// Marks `ids` answered, trying again while the store is unreachable (`state::outage`):
-    /// left unmarked, they would be answered again by whoever runs the session next.
+    /// Forgets answered (or deliberately dropped) messages, trying again while the store is
+    /// unreachable (`state::outage`): left unmarked, they would be answered again by
+    /// whoever runs the session next.
     pub async fn remove(&self, ids: &[i64]) -> Result<(), JournalError> {
         Ok(through_outages("marking messages answered", None, StorageError::is_unavailable, || self.log.answered(ids))
             .await?)
@@ -153,4 +153,30 @@ pub(crate) fn decode(logged: Vec<LoggedMessage>) -> Vec<QueuedMessage> {
         }
     }
     pending
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+    use crate::state::flaky::FlakyInbound;
+    use crate::state::inbound_log::{Accepted, InboundLog, MessageKey};
+
+    /// Messages answered while the store restarts are marked once it is back, so they do not
+    /// run again.
+    #[tokio::test(start_paused = true)]
+    async fn messages_answered_during_an_outage_are_marked_once_the_store_is_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
+        let key =
+            MessageKey { channel: "memory", account_id: "default", chat_id: "42", thread_id: "", message_id: "1" };
+        let entry = Accepted { session_key: "s".into(), prompt: "q".into(), message: "{}".into(), enqueued_at: 0 };
+        let seq = log.accept(&key, 1, 0, &entry).await.unwrap().unwrap();
+        let store = Arc::new(FlakyInbound::new(log.clone(), 2));
+        let journal = QueueJournal::new(store.clone());
+        journal.remove(&[seq]).await.expect("marked in the end");
+        assert_eq!(store.writes.load(Ordering::SeqCst), 3, "two refusals, then the write");
+        assert_eq!(log.pending_count(), 0);
+    }
 }

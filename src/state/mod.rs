@@ -10,6 +10,8 @@ mod conformance;
 pub mod copy;
 mod database;
 mod error;
+#[cfg(test)]
+pub(crate) mod flaky;
 mod group_commit;
 mod inbound;
 pub mod inbound_log;

@@ -53,3 +53,43 @@ async fn a_preview_handed_to_a_run_answering_the_same_messages_writes_nothing() 
     ledger.hand_over_preview(&[first], &[first], "memory", "default", &preview("100")).await;
     assert_eq!(log.unanswered().unwrap().deliveries.len(), before);
 }
+
+/// A reply's record written while the store restarts is written once it is back: left
+/// unwritten, the reply would be sent again by whoever runs its message next.
+#[tokio::test(start_paused = true)]
+async fn a_record_written_during_an_outage_is_written_once_the_store_is_back() {
+    use std::sync::atomic::Ordering;
+
+    use crate::state::flaky::FlakyInbound;
+
+    let dir = tempfile::tempdir().unwrap();
+    let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
+    let seq = accept(&log, "1").await;
+    let store = Arc::new(FlakyInbound::new(log.clone(), 3));
+    let ledger = DeliveryLedger::new(store.clone());
+    let answered = LedgerEvent::Delivered { index: 0, message_id: "100".into() };
+    assert!(ledger.recorder(vec![seq]).record(&answered, true).await, "written in the end");
+    assert_eq!(store.writes.load(Ordering::SeqCst), 4, "three refusals, then the write");
+    assert!(log.unanswered().unwrap().messages.is_empty(), "the message is answered");
+}
+
+/// A replica that takes a session over a second time reads what the database holds now:
+/// what it adopted the first time (and never ran) is stale, and gives way.
+#[tokio::test]
+async fn adopting_a_session_again_replaces_what_an_earlier_adoption_left() {
+    use crate::state::inbound_log::LoggedDelivery;
+
+    let dir = tempfile::tempdir().unwrap();
+    let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
+    let seq = accept(&log, "1").await;
+    let ledger = DeliveryLedger::new(Arc::new(log));
+    let streamed =
+        LedgerEvent::Preview { channel: "memory".into(), account_id: "default".into(), message: preview("100") };
+    let record = |event: &LedgerEvent| LoggedDelivery { seqs: vec![seq], body: event.encode() };
+    ledger.adopt(&[seq], vec![record(&streamed)]);
+    // Meanwhile another replica ran the message and gave its preview up.
+    ledger.adopt(&[seq], vec![record(&streamed), record(&LedgerEvent::PreviewGone)]);
+    let taken = ledger.take(&[seq]);
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].preview, None, "the database's latest, not the first adoption's");
+}
