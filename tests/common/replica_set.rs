@@ -44,6 +44,9 @@ pub struct ReplicaSet {
     replicas: Vec<Replica>,
     /// The channels each replica must show running before it counts as up.
     channels: Vec<&'static str>,
+    /// The test's own connection to the database, kept between questions; opened again
+    /// after PostgreSQL restarts.
+    client: tokio::sync::Mutex<Option<tokio_postgres::Client>>,
 }
 
 impl ReplicaSet {
@@ -69,7 +72,8 @@ impl ReplicaSet {
             );
             replicas.push(Replica { home: Some(tempfile::tempdir().expect("a home")), daemon: None, proxy, config });
         }
-        let mut set = Self { cluster, openai, replicas, channels: channels.to_vec() };
+        let mut set =
+            Self { cluster, openai, replicas, channels: channels.to_vec(), client: tokio::sync::Mutex::new(None) };
         for index in 0..count {
             set.spawn(index);
         }
@@ -160,8 +164,11 @@ impl ReplicaSet {
     /// One number from the database, asked directly (not through any replica's proxy);
     /// `None` while it cannot be reached.
     async fn count(&self, sql: &str, parameter: &str) -> Option<i64> {
-        let client = self.cluster.try_connect().await.ok()?;
-        let row = client.query_one(sql, &[&parameter]).await.ok()?;
+        let mut client = self.client.lock().await;
+        if client.as_ref().is_none_or(tokio_postgres::Client::is_closed) {
+            *client = Some(self.cluster.try_connect().await.ok()?);
+        }
+        let row = client.as_ref()?.query_one(sql, &[&parameter]).await.ok()?;
         row.try_get::<_, i64>(0).ok()
     }
 
