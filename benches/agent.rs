@@ -11,7 +11,7 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use futures::StreamExt;
 use serde_json::json;
 
-use ferry::agent::conversation::{ChatMessage, Usage};
+use ferry::types::conversation::{ChatMessage, Usage};
 use ferry::agent::providers::openai::ChunkDecoder;
 use ferry::agent::providers::{
     ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, ResolvedModel, RetryPolicy, StopReason,

@@ -32,5 +32,6 @@ pub mod routing;
 pub mod sandbox;
 pub mod session;
 pub mod state;
+pub mod types;
 
 pub use ferry_channel as channel;

@@ -12,7 +12,7 @@ use futures::StreamExt;
 
 use std::sync::Arc;
 
-use ferry::agent::conversation::Usage;
+use ferry::types::conversation::Usage;
 use ferry::agent::providers::{
     ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, ResolvedModel, RetryPolicy, StopReason,
 };

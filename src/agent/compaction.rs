@@ -10,7 +10,7 @@
 
 use async_trait::async_trait;
 
-use super::conversation::{ChatMessage, Usage};
+use crate::types::conversation::{ChatMessage, Usage};
 use super::providers::{ProviderError, ResolvedModel};
 
 /// Compact-and-retry rounds one run may do after context-overflow errors; one more overflow

@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::sync::{broadcast, mpsc};
 
-use super::conversation::ImagePart;
+use crate::types::conversation::ImagePart;
 use crate::media::FileInfo;
 use crate::models::{ModelUsed, ReasoningDisplay};
 

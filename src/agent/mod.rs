@@ -12,7 +12,6 @@
 
 mod change_cache;
 pub mod compaction;
-pub mod conversation;
 pub mod events;
 pub mod inline_reasoning;
 pub mod prompt;
@@ -24,7 +23,7 @@ mod steer;
 pub mod tools;
 mod turn;
 
-pub use conversation::{ChatMessage, ToolCall, Usage};
+pub use crate::types::conversation::{ChatMessage, ToolCall, Usage};
 pub use events::{AgentEvent, AgentStream, AssistantEvent, CompactionEvent, EventBus, LifecycleEvent, ToolEvent};
 pub use roster::Agents;
 pub use run::{

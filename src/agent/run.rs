@@ -24,7 +24,7 @@ use tracing::Instrument;
 
 use self::images::load_recent_images;
 use super::compaction::Compactor;
-use super::conversation::{ChatMessage, MediaRef, ToolCall, Usage, answer_open_tool_calls};
+use crate::types::conversation::{ChatMessage, MediaRef, ToolCall, Usage, answer_open_tool_calls};
 use super::events::{
     AgentEvent, AssistantEvent, EventBus, LifecycleEvent, RunEvents, ToolEvent, tool_result_for_event,
 };

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::conversation::{ThinkingBlock, ToolCall, Usage};
+use crate::types::conversation::{ThinkingBlock, ToolCall, Usage};
 use super::events::{AssistantEvent, RunEvents};
 use super::inline_reasoning::{InlineReasoning, Piece};
 use super::providers::{ModelEvent, StopReason};

@@ -7,11 +7,13 @@
 
 use std::path::{Path, PathBuf};
 
+use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
-use super::error::Violation;
-use super::schema::{AgentSettings, AgentsConfig, Config};
-use crate::agent::tools::{ToolLists, ToolProfile};
+use super::human_delay::HumanDelay;
+use super::model_choice::ModelSetting;
+use crate::types::ThinkingLevel;
+use super::tool_lists::{ToolLists, ToolProfile};
 
 /// The agent of a configuration without `[agents.list]`, and the one a list falls back to.
 pub const MAIN_AGENT: &str = "main";
@@ -208,67 +210,157 @@ pub fn valid_id(id: &str) -> bool {
 /// The rule [`valid_id`] checks, for error messages.
 pub const ID_RULE: &str = "must be 1-64 lowercase letters, digits, '-' or '_'";
 
-/// The agents' own rules: ids, one default, one workspace each, and keys that only mean
-/// something in a listed agent.
-pub(super) fn validate_agents(config: &Config) -> Result<(), Violation> {
-    let agents = &config.agents;
-    let defaults = &agents.defaults;
-    for (key, set) in
-        [("name", defaults.name.is_some()), ("default", defaults.default), ("tools", defaults.tools.is_some())]
-    {
-        if set {
-            return Err(Violation::new(
-                format!("agents.defaults.{key}"),
-                "belongs in an agent's own table ([agents.list.<id>]), not in the defaults",
-            ));
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentsConfig {
+    /// How every agent runs unless its own entry says otherwise.
+    pub defaults: AgentSettings,
+    /// Agents by id (`[agents.list.<id>]`), each starting from `defaults`. Empty: one agent,
+    /// `main`, with the defaults (see [`AgentsConfig::resolved`]).
+    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    pub list: IndexMap<String, AgentSettings>,
+}
+
+/// How an agent runs: `[agents.defaults]`, and each `[agents.list.<id>]` (which starts as a
+/// copy of the defaults, see `config::inherit`). `name`, `default` and `tools` mean something
+/// only in a listed agent.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentSettings {
+    /// What people call the agent (`ferry agents list`, the web chat's agent picker).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The agent that answers where no binding matches. At most one; without any, `main`,
+    /// or the only agent listed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub default: bool,
+    /// The agent's own tool profile and lists, on top of `[tools]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<AgentToolsConfig>,
+    /// `PROVIDER/MODEL`, e.g. `openai/gpt-4o-mini`, or `{ primary, fallbacks }`. Unset: a
+    /// provider from the environment (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`), else the
+    /// offline echo provider.
+    pub model: Option<ModelSetting>,
+    /// The models `/model` may choose (`PROVIDER/MODEL`); empty means the primary and its
+    /// fallbacks.
+    pub models: Vec<String>,
+    /// How hard models think unless a session chose otherwise (`/think`).
+    pub thinking: ThinkingLevel,
+    /// A run longer than this is aborted.
+    pub timeout_seconds: u64,
+    /// A model stream that sends nothing for this long is aborted.
+    pub model_idle_timeout_seconds: u64,
+    /// A model call that fails for a passing reason after part of its reply was shown is
+    /// asked again twice: after this many milliseconds, then after twice as many.
+    pub model_retry_after_output_ms: u64,
+    /// Model ↔ tool rounds in one run before the model must answer without tools.
+    pub max_tool_rounds: u32,
+    /// The most assistant text one run may produce; the model is stopped there and the user
+    /// told the reply was cut, so a runaway reply cannot fill memory, the transcript or a chat.
+    pub max_reply_chars: usize,
+    /// Runs in flight at once across all sessions (the global lane).
+    pub max_concurrent: u32,
+    /// Send the reply in blocks as it streams instead of one message at the end.
+    pub block_streaming: bool,
+    pub block_streaming_break: BlockStreamingBreak,
+    pub block_streaming_chunk: BlockStreamingChunk,
+    pub block_streaming_coalesce: BlockStreamingCoalesce,
+    /// A pause before each block after the first, so replies read like typing.
+    pub human_delay: HumanDelay,
+    /// Bootstrap files (AGENTS.md, SOUL.md…), skills and the file tools' root. Default:
+    /// `<state_dir>/workspace` for `main`, `<state_dir>/workspaces/<id>` for another agent;
+    /// never inherited from `agents.defaults` by a listed agent (two agents never share one).
+    pub workspace: Option<PathBuf>,
+    pub compaction: CompactionConfig,
+    /// Which sessions the `sessions_list` tool shows the agent: its own (`agent`, the
+    /// default), or every agent's (`all`).
+    pub sessions_visibility: SessionsVisibility,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        Self {
+            name: None,
+            default: false,
+            tools: None,
+            model: None,
+            models: Vec::new(),
+            thinking: ThinkingLevel::Off,
+            timeout_seconds: 600,
+            model_idle_timeout_seconds: 120,
+            model_retry_after_output_ms: 10_000,
+            max_tool_rounds: 20,
+            max_reply_chars: 200_000,
+            max_concurrent: 4,
+            block_streaming: false,
+            block_streaming_break: BlockStreamingBreak::TextEnd,
+            block_streaming_chunk: BlockStreamingChunk::default(),
+            block_streaming_coalesce: BlockStreamingCoalesce::default(),
+            human_delay: HumanDelay::Off,
+            workspace: None,
+            compaction: CompactionConfig::default(),
+            sessions_visibility: SessionsVisibility::Agent,
         }
     }
-    let marked: Vec<&String> = agents.list.iter().filter(|(_, agent)| agent.default).map(|(id, _)| id).collect();
-    if let [first, second, ..] = marked.as_slice() {
-        return Err(Violation::new(
-            format!("agents.list.{second}.default"),
-            format!("only one agent can be the default, and agents.list.{first} already is"),
-        ));
+}
+
+/// When a streamed block is flushed to the chat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockStreamingBreak {
+    /// At every end of a text part (before a tool call, say).
+    TextEnd,
+    /// Only when the whole assistant message is done.
+    MessageEnd,
+}
+
+/// How the growing reply is cut into blocks.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BlockStreamingChunk {
+    pub min_chars: usize,
+    pub max_chars: usize,
+    /// The first kind of break tried; the chunker falls back through the finer ones.
+    pub break_preference: BreakPreference,
+}
+
+impl Default for BlockStreamingChunk {
+    fn default() -> Self {
+        Self { min_chars: 800, max_chars: 1200, break_preference: BreakPreference::Paragraph }
     }
-    if agents.list.len() > 1 && marked.is_empty() && !agents.list.contains_key(MAIN_AGENT) {
-        return Err(Violation::new(
-            "agents.list",
-            format!(
-                "which agent answers where no binding matches? Set default = true on one of {}, or name one \"{MAIN_AGENT}\"",
-                agents.list.keys().map(|id| format!("{id:?}")).collect::<Vec<_>>().join(", ")
-            ),
-        ));
+}
+
+/// Where a block may end, coarsest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BreakPreference {
+    Paragraph,
+    Newline,
+    Sentence,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BlockStreamingCoalesce {
+    /// Blocks arriving closer together than this are merged into one message.
+    pub idle_ms: u64,
+}
+
+impl Default for BlockStreamingCoalesce {
+    fn default() -> Self {
+        Self { idle_ms: 1000 }
     }
-    // One lane of runs serves every agent: a limit of one agent's own would be ignored.
-    if let Some((id, agent)) = agents.list.iter().find(|(_, agent)| agent.max_concurrent != defaults.max_concurrent) {
-        return Err(Violation::new(
-            format!("agents.list.{id}.max_concurrent"),
-            format!(
-                "is {} but runs share one gateway-wide limit: set agents.defaults.max_concurrent ({})",
-                agent.max_concurrent, defaults.max_concurrent
-            ),
-        ));
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompactionConfig {
+    /// Tokens kept free below the context window; crossing the line triggers compaction.
+    pub reserve_tokens: u32,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        Self { reserve_tokens: 20_000 }
     }
-    if let Some(id) = agents.list.keys().find(|id| !valid_id(id)) {
-        return Err(Violation::new(format!("agents.list.{id}"), format!("the agent id {id:?} {ID_RULE}")));
-    }
-    // Compared as they will be, under a stand-in for the state directory.
-    let resolved = agents.resolved(Path::new("<state_dir>"));
-    for (index, agent) in resolved.iter().enumerate() {
-        if let Some(other) = resolved[..index].iter().find(|other| other.workspace == agent.workspace) {
-            let (first, second) = if agents.list.get_index_of(&other.id) < agents.list.get_index_of(&agent.id) {
-                (&other.id, &agent.id)
-            } else {
-                (&agent.id, &other.id)
-            };
-            return Err(Violation::new(
-                format!("agents.list.{second}.workspace"),
-                format!(
-                    "{} is agents.list.{first}'s workspace too; each agent needs its own",
-                    agent.workspace.display()
-                ),
-            ));
-        }
-    }
-    Ok(())
 }

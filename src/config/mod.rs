@@ -16,6 +16,7 @@
 
 mod accounts;
 mod agents_schema;
+pub mod binding_keys;
 mod channels_schema;
 mod environment;
 mod error;
@@ -30,6 +31,7 @@ mod ranges;
 mod schema;
 mod secret;
 mod state_schema;
+pub mod tool_lists;
 mod tools_schema;
 mod validate;
 mod variants;

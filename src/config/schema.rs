@@ -11,19 +11,20 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
 use super::Secret;
-pub use super::agents_schema::{AgentToolsConfig, BindingConfig, BindingMatch, ResolvedAgent, SessionsVisibility};
+pub use super::agents_schema::{
+    AgentSettings, AgentToolsConfig, AgentsConfig, BindingConfig, BindingMatch, BlockStreamingBreak, BlockStreamingChunk,
+    BlockStreamingCoalesce, BreakPreference, CompactionConfig, ResolvedAgent, SessionsVisibility,
+};
 pub use super::channels_schema::{
     ChannelsConfig, DEFAULT_HISTORY_LIMIT, DiscordConfig, DmPolicy, GroupConfig, GroupPolicy, GuildConfig, SlackConfig,
     SlackMode, StreamingMode, TelegramConfig, TelegramMode, WebchatConfig,
 };
-use super::human_delay::HumanDelay;
 pub use super::mcp_schema::{McpConfig, McpServerConfig};
 pub use super::media_schema::{MediaConfig, TranscriptionConfig};
-use super::model_choice::ModelSetting;
 pub use super::state_schema::{DATABASE_URL_VAR, StateBackendKind, StateConfig};
 pub use super::tools_schema::{ExecAsk, ExecConfig, SandboxConfig, SandboxMode, SandboxScope};
-pub use crate::agent::tools::{ToolLists, ToolProfile};
-pub use crate::models::ThinkingLevel;
+pub use super::tool_lists::{ToolLists, ToolProfile};
+pub use crate::types::ThinkingLevel;
 
 /// The whole configuration.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -70,6 +71,9 @@ pub struct ToolsConfig {
     pub web: WebToolsConfig,
 }
 
+/// `tools.max_result_chars` when the config does not say.
+pub const DEFAULT_MAX_RESULT_CHARS: usize = 50_000;
+
 impl ToolsConfig {
     /// The global `allow` and `deny` lists.
     pub fn lists(&self) -> ToolLists {
@@ -83,7 +87,7 @@ impl Default for ToolsConfig {
             profile: ToolProfile::Chat,
             allow: Vec::new(),
             deny: Vec::new(),
-            max_result_chars: crate::agent::tools::DEFAULT_MAX_RESULT_CHARS,
+            max_result_chars: DEFAULT_MAX_RESULT_CHARS,
             sandbox: SandboxConfig::default(),
             exec: ExecConfig::default(),
             web: WebToolsConfig::default(),
@@ -275,161 +279,6 @@ pub enum ProviderKind {
     Anthropic,
     /// Offline: streams the user's text back. The default when nothing is configured.
     Echo,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AgentsConfig {
-    /// How every agent runs unless its own entry says otherwise.
-    pub defaults: AgentSettings,
-    /// Agents by id (`[agents.list.<id>]`), each starting from `defaults`. Empty: one agent,
-    /// `main`, with the defaults (see [`AgentsConfig::resolved`]).
-    #[serde(skip_serializing_if = "IndexMap::is_empty")]
-    pub list: IndexMap<String, AgentSettings>,
-}
-
-/// How an agent runs: `[agents.defaults]`, and each `[agents.list.<id>]` (which starts as a
-/// copy of the defaults, see `config::inherit`). `name`, `default` and `tools` mean something
-/// only in a listed agent.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AgentSettings {
-    /// What people call the agent (`ferry agents list`, the web chat's agent picker).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// The agent that answers where no binding matches. At most one; without any, `main`,
-    /// or the only agent listed.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub default: bool,
-    /// The agent's own tool profile and lists, on top of `[tools]`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tools: Option<AgentToolsConfig>,
-    /// `PROVIDER/MODEL`, e.g. `openai/gpt-4o-mini`, or `{ primary, fallbacks }`. Unset: a
-    /// provider from the environment (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`), else the
-    /// offline echo provider.
-    pub model: Option<ModelSetting>,
-    /// The models `/model` may choose (`PROVIDER/MODEL`); empty means the primary and its
-    /// fallbacks.
-    pub models: Vec<String>,
-    /// How hard models think unless a session chose otherwise (`/think`).
-    pub thinking: ThinkingLevel,
-    /// A run longer than this is aborted.
-    pub timeout_seconds: u64,
-    /// A model stream that sends nothing for this long is aborted.
-    pub model_idle_timeout_seconds: u64,
-    /// A model call that fails for a passing reason after part of its reply was shown is
-    /// asked again twice: after this many milliseconds, then after twice as many.
-    pub model_retry_after_output_ms: u64,
-    /// Model ↔ tool rounds in one run before the model must answer without tools.
-    pub max_tool_rounds: u32,
-    /// The most assistant text one run may produce; the model is stopped there and the user
-    /// told the reply was cut, so a runaway reply cannot fill memory, the transcript or a chat.
-    pub max_reply_chars: usize,
-    /// Runs in flight at once across all sessions (the global lane).
-    pub max_concurrent: u32,
-    /// Send the reply in blocks as it streams instead of one message at the end.
-    pub block_streaming: bool,
-    pub block_streaming_break: BlockStreamingBreak,
-    pub block_streaming_chunk: BlockStreamingChunk,
-    pub block_streaming_coalesce: BlockStreamingCoalesce,
-    /// A pause before each block after the first, so replies read like typing.
-    pub human_delay: HumanDelay,
-    /// Bootstrap files (AGENTS.md, SOUL.md…), skills and the file tools' root. Default:
-    /// `<state_dir>/workspace` for `main`, `<state_dir>/workspaces/<id>` for another agent;
-    /// never inherited from `agents.defaults` by a listed agent (two agents never share one).
-    pub workspace: Option<PathBuf>,
-    pub compaction: CompactionConfig,
-    /// Which sessions the `sessions_list` tool shows the agent: its own (`agent`, the
-    /// default), or every agent's (`all`).
-    pub sessions_visibility: SessionsVisibility,
-}
-
-impl Default for AgentSettings {
-    fn default() -> Self {
-        Self {
-            name: None,
-            default: false,
-            tools: None,
-            model: None,
-            models: Vec::new(),
-            thinking: ThinkingLevel::Off,
-            timeout_seconds: 600,
-            model_idle_timeout_seconds: 120,
-            model_retry_after_output_ms: 10_000,
-            max_tool_rounds: 20,
-            max_reply_chars: 200_000,
-            max_concurrent: 4,
-            block_streaming: false,
-            block_streaming_break: BlockStreamingBreak::TextEnd,
-            block_streaming_chunk: BlockStreamingChunk::default(),
-            block_streaming_coalesce: BlockStreamingCoalesce::default(),
-            human_delay: HumanDelay::Off,
-            workspace: None,
-            compaction: CompactionConfig::default(),
-            sessions_visibility: SessionsVisibility::Agent,
-        }
-    }
-}
-
-/// When a streamed block is flushed to the chat.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BlockStreamingBreak {
-    /// At every end of a text part (before a tool call, say).
-    TextEnd,
-    /// Only when the whole assistant message is done.
-    MessageEnd,
-}
-
-/// How the growing reply is cut into blocks.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct BlockStreamingChunk {
-    pub min_chars: usize,
-    pub max_chars: usize,
-    /// The first kind of break tried; the chunker falls back through the finer ones.
-    pub break_preference: BreakPreference,
-}
-
-impl Default for BlockStreamingChunk {
-    fn default() -> Self {
-        Self { min_chars: 800, max_chars: 1200, break_preference: BreakPreference::Paragraph }
-    }
-}
-
-/// Where a block may end, coarsest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BreakPreference {
-    Paragraph,
-    Newline,
-    Sentence,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct BlockStreamingCoalesce {
-    /// Blocks arriving closer together than this are merged into one message.
-    pub idle_ms: u64,
-}
-
-impl Default for BlockStreamingCoalesce {
-    fn default() -> Self {
-        Self { idle_ms: 1000 }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct CompactionConfig {
-    /// Tokens kept free below the context window; crossing the line triggers compaction.
-    pub reserve_tokens: u32,
-}
-
-impl Default for CompactionConfig {
-    fn default() -> Self {
-        Self { reserve_tokens: 20_000 }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
+use std::path::Path;
 
 use super::error::{Violation, one_line};
 use super::human_delay::HumanDelay;
@@ -12,8 +13,8 @@ use super::schema::{
     ProviderConfig, QueueConfig, ResetMode, SessionConfig, SlackConfig, SlackMode, TelegramConfig, TelegramMode,
     ToolLists, WebSearchProvider, WebToolsConfig,
 };
+use super::agents_schema::{ID_RULE, MAIN_AGENT, valid_id};
 use super::{Accounts, BindingMatch, Secret, ranges};
-use crate::routing::BindingTable;
 
 /// Channel names the core knows; `messages.queue.by_channel` keys must be one of these.
 pub const CHANNEL_NAMES: [&str; 4] = ["telegram", "discord", "slack", "webchat"];
@@ -32,7 +33,7 @@ pub fn validate(config: &Config) -> Result<(), Violation> {
     for (id, agent) in &config.agents.list {
         agent_settings(&format!("agents.list.{id}"), agent, &config.models)?;
     }
-    super::agents_schema::validate_agents(config)?;
+    agents(config)?;
     queue(&config.messages.queue)?;
     session(&config.session)?;
     hooks(&config.hooks)?;
@@ -96,8 +97,7 @@ fn bindings(config: &Config) -> Result<(), Violation> {
             }
         }
     }
-    BindingTable::build(agents.default_id(), &config.bindings)
-        .map(drop)
+    super::binding_keys::check_bindings(&config.bindings)
         .map_err(|conflict| Violation::new(format!("bindings[{}]", conflict.second), conflict.to_string()))
 }
 
@@ -531,4 +531,69 @@ fn http_url(key: &str, value: &str) -> Result<(), Violation> {
 
 fn missing(secret: &Option<Secret>) -> bool {
     secret.as_ref().is_none_or(Secret::is_blank)
+}
+
+/// The agents' own rules: ids, one default, one workspace each, and keys that only mean
+/// something in a listed agent.
+fn agents(config: &Config) -> Result<(), Violation> {
+    let agents = &config.agents;
+    let defaults = &agents.defaults;
+    for (key, set) in
+        [("name", defaults.name.is_some()), ("default", defaults.default), ("tools", defaults.tools.is_some())]
+    {
+        if set {
+            return Err(Violation::new(
+                format!("agents.defaults.{key}"),
+                "belongs in an agent's own table ([agents.list.<id>]), not in the defaults",
+            ));
+        }
+    }
+    let marked: Vec<&String> = agents.list.iter().filter(|(_, agent)| agent.default).map(|(id, _)| id).collect();
+    if let [first, second, ..] = marked.as_slice() {
+        return Err(Violation::new(
+            format!("agents.list.{second}.default"),
+            format!("only one agent can be the default, and agents.list.{first} already is"),
+        ));
+    }
+    if agents.list.len() > 1 && marked.is_empty() && !agents.list.contains_key(MAIN_AGENT) {
+        return Err(Violation::new(
+            "agents.list",
+            format!(
+                "which agent answers where no binding matches? Set default = true on one of {}, or name one \"{MAIN_AGENT}\"",
+                agents.list.keys().map(|id| format!("{id:?}")).collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    }
+    // One lane of runs serves every agent: a limit of one agent's own would be ignored.
+    if let Some((id, agent)) = agents.list.iter().find(|(_, agent)| agent.max_concurrent != defaults.max_concurrent) {
+        return Err(Violation::new(
+            format!("agents.list.{id}.max_concurrent"),
+            format!(
+                "is {} but runs share one gateway-wide limit: set agents.defaults.max_concurrent ({})",
+                agent.max_concurrent, defaults.max_concurrent
+            ),
+        ));
+    }
+    if let Some(id) = agents.list.keys().find(|id| !valid_id(id)) {
+        return Err(Violation::new(format!("agents.list.{id}"), format!("the agent id {id:?} {ID_RULE}")));
+    }
+    // Compared as they will be, under a stand-in for the state directory.
+    let resolved = agents.resolved(Path::new("<state_dir>"));
+    for (index, agent) in resolved.iter().enumerate() {
+        if let Some(other) = resolved[..index].iter().find(|other| other.workspace == agent.workspace) {
+            let (first, second) = if agents.list.get_index_of(&other.id) < agents.list.get_index_of(&agent.id) {
+                (&other.id, &agent.id)
+            } else {
+                (&agent.id, &other.id)
+            };
+            return Err(Violation::new(
+                format!("agents.list.{second}.workspace"),
+                format!(
+                    "{} is agents.list.{first}'s workspace too; each agent needs its own",
+                    agent.workspace.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use super::models::chosen_model;
 use super::overrides::OverridesCache;
 use super::recovered::{self, Settled, delete_orphan};
-use crate::agent::conversation::MediaRef;
+use crate::types::conversation::MediaRef;
 use crate::agent::tools::{AgentToolPolicies, Origin};
 use crate::agent::{Agents, RunRequest, RunStatus};
 use crate::channels::ChannelRegistry;

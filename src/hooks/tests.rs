@@ -119,7 +119,7 @@ fn tool_result_persist_rewrites_only_tool_results_and_survives_a_panic() {
         .register(2, Tagger::new("boom", Behaviour::Panics))
         .register(1, Tagger::new("two", Behaviour::Fine))
         .build();
-    let image = crate::agent::conversation::ImagePart {
+    let image = crate::types::conversation::ImagePart {
         media_type: "image/png".into(),
         data: "iVBORw0KGgo=".into(),
         width: 8,

@@ -64,7 +64,7 @@ pub async fn convert(result: CallToolResult) -> Result<ToolOutput, ToolError> {
 }
 
 /// Decodes base64 image data and prepares it for models, off the async threads.
-async fn decode_image(data: &str) -> Result<crate::agent::conversation::ImagePart, String> {
+async fn decode_image(data: &str) -> Result<crate::types::conversation::ImagePart, String> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(data.trim())
         .map_err(|error| format!("its data is not base64 ({error})"))?;

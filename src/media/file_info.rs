@@ -7,7 +7,7 @@
 use ferry_channel::Attachment;
 use serde::Serialize;
 
-use crate::agent::conversation::MediaRef;
+use crate::types::conversation::MediaRef;
 
 /// One stored file, for a client. Serializes as
 /// `{ id, name?, mimeType, size, width?, height? }`.

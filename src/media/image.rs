@@ -29,7 +29,7 @@ use image::metadata::Orientation;
 use image::{DynamicImage, ExtendedColorType, ImageDecoder, ImageEncoder, ImageFormat, ImageReader, Limits};
 use image::{RgbImage, RgbaImage};
 
-use crate::agent::conversation::ImagePart;
+use crate::types::conversation::ImagePart;
 
 /// The longest side, in pixels, of an image sent to a model. Anthropic's documented limit
 /// before it downscales an image itself (costing time to first token, adding nothing), and

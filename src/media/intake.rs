@@ -27,7 +27,7 @@ use super::{
     FetchError, ImageError, MediaStore, MediaStoreError, StoredMedia, fetch, human_size as megabytes, prepare_image,
     sniff,
 };
-use crate::agent::conversation::{ImagePart, MediaRef};
+use crate::types::conversation::{ImagePart, MediaRef};
 use crate::agent::tools::web::WebFetch;
 use crate::config::{Environment, MediaConfig};
 

@@ -6,7 +6,7 @@
 //! only in a few formats. Every image therefore passes through [`prepare_image`] before it
 //! reaches a conversation: decoded under memory limits (a small file can claim gigapixels),
 //! downscaled, re-encoded and measured. What comes out is an
-//! [`ImagePart`](crate::agent::conversation::ImagePart) that every provider can send as is.
+//! [`ImagePart`](crate::types::conversation::ImagePart) that every provider can send as is.
 //!
 //! Documents and voice notes reach a model as text: a PDF through [`pdf_text_within`]
 //! (fenced against hostile files: panics, self-drawing forms, slowness), a recording through

@@ -3,7 +3,6 @@
 //! One provider key serving everyone made one 429 or one expired key an outage for every
 //! chat. This room keeps model access as robust as delivery:
 //!
-//! - [`levels`]: the thinking level a model is asked for and how its reasoning is shown;
 //! - [`catalog`]: the models and credentials the config names, as ready clients;
 //! - [`profiles`]: several credentials per provider, their rotation and cooldowns, kept in
 //!   the state database ([`health_store`]) so a restart does not hammer a dead key;
@@ -14,12 +13,11 @@
 
 pub mod catalog;
 pub mod health_store;
-pub mod levels;
 pub mod profiles;
 pub mod router;
 
 pub use catalog::{Candidate, ModelCatalog};
-pub use levels::{ReasoningDisplay, ThinkingLevel};
+pub use crate::types::{ReasoningDisplay, ThinkingLevel};
 pub use profiles::FailoverReason;
 pub use router::{Attempt, ModelRouter, Route};
 

@@ -17,81 +17,9 @@ use std::sync::Arc;
 
 use ferry_channel::{ChatKind, InboundMessage};
 
-use crate::config::{BindingConfig, BindingMatch};
-
-/// How specific a binding's most specific key is; higher wins.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-enum Tier {
-    Channel = 0,
-    Account = 1,
-    Space = 2,
-    Thread = 3,
-    Peer = 4,
-}
-
-const TIERS_MOST_SPECIFIC_FIRST: [Tier; 5] = [Tier::Peer, Tier::Thread, Tier::Space, Tier::Account, Tier::Channel];
-
-/// A binding's keys, lowercased.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct Keys {
-    channel: Option<Box<str>>,
-    account: Option<Box<str>>,
-    peer: Option<Box<str>>,
-    space: Option<Box<str>>,
-    thread: Option<Box<str>>,
-}
-
-impl Keys {
-    fn of(matches: &BindingMatch) -> Self {
-        let lower = |value: Option<&str>| value.map(|value| value.to_lowercase().into_boxed_str());
-        Self {
-            channel: lower(matches.channel.as_deref()),
-            account: lower(matches.account.as_deref()),
-            peer: lower(matches.peer.as_deref()),
-            space: lower(matches.space()),
-            thread: lower(matches.thread()),
-        }
-    }
-
-    fn slots(&self) -> [(Tier, Option<&str>); 5] {
-        [
-            (Tier::Peer, self.peer.as_deref()),
-            (Tier::Thread, self.thread.as_deref()),
-            (Tier::Space, self.space.as_deref()),
-            (Tier::Account, self.account.as_deref()),
-            (Tier::Channel, self.channel.as_deref()),
-        ]
-    }
-
-    /// The most specific key set, and its value: where the binding is filed.
-    fn primary(&self) -> Option<(Tier, &str)> {
-        self.slots().into_iter().find_map(|(tier, value)| value.map(|value| (tier, value)))
-    }
-
-    fn count(&self) -> usize {
-        self.slots().iter().filter(|(_, value)| value.is_some()).count()
-    }
-
-    /// Whether one message could match both: no key both set to different values.
-    fn overlaps(&self, other: &Keys) -> bool {
-        self.slots().iter().zip(other.slots()).all(|((_, mine), (_, theirs))| match (mine, theirs) {
-            (Some(mine), Some(theirs)) => *mine == theirs,
-            _ => true,
-        })
-    }
-
-    fn matches(&self, message: &Subject<'_>) -> bool {
-        let key_matches = |key: &Option<Box<str>>, value: Option<&str>| match key {
-            None => true,
-            Some(key) => value == Some(&**key),
-        };
-        key_matches(&self.peer, Some(&message.peer))
-            && key_matches(&self.thread, message.thread.as_deref())
-            && key_matches(&self.space, message.space.as_deref())
-            && key_matches(&self.account, Some(&message.account))
-            && key_matches(&self.channel, Some(&message.channel))
-    }
-}
+use crate::config::binding_keys::{BindingKeys, BindingTier, TIERS_MOST_SPECIFIC_FIRST, check_bindings};
+pub use crate::config::binding_keys::BindingConflict;
+use crate::config::BindingConfig;
 
 /// A message's values for each key, lowercased.
 struct Subject<'a> {
@@ -117,14 +45,19 @@ impl<'a> Subject<'a> {
         }
     }
 
-    fn value(&self, tier: Tier) -> Option<&str> {
+    fn value(&self, tier: BindingTier) -> Option<&str> {
         match tier {
-            Tier::Peer => Some(&self.peer),
-            Tier::Thread => self.thread.as_deref(),
-            Tier::Space => self.space.as_deref(),
-            Tier::Account => Some(&self.account),
-            Tier::Channel => Some(&self.channel),
+            BindingTier::Peer => Some(&self.peer),
+            BindingTier::Thread => self.thread.as_deref(),
+            BindingTier::Space => self.space.as_deref(),
+            BindingTier::Account => Some(&self.account),
+            BindingTier::Channel => Some(&self.channel),
         }
+    }
+
+    /// Whether every key the binding sets has this message's value.
+    fn matches(&self, keys: &BindingKeys) -> bool {
+        keys.slots().into_iter().all(|(tier, key)| key.is_none_or(|key| self.value(tier) == Some(key)))
     }
 }
 
@@ -140,26 +73,13 @@ fn lowercase(text: &str) -> Cow<'_, str> {
 #[derive(Debug)]
 struct Binding {
     agent: Arc<str>,
-    keys: Keys,
+    keys: BindingKeys,
     /// How many keys it has: the tie-break within a tier.
     count: usize,
 }
 
-/// Per tier (by `Tier as usize`), entries by the value of their most specific key.
+/// Per tier (by `BindingTier as usize`), entries by the value of their most specific key.
 type Filed<T> = [HashMap<Box<str>, Vec<T>>; 5];
-
-/// Two bindings the table cannot choose between (see the module docs). Indexes are
-/// positions in `[[bindings]]`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "bindings[{first}] and bindings[{second}] both match {shared} with the same specificity; make one more specific or remove one"
-)]
-pub struct BindingConflict {
-    pub first: usize,
-    pub second: usize,
-    /// The keys of the later one, as written.
-    pub shared: String,
-}
 
 /// The `[[bindings]]` of a config, ready to answer which agent a message goes to.
 #[derive(Debug)]
@@ -173,29 +93,23 @@ impl BindingTable {
     /// Indexes `bindings`; messages no binding matches go to `default_agent`. A binding
     /// with an empty `match` is skipped (validation refuses it).
     pub fn build(default_agent: &str, bindings: &[BindingConfig]) -> Result<Self, BindingConflict> {
-        let mut filed: Filed<(usize, Binding)> = Default::default();
+        check_bindings(bindings)?;
+        let mut filed: Filed<Binding> = Default::default();
         let mut agents: HashMap<&str, Arc<str>> = HashMap::new();
-        for (index, binding) in bindings.iter().enumerate() {
-            let keys = Keys::of(&binding.matches);
+        for binding in bindings {
+            let keys = BindingKeys::of(&binding.matches);
             let Some((tier, value)) = keys.primary() else { continue };
             let bucket = filed[tier as usize].entry(value.into()).or_default();
             let count = keys.count();
-            if let Some((first, _)) =
-                bucket.iter().find(|(_, other)| other.count == count && other.keys.overlaps(&keys))
-            {
-                return Err(BindingConflict { first: *first, second: index, shared: binding.matches.describe() });
-            }
             let agent = agents.entry(binding.agent.as_str()).or_insert_with(|| Arc::from(binding.agent.as_str()));
-            bucket.push((index, Binding { agent: agent.clone(), keys, count }));
+            bucket.push(Binding { agent: agent.clone(), keys, count });
         }
-        let buckets = filed.map(|tier| {
-            tier.into_iter()
-                .map(|(value, mut bucket)| {
-                    bucket.sort_by_key(|(_, binding)| std::cmp::Reverse(binding.count));
-                    (value, bucket.into_iter().map(|(_, binding)| binding).collect())
-                })
-                .collect()
-        });
+        for tier in &mut filed {
+            for bucket in tier.values_mut() {
+                bucket.sort_by_key(|binding| std::cmp::Reverse(binding.count));
+            }
+        }
+        let buckets = filed;
         Ok(Self { default_agent: Arc::from(default_agent), buckets })
     }
 
@@ -217,7 +131,7 @@ impl BindingTable {
             }
             let Some(value) = subject.value(tier) else { continue };
             let Some(bucket) = filed.get(value) else { continue };
-            if let Some(binding) = bucket.iter().find(|binding| binding.keys.matches(&subject)) {
+            if let Some(binding) = bucket.iter().find(|binding| subject.matches(&binding.keys)) {
                 return &binding.agent;
             }
         }
@@ -233,6 +147,8 @@ impl BindingTable {
 #[cfg(test)]
 mod tests {
     use ferry_channel::{ChatRef, Sender};
+
+    use crate::config::BindingMatch;
 
     use super::*;
 

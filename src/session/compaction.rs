@@ -324,7 +324,7 @@ mod tests {
 
     #[test]
     fn an_image_counts_a_fixed_cost_not_its_base64_and_the_summarizer_sees_its_size() {
-        let image = crate::agent::conversation::ImagePart {
+        let image = crate::types::conversation::ImagePart {
             media_type: "image/png".into(),
             data: "A".repeat(4_000_000),
             width: 1568,

@@ -11,7 +11,7 @@ use super::{
     ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, StopReason, text_with_image_notes,
     user_content,
 };
-use crate::agent::conversation::{ChatMessage, ImagePart, MediaRef, ThinkingBlock, Usage};
+use crate::types::conversation::{ChatMessage, ImagePart, MediaRef, ThinkingBlock, Usage};
 use crate::config::Secret;
 
 /// Anthropic's public endpoint, used when a provider sets no `base_url`.
@@ -321,7 +321,7 @@ fn stream_error(data: &Value) -> ProviderError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::conversation::ToolCall;
+    use crate::types::conversation::ToolCall;
 
     fn decode_all(events: &[(&str, &str)]) -> Result<Vec<ModelEvent>, ProviderError> {
         let mut decoder = EventDecoder::default();

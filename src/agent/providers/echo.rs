@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 
 use super::{ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, StopReason, text_with_image_notes};
-use crate::agent::conversation::{ChatMessage, Usage};
+use crate::types::conversation::{ChatMessage, Usage};
 
 /// How many deltas a reply is streamed in (fewer for very short text).
 const DELTAS: usize = 4;
@@ -113,7 +113,7 @@ mod tests {
 
     #[test]
     fn an_image_counts_as_its_note_not_its_bytes() {
-        let image = crate::agent::conversation::ImagePart {
+        let image = crate::types::conversation::ImagePart {
             media_type: "image/png".into(),
             data: "A".repeat(400_000),
             width: 1280,

@@ -29,7 +29,7 @@ pub use resolve::{ResolveError, ResolvedModel, resolve_model};
 pub use retry::RetryPolicy;
 pub use sse::{SseEvent, StreamDecoder, decode_stream, sse_events};
 
-use super::conversation::{ChatMessage, ImagePart, MediaRef, ThinkingBlock, Usage};
+use crate::types::conversation::{ChatMessage, ImagePart, MediaRef, ThinkingBlock, Usage};
 use crate::models::ThinkingLevel;
 
 /// The context window assumed for an OpenAI-compatible model of unknown size: what current

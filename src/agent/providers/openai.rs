@@ -14,7 +14,7 @@ use super::{
     ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, StopReason, text_with_image_notes,
     user_content,
 };
-use crate::agent::conversation::{ChatMessage, ImagePart, MediaRef, Usage};
+use crate::types::conversation::{ChatMessage, ImagePart, MediaRef, Usage};
 use crate::config::Secret;
 
 /// OpenAI's public endpoint, used when a provider sets no `base_url`.
@@ -326,7 +326,7 @@ fn stream_error(error: &Value) -> ProviderError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::conversation::ToolCall;
+    use crate::types::conversation::ToolCall;
     use crate::agent::providers::ToolSpec;
 
     fn decode_all(lines: &[&str]) -> Result<Vec<ModelEvent>, ProviderError> {

@@ -4,7 +4,7 @@
 
 use ferry_channel::AttachmentKind;
 
-use crate::agent::conversation::ChatMessage;
+use crate::types::conversation::ChatMessage;
 use crate::media::Media;
 
 /// Loads the images of the last `turns` user messages that carry any, newest first, and
@@ -45,7 +45,7 @@ mod tests {
     use image::{ImageFormat, RgbImage};
 
     use super::*;
-    use crate::agent::conversation::MediaRef;
+    use crate::types::conversation::MediaRef;
     use crate::config::MediaConfig;
 
     async fn photo(media: &Arc<Media>, shade: u8) -> MediaRef {

@@ -38,7 +38,7 @@ pub use sessions_list::{RecentSessions, SessionCatalog, SessionSummary, Sessions
 pub use skill_read::SkillRead;
 pub use source::ToolSource;
 
-use super::conversation::{ImagePart, ToolCall};
+use crate::types::conversation::{ImagePart, ToolCall};
 use super::providers::ToolSpec;
 use super::skills::SkillsSnapshot;
 use crate::channels::ChannelRegistry;

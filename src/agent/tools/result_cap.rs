@@ -4,8 +4,7 @@
 //! ended), with a marker in between saying how much was cut, so the model knows it saw a
 //! part and can ask for the rest (a `read` with an offset, a narrower command).
 
-/// `tools.max_result_chars` when the config does not say.
-pub const DEFAULT_MAX_RESULT_CHARS: usize = 50_000;
+pub use crate::config::DEFAULT_MAX_RESULT_CHARS;
 
 /// Room kept for the marker, so the capped text with it stays within the cap.
 const MARKER_ROOM: usize = 80;

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ToolContext, ToolError, ToolOutput, TypedTool};
-use crate::agent::conversation::Usage;
+use crate::types::conversation::Usage;
 
 /// Most sessions listed at once.
 const MAX_LIMIT: usize = 100;
