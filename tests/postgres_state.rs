@@ -12,7 +12,7 @@ use ferry::agent::{ChatMessage, Usage};
 use ferry::config::ResetConfig;
 use ferry::routing::clock::SystemClock;
 use ferry::routing::pairing::{PairingRequest, PairingStore};
-use ferry::state::inbound_log::{Accepted, MessageKey};
+use ferry::state::inbound::{Accepted, MessageKey};
 use ferry::state::postgres::PgBackend;
 use ferry::state::{Database, Stores};
 use ferry_fakes::{FakeOpenAi, FakeTelegram, Reply, Turn, test_database};

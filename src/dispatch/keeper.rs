@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 
 use super::{Dispatcher, Inner};
 use crate::queue::journal::decode;
-use crate::state::inbound_log::Unanswered;
+use crate::state::inbound::Unanswered;
 use crate::state::leases::{Hold, LeaseStore};
 
 /// The keeper of one dispatcher.

@@ -5,14 +5,13 @@
 //!
 //! - [`catalog`]: the models and credentials the config names, as ready clients;
 //! - [`profiles`]: several credentials per provider, their rotation and cooldowns, kept in
-//!   the state database ([`health_store`]) so a restart does not hammer a dead key;
+//!   by the health store (`state::health`) so a restart does not hammer a dead key;
 //! - [`router`]: the attempts of one model call, and what a failure does to them.
 //!
 //! Providers (`agent::providers`) stay translators of one request; choosing and failing
 //! over between them happens here.
 
 pub mod catalog;
-pub mod health_store;
 pub mod profiles;
 pub mod router;
 

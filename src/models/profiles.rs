@@ -42,12 +42,11 @@
 //! last rather than leaving them out so that it can.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use serde::{Deserialize, Serialize};
+pub use crate::state::health::{FailoverReason, ProfileHealth};
 
 /// First wait of the exponential backoff for rate limits, overload and timeouts (issue 20).
 pub const BACKOFF_FIRST: Duration = Duration::from_secs(60);
@@ -67,68 +66,6 @@ pub const BILLING_CAP: Duration = Duration::from_secs(24 * 60 * 60);
 /// a key for ever.
 pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// Why a profile failed in a way worth switching credentials for. Other failures (a bad
-/// request, a refused prompt) would fail the same way with any key and are not recorded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailoverReason {
-    /// 429: the key's rate limit.
-    RateLimit,
-    /// 529 or an `overloaded` error: the provider is busy.
-    Overloaded,
-    /// 401/403: the key is rejected.
-    Auth,
-    /// 402 or `insufficient_quota`: the account behind the key cannot pay.
-    Billing,
-    /// A stall, a connection failure or a 5xx.
-    Timeout,
-}
-
-impl FailoverReason {
-    pub const ALL: [FailoverReason; 5] = [
-        FailoverReason::RateLimit,
-        FailoverReason::Overloaded,
-        FailoverReason::Auth,
-        FailoverReason::Billing,
-        FailoverReason::Timeout,
-    ];
-
-    /// The name used in persisted rows, logs and metrics labels (the serde name).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailoverReason::RateLimit => "rate_limit",
-            FailoverReason::Overloaded => "overloaded",
-            FailoverReason::Auth => "auth",
-            FailoverReason::Billing => "billing",
-            FailoverReason::Timeout => "timeout",
-        }
-    }
-}
-
-impl fmt::Display for FailoverReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// One profile's health, as persisted: the row [`ProfileBook::mark_failure`] and
-/// [`ProfileBook::mark_success`] hand back and [`ProfileBook::restore`] takes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProfileHealth {
-    pub provider: String,
-    /// The operator's id for the credential, never key material.
-    pub profile: String,
-    /// The profile is not tried before this (unless every profile is cooling and the caller
-    /// chooses to). `None`, or a time in the past, means ready.
-    pub cooling_until: Option<DateTime<Utc>>,
-    /// The failure behind the cooldown; kept after the cooldown ends (for `/status`) until a
-    /// success. A cooldown without a reason is not honoured: it cannot come from this module.
-    pub reason: Option<FailoverReason>,
-    /// Consecutive failure incidents since the last success; sets the next cooldown's length.
-    pub error_count: u32,
-    /// When a run last picked this profile, for least-recently-used rotation.
-    pub last_used: Option<DateTime<Utc>>,
-}
 
 /// Whether a profile may be tried now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 
 use super::ModelUsed;
 use super::catalog::{Candidate, ModelCatalog, Profile};
-use super::health_store::HealthStore;
+use crate::state::health::HealthStore;
 use super::profiles::{Availability, FailoverReason, ProfileBook, ProfileHealth};
 use crate::agent::providers::{ProviderError, ResolvedModel};
 use crate::metrics::{ModelMetrics, metrics};

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use ferry_channel::InboundMessage;
 
-use crate::state::inbound_log::{LoggedDelivery, LoggedMessage};
+use crate::state::inbound::{LoggedDelivery, LoggedMessage};
 use crate::state::outage::through_outages;
 use crate::state::{InboundStore, StorageError};
 
@@ -161,7 +161,8 @@ mod tests {
 
     use super::*;
     use crate::state::flaky::FlakyInbound;
-    use crate::state::inbound_log::{Accepted, InboundLog, MessageKey};
+    use crate::state::inbound::{Accepted, MessageKey};
+use crate::state::sqlite::inbound_log::InboundLog;
 
     /// Messages answered while the store restarts are marked once it is back, so they do not
     /// run again.

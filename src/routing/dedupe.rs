@@ -10,16 +10,14 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use ferry_channel::InboundMessage;
 
 use super::clock::Clock;
-use crate::state::inbound_log::{Accepted, MessageKey};
+use crate::state::inbound::{Accepted, MessageKey};
 use crate::state::{InboundStore, StorageError};
 
-/// How long a message id is remembered (SPEC §3.4: 20 min). Redeliveries come within
-/// seconds to minutes; this leaves a wide margin.
-pub const DEDUPE_WINDOW: TimeDelta = TimeDelta::minutes(20);
+pub use crate::state::inbound::DEDUPE_WINDOW;
 
 /// The dedupe record could not be written, or what was to be written with it failed.
 /// Nothing was recorded; the caller should not acknowledge the message to the platform (it

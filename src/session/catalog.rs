@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{Session, SessionStore, StoreError};
+use crate::state::sessions::{Session, SessionStore, StoreError};
 use crate::agent::tools::{SessionCatalog, SessionSummary};
 use crate::config::SessionsVisibility;
 

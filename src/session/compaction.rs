@@ -23,7 +23,8 @@
 use async_trait::async_trait;
 use futures::StreamExt;
 
-use super::store::{CompactionEntry, SessionStore};
+pub use crate::state::sessions::{SUMMARY_HEADER, is_summary, summary_message};
+use crate::state::sessions::{CompactionEntry, SessionStore};
 use crate::agent::compaction::{CompactRequest, Compacted, CompactionError, Compactor, ContextBudget, ReportedContext};
 use crate::agent::providers::{ModelEvent, ModelRequest, ProviderError, ResolvedModel};
 use crate::agent::{ChatMessage, Usage};
@@ -37,9 +38,6 @@ const MESSAGE_OVERHEAD_TOKENS: u64 = 4;
 
 /// The share of the budget the most recent turns may keep unsummarized (percent).
 pub const KEEP_SHARE: u64 = 30;
-
-/// How the summary is marked in the context, so the model knows what it is.
-pub const SUMMARY_HEADER: &str = "[Summary of the earlier conversation, compacted to fit the model's context]";
 
 /// Tokens one image is counted as, whatever its base64 length: about what Anthropic charges
 /// for an image at the size Ferry sends ((1568 × 1568 px capped at ~1.15 megapixels) / 750
@@ -104,16 +102,6 @@ pub fn needs_compaction(
     reported: Option<ReportedContext>,
 ) -> bool {
     context_tokens(system, messages, reported) > budget.limit()
-}
-
-/// Whether `message` is a compaction summary.
-pub fn is_summary(message: &ChatMessage) -> bool {
-    matches!(message, ChatMessage::User { text, .. } if text.starts_with(SUMMARY_HEADER))
-}
-
-/// The summary as the model sees it in the context.
-pub fn summary_message(summary: &str) -> ChatMessage {
-    ChatMessage::user(format!("{SUMMARY_HEADER}\n\n{summary}"))
 }
 
 /// Whether cutting before `messages[cut]` keeps every tool call with its result: the kept

@@ -5,7 +5,7 @@ use chrono::Utc;
 use tokio::sync::mpsc;
 
 use super::compaction::SessionCompactor;
-use super::store::{OpenedRun, SessionStore, StoreError, TranscriptSaved};
+use crate::state::sessions::{OpenedRun, SessionStore, StoreError, TranscriptSaved};
 use crate::agent::{AgentEvent, AgentRunner, ChatMessage, RunOutcome, RunRequest, Usage};
 use crate::config::ResetConfig;
 use crate::state::outage::through_outages;

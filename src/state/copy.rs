@@ -17,10 +17,10 @@ use chrono::Utc;
 use deadpool_postgres::Transaction;
 use tokio_postgres::types::ToSql;
 
-use super::inbound_log::SeenKey;
+use super::inbound::{Accepted, DEDUPE_WINDOW, SeenKey};
 use super::postgres::{PgBackend, pg_error};
-use super::{Database, StorageError};
-use crate::routing::dedupe::DEDUPE_WINDOW;
+use super::sqlite::Database;
+use super::StorageError;
 
 /// The tables a copy writes, in the order it fills them.
 const TABLES: [&str; 8] = [
@@ -116,7 +116,7 @@ struct Source {
     approved: Vec<ApprovedRow>,
     health: Vec<HealthRow>,
     sightings: Vec<(SeenKey, i64)>,
-    unanswered: Vec<(i64, SeenKey, super::inbound_log::Accepted)>,
+    unanswered: Vec<(i64, SeenKey, Accepted)>,
     deliveries: Vec<(Vec<i64>, String)>,
     next_id: i64,
 }

@@ -1,12 +1,16 @@
-//! One error type for every storage backend, so the stores' public errors name no driver.
+//! Errors of the state: [`StorageError`], one type for every storage backend so the stores'
+//! public errors name no driver, and [`StateError`], why the state could not be opened.
 //!
 //! Callers decide by [`StorageErrorKind`], not by the driver's error: an unreachable
 //! database is retried and reported on `/healthz`, a lost lease stops the run that held it,
 //! anything else is a failed operation.
 
 use std::error::Error;
+use std::path::PathBuf;
 
-use super::inbound_log::LogError;
+use super::STATE_DIR_VAR;
+use super::sqlite::MigrateError;
+use super::sqlite::inbound_log::LogError;
 
 /// What kind of failure a storage operation met.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,15 +63,27 @@ impl StorageError {
     }
 }
 
-impl From<rusqlite::Error> for StorageError {
-    fn from(error: rusqlite::Error) -> Self {
-        Self::new(StorageErrorKind::Failed, "SQLite", error)
-    }
-}
-
-impl From<LogError> for StorageError {
-    fn from(error: LogError) -> Self {
-        // The log's text already names it and its path.
-        Self::new(StorageErrorKind::Failed, "state", error)
-    }
+/// Why the state could not be opened. Each says which path and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("cannot determine the state directory: set {STATE_DIR_VAR}, state_dir in the config, or HOME")]
+    NoStateDir,
+    #[error("cannot create state directory {}: {source}", path.display())]
+    CreateDir { path: PathBuf, source: std::io::Error },
+    #[error("cannot open state database {}: {source}", path.display())]
+    Open { path: PathBuf, source: StorageError },
+    #[error(
+        "state database {} was written by a newer Ferry (schema version {found}, this build knows up to {known}); \
+         upgrade ferry or point {STATE_DIR_VAR} at another directory",
+        path.display()
+    )]
+    NewerSchema { path: PathBuf, found: i64, known: i64 },
+    #[error("cannot migrate state database {}: {source}", path.display())]
+    Migrate { path: PathBuf, source: MigrateError },
+    #[error("state database {} failed a query: {source}", path.display())]
+    Query { path: PathBuf, source: StorageError },
+    #[error(transparent)]
+    Postgres(#[from] super::postgres::PgOpenError),
+    #[error("cannot open the inbound log: {0}")]
+    InboundLog(#[from] LogError),
 }

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use async_trait::async_trait;
 
-use super::inbound_log::{Accepted, InboundLog, MessageKey, Unanswered};
+use crate::state::inbound::{Accepted, MessageKey, Unanswered};
+use crate::state::sqlite::inbound_log::InboundLog;
 use super::{InboundStore, StorageError, StorageErrorKind};
 
 /// [`InboundLog`] behind an outage: the next `failures` calls of `answered` and

@@ -16,7 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::StorageError;
-use super::inbound_log::Unanswered;
+use crate::state::inbound::Unanswered;
 
 /// How leases are timed (`state.lease_seconds`, `state.renew_seconds`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,33 +1,59 @@
-//! Where Ferry keeps what must survive a restart, and the SQLite database inside it.
+//! Where Ferry keeps what must survive a restart: the state directory, and the stores on
+//! one of two backends, SQLite in that directory (one process) or PostgreSQL (several
+//! replicas sharing one database).
 //!
 //! State lives in one directory (SPEC §2): `FERRY_STATE_DIR` if set, else the config's
-//! `state_dir`, else `$XDG_DATA_HOME/ferry` (`~/.local/share/ferry`). Sessions,
-//! transcripts and pairing go in its `ferry.db`; which inbound messages were seen and which
-//! still wait for their answer go in its append-only `inbound.log` ([`inbound_log`]).
+//! `state_dir`, else `$XDG_DATA_HOME/ferry` (`~/.local/share/ferry`). `[state] backend`
+//! chooses where the stores are: `ferry.db` and the append-only `inbound.log` in that
+//! directory, or a PostgreSQL database. [`Stores`] opens the chosen one and hands each store
+//! to the rest of Ferry as a trait object.
+//!
+//! # One pattern for every store
+//!
+//! A store is one interface with two implementations, laid out the same way each time:
+//!
+//! - `state/<store>.rs` (or `state/<store>/mod.rs`): the trait and its value types, and
+//!   whatever both backends must agree on (the dedupe window, what a pairing code looks
+//!   like, when a session resets, how a transcript is kept as rows). Neither backend owns it;
+//!   it imports nothing above `state` but `config`, `metrics` and `types`.
+//! - `state/sqlite/<store>.rs` and `state/postgres/<store>.rs`: the two implementations, side
+//!   by side, each using only its own backend's handle ([`Database`], [`postgres::PgBackend`])
+//!   and the store's module.
+//! - `state/conformance/<store>.rs`: the same tests run on both backends.
+//! - Each backend's migrations (`migrations/*.sql` for SQLite, `migrations/postgres/*.sql`),
+//!   and the store's rows in [`copy`] (`ferry state copy --from sqlite --to postgres`).
+//!
+//! The stores today: [`sessions`] (sessions and transcripts), [`inbound`] (dedupe, the queue
+//! journal and the delivery ledger's records; on SQLite the [`sqlite::inbound_log`]),
+//! [`pairing`] (codes and approved senders), [`health`] (auth profiles' cooldowns), and
+//! [`leases`] (which replica runs which session: PostgreSQL only, since one process on
+//! SQLite owns every session). Domain code (routing, sessions, models, the ledger) calls only
+//! the traits; `CONTRIBUTING.md` walks through adding a store.
+//!
+//! Failures are one [`StorageError`] whatever the backend, and [`outage`] rides out a
+//! passing loss of the database.
 
 #[cfg(test)]
 mod conformance;
 pub mod copy;
-mod database;
 mod error;
 #[cfg(test)]
 pub(crate) mod flaky;
-mod group_commit;
-mod inbound;
-pub mod inbound_log;
+pub mod health;
+pub mod inbound;
 pub mod leases;
-mod legacy;
-mod migrations;
 pub mod outage;
+pub mod pairing;
 pub mod postgres;
+pub mod sessions;
+pub mod sqlite;
 mod stores;
 
 use std::path::PathBuf;
 
-pub use database::{DATABASE_FILE_NAME, Database, StateError};
-pub use error::{StorageError, StorageErrorKind};
-pub use group_commit::CommitStats;
+pub use error::{StateError, StorageError, StorageErrorKind};
 pub use inbound::InboundStore;
+pub use sqlite::{CommitStats, DATABASE_FILE_NAME, Database};
 pub use stores::Stores;
 
 use crate::config::{Config, Environment};

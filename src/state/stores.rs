@@ -4,13 +4,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::health::HealthStore;
 use super::leases::{LeaseStore, LeaseTiming};
+use super::pairing::PairingBackend;
 use super::postgres::{PgBackend, PgLeases};
-use super::{Database, InboundStore, StateError};
+use super::sessions::SessionStore;
+use super::sqlite::{Database, SqliteHealth, SqlitePairing, SqliteSessionStore};
+use super::{InboundStore, StateError};
 use crate::config::{Config, Secret, StateBackendKind};
-use crate::models::health_store::{HealthStore, SqliteHealth};
-use crate::routing::pairing::{PairingBackend, SqlitePairing};
-use crate::session::{SessionStore, SqliteSessionStore};
 
 /// The stores of one state backend. Cheap to clone: clones share connections.
 #[derive(Clone)]

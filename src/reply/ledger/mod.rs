@@ -29,7 +29,7 @@ use ferry_channel::MessageRef;
 pub use record::LedgerEvent;
 pub use recovery::{OrphanPreview, RecordedFinals, RecoveredReply};
 
-use crate::state::inbound_log::LoggedDelivery;
+use crate::state::inbound::LoggedDelivery;
 use crate::state::outage::through_outages;
 use crate::state::{InboundStore, StorageError};
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ferry_channel::{MarkupDialect, MessageRef, OutboundMessage};
 
 use super::record::LedgerEvent;
-use crate::state::inbound_log::LoggedDelivery;
+use crate::state::inbound::LoggedDelivery;
 
 /// A reply a previous process left unfinished.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,7 +3,8 @@ use std::sync::Arc;
 use ferry_channel::{ChatKind, ChatRef, MessageRef, Target};
 
 use super::*;
-use crate::state::inbound_log::{Accepted, InboundLog, MessageKey};
+use crate::state::inbound::{Accepted, MessageKey};
+use crate::state::sqlite::inbound_log::InboundLog;
 
 fn preview(id: &str) -> MessageRef {
     MessageRef { target: Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None }, message_id: id.into() }
@@ -77,7 +78,7 @@ async fn a_record_written_during_an_outage_is_written_once_the_store_is_back() {
 /// what it adopted the first time (and never ran) is stale, and gives way.
 #[tokio::test]
 async fn adopting_a_session_again_replaces_what_an_earlier_adoption_left() {
-    use crate::state::inbound_log::LoggedDelivery;
+    use crate::state::inbound::LoggedDelivery;
 
     let dir = tempfile::tempdir().unwrap();
     let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::{Harness, conformance};
-use crate::state::inbound_log::{Accepted, MessageKey};
+use crate::state::inbound::{Accepted, MessageKey};
 
 const MINUTE: i64 = 60_000;
 

@@ -3,8 +3,7 @@
 use async_trait::async_trait;
 
 use super::{PgBackend, pg_error};
-use crate::models::health_store::{HealthBackend, HealthStoreError, reason, time};
-use crate::models::profiles::{FailoverReason, ProfileHealth};
+use crate::state::health::{FailoverReason, HealthBackend, HealthStoreError, ProfileHealth, reason, time};
 
 /// [`HealthBackend`] on PostgreSQL: the `auth_profile_health` table.
 #[derive(Debug, Clone)]

@@ -19,8 +19,7 @@ use deadpool_postgres::Transaction;
 use super::batch::{Flush, GroupCommit};
 use super::{PgBackend, pg_error};
 use crate::metrics::{LeaseEvent, metrics};
-use crate::routing::dedupe::DEDUPE_WINDOW;
-use crate::state::inbound_log::{Accepted, LoggedDelivery, LoggedMessage, MessageKey, Unanswered};
+use crate::state::inbound::{Accepted, DEDUPE_WINDOW, LoggedDelivery, LoggedMessage, MessageKey, Unanswered};
 use crate::state::{InboundStore, StorageError};
 
 /// How often old sightings, answered messages and their delivery records are deleted.

@@ -12,7 +12,7 @@ use super::PgBackend;
 use crate::agent::{ChatMessage, Usage};
 use crate::config::ResetConfig;
 use crate::state::Stores;
-use crate::state::inbound_log::{Accepted, MessageKey};
+use crate::state::inbound::{Accepted, MessageKey};
 use crate::state::leases::{Hold, LeaseTiming};
 
 /// Short leases, so a lapse takes a second or two.

@@ -20,7 +20,7 @@ use super::inbound::read_unanswered;
 use super::{BACKEND, PgBackend, pg_error};
 use crate::metrics::{LeaseEvent, metrics};
 use crate::state::StorageError;
-use crate::state::inbound_log::Unanswered;
+use crate::state::inbound::Unanswered;
 use crate::state::leases::{HeldLease, Hold, LeaseStore, LeaseTiming, Renewed};
 
 /// The channel replicas notify each other on: the payload is a session key.

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 
 use super::{PgBackend, pg_error};
-use crate::routing::pairing::{
+use crate::state::pairing::{
     ApprovedSender, CODE_ATTEMPTS, MAX_PENDING_PER_CHANNEL, PairingBackend, PairingError, PairingRequest,
     PendingPairing, generate_code, query,
 };

@@ -10,14 +10,14 @@ use tokio_postgres::types::ToSql;
 
 use super::leases::check_fence;
 use super::{PgBackend, pg_error};
-use crate::agent::{ChatMessage, Usage};
+use crate::types::{ChatMessage, Usage};
 use crate::config::ResetConfig;
-use crate::session::reset::{ResetReason, staleness};
-use crate::session::transcript::{
+use crate::state::sessions::reset::{ResetReason, staleness};
+use crate::state::sessions::transcript::{
     COMPACTION_ROLE, Row, compaction_content, context_entries, decode_overrides, decode_transcript, encode_entries,
     new_session_id, overridden,
 };
-use crate::session::{
+use crate::state::sessions::{
     CompactionEntry, OpenedRun, Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptEntry,
     TranscriptSaved,
 };

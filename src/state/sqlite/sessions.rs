@@ -4,18 +4,24 @@ use async_trait::async_trait;
 use chrono::{DateTime, Local, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::reset::{ResetReason, staleness};
-use super::store::{
+use super::Database;
+use crate::state::sessions::reset::{ResetReason, staleness};
+use crate::state::sessions::{
     CompactionEntry, OpenedRun, Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptEntry,
     TranscriptSaved,
 };
-use super::transcript::{
+use crate::state::sessions::transcript::{
     COMPACTION_ROLE, Row, compaction_content, context_entries, decode_overrides, decode_transcript, encode_entries,
     new_session_id, overridden,
 };
-use crate::agent::{ChatMessage, Usage};
+use crate::types::{ChatMessage, Usage};
 use crate::config::ResetConfig;
-use crate::state::Database;
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(error: rusqlite::Error) -> Self {
+        Self::Database(error.into())
+    }
+}
 
 /// Sessions in SQLite. Daily resets are judged in the gateway's local time zone.
 ///

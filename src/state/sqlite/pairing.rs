@@ -5,11 +5,12 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{
+use crate::state::pairing::{
     ApprovedSender, CODE_ATTEMPTS, MAX_PENDING_PER_CHANNEL, PairingBackend, PairingError, PairingRequest,
     PendingPairing, generate_code,
 };
-use crate::state::{Database, StorageError};
+use super::Database;
+use crate::state::StorageError;
 
 /// [`PairingBackend`] on the SQLite state database.
 #[derive(Debug, Clone)]
@@ -119,7 +120,7 @@ const SELECT_PENDING: &str =
     "SELECT channel, sender_id, sender_name, code, created_at, expires_at FROM pairing_requests";
 
 fn query(action: &'static str) -> impl FnOnce(rusqlite::Error) -> PairingError {
-    move |source| super::query(action)(source.into())
+    move |source| crate::state::pairing::query(action)(source.into())
 }
 
 fn pending_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<PendingPairing> {

@@ -1,39 +1,18 @@
-//! Auth profiles' cooldowns in the state database, so a restart inside a cooldown does not
-//! try a dead or rate-limited key again, and replicas on one database share them.
-
-use std::sync::Arc;
+//! [`HealthBackend`] on the SQLite state database: the `auth_profile_health` table.
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use rusqlite::params;
 
-use super::profiles::{FailoverReason, ProfileHealth};
-use crate::state::{Database, StorageError};
-
-/// Where profiles' health is kept: one row per provider and profile.
-#[async_trait]
-pub trait HealthBackend: Send + Sync {
-    /// Every profile's last recorded health.
-    async fn load(&self) -> Result<Vec<ProfileHealth>, HealthStoreError>;
-
-    /// Records one profile's health, replacing what was there.
-    async fn save(&self, health: ProfileHealth) -> Result<(), HealthStoreError>;
-}
-
-/// The health store a model router reads at start and writes on failover.
-pub type HealthStore = Arc<dyn HealthBackend>;
-
-#[derive(Debug, thiserror::Error)]
-#[error("auth profile health: {0}")]
-pub struct HealthStoreError(#[from] StorageError);
+use super::Database;
+use crate::state::health::{FailoverReason, HealthBackend, HealthStoreError, ProfileHealth, reason, time};
 
 impl From<rusqlite::Error> for HealthStoreError {
     fn from(error: rusqlite::Error) -> Self {
-        Self(error.into())
+        crate::state::StorageError::from(error).into()
     }
 }
 
-/// [`HealthBackend`] on the SQLite state database: the `auth_profile_health` table.
+/// Auth profiles' health in `ferry.db`.
 #[derive(Clone)]
 pub struct SqliteHealth {
     database: Database,
@@ -89,17 +68,10 @@ impl HealthBackend for SqliteHealth {
     }
 }
 
-/// A stored time; an unreadable one counts as none (the profile is then simply ready).
-pub(crate) fn time(text: Option<String>) -> Option<DateTime<Utc>> {
-    text.and_then(|text| DateTime::parse_from_rfc3339(&text).ok()).map(|at| at.with_timezone(&Utc))
-}
-
-pub(crate) fn reason(text: &str) -> Option<FailoverReason> {
-    FailoverReason::ALL.into_iter().find(|reason| reason.as_str() == text)
-}
-
 #[cfg(test)]
 mod tests {
+    use chrono::Utc;
+
     use super::*;
 
     #[tokio::test]

@@ -9,12 +9,12 @@ use rusqlite::{Connection, TransactionBehavior};
 
 /// `(version, description, sql)`, in version order, without gaps.
 const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (1, "state meta", include_str!("../../migrations/0001_state_meta.sql")),
-    (2, "routing: pairing and inbound dedupe", include_str!("../../migrations/0002_routing.sql")),
-    (3, "sessions and queued messages", include_str!("../../migrations/0003_sessions.sql")),
-    (4, "leaner hot path: sessions keyed by key", include_str!("../../migrations/0004_leaner_hot_path.sql")),
-    (5, "dedupe and queued messages move to the inbound log", include_str!("../../migrations/0005_inbound_log.sql")),
-    (6, "auth profiles' cooldowns", include_str!("../../migrations/0006_auth_profiles.sql")),
+    (1, "state meta", include_str!("../../../migrations/0001_state_meta.sql")),
+    (2, "routing: pairing and inbound dedupe", include_str!("../../../migrations/0002_routing.sql")),
+    (3, "sessions and queued messages", include_str!("../../../migrations/0003_sessions.sql")),
+    (4, "leaner hot path: sessions keyed by key", include_str!("../../../migrations/0004_leaner_hot_path.sql")),
+    (5, "dedupe and queued messages move to the inbound log", include_str!("../../../migrations/0005_inbound_log.sql")),
+    (6, "auth profiles' cooldowns", include_str!("../../../migrations/0006_auth_profiles.sql")),
 ];
 
 /// Why the schema could not be brought up to date.

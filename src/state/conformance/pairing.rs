@@ -5,7 +5,7 @@ use std::sync::Arc;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::{Harness, conformance};
-use crate::models::profiles::{FailoverReason, ProfileHealth};
+use crate::state::health::{FailoverReason, ProfileHealth};
 use crate::routing::clock::ManualClock;
 use crate::routing::pairing::{MAX_PENDING_PER_CHANNEL, PairingError, PairingRequest, PairingStore, PendingPairing};
 

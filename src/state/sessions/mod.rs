@@ -1,14 +1,20 @@
-//! What a session is, and the store interface every backend implements.
+//! The session store: what a session is, its transcript, and the interface every backend
+//! implements (SPEC §4). The rules a backend applies inside its writes live beside it: when a
+//! session goes stale ([`reset`]) and how a transcript is kept as rows ([`transcript`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::reset::ResetReason;
-use crate::agent::{ChatMessage, Usage};
+pub use reset::ResetReason;
+use super::StorageError;
 use crate::config::{DropPolicy, QueueMode, ResetConfig};
-use crate::models::{ReasoningDisplay, ThinkingLevel};
-use crate::state::StorageError;
+use crate::types::{ChatMessage, ReasoningDisplay, ThinkingLevel, Usage};
+
+pub mod reset;
+pub(crate) mod transcript;
+
+pub use transcript::{SUMMARY_HEADER, is_summary, summary_message};
 
 /// A conversation between the agent and a chat (or a person, by `dm_scope`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,12 +125,6 @@ impl StoreError {
     /// The store could not be reached: the same call may succeed in a moment.
     pub fn is_unavailable(&self) -> bool {
         matches!(self, Self::Database(error) if error.is_unavailable())
-    }
-}
-
-impl From<rusqlite::Error> for StoreError {
-    fn from(error: rusqlite::Error) -> Self {
-        Self::Database(error.into())
     }
 }
 

@@ -14,6 +14,8 @@
 //! - `Delivery`: kind 4, `count: u32`, `count × seq: i64` (the messages a run answers), then
 //!   `body` (a string the delivery ledger writes and reads; this layer does not interpret it).
 
+pub use crate::state::inbound::{Accepted, MessageKey};
+
 /// Bytes before a frame's body: its length and checksum.
 pub const HEADER_LEN: usize = 8;
 
@@ -26,28 +28,6 @@ const ACCEPTED: u8 = 1;
 const SEEN: u8 = 2;
 const ANSWERED: u8 = 3;
 const DELIVERY: u8 = 4;
-
-/// A message's identity for dedupe (SPEC §3.4): channel + account + chat + thread + message
-/// id. Outside a thread, `thread_id` is empty (no platform uses an empty thread id).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct MessageKey<'a> {
-    pub channel: &'a str,
-    pub account_id: &'a str,
-    pub chat_id: &'a str,
-    pub thread_id: &'a str,
-    pub message_id: &'a str,
-}
-
-/// What an accepted message carries besides its identity: enough to run it after a restart.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Accepted {
-    pub session_key: String,
-    pub prompt: String,
-    /// The `InboundMessage`, as JSON (the state layer does not interpret it).
-    pub message: String,
-    /// Unix milliseconds.
-    pub enqueued_at: i64,
-}
 
 /// One decoded record, borrowing from the bytes it was read from.
 #[derive(Debug, PartialEq, Eq)]

@@ -1,4 +1,19 @@
-//! The SQLite database in the state directory: opened in WAL mode, migrated on open.
+//! The SQLite backend: the state directory's `ferry.db` (opened in WAL mode, migrated on
+//! open) and the append-only inbound log beside it, for one process that owns every session.
+//!
+//! Each store's implementation is a file here, beside its PostgreSQL twin in
+//! `state::postgres`: [`SqliteSessionStore`], [`SqlitePairing`], [`SqliteHealth`], and the
+//! inbound store on the [`InboundLog`] (`inbound.rs`). Hot-path writes go through the group
+//! commit ([`Database::write`]); lookups read on reader connections ([`Database::read`]).
+
+mod group_commit;
+mod health;
+mod inbound;
+pub mod inbound_log;
+mod legacy;
+mod migrations;
+mod pairing;
+mod sessions;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,12 +23,21 @@ use std::time::Duration;
 use chrono::Utc;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
-use super::STATE_DIR_VAR;
-use super::group_commit::{self, CommitStats, CommitTarget, WriteQueue};
-use super::inbound_log::{INBOUND_LOG_FILE_NAME, InboundLog, LogError};
-use super::legacy;
-use super::migrations::{self, MigrateError};
-use super::{InboundStore, StorageError};
+pub use group_commit::CommitStats;
+use group_commit::{CommitTarget, WriteQueue};
+pub use health::SqliteHealth;
+use inbound_log::{INBOUND_LOG_FILE_NAME, InboundLog};
+pub use migrations::MigrateError;
+pub use pairing::SqlitePairing;
+pub use sessions::SqliteSessionStore;
+
+use super::{InboundStore, StateError, StorageError, StorageErrorKind};
+
+impl From<rusqlite::Error> for StorageError {
+    fn from(error: rusqlite::Error) -> Self {
+        Self::new(StorageErrorKind::Failed, "SQLite", error)
+    }
+}
 
 /// The database file's name inside the state directory.
 pub const DATABASE_FILE_NAME: &str = "ferry.db";
@@ -26,31 +50,6 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Prepared statements kept per connection. The stores use a few dozen distinct statements;
 /// re-preparing one costs more than running it.
 const STATEMENT_CACHE_CAPACITY: usize = 64;
-
-/// Why the state could not be opened. Each says which path and what to do.
-#[derive(Debug, thiserror::Error)]
-pub enum StateError {
-    #[error("cannot determine the state directory: set {STATE_DIR_VAR}, state_dir in the config, or HOME")]
-    NoStateDir,
-    #[error("cannot create state directory {}: {source}", path.display())]
-    CreateDir { path: PathBuf, source: std::io::Error },
-    #[error("cannot open state database {}: {source}", path.display())]
-    Open { path: PathBuf, source: StorageError },
-    #[error(
-        "state database {} was written by a newer Ferry (schema version {found}, this build knows up to {known}); \
-         upgrade ferry or point {STATE_DIR_VAR} at another directory",
-        path.display()
-    )]
-    NewerSchema { path: PathBuf, found: i64, known: i64 },
-    #[error("cannot migrate state database {}: {source}", path.display())]
-    Migrate { path: PathBuf, source: MigrateError },
-    #[error("state database {} failed a query: {source}", path.display())]
-    Query { path: PathBuf, source: StorageError },
-    #[error(transparent)]
-    Postgres(#[from] super::postgres::PgOpenError),
-    #[error("cannot open the inbound log: {0}")]
-    InboundLog(#[from] LogError),
-}
 
 /// A handle on the state directory: `ferry.db` and the inbound log beside it. Cheap to
 /// clone; all clones share one connection and one log.

@@ -3,9 +3,21 @@
 //! model. The SQLite and PostgreSQL stores share this, so the two read and write the same
 //! rows.
 
-use super::compaction::summary_message;
-use super::store::{CompactionEntry, SessionOverrides, StoreError};
-use crate::agent::ChatMessage;
+use super::{CompactionEntry, SessionOverrides, StoreError};
+use crate::types::ChatMessage;
+
+/// How the summary is marked in the context, so the model knows what it is.
+pub const SUMMARY_HEADER: &str = "[Summary of the earlier conversation, compacted to fit the model's context]";
+
+/// Whether `message` is a compaction summary.
+pub fn is_summary(message: &ChatMessage) -> bool {
+    matches!(message, ChatMessage::User { text, .. } if text.starts_with(SUMMARY_HEADER))
+}
+
+/// The summary as the model sees it in the context.
+pub fn summary_message(summary: &str) -> ChatMessage {
+    ChatMessage::user(format!("{SUMMARY_HEADER}\n\n{summary}"))
+}
 
 /// A fresh session id.
 pub(crate) fn new_session_id() -> String {

@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::oneshot;
 
 pub use file::{MIN_COMPACT_LEN, SYNC_INTERVAL, SYNC_THREAD};
-pub use frame::{Accepted, MessageKey};
+pub use crate::state::inbound::{Accepted, LoggedDelivery, LoggedMessage, MessageKey, SeenKey, Unanswered};
 
 use file::LogFile;
 use index::{Fingerprint, Fingerprinter, PassThrough, SeenIndex};
@@ -75,38 +75,6 @@ impl LogError {
             Self::Abandoned => Self::Abandoned,
         }
     }
-}
-
-/// An accepted message still waiting for its answer, as read back from the log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoggedMessage {
-    pub seq: i64,
-    pub entry: Accepted,
-}
-
-/// A delivery ledger record, as read back from the log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoggedDelivery {
-    /// The accepted messages whose reply it is about.
-    pub seqs: Vec<i64>,
-    pub body: String,
-}
-
-/// A message key, owned: channel, account, chat, thread (`""` outside one) and message id.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct SeenKey(pub [String; 5]);
-
-impl From<&MessageKey<'_>> for SeenKey {
-    fn from(key: &MessageKey<'_>) -> Self {
-        Self([key.channel, key.account_id, key.chat_id, key.thread_id, key.message_id].map(str::to_owned))
-    }
-}
-
-/// See [`InboundLog::unanswered`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Unanswered {
-    pub messages: Vec<LoggedMessage>,
-    pub deliveries: Vec<LoggedDelivery>,
 }
 
 /// How well appends were grouped, for benchmarks.

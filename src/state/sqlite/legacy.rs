@@ -9,7 +9,8 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::inbound_log::{Accepted, InboundLog, LogError, MessageKey};
+use super::inbound_log::{InboundLog, LogError};
+use crate::state::inbound::{Accepted, MessageKey};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CarryOverError {
@@ -111,10 +112,10 @@ mod tests {
     fn old_state(dir: &std::path::Path) {
         let connection = rusqlite::Connection::open(dir.join(crate::state::DATABASE_FILE_NAME)).unwrap();
         for sql in [
-            include_str!("../../migrations/0001_state_meta.sql"),
-            include_str!("../../migrations/0002_routing.sql"),
-            include_str!("../../migrations/0003_sessions.sql"),
-            include_str!("../../migrations/0004_leaner_hot_path.sql"),
+            include_str!("../../../migrations/0001_state_meta.sql"),
+            include_str!("../../../migrations/0002_routing.sql"),
+            include_str!("../../../migrations/0003_sessions.sql"),
+            include_str!("../../../migrations/0004_leaner_hot_path.sql"),
         ] {
             connection.execute_batch(sql).unwrap();
         }
