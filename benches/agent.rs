@@ -11,7 +11,6 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use futures::StreamExt;
 use serde_json::json;
 
-use ferry::types::conversation::{ChatMessage, Usage};
 use ferry::agent::providers::openai::ChunkDecoder;
 use ferry::agent::providers::{
     ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, ResolvedModel, RetryPolicy, StopReason,
@@ -20,6 +19,7 @@ use ferry::agent::providers::{
 use ferry::agent::tools::{RecentSessions, ToolContext, ToolError, ToolOutput, ToolRegistry, TypedTool};
 use ferry::agent::{AgentRunner, EventBus, RunRequest, RunSettings, RunnerParts};
 use ferry::channels::ChannelRegistry;
+use ferry::types::conversation::{ChatMessage, Usage};
 
 /// An OpenAI-compatible stream of about `target` bytes: realistic chunks of a few words
 /// each, the finish chunk, the usage chunk and `[DONE]`.

@@ -24,8 +24,9 @@ use anyhow::{Context, Result, ensure};
 use fantoccini::{Client, Locator};
 use ferry::agent::{ChatMessage, Usage};
 use ferry::config::ResetConfig;
-use ferry::session::{SessionStore, SqliteSessionStore};
+use ferry::session::SessionStore;
 use ferry::state::Database;
+use ferry::state::sqlite::SqliteSessionStore;
 use ferry_fakes::{FakeOpenAi, Reply, ToolCall, Turn};
 use harness::{
     PAGE_BOUND, World, banner_shown, client_id, final_answer_containing, hero_shown, page_text, poll, screenshot, send,

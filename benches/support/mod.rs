@@ -12,7 +12,6 @@ use futures::StreamExt;
 
 use std::sync::Arc;
 
-use ferry::types::conversation::Usage;
 use ferry::agent::providers::{
     ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, ResolvedModel, RetryPolicy, StopReason,
 };
@@ -23,6 +22,7 @@ use ferry::channel::{
     InboundStream, OutboundMessage, Sender, SentMessage,
 };
 use ferry::channels::ChannelRegistry;
+use ferry::types::conversation::Usage;
 
 /// A channel that delivers injected messages and counts what is sent, keeping nothing:
 /// the memory figure then shows Ferry's own per-session cost, not a test channel's log.

@@ -10,8 +10,8 @@
 
 use async_trait::async_trait;
 
-use crate::types::conversation::{ChatMessage, Usage};
 use super::providers::{ProviderError, ResolvedModel};
+use crate::types::conversation::{ChatMessage, Usage};
 
 /// Compact-and-retry rounds one run may do after context-overflow errors; one more overflow
 /// fails the run (SPEC §6.9).

@@ -14,9 +14,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::sync::{broadcast, mpsc};
 
-use crate::types::conversation::ImagePart;
 use crate::media::FileInfo;
 use crate::models::{ModelUsed, ReasoningDisplay};
+use crate::types::conversation::ImagePart;
 
 /// How many events the bus buffers for a slow observer before it starts losing the oldest.
 pub const BUS_CAPACITY: usize = 4096;

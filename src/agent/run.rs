@@ -24,7 +24,6 @@ use tracing::Instrument;
 
 use self::images::load_recent_images;
 use super::compaction::Compactor;
-use crate::types::conversation::{ChatMessage, MediaRef, ToolCall, Usage, answer_open_tool_calls};
 use super::events::{
     AgentEvent, AssistantEvent, EventBus, LifecycleEvent, RunEvents, ToolEvent, tool_result_for_event,
 };
@@ -42,6 +41,7 @@ use crate::metrics::{ModelCall, RunEnd, metrics};
 use crate::models::{Attempt, Candidate, FailoverReason, ModelRouter, ModelUsed, ReasoningDisplay, ThinkingLevel};
 use crate::reply::media_lines;
 use crate::reply::outbound::Schedulers;
+use crate::types::conversation::{ChatMessage, MediaRef, ToolCall, Usage, answer_open_tool_calls};
 use ferry_channel::Attachment;
 
 /// What a tool call gets when a queued user message arrived before it started (steering).

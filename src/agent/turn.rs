@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::types::conversation::{ThinkingBlock, ToolCall, Usage};
 use super::events::{AssistantEvent, RunEvents};
 use super::inline_reasoning::{InlineReasoning, Piece};
 use super::providers::{ModelEvent, StopReason};
+use crate::types::conversation::{ThinkingBlock, ToolCall, Usage};
 
 /// A finished assistant message.
 #[derive(Debug, Clone, PartialEq)]

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use super::human_delay::HumanDelay;
 use super::model_choice::ModelSetting;
-use crate::types::ThinkingLevel;
 use super::tool_lists::{ToolLists, ToolProfile};
+use crate::types::ThinkingLevel;
 
 /// The agent of a configuration without `[agents.list]`, and the one a list falls back to.
 pub const MAIN_AGENT: &str = "main";

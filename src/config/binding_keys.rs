@@ -18,7 +18,8 @@ pub enum BindingTier {
     Peer = 4,
 }
 
-pub const TIERS_MOST_SPECIFIC_FIRST: [BindingTier; 5] = [BindingTier::Peer, BindingTier::Thread, BindingTier::Space, BindingTier::Account, BindingTier::Channel];
+pub const TIERS_MOST_SPECIFIC_FIRST: [BindingTier; 5] =
+    [BindingTier::Peer, BindingTier::Thread, BindingTier::Space, BindingTier::Account, BindingTier::Channel];
 
 /// A binding's keys, lowercased.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

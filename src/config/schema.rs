@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use super::Secret;
 pub use super::agents_schema::{
-    AgentSettings, AgentToolsConfig, AgentsConfig, BindingConfig, BindingMatch, BlockStreamingBreak, BlockStreamingChunk,
-    BlockStreamingCoalesce, BreakPreference, CompactionConfig, ResolvedAgent, SessionsVisibility,
+    AgentSettings, AgentToolsConfig, AgentsConfig, BindingConfig, BindingMatch, BlockStreamingBreak,
+    BlockStreamingChunk, BlockStreamingCoalesce, BreakPreference, CompactionConfig, ResolvedAgent, SessionsVisibility,
 };
 pub use super::channels_schema::{
     ChannelsConfig, DEFAULT_HISTORY_LIMIT, DiscordConfig, DmPolicy, GroupConfig, GroupPolicy, GuildConfig, SlackConfig,
@@ -22,8 +22,8 @@ pub use super::channels_schema::{
 pub use super::mcp_schema::{McpConfig, McpServerConfig};
 pub use super::media_schema::{MediaConfig, TranscriptionConfig};
 pub use super::state_schema::{DATABASE_URL_VAR, StateBackendKind, StateConfig};
-pub use super::tools_schema::{ExecAsk, ExecConfig, SandboxConfig, SandboxMode, SandboxScope};
 pub use super::tool_lists::{ToolLists, ToolProfile};
+pub use super::tools_schema::{ExecAsk, ExecConfig, SandboxConfig, SandboxMode, SandboxScope};
 pub use crate::types::ThinkingLevel;
 
 /// The whole configuration.

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::path::Path;
 
+use super::agents_schema::{ID_RULE, MAIN_AGENT, valid_id};
 use super::error::{Violation, one_line};
 use super::human_delay::HumanDelay;
 use super::model_choice::ModelSetting;
@@ -13,7 +14,6 @@ use super::schema::{
     ProviderConfig, QueueConfig, ResetMode, SessionConfig, SlackConfig, SlackMode, TelegramConfig, TelegramMode,
     ToolLists, WebSearchProvider, WebToolsConfig,
 };
-use super::agents_schema::{ID_RULE, MAIN_AGENT, valid_id};
 use super::{Accounts, BindingMatch, Secret, ranges};
 
 /// Channel names the core knows; `messages.queue.by_channel` keys must be one of these.

@@ -11,7 +11,6 @@ use tokio::sync::mpsc;
 use super::models::chosen_model;
 use super::overrides::OverridesCache;
 use super::recovered::{self, Settled, delete_orphan};
-use crate::types::conversation::MediaRef;
 use crate::agent::tools::{AgentToolPolicies, Origin};
 use crate::agent::{Agents, RunRequest, RunStatus};
 use crate::channels::ChannelRegistry;
@@ -28,6 +27,7 @@ use crate::reply::turn::{BlockStyle, ReplyTurn, TurnStyle};
 use crate::reply::typing::Typing;
 use crate::session::{SessionStore, run_in_session};
 use crate::state::leases::LeaseStore;
+use crate::types::conversation::MediaRef;
 
 /// Told to the user when their conversation cannot be loaded or saved.
 const STORE_TROUBLE: &str =

@@ -27,9 +27,9 @@ use super::{
     FetchError, ImageError, MediaStore, MediaStoreError, StoredMedia, fetch, human_size as megabytes, prepare_image,
     sniff,
 };
-use crate::types::conversation::{ImagePart, MediaRef};
 use crate::agent::tools::web::WebFetch;
 use crate::config::{Environment, MediaConfig};
+use crate::types::conversation::{ImagePart, MediaRef};
 
 /// How long extracting one PDF's text may take before it becomes a note.
 const PDF_DEADLINE: Duration = Duration::from_secs(20);

@@ -15,8 +15,8 @@ pub mod catalog;
 pub mod profiles;
 pub mod router;
 
-pub use catalog::{Candidate, ModelCatalog};
 pub use crate::types::{ReasoningDisplay, ThinkingLevel};
+pub use catalog::{Candidate, ModelCatalog};
 pub use profiles::FailoverReason;
 pub use router::{Attempt, ModelRouter, Route};
 

@@ -45,8 +45,8 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, Utc};
 pub use crate::state::health::{FailoverReason, ProfileHealth};
+use chrono::{DateTime, TimeDelta, Utc};
 
 /// First wait of the exponential backoff for rate limits, overload and timeouts (issue 20).
 pub const BACKOFF_FIRST: Duration = Duration::from_secs(60);
@@ -65,7 +65,6 @@ pub const BILLING_CAP: Duration = Duration::from_secs(24 * 60 * 60);
 /// The longest `retry-after` that is honoured (issue 20): a garbage header must not disable
 /// a key for ever.
 pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(24 * 60 * 60);
-
 
 /// Whether a profile may be tried now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -350,6 +349,7 @@ mod tests {
 
     use chrono::TimeZone;
     use proptest::prelude::*;
+    use serde::Deserialize;
     use serde::de::IntoDeserializer;
     use serde::de::value::{Error as ValueError, StrDeserializer};
 

@@ -15,10 +15,10 @@ use chrono::{DateTime, Utc};
 
 use super::ModelUsed;
 use super::catalog::{Candidate, ModelCatalog, Profile};
-use crate::state::health::HealthStore;
 use super::profiles::{Availability, FailoverReason, ProfileBook, ProfileHealth};
 use crate::agent::providers::{ProviderError, ResolvedModel};
 use crate::metrics::{ModelMetrics, metrics};
+use crate::state::health::HealthStore;
 
 /// Sessions whose last answering profile is remembered; past this the memory starts over
 /// (stickiness is an optimisation: losing it costs one cold prompt cache).

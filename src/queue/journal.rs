@@ -162,7 +162,7 @@ mod tests {
     use super::*;
     use crate::state::flaky::FlakyInbound;
     use crate::state::inbound::{Accepted, MessageKey};
-use crate::state::sqlite::inbound_log::InboundLog;
+    use crate::state::sqlite::inbound_log::InboundLog;
 
     /// Messages answered while the store restarts are marked once it is back, so they do not
     /// run again.

@@ -17,9 +17,9 @@ use std::sync::Arc;
 
 use ferry_channel::{ChatKind, InboundMessage};
 
-use crate::config::binding_keys::{BindingKeys, BindingTier, TIERS_MOST_SPECIFIC_FIRST, check_bindings};
-pub use crate::config::binding_keys::BindingConflict;
 use crate::config::BindingConfig;
+pub use crate::config::binding_keys::BindingConflict;
+use crate::config::binding_keys::{BindingKeys, BindingTier, TIERS_MOST_SPECIFIC_FIRST, check_bindings};
 
 /// A message's values for each key, lowercased.
 struct Subject<'a> {

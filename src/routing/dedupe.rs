@@ -123,6 +123,8 @@ mod tests {
     use ferry_channel::{ChatKind, ChatRef, Sender};
 
     use super::*;
+    use chrono::TimeDelta;
+
     use crate::routing::clock::ManualClock;
     use crate::state::Database;
 

@@ -26,8 +26,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use super::clock::Clock;
 pub use crate::state::pairing::{
-    ApprovedSender, CODE_ALPHABET, CODE_LENGTH, MAX_PENDING_PER_CHANNEL, PairingBackend, PairingError,
-    PairingRequest, PendingPairing, generate_code, query,
+    ApprovedSender, CODE_ALPHABET, CODE_LENGTH, MAX_PENDING_PER_CHANNEL, PairingBackend, PairingError, PairingRequest,
+    PendingPairing, generate_code, query,
 };
 
 /// How long a code can be approved after it was issued (SPEC §3.2: 1 h).

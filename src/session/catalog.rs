@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::state::sessions::{Session, SessionStore, StoreError};
 use crate::agent::tools::{SessionCatalog, SessionSummary};
 use crate::config::SessionsVisibility;
+use crate::state::sessions::{Session, SessionStore, StoreError};
 
 /// The catalog an agent's `sessions_list` reads under `sessions_visibility`: every agent's
 /// sessions, or only its own.
@@ -62,4 +62,43 @@ fn summaries(listed: Result<Vec<Session>, StoreError>) -> Vec<SessionSummary> {
             Vec::new()
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+
+    use super::*;
+    use crate::config::{ResetConfig, ResetMode};
+    use crate::state::conformance::{Harness, conformance};
+
+    const DAILY: ResetConfig = ResetConfig { mode: ResetMode::Daily, at_hour: 4, idle_minutes: 0 };
+
+    async fn an_agents_catalog_lists_only_its_own_sessions(harness: &Harness) {
+        let store = &harness.stores.sessions;
+        let keys = [
+            "agent:main:main",
+            "agent:helper:main",
+            "agent:helper:slack:channel:c1",
+            "agent:help:main",
+            "agent:helper_x:main",
+        ];
+        for (offset, key) in keys.iter().enumerate() {
+            let at = Utc::now() + chrono::Duration::seconds(offset as i64);
+            store.resolve(key, at, &DAILY).await.unwrap();
+        }
+        let shared = store.clone();
+        let helper: Vec<String> = catalog_for(shared.clone(), "helper", SessionsVisibility::Agent)
+            .list(10)
+            .await
+            .into_iter()
+            .map(|summary| summary.key)
+            .collect();
+        assert_eq!(helper, ["agent:helper:slack:channel:c1", "agent:helper:main"], "not help's, not helper_x's");
+        assert_eq!(store.list_of_agent("helper", 1).await.unwrap().len(), 1, "the limit holds");
+        let every = catalog_for(shared, "helper", SessionsVisibility::All).list(10).await;
+        assert_eq!(every.len(), keys.len(), "the whole store sees every agent's");
+    }
+
+    conformance!(an_agents_catalog_lists_only_its_own_sessions);
 }

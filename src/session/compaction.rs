@@ -23,11 +23,11 @@
 use async_trait::async_trait;
 use futures::StreamExt;
 
-pub use crate::state::sessions::{SUMMARY_HEADER, is_summary, summary_message};
-use crate::state::sessions::{CompactionEntry, SessionStore};
 use crate::agent::compaction::{CompactRequest, Compacted, CompactionError, Compactor, ContextBudget, ReportedContext};
 use crate::agent::providers::{ModelEvent, ModelRequest, ProviderError, ResolvedModel};
 use crate::agent::{ChatMessage, Usage};
+use crate::state::sessions::{CompactionEntry, SessionStore};
+pub use crate::state::sessions::{SUMMARY_HEADER, is_summary, summary_message};
 
 /// The estimate when the provider did not count: about four characters per token for
 /// English text with common tokenizers (OpenAI's rule of thumb).

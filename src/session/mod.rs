@@ -12,10 +12,10 @@ mod catalog;
 pub mod compaction;
 mod run;
 
-pub use catalog::catalog_for;
-pub use run::run_in_session;
 pub use crate::state::sessions::reset::{self, ResetReason};
 pub use crate::state::sessions::{
     CompactionEntry, OpenedRun, Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptEntry,
     TranscriptSaved,
 };
+pub use catalog::catalog_for;
+pub use run::run_in_session;

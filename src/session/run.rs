@@ -5,10 +5,10 @@ use chrono::Utc;
 use tokio::sync::mpsc;
 
 use super::compaction::SessionCompactor;
-use crate::state::sessions::{OpenedRun, SessionStore, StoreError, TranscriptSaved};
 use crate::agent::{AgentEvent, AgentRunner, ChatMessage, RunOutcome, RunRequest, Usage};
 use crate::config::ResetConfig;
 use crate::state::outage::through_outages;
+use crate::state::sessions::{OpenedRun, SessionStore, StoreError, TranscriptSaved};
 
 /// Runs `request` in the session named by its `session_key`, whose history it continues;
 /// `events` receives the run's events in order. The store is written twice: once to open

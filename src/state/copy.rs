@@ -17,10 +17,10 @@ use chrono::Utc;
 use deadpool_postgres::Transaction;
 use tokio_postgres::types::ToSql;
 
+use super::StorageError;
 use super::inbound::{Accepted, DEDUPE_WINDOW, SeenKey};
 use super::postgres::{PgBackend, pg_error};
 use super::sqlite::Database;
-use super::StorageError;
 
 /// The tables a copy writes, in the order it fills them.
 const TABLES: [&str; 8] = [

@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use async_trait::async_trait;
 
+use super::{InboundStore, StorageError, StorageErrorKind};
 use crate::state::inbound::{Accepted, MessageKey, Unanswered};
 use crate::state::sqlite::inbound_log::InboundLog;
-use super::{InboundStore, StorageError, StorageErrorKind};
 
 /// [`InboundLog`] behind an outage: the next `failures` calls of `answered` and
 /// `record_delivery` fail with [`StorageErrorKind::Unavailable`]; everything else, and every

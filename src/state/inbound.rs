@@ -123,4 +123,3 @@ pub trait InboundStore: Send + Sync + Debug {
     /// accepted before now.
     async fn next_id(&self) -> Result<i64, StorageError>;
 }
-

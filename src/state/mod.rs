@@ -34,7 +34,7 @@
 //! passing loss of the database.
 
 #[cfg(test)]
-mod conformance;
+pub(crate) mod conformance;
 pub mod copy;
 mod error;
 #[cfg(test)]

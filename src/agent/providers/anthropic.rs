@@ -11,8 +11,8 @@ use super::{
     ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, StopReason, text_with_image_notes,
     user_content,
 };
-use crate::types::conversation::{ChatMessage, ImagePart, MediaRef, ThinkingBlock, Usage};
 use crate::config::Secret;
+use crate::types::conversation::{ChatMessage, ImagePart, MediaRef, ThinkingBlock, Usage};
 
 /// Anthropic's public endpoint, used when a provider sets no `base_url`.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";

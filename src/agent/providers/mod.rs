@@ -29,8 +29,8 @@ pub use resolve::{ResolveError, ResolvedModel, resolve_model};
 pub use retry::RetryPolicy;
 pub use sse::{SseEvent, StreamDecoder, decode_stream, sse_events};
 
-use crate::types::conversation::{ChatMessage, ImagePart, MediaRef, ThinkingBlock, Usage};
 use crate::models::ThinkingLevel;
+use crate::types::conversation::{ChatMessage, ImagePart, MediaRef, ThinkingBlock, Usage};
 
 /// The context window assumed for an OpenAI-compatible model of unknown size: what current
 /// OpenAI models offer (128k tokens). A smaller local model needs `context_window` set, or it

@@ -14,8 +14,8 @@ use super::{
     ModelEvent, ModelProvider, ModelRequest, ModelStream, ProviderError, StopReason, text_with_image_notes,
     user_content,
 };
-use crate::types::conversation::{ChatMessage, ImagePart, MediaRef, Usage};
 use crate::config::Secret;
+use crate::types::conversation::{ChatMessage, ImagePart, MediaRef, Usage};
 
 /// OpenAI's public endpoint, used when a provider sets no `base_url`.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -326,8 +326,8 @@ fn stream_error(error: &Value) -> ProviderError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::conversation::ToolCall;
     use crate::agent::providers::ToolSpec;
+    use crate::types::conversation::ToolCall;
 
     fn decode_all(lines: &[&str]) -> Result<Vec<ModelEvent>, ProviderError> {
         let mut decoder = ChunkDecoder::default();

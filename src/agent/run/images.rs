@@ -4,8 +4,8 @@
 
 use ferry_channel::AttachmentKind;
 
-use crate::types::conversation::ChatMessage;
 use crate::media::Media;
+use crate::types::conversation::ChatMessage;
 
 /// Loads the images of the last `turns` user messages that carry any, newest first, and
 /// unloads older ones: a conversation's cost in images is bounded however long it gets. The
@@ -45,8 +45,8 @@ mod tests {
     use image::{ImageFormat, RgbImage};
 
     use super::*;
-    use crate::types::conversation::MediaRef;
     use crate::config::MediaConfig;
+    use crate::types::conversation::MediaRef;
 
     async fn photo(media: &Arc<Media>, shade: u8) -> MediaRef {
         let mut bytes = Cursor::new(Vec::new());

@@ -38,10 +38,10 @@ pub use sessions_list::{RecentSessions, SessionCatalog, SessionSummary, Sessions
 pub use skill_read::SkillRead;
 pub use source::ToolSource;
 
-use crate::types::conversation::{ImagePart, ToolCall};
 use super::providers::ToolSpec;
 use super::skills::SkillsSnapshot;
 use crate::channels::ChannelRegistry;
+use crate::types::conversation::{ImagePart, ToolCall};
 use ferry_channel::Target;
 
 /// How the result of a tool call a hook blocked begins.

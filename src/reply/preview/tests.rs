@@ -135,7 +135,7 @@ async fn a_reply_an_earlier_process_began_adopts_the_preview_it_sent_and_an_adop
 
     use crate::reply::ledger::DeliveryLedger;
     use crate::state::inbound::{Accepted, MessageKey};
-use crate::state::sqlite::inbound_log::InboundLog;
+    use crate::state::sqlite::inbound_log::InboundLog;
 
     let dir = tempfile::tempdir().unwrap();
     let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();

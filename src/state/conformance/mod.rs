@@ -1,13 +1,16 @@
 //! The state backends' conformance suite: every test here runs on SQLite and on PostgreSQL,
-//! through the same interfaces the rest of Ferry uses ([`Stores`]).
+//! through the same interfaces the rest of Ferry uses ([`Stores`]). One file per store
+//! (`sessions`, `inbound`, `pairing`, `health`). Code above `state` that wants its own tests
+//! to run on both backends (a session catalog, say) uses [`Harness`] and `conformance!` too.
 //!
 //! `conformance!(name, …)` turns each `async fn name(harness: &Harness)` of a submodule into
 //! two tests, `sqlite::name` and `postgres::name`. The PostgreSQL one takes a fresh database
 //! from `tests/postgres/setup`'s server and skips without one (unless
 //! `FERRY_REQUIRE_POSTGRES=1`, as in CI).
 
+mod health;
 mod inbound;
-mod pairing_health;
+mod pairing;
 mod sessions;
 
 use ferry_fakes::TestDatabase;
@@ -15,7 +18,7 @@ use tempfile::TempDir;
 
 use super::Stores;
 use super::postgres::PgBackend;
-use crate::state::Database;
+use super::sqlite::Database;
 
 /// One backend's stores, and what reopening them needs.
 pub struct Harness {
@@ -81,4 +84,4 @@ macro_rules! conformance {
         }
     };
 }
-use conformance;
+pub(crate) use conformance;

@@ -3,10 +3,11 @@
 use chrono::{DateTime, Local, TimeZone, Utc};
 
 use super::{Harness, conformance};
-use crate::agent::{ChatMessage, Usage};
-use crate::config::{ResetConfig, ResetMode, SessionsVisibility};
-use crate::session::compaction::summary_message;
-use crate::session::{CompactionEntry, ResetReason, SessionOverrides, StoreError, TranscriptSaved, catalog_for};
+use crate::config::{ResetConfig, ResetMode};
+use crate::state::sessions::{
+    CompactionEntry, ResetReason, SessionOverrides, StoreError, TranscriptSaved, summary_message,
+};
+use crate::types::{ChatMessage, Usage};
 
 fn local(hour: u32, minute: u32, day: u32) -> DateTime<Utc> {
     Local.with_ymd_and_hms(2026, 11, day, hour, minute, 0).earliest().unwrap().with_timezone(&Utc)
@@ -144,32 +145,6 @@ async fn usage_overrides_and_listing_persist(harness: &Harness) {
     assert_eq!(store.reset("a", Utc::now()).await.unwrap().session.overrides, overrides);
 }
 
-async fn an_agents_catalog_lists_only_its_own_sessions(harness: &Harness) {
-    let store = &harness.stores.sessions;
-    let keys = [
-        "agent:main:main",
-        "agent:helper:main",
-        "agent:helper:slack:channel:c1",
-        "agent:help:main",
-        "agent:helper_x:main",
-    ];
-    for (offset, key) in keys.iter().enumerate() {
-        let at = Utc::now() + chrono::Duration::seconds(offset as i64);
-        store.resolve(key, at, &DAILY).await.unwrap();
-    }
-    let shared = store.clone();
-    let helper: Vec<String> = catalog_for(shared.clone(), "helper", SessionsVisibility::Agent)
-        .list(10)
-        .await
-        .into_iter()
-        .map(|summary| summary.key)
-        .collect();
-    assert_eq!(helper, ["agent:helper:slack:channel:c1", "agent:helper:main"], "not help's, not helper_x's");
-    assert_eq!(store.list_of_agent("helper", 1).await.unwrap().len(), 1, "the limit holds");
-    let every = catalog_for(shared, "helper", SessionsVisibility::All).list(10).await;
-    assert_eq!(every.len(), keys.len(), "the whole store sees every agent's");
-}
-
 conformance!(
     the_daily_reset_at_04_00_starts_a_new_session_lazily,
     open_and_close_run_do_resolve_fence_append_and_usage_in_one_write_each,
@@ -178,5 +153,4 @@ conformance!(
     a_superseded_run_cannot_append,
     work_that_must_not_take_a_session_from_a_run_waits_for_it_to_finish,
     usage_overrides_and_listing_persist,
-    an_agents_catalog_lists_only_its_own_sessions,
 );

@@ -9,11 +9,11 @@ use std::time::Duration;
 use chrono::Utc;
 
 use super::PgBackend;
-use crate::agent::{ChatMessage, Usage};
 use crate::config::ResetConfig;
 use crate::state::Stores;
 use crate::state::inbound::{Accepted, MessageKey};
 use crate::state::leases::{Hold, LeaseTiming};
+use crate::types::{ChatMessage, Usage};
 
 /// Short leases, so a lapse takes a second or two.
 const TIMING: LeaseTiming = LeaseTiming { lease: Duration::from_millis(1500), renew: Duration::from_millis(500) };

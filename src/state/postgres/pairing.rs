@@ -7,11 +7,11 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 
 use super::{PgBackend, pg_error};
+use crate::state::StorageError;
 use crate::state::pairing::{
     ApprovedSender, CODE_ATTEMPTS, MAX_PENDING_PER_CHANNEL, PairingBackend, PairingError, PairingRequest,
     PendingPairing, generate_code, query,
 };
-use crate::state::StorageError;
 
 /// [`PairingBackend`] on PostgreSQL.
 #[derive(Debug, Clone)]

@@ -10,7 +10,6 @@ use tokio_postgres::types::ToSql;
 
 use super::leases::check_fence;
 use super::{PgBackend, pg_error};
-use crate::types::{ChatMessage, Usage};
 use crate::config::ResetConfig;
 use crate::state::sessions::reset::{ResetReason, staleness};
 use crate::state::sessions::transcript::{
@@ -21,6 +20,7 @@ use crate::state::sessions::{
     CompactionEntry, OpenedRun, Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptEntry,
     TranscriptSaved,
 };
+use crate::types::{ChatMessage, Usage};
 
 /// [`SessionStore`] on PostgreSQL. Daily resets are judged in the gateway's local time zone.
 #[derive(Debug, Clone)]

@@ -6,10 +6,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-pub use reset::ResetReason;
 use super::StorageError;
 use crate::config::{DropPolicy, QueueMode, ResetConfig};
 use crate::types::{ChatMessage, ReasoningDisplay, ThinkingLevel, Usage};
+pub use reset::ResetReason;
 
 pub mod reset;
 pub(crate) mod transcript;

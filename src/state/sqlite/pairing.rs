@@ -5,12 +5,12 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+use super::Database;
+use crate::state::StorageError;
 use crate::state::pairing::{
     ApprovedSender, CODE_ATTEMPTS, MAX_PENDING_PER_CHANNEL, PairingBackend, PairingError, PairingRequest,
     PendingPairing, generate_code,
 };
-use super::Database;
-use crate::state::StorageError;
 
 /// [`PairingBackend`] on the SQLite state database.
 #[derive(Debug, Clone)]

@@ -5,17 +5,17 @@ use chrono::{DateTime, Local, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Database;
+use crate::config::ResetConfig;
 use crate::state::sessions::reset::{ResetReason, staleness};
-use crate::state::sessions::{
-    CompactionEntry, OpenedRun, Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptEntry,
-    TranscriptSaved,
-};
 use crate::state::sessions::transcript::{
     COMPACTION_ROLE, Row, compaction_content, context_entries, decode_overrides, decode_transcript, encode_entries,
     new_session_id, overridden,
 };
+use crate::state::sessions::{
+    CompactionEntry, OpenedRun, Resolved, Session, SessionOverrides, SessionStore, StoreError, TranscriptEntry,
+    TranscriptSaved,
+};
 use crate::types::{ChatMessage, Usage};
-use crate::config::ResetConfig;
 
 impl From<rusqlite::Error> for StoreError {
     fn from(error: rusqlite::Error) -> Self {

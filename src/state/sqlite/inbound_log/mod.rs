@@ -35,8 +35,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::oneshot;
 
-pub use file::{MIN_COMPACT_LEN, SYNC_INTERVAL, SYNC_THREAD};
 pub use crate::state::inbound::{Accepted, LoggedDelivery, LoggedMessage, MessageKey, SeenKey, Unanswered};
+pub use file::{MIN_COMPACT_LEN, SYNC_INTERVAL, SYNC_THREAD};
 
 use file::LogFile;
 use index::{Fingerprint, Fingerprinter, PassThrough, SeenIndex};
