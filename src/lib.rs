@@ -1,18 +1,30 @@
 //! Ferry: run AI agents in the chat apps people already use.
 //!
-//! A message travels one way through the core:
+//! The modules in the order a message meets them:
 //!
-//! 1. an adapter (a [`ferry_channel::Channel`]) receives it and normalizes it;
-//! 2. `routing` decides whether it may run and which session it belongs to;
-//! 3. `queue` decides when it runs (per-session lanes, queue modes);
-//! 4. `agent` runs the model and its tools;
-//! 5. `reply` shapes the streamed output and sends it back through the adapter.
+//! 1. an adapter (a [`ferry_channel::Channel`], in its own crate) receives it and normalizes
+//!    it; [`channels`] knows which adapters run and how healthy each is;
+//! 2. [`dispatch`] drives it through the stages below, one chat's messages in order;
+//! 3. [`routing`] decides whether it may run (access, pairing, mentions), which agent answers
+//!    and which session it belongs to, and drops a redelivery;
+//! 4. [`control`] answers chat commands (`/stop`, `/new`, `/model`…) at once, before any queue;
+//! 5. [`queue`] decides when it runs: per-session lanes and the five queue modes;
+//! 6. [`session`] continues the session's conversation and keeps it within the model's window;
+//! 7. [`agent`] runs the model and its tools, with [`models`] choosing which model and which
+//!    credentials answer, [`mcp`] adding MCP servers' tools, [`sandbox`] confining the tools
+//!    that touch the host, and [`media`] making files ready for the model;
+//! 8. [`reply`] shapes the streamed output and sends it back through the adapter, exactly
+//!    once ([`reply::ledger`]);
+//! 9. [`gateway`] is the daemon's front door: the WebSocket RPC, `/healthz`, `/metrics` and
+//!    the web chat, itself a channel.
 //!
-//! Around them: [`config`] (the operator's settings, typed and validated), [`state`] (the
-//! state directory and its SQLite database), [`logging`], [`metrics`] (what `/metrics`
-//! exports), [`dispatch`] (which drives a message through the stages), [`gateway`] (the
-//! WebSocket RPC, HTTP endpoints and the web chat channel) and [`media`] (images made ready
-//! for a model: decoded under limits, downscaled, re-encoded).
+//! [`hooks`] let plugins watch or change the path at fixed points along it.
+//!
+//! Under all of them, importing nothing above themselves: [`state`] (the state directory
+//! and every store, on SQLite or PostgreSQL: `CONTRIBUTING.md` says how to add one),
+//! [`config`] (the operator's settings, typed and validated), [`types`] (value types several
+//! floors share: the conversation, thinking levels), [`metrics`] (what `/metrics` exports)
+//! and [`logging`]. `tests/architecture` holds the house to that.
 
 pub mod agent;
 pub mod channels;

@@ -11,7 +11,7 @@ use tokio::sync::Semaphore;
 use tokio::time::{Duration, interval_at};
 
 use super::GatewayState;
-use super::hub::ConnectionId;
+use super::hub::Client;
 use super::outbox::{Delivery, Outbox};
 use super::protocol::{self, EVENTS, ErrorCode, METHODS, Outgoing, PROTOCOL_VERSION, RpcError};
 
@@ -23,16 +23,6 @@ pub const TICK_INTERVAL: Duration = Duration::from_secs(30);
 const MAX_CLIENT_ID: usize = 128;
 /// Requests one connection may have unanswered at once (each `agent.wait` holds one).
 pub const MAX_IN_FLIGHT: usize = 256;
-
-/// Who is on the other end, once the handshake passed.
-#[derive(Debug, Clone)]
-pub struct Client {
-    pub connection: ConnectionId,
-    /// The client's stable id; its web chat messages come from, and go to, this chat.
-    pub id: String,
-    /// Where `chat.*` calls without a `sessionKey` go.
-    pub session_key: String,
-}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -30,6 +30,17 @@ use crate::reply::chat_events::{ChatEvent, ChatEvents, ChatState, ChatText};
 /// A connection's id within the hub.
 pub type ConnectionId = u64;
 
+/// Who is on the other end of a connection, once its handshake passed: what the RPC
+/// methods answer for.
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub connection: ConnectionId,
+    /// The client's stable id; its web chat messages come from, and go to, this chat.
+    pub id: String,
+    /// Where `chat.*` calls without a `sessionKey` go.
+    pub session_key: String,
+}
+
 #[derive(Default)]
 pub struct Hub {
     state: Mutex<State>,

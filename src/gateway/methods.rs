@@ -11,7 +11,7 @@ use tokio::time::Duration;
 
 use super::GatewayState;
 use super::approvals;
-use super::connection::Client;
+use super::hub::Client;
 use super::protocol::{ErrorCode, RpcError, params};
 use super::runs::{Claim, Waited};
 use super::webchat::{ACCOUNT_ID, CHANNEL_NAME};

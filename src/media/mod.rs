@@ -1,5 +1,6 @@
-//! Media made ready for a model: bytes from a tool (and later from a chat) in, a part a
-//! provider can send out.
+//! Media: files users send and files the agent sends back, made ready for each side —
+//! images decoded under limits and downscaled for models, voice notes transcribed, PDFs
+//! read, everything kept in a store by hash and sent out within each platform's limits.
 //!
 //! Models take images only within limits (Anthropic: 5 MB of base64 per image; both vendors
 //! scale anything larger than about 1,568 px down themselves, at the caller's cost), and

@@ -90,7 +90,8 @@ fn block_comment_len(text: &str) -> usize {
 
 /// The length of a raw string literal (`r"…"`, `r#"…"#`, `br#"…"#`) `text` starts with.
 fn raw_string_len(text: &str) -> Option<usize> {
-    let after_prefix = text.strip_prefix("br").or_else(|| text.strip_prefix("cr")).or_else(|| text.strip_prefix('r'))?;
+    let after_prefix =
+        text.strip_prefix("br").or_else(|| text.strip_prefix("cr")).or_else(|| text.strip_prefix('r'))?;
     let hashes = after_prefix.len() - after_prefix.trim_start_matches('#').len();
     let body = after_prefix[hashes..].strip_prefix('"')?;
     let end = format!("\"{}", "#".repeat(hashes));
@@ -194,7 +195,8 @@ impl ImportGraph {
             let current = scopes.last().map(|(path, _)| path.clone()).unwrap_or_default();
             match &tokens[i] {
                 Token::Ident(word) if word == "mod" => {
-                    if let (Some(Token::Ident(name)), Some(Token::Punct('{'))) = (tokens.get(i + 1), tokens.get(i + 2)) {
+                    if let (Some(Token::Ident(name)), Some(Token::Punct('{'))) = (tokens.get(i + 1), tokens.get(i + 2))
+                    {
                         let mut inner = current.clone();
                         inner.push(name.clone());
                         depth += 1;
@@ -223,7 +225,8 @@ impl ImportGraph {
                     if !continues_a_path {
                         let mut path = vec![first.clone()];
                         let mut j = i + 1;
-                        while let (Some(Token::PathSep), Some(Token::Ident(next))) = (tokens.get(j), tokens.get(j + 1)) {
+                        while let (Some(Token::PathSep), Some(Token::Ident(next))) = (tokens.get(j), tokens.get(j + 1))
+                        {
                             path.push(next.clone());
                             j += 2;
                         }
@@ -402,6 +405,11 @@ pub fn cycle_through(edges: &BTreeMap<String, BTreeMap<String, (String, String)>
         }
     }
     None
+}
+
+/// Whether `source` names `ident` outside comments and strings.
+pub fn names(source: &str, ident: &str) -> bool {
+    tokenize(source).iter().any(|token| matches!(token, Token::Ident(name) if name == ident))
 }
 
 #[cfg(test)]
