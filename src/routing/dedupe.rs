@@ -3,10 +3,11 @@
 //! replays) must never start a second run.
 //!
 //! A message is identified by channel + account + chat + thread + message id. A sighting is
-//! recorded in the state directory's inbound log and remembered for [`DEDUPE_WINDOW`], so a
-//! restart does not replay what was already taken. The log decides and records in one
-//! step, so two deliveries racing each other cannot both be "first"; a message that runs is
-//! recorded together with its queue journal entry, so both persist or neither does.
+//! recorded in the inbound store (`state::inbound`: the inbound log on SQLite, a table on
+//! PostgreSQL) and remembered for [`DEDUPE_WINDOW`], so a restart does not replay what was
+//! already taken. The store decides and records in one step, so two deliveries racing each
+//! other (on one replica or two) cannot both be "first"; a message that runs is recorded
+//! together with its queue journal entry, so both persist or neither does.
 
 use std::sync::Arc;
 

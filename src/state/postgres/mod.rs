@@ -1,5 +1,7 @@
 //! The PostgreSQL state backend (`state.backend = "postgres"`): every store in one database
-//! that several `ferry gateway` replicas share.
+//! that several `ferry gateway` replicas share. Each store's implementation is a file here,
+//! beside its SQLite twin in `state::sqlite` (`sessions`, `inbound`, `pairing`, `health`),
+//! plus the session leases only several replicas need (`leases`).
 //!
 //! Connections come from a pool (deadpool-postgres) of at most `state.pool_size`, each set
 //! up so a stuck statement or a dead peer cannot hold it forever: a statement timeout, an
