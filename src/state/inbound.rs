@@ -3,9 +3,8 @@
 //! ledger's records). Dedupe, the journal and the ledger are its three views.
 //!
 //! One machine keeps it in the append-only inbound log beside `ferry.db`
-//! (`state::sqlite::inbound_log`); several
-//! replicas keep it in PostgreSQL tables, where the same calls are statements. The contract
-//! both keep:
+//! (`state::sqlite::inbound_log`); several replicas keep it in PostgreSQL tables, where the
+//! same calls are statements. The contract both keep:
 //! - a message's first sighting inside the window is decided and recorded in one step, so two
 //!   deliveries racing each other (on one replica or two) cannot both be first;
 //! - an accepted message is journaled in that same step, so a crash can never leave it seen
@@ -15,15 +14,14 @@
 use std::fmt::Debug;
 
 use async_trait::async_trait;
-
 use chrono::TimeDelta;
 
 use super::StorageError;
 
 /// How long a sighting counts (SPEC §3.4: 20 min): a delivery of the same message later than
 /// this is taken as new. Redeliveries come within seconds to minutes; this leaves a wide
-/// margin. Stores keep sightings at least this long; routing (`routing::dedupe`)
-/// passes the cutoff it implies to every call.
+/// margin. Stores keep sightings at least this long; routing (`routing::dedupe`) passes
+/// the cutoff it implies to every call.
 pub const DEDUPE_WINDOW: TimeDelta = TimeDelta::minutes(20);
 
 /// A message's identity for dedupe (SPEC §3.4): channel + account + chat + thread + message

@@ -9,11 +9,11 @@ use serde::{Deserialize, Serialize};
 use super::StorageError;
 use crate::config::{DropPolicy, QueueMode, ResetConfig};
 use crate::types::{ChatMessage, ReasoningDisplay, ThinkingLevel, Usage};
-pub use reset::ResetReason;
 
 pub mod reset;
 pub(crate) mod transcript;
 
+pub use reset::ResetReason;
 pub use transcript::{SUMMARY_HEADER, is_summary, summary_message};
 
 /// A conversation between the agent and a chat (or a person, by `dm_scope`).
