@@ -84,12 +84,13 @@ pub struct BindingConflict {
     pub shared: String,
 }
 
-/// The first pair of `bindings` no table could choose between, if any: two bindings of the
-/// same tier and key count, filed under the same value, that one message could both match.
-/// A binding with an empty `match` is skipped (validation refuses it on its own).
-pub fn check_bindings(bindings: &[BindingConfig]) -> Result<(), BindingConflict> {
-    let mut filed: HashMap<(BindingTier, &str), Vec<(usize, BindingKeys)>> = HashMap::new();
+/// Each binding's keys, in order, unless two of `bindings` are ambiguous: of the same tier
+/// and key count, filed under the same value, and one message could match both (the first
+/// such pair is the error). A binding with an empty `match` has no primary key and is never
+/// ambiguous (validation refuses it on its own). Routing files the keys it returns.
+pub fn check_bindings(bindings: &[BindingConfig]) -> Result<Vec<BindingKeys>, BindingConflict> {
     let keys: Vec<BindingKeys> = bindings.iter().map(|binding| BindingKeys::of(&binding.matches)).collect();
+    let mut filed: HashMap<(BindingTier, &str), Vec<(usize, &BindingKeys)>> = HashMap::new();
     for (index, (binding, mine)) in bindings.iter().zip(&keys).enumerate() {
         let Some((tier, value)) = mine.primary() else { continue };
         let bucket = filed.entry((tier, value)).or_default();
@@ -97,7 +98,8 @@ pub fn check_bindings(bindings: &[BindingConfig]) -> Result<(), BindingConflict>
         if let Some((first, _)) = bucket.iter().find(|(_, other)| other.count() == count && other.overlaps(mine)) {
             return Err(BindingConflict { first: *first, second: index, shared: binding.matches.describe() });
         }
-        bucket.push((index, mine.clone()));
+        bucket.push((index, mine));
     }
-    Ok(())
+    drop(filed);
+    Ok(keys)
 }

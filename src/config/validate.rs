@@ -98,6 +98,7 @@ fn bindings(config: &Config) -> Result<(), Violation> {
         }
     }
     super::binding_keys::check_bindings(&config.bindings)
+        .map(drop)
         .map_err(|conflict| Violation::new(format!("bindings[{}]", conflict.second), conflict.to_string()))
 }
 

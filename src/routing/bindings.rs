@@ -93,11 +93,10 @@ impl BindingTable {
     /// Indexes `bindings`; messages no binding matches go to `default_agent`. A binding
     /// with an empty `match` is skipped (validation refuses it).
     pub fn build(default_agent: &str, bindings: &[BindingConfig]) -> Result<Self, BindingConflict> {
-        check_bindings(bindings)?;
+        let keys = check_bindings(bindings)?;
         let mut filed: Filed<Binding> = Default::default();
         let mut agents: HashMap<&str, Arc<str>> = HashMap::new();
-        for binding in bindings {
-            let keys = BindingKeys::of(&binding.matches);
+        for (binding, keys) in bindings.iter().zip(keys) {
             let Some((tier, value)) = keys.primary() else { continue };
             let bucket = filed[tier as usize].entry(value.into()).or_default();
             let count = keys.count();
