@@ -69,6 +69,23 @@ impl BindingKeys {
             _ => true,
         })
     }
+
+    /// Whether a message with these values (lowercased) has every key this binding sets.
+    /// Field by field, most specific first: it runs for each binding a message is compared
+    /// with (`routing::bindings`).
+    pub fn matches(&self, peer: &str, thread: Option<&str>, space: Option<&str>, account: &str, channel: &str) -> bool {
+        fn key_matches(key: &Option<Box<str>>, value: Option<&str>) -> bool {
+            match key {
+                None => true,
+                Some(key) => value == Some(&**key),
+            }
+        }
+        key_matches(&self.peer, Some(peer))
+            && key_matches(&self.thread, thread)
+            && key_matches(&self.space, space)
+            && key_matches(&self.account, Some(account))
+            && key_matches(&self.channel, Some(channel))
+    }
 }
 
 /// Two bindings the table cannot choose between (see the module docs). Indexes are

@@ -57,7 +57,7 @@ impl<'a> Subject<'a> {
 
     /// Whether every key the binding sets has this message's value.
     fn matches(&self, keys: &BindingKeys) -> bool {
-        keys.slots().into_iter().all(|(tier, key)| key.is_none_or(|key| self.value(tier) == Some(key)))
+        keys.matches(&self.peer, self.thread.as_deref(), self.space.as_deref(), &self.account, &self.channel)
     }
 }
 
