@@ -43,7 +43,7 @@ impl BindingKeys {
         }
     }
 
-    pub fn slots(&self) -> [(BindingTier, Option<&str>); 5] {
+    fn slots(&self) -> [(BindingTier, Option<&str>); 5] {
         [
             (BindingTier::Peer, self.peer.as_deref()),
             (BindingTier::Thread, self.thread.as_deref()),
