@@ -25,7 +25,8 @@
 //!
 //! The stores today: [`sessions`] (sessions and transcripts), [`inbound`] (dedupe, the queue
 //! journal and the delivery ledger's records; on SQLite the [`sqlite::inbound_log`]),
-//! [`pairing`] (codes and approved senders), [`health`] (auth profiles' cooldowns), and
+//! [`pairing`] (codes and approved senders), [`health`] (auth profiles' cooldowns), [`jobs`]
+//! (scheduled jobs and their runs), and
 //! [`leases`] (which replica runs which session: PostgreSQL only, since one process on
 //! SQLite owns every session). Domain code (routing, sessions, models, the ledger) calls only
 //! the traits; `CONTRIBUTING.md` walks through adding a store.
@@ -41,6 +42,7 @@ mod error;
 pub(crate) mod flaky;
 pub mod health;
 pub mod inbound;
+pub mod jobs;
 pub mod leases;
 pub mod outage;
 pub mod pairing;

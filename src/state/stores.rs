@@ -5,11 +5,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::health::HealthStore;
+use super::jobs::JobStore;
 use super::leases::{LeaseStore, LeaseTiming};
 use super::pairing::PairingBackend;
-use super::postgres::{PgBackend, PgLeases};
+use super::postgres::{PgBackend, PgJobs, PgLeases};
 use super::sessions::SessionStore;
-use super::sqlite::{Database, SqliteHealth, SqlitePairing, SqliteSessionStore};
+use super::sqlite::{Database, SqliteHealth, SqliteJobs, SqlitePairing, SqliteSessionStore};
 use super::{InboundStore, StateError};
 use crate::config::{Config, Secret, StateBackendKind};
 
@@ -24,6 +25,8 @@ pub struct Stores {
     pub pairing: Arc<dyn PairingBackend>,
     /// Auth profiles' cooldowns.
     pub health: HealthStore,
+    /// Scheduled jobs and their runs.
+    pub jobs: Arc<dyn JobStore>,
     /// Session leases, when several replicas share the state ([`Stores::start_leases`]);
     /// `None` on SQLite, where the one process owns every session.
     pub leases: Option<Arc<dyn LeaseStore>>,
@@ -65,6 +68,7 @@ impl Stores {
             inbound,
             pairing: Arc::new(pairing),
             health: Arc::new(health),
+            jobs: Arc::new(PgJobs::new(backend.clone())),
             leases: None,
             backend: Backend::Postgres(backend.clone()),
         }
@@ -77,6 +81,7 @@ impl Stores {
             inbound: database.inbound_store(),
             pairing: Arc::new(SqlitePairing::new(database.clone())),
             health: Arc::new(SqliteHealth::new(database.clone())),
+            jobs: Arc::new(SqliteJobs::new(database.clone())),
             leases: None,
             backend: Backend::Sqlite(database.clone()),
         }
@@ -100,8 +105,8 @@ impl Stores {
 
     /// Closes the backend once the last clone is gone (SQLite checkpoints its WAL).
     pub async fn close(self) {
-        let Self { sessions, inbound, pairing, health, leases, backend } = self;
-        drop((sessions, inbound, pairing, health, leases));
+        let Self { sessions, inbound, pairing, health, jobs, leases, backend } = self;
+        drop((sessions, inbound, pairing, health, jobs, leases));
         match backend {
             Backend::Sqlite(database) => database.close().await,
             Backend::Postgres(backend) => backend.close(),

@@ -15,6 +15,7 @@
 mod batch;
 mod health;
 mod inbound;
+mod jobs;
 #[cfg(test)]
 mod lease_tests;
 mod leases;
@@ -30,6 +31,7 @@ use tokio_postgres::error::SqlState;
 
 pub use health::PgHealth;
 pub use inbound::PgInbound;
+pub use jobs::PgJobs;
 pub use leases::PgLeases;
 
 pub use migrations::{MigrateError, latest_version};
