@@ -59,6 +59,70 @@ pub enum Command {
     /// The state database: bring its schema up to date, or move it to another backend.
     #[command(subcommand)]
     State(StateCommand),
+    /// Scheduled jobs (reminders, recurring tasks): every chat's, with or without a gateway.
+    #[command(subcommand)]
+    Cron(CronCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CronCommand {
+    /// Every job: id, name, schedule, next run in its zone, target chat.
+    List,
+    /// Schedule a reminder (--text) or a task (--task) for a chat.
+    Add(Box<CronAddArgs>),
+    /// Remove a job and its run history.
+    Remove { id: String },
+    /// Stop a job firing until it is resumed.
+    Pause { id: String },
+    /// Fire a paused job again, from its next slot.
+    Resume { id: String },
+    /// Fire a job now (the running gateway does, within 30 seconds).
+    Run { id: String },
+    /// A job's run history, newest first.
+    Runs {
+        id: String,
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct CronAddArgs {
+    /// The chat it goes to: <channel>:<chat id>, e.g. telegram:42, slack:channel:C123.
+    #[arg(long)]
+    pub to: String,
+    /// Once, at an ISO-8601 time (with an offset, or read in --tz).
+    #[arg(long)]
+    pub at: Option<String>,
+    /// Once, after a while: 90s, 20m, 2h, 1d.
+    #[arg(long = "in")]
+    pub r#in: Option<String>,
+    /// Again and again, this often (at least 10s).
+    #[arg(long)]
+    pub every: Option<String>,
+    /// A 5-field cron expression, read in --tz.
+    #[arg(long)]
+    pub cron: Option<String>,
+    /// An IANA zone (default: the agent's user_timezone, else the host's).
+    #[arg(long)]
+    pub tz: Option<String>,
+    /// A reminder, sent word for word.
+    #[arg(long)]
+    pub text: Option<String>,
+    /// A task the agent does then; its reply is delivered.
+    #[arg(long)]
+    pub task: Option<String>,
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The bot account, when the channel has several.
+    #[arg(long)]
+    pub account: Option<String>,
+    /// A thread in the chat.
+    #[arg(long)]
+    pub thread: Option<String>,
+    /// The agent that runs a task (default: the default agent).
+    #[arg(long)]
+    pub agent: Option<String>,
 }
 
 impl Command {

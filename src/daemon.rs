@@ -10,10 +10,12 @@ use std::path::Path;
 
 use ferry::agent::tools::exec::Approvals;
 use ferry::agent::tools::web::{FetchSettings, WebFetch};
-use ferry::agent::tools::{HostTools, ToolPolicy, ToolRegistry};
+use ferry::agent::tools::{CronTool, HostTools, ToolPolicy, ToolRegistry};
 use ferry::agent::{AgentRunner, Agents, EventBus, RunSettings, RunnerParts};
 use ferry::channels::ChannelRegistry;
 use ferry::config::{self, Config, ConfigSource, Environment, ResolvedAgent};
+use ferry::cron::CronJobs;
+use ferry::cron::ticker::Ticker;
 use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::gateway::{Gateway, GatewayError, GatewayParts};
 use ferry::hooks::{GatewayEvent, Hooks};
@@ -123,6 +125,14 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     let routes = wiring::start_channels(&config, &dispatcher, &registry).await;
     let gateway = routes.into_iter().fold(gateway, Gateway::with_routes);
     dispatcher.resume(left_over).await;
+    // Fires journaled from now on are new: the ticker starts after the left-overs were read.
+    let ticker = Ticker {
+        jobs: stores.jobs.clone(),
+        inbound: stores.inbound.clone(),
+        dispatcher: dispatcher.clone(),
+        config: config.clone(),
+    }
+    .start();
     if config.channels.webchat.enabled {
         tracing::info!("web chat: http://{address}/");
     }
@@ -136,6 +146,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     if aborted > 0 {
         tracing::warn!(aborted, "aborted runs that did not finish in time; their messages are answered on restart");
     }
+    ticker.abort();
     // Background commands and MCP servers end with the daemon.
     registries.iter().for_each(ToolRegistry::shutdown);
     mcp.shutdown().await;
@@ -182,7 +193,10 @@ async fn agent_runner(
     }
     let paths = sandbox_paths(shared.source, shared.state_dir, &agent.workspace)?;
     let host = HostTools::sharing(config, paths, shared.approvals.clone());
-    let tools = HostTools::registry_with(host, config)?.with_source(shared.mcp.clone());
+    let mut tools = HostTools::registry_with(host, config)?;
+    let jobs = CronJobs::new(shared.stores.jobs.clone(), config.clone());
+    tools.register(CronTool::new(jobs, agent.id.clone(), config.cron.scheduled_runs_may_schedule));
+    let tools = tools.with_source(shared.mcp.clone());
     if let Some(host) = tools.host() {
         host.check_sandbox(&ToolPolicy::for_agent(config, &agent.settings)).await;
     }

@@ -18,18 +18,21 @@
 //! 9. [`gateway`] is the daemon's front door: the WebSocket RPC, `/healthz`, `/metrics` and
 //!    the web chat, itself a channel.
 //!
-//! [`hooks`] let plugins watch or change the path at fixed points along it.
+//! [`hooks`] let plugins watch or change the path at fixed points along it, and [`cron`]
+//! starts it without a message: a scheduled job's fire is journaled as one, then takes the
+//! same path.
 //!
 //! Under all of them, importing nothing above themselves: [`state`] (the state directory
 //! and every store, on SQLite or PostgreSQL: `CONTRIBUTING.md` says how to add one),
 //! [`config`] (the operator's settings, typed and validated), [`types`] (value types several
-//! floors share: the conversation, thinking levels), [`metrics`] (what `/metrics` exports)
+//! floors share: the conversation, thinking levels, schedules), [`metrics`] (what `/metrics` exports)
 //! and [`logging`]. `tests/architecture` holds the house to that.
 
 pub mod agent;
 pub mod channels;
 pub mod config;
 pub mod control;
+pub mod cron;
 pub mod dispatch;
 pub mod gateway;
 pub mod hooks;

@@ -5,6 +5,7 @@ mod agent_command;
 mod agents_command;
 mod cli;
 mod commands;
+mod cron_command;
 mod daemon;
 mod mcp_command;
 mod state_command;
@@ -76,6 +77,7 @@ fn run(cli: Cli, env: &Environment) -> anyhow::Result<()> {
         Command::State(cli::StateCommand::Copy { force, .. }) => {
             runtime()?.block_on(state_command::copy_sqlite_to_postgres(&cli.global, force, env))
         }
+        Command::Cron(command) => runtime()?.block_on(cron_command::run(&cli.global, command, env)),
     }
 }
 

@@ -86,6 +86,7 @@ fn start(servers: Vec<(&str, McpServerConfig)>) -> Arc<McpTools> {
 
 fn context() -> ToolContext {
     ToolContext {
+        sender_id: None,
         run_id: "run".into(),
         session_key: "agent:main:main".into(),
         call_id: "call".into(),

@@ -130,6 +130,8 @@ pub struct RunRequest {
     pub cancel: CancellationToken,
     /// The chat the message came from, if any.
     pub origin: Option<Origin>,
+    /// Who sent the message the run answers, for the tools (the `cron` tool's job owner).
+    pub sender_id: Option<String>,
     /// User messages injected into the running turn at its next boundary (steering).
     pub steer: Option<SteerInbox>,
     /// Other client run ids this run answers (see [`LifecycleEvent::Start`]).
@@ -159,6 +161,7 @@ impl RunRequest {
             timeout: None,
             cancel: CancellationToken::new(),
             origin: None,
+            sender_id: None,
             steer: None,
             merged_run_ids: Vec::new(),
             model: None,
@@ -744,6 +747,7 @@ impl AgentRunner {
             session_key: request.session_key.clone(),
             call_id: call.id.clone(),
             origin: request.origin.clone(),
+            sender_id: request.sender_id.clone(),
             channels: parts.channels.clone(),
             sessions: parts.sessions.clone(),
             // The run's snapshot: the tools see the skills the prompt listed.

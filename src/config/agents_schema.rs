@@ -275,6 +275,13 @@ pub struct AgentSettings {
     /// Which sessions the `sessions_list` tool shows the agent: its own (`agent`, the
     /// default), or every agent's (`all`).
     pub sessions_visibility: SessionsVisibility,
+    /// The IANA zone the agent's users live in (`"Europe/Berlin"`): what "at 9" means to
+    /// `/remind` and the `cron` tool, and the zone scheduled prompts tell the time in.
+    /// Unset: the host's zone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_timezone: Option<String>,
+    /// The agent speaking first when `HEARTBEAT.md` asks it to (off unless `every` is set).
+    pub heartbeat: super::cron_schema::HeartbeatConfig,
 }
 
 impl Default for AgentSettings {
@@ -300,6 +307,8 @@ impl Default for AgentSettings {
             workspace: None,
             compaction: CompactionConfig::default(),
             sessions_visibility: SessionsVisibility::Agent,
+            user_timezone: None,
+            heartbeat: Default::default(),
         }
     }
 }

@@ -18,6 +18,7 @@ mod accounts;
 mod agents_schema;
 pub mod binding_keys;
 mod channels_schema;
+mod cron_schema;
 mod environment;
 mod error;
 mod explain;
@@ -38,6 +39,7 @@ mod variants;
 
 pub use accounts::Accounts;
 pub use agents_schema::{ID_RULE, MAIN_AGENT, MAX_ID_CHARS, default_workspace, valid_id};
+pub use cron_schema::{ActiveHours, HeartbeatConfig};
 pub use environment::Environment;
 pub use error::{ConfigError, ConfigWarning, Violation};
 pub use human_delay::{HumanDelay, NATURAL_DELAY_MS};

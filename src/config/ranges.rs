@@ -59,6 +59,8 @@ pub(crate) const RANGES: &[NumericRange] = &[
     NumericRange::new("agents.defaults.max_tool_rounds", 1, 1_000),
     NumericRange::new("agents.defaults.max_reply_chars", 1_000, 10_000_000),
     NumericRange::new("agents.defaults.max_concurrent", 1, 1_000),
+    NumericRange::new("cron.max_jobs_per_chat", 1, 10_000),
+    NumericRange::new("cron.max_jobs_per_agent", 1, 10_000_000),
     NumericRange::new("agents.defaults.human_delay.min_ms", 0, 60_000),
     NumericRange::new("agents.defaults.human_delay.max_ms", 0, 60_000),
     NumericRange::new("agents.defaults.block_streaming_chunk.min_chars", 1, 100_000),

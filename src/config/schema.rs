@@ -19,6 +19,7 @@ pub use super::channels_schema::{
     ChannelsConfig, DEFAULT_HISTORY_LIMIT, DiscordConfig, DmPolicy, GroupConfig, GroupPolicy, GuildConfig, SlackConfig,
     SlackMode, StreamingMode, TelegramConfig, TelegramMode, WebchatConfig,
 };
+pub use super::cron_schema::CronConfig;
 pub use super::mcp_schema::{McpConfig, McpServerConfig};
 pub use super::media_schema::{MediaConfig, TranscriptionConfig};
 pub use super::state_schema::{DATABASE_URL_VAR, StateBackendKind, StateConfig};
@@ -46,6 +47,8 @@ pub struct Config {
     pub mcp: McpConfig,
     /// Files users send and the agent sends back (`[media]`, `[media.transcription]`).
     pub media: MediaConfig,
+    /// Scheduled jobs: reminders, recurring tasks (`[cron]`).
+    pub cron: CronConfig,
     /// Which agent answers where (`[[bindings]]`); unmatched chats go to the default agent.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub bindings: Vec<BindingConfig>,

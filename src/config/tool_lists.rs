@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The tools of the `chat` profile: the built-ins, none of which touches the host.
-pub(crate) const CHAT_TOOLS: &[&str] = &["current_time", "sessions_list", "message", "skill_read"];
+pub(crate) const CHAT_TOOLS: &[&str] = &["current_time", "sessions_list", "message", "skill_read", "cron"];
 
 /// The named groups of tools.
 pub(crate) const GROUPS: &[(&str, &[&str])] = &[
@@ -47,7 +47,7 @@ pub(crate) fn known_tools() -> impl Iterator<Item = &'static &'static str> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolProfile {
-    /// The built-ins only (`message`, `sessions_list`, `current_time`, `skill_read`).
+    /// The built-ins only (`message`, `sessions_list`, `current_time`, `skill_read`, `cron`).
     #[default]
     Chat,
     /// Chat, plus files, commands and the web (`group:fs`, `group:runtime`, `group:web`).

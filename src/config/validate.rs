@@ -33,6 +33,13 @@ pub fn validate(config: &Config) -> Result<(), Violation> {
     for (id, agent) in &config.agents.list {
         agent_settings(&format!("agents.list.{id}"), agent, &config.models)?;
     }
+    let defaults = &config.agents.defaults;
+    super::cron_schema::validate_agent("agents.defaults", defaults.user_timezone.as_deref(), &defaults.heartbeat)?;
+    for (id, agent) in &config.agents.list {
+        let prefix = format!("agents.list.{id}");
+        super::cron_schema::validate_agent(&prefix, agent.user_timezone.as_deref(), &agent.heartbeat)?;
+    }
+
     agents(config)?;
     queue(&config.messages.queue)?;
     session(&config.session)?;

@@ -4,4 +4,7 @@
 
 mod parse;
 
-pub use parse::{ControlCommand, ModelCommand, QueueCommand, SettingCommand, VerboseCommand, parse_command};
+pub use parse::{
+    ControlCommand, JobsCommand, ModelCommand, QueueCommand, RemindCommand, SettingCommand, VerboseCommand,
+    parse_command,
+};

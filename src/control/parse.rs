@@ -33,6 +33,32 @@ pub enum ControlCommand {
     Approve(String),
     /// `/deny ID`: refuse it.
     Deny(String),
+    /// `/remind in 20m stretch`, `/remind at 09:00 standup`
+    Remind(RemindCommand),
+    /// `/jobs`, `/jobs pause|resume|run|rm <id>`
+    Jobs(JobsCommand),
+}
+
+/// What `/remind` asks for: a reminder, sent as it is, once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RemindCommand {
+    /// `/remind in <duration> <text>`
+    In { after: String, text: String },
+    /// `/remind at <HH:MM> <text>`: today, or tomorrow if that time has passed.
+    At { clock: String, text: String },
+    /// Anything else: the reply explains the syntax.
+    Invalid(String),
+}
+
+/// What `/jobs` asks for: this chat's scheduled jobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobsCommand {
+    List,
+    Pause(String),
+    Resume(String),
+    Run(String),
+    Remove(String),
+    Invalid(String),
 }
 
 /// What `/model` asks for.
@@ -127,7 +153,36 @@ pub fn parse_command(text: &str) -> Option<ControlCommand> {
         "reasoning" => Some(ControlCommand::Reasoning(parse_setting(args, "/reasoning takes one word"))),
         "approve" => Some(ControlCommand::Approve(args.join(" "))),
         "deny" => Some(ControlCommand::Deny(args.join(" "))),
+        "remind" => Some(ControlCommand::Remind(parse_remind(args))),
+        "jobs" => Some(ControlCommand::Jobs(parse_jobs(args))),
         _ => None,
+    }
+}
+
+fn parse_remind(args: &[&str]) -> RemindCommand {
+    let text = || args.get(2..).map(|words| words.join(" ")).unwrap_or_default();
+    match args {
+        [how, when, _, ..] if how.eq_ignore_ascii_case("in") => {
+            RemindCommand::In { after: (*when).to_owned(), text: text() }
+        }
+        [how, when, _, ..] if how.eq_ignore_ascii_case("at") => {
+            RemindCommand::At { clock: (*when).to_owned(), text: text() }
+        }
+        _ => RemindCommand::Invalid("/remind needs a time and what to remind you of".to_owned()),
+    }
+}
+
+fn parse_jobs(args: &[&str]) -> JobsCommand {
+    match args {
+        [] => JobsCommand::List,
+        [verb, id] => match verb.to_lowercase().as_str() {
+            "pause" => JobsCommand::Pause((*id).to_owned()),
+            "resume" => JobsCommand::Resume((*id).to_owned()),
+            "run" => JobsCommand::Run((*id).to_owned()),
+            "rm" | "remove" | "delete" => JobsCommand::Remove((*id).to_owned()),
+            other => JobsCommand::Invalid(format!("`{other}` is not something /jobs does")),
+        },
+        _ => JobsCommand::Invalid("/jobs takes a verb and a job id".to_owned()),
     }
 }
 
@@ -296,5 +351,32 @@ mod tests {
         for bad in ["/verbose loud", "/verbose on please"] {
             assert!(matches!(parse_command(bad), Some(ControlCommand::Verbose(VerboseCommand::Invalid(_)))), "{bad}");
         }
+    }
+}
+
+#[cfg(test)]
+mod schedule_tests {
+    use super::*;
+
+    #[test]
+    fn remind_takes_in_or_at_a_time_and_the_rest_as_its_text() {
+        assert_eq!(
+            parse_command("/remind in 20m stretch your legs"),
+            Some(ControlCommand::Remind(RemindCommand::In { after: "20m".into(), text: "stretch your legs".into() }))
+        );
+        assert_eq!(
+            parse_command("/remind AT 09:00 standup"),
+            Some(ControlCommand::Remind(RemindCommand::At { clock: "09:00".into(), text: "standup".into() }))
+        );
+        assert!(matches!(parse_command("/remind in 20m"), Some(ControlCommand::Remind(RemindCommand::Invalid(_)))));
+        assert!(matches!(parse_command("/remind"), Some(ControlCommand::Remind(RemindCommand::Invalid(_)))));
+    }
+
+    #[test]
+    fn jobs_lists_or_changes_one_job() {
+        assert_eq!(parse_command("/jobs"), Some(ControlCommand::Jobs(JobsCommand::List)));
+        assert_eq!(parse_command("/jobs rm abc"), Some(ControlCommand::Jobs(JobsCommand::Remove("abc".into()))));
+        assert_eq!(parse_command("/jobs pause abc"), Some(ControlCommand::Jobs(JobsCommand::Pause("abc".into()))));
+        assert!(matches!(parse_command("/jobs frobnicate abc"), Some(ControlCommand::Jobs(JobsCommand::Invalid(_)))));
     }
 }

@@ -47,6 +47,8 @@ impl Dispatcher {
             ControlCommand::Reasoning(reasoning) => self.reasoning_command(reasoning, session_key).await,
             ControlCommand::Approve(id) => self.approval_command(&id, true, session_key, message),
             ControlCommand::Deny(id) => self.approval_command(&id, false, session_key, message),
+            ControlCommand::Remind(remind) => self.remind_command(remind, session_key, message).await,
+            ControlCommand::Jobs(jobs) => self.jobs_command(jobs, message).await,
         };
         self.reply(message, &reply).await;
         self.run_command_hook(hook, message);

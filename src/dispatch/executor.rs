@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use super::models::chosen_model;
 use super::overrides::OverridesCache;
 use super::recovered::{self, Settled, delete_orphan};
+use super::scheduled::fires_of;
 use crate::agent::tools::{AgentToolPolicies, Origin};
 use crate::agent::{Agents, RunRequest, RunStatus};
 use crate::channels::ChannelRegistry;
@@ -26,6 +27,7 @@ use crate::reply::outbound::{OutboundScheduler, Schedulers};
 use crate::reply::turn::{BlockStyle, ReplyTurn, TurnStyle};
 use crate::reply::typing::Typing;
 use crate::session::{SessionStore, run_in_session};
+use crate::state::jobs::JobStore;
 use crate::state::leases::LeaseStore;
 use crate::types::conversation::MediaRef;
 
@@ -49,6 +51,8 @@ pub(super) struct AgentExecutor {
     /// Session leases when replicas share the state: a run writes to the platform only
     /// while this replica holds its session.
     pub(super) leases: Option<Arc<dyn LeaseStore>>,
+    /// Where scheduled fires report how they ended.
+    pub(super) jobs: Arc<dyn JobStore>,
 }
 
 /// Where a reply to a message goes.
@@ -106,6 +110,14 @@ impl RunExecutor for AgentExecutor {
         if job.messages.len() != count || !media.is_empty() {
             job.prompt = follow_up_prompt(&job.messages, &job.summaries);
         }
+        let fires = fires_of(&job.messages);
+        let beat = match fires.iter().find(|fire| fire.kind == "heartbeat") {
+            Some(fire) => match self.heartbeat_gate(&mut job, fire).await {
+                Ok(beat) => beat,
+                Err(report) => return report,
+            },
+            None => None,
+        };
         let Some(last) = job.messages.last() else { return RunReport::default() };
         let inbound = &last.message;
         let key = job.session_key.as_str();
@@ -150,9 +162,18 @@ impl RunExecutor for AgentExecutor {
             target: target.clone(),
         };
         request.origin = Some(origin.clone());
+        request.sender_id = Some(inbound.sender.id.clone());
         let run_id = request.run_id.clone();
         let overrides = self.overrides.get(self.store.as_ref(), key).await;
         request.model = chosen_model(runner.router(), &overrides);
+        if let Some(beat) = &beat
+            && let Some(model) = &self.config.agents.settings_of(&beat.agent_id).heartbeat.model
+        {
+            match runner.router().catalog().find_allowed(model) {
+                Some(candidate) => request.model = Some(candidate.clone()),
+                None => tracing::warn!(%model, "the heartbeat's model is not one of the agent's; using the agent's"),
+            }
+        }
         request.thinking = overrides.thinking;
         request.reasoning = overrides.reasoning.unwrap_or_default();
         request.tools = self.tool_policies.of(agent_of(key)).for_account_chat(
@@ -161,6 +182,16 @@ impl RunExecutor for AgentExecutor {
             &target.chat.id,
             inbound.space_id.as_deref(),
         );
+        if channel.capabilities().replies_via_chat_events && !fires.is_empty() {
+            tracing::warn!(channel = %channel_name, "a scheduled job cannot deliver to a chat that only follows run events");
+            self.report(
+                &fires,
+                crate::cron::outcome::Ended::Skipped { why: "its chat cannot be sent to".into() },
+                None,
+            )
+            .await;
+            return RunReport::default();
+        }
         if channel.capabilities().replies_via_chat_events {
             // Its clients follow the run's own events; nothing is sent to the channel.
             let slot = job.global.enter(key);
@@ -201,6 +232,9 @@ impl RunExecutor for AgentExecutor {
                 delete_orphan(&self.channels, &self.schedulers, &orphan).await;
             }
         }
+        if fires.iter().any(|fire| fire.kind == "text") {
+            return self.remind(turn, &job.messages, &fires).await;
+        }
         // On until the reply is sent (dropped at the end of this function).
         let _typing = Typing::start(scheduler.clone(), target.clone());
         let slot = job.global.enter(key);
@@ -220,6 +254,9 @@ impl RunExecutor for AgentExecutor {
                 return RunReport::default();
             }
         };
+        if !fires.is_empty() {
+            return self.deliver_scheduled(turn, outcome, &fires, beat.as_ref(), &scheduler, &target).await;
+        }
         // The model failed for a passing reason even after its retries: the messages are
         // kept for later rather than dropped, and the user is told so. The notice is not the
         // answer, so it is not recorded as one.

@@ -12,10 +12,12 @@
 mod control;
 mod executor;
 mod hooks;
+mod jobs;
 mod keeper;
 mod models;
 mod overrides;
 mod recovered;
+mod scheduled;
 mod singleton;
 
 use std::collections::HashMap;
@@ -65,6 +67,7 @@ struct Shared<'a> {
     overrides: &'a Arc<OverridesCache>,
     ledger: &'a DeliveryLedger,
     leases: Option<&'a Arc<dyn crate::state::leases::LeaseStore>>,
+    jobs: &'a Arc<dyn crate::state::jobs::JobStore>,
 }
 
 /// Tasks handling one channel's inbound messages side by side; see [`Dispatcher::attach`].
@@ -116,6 +119,8 @@ struct Inner {
     ledger: DeliveryLedger,
     /// Session lanes across replicas, when the state is shared (PostgreSQL).
     keeper: Option<Arc<keeper::LaneKeeper>>,
+    /// Scheduled jobs, for `/remind` and `/jobs`.
+    jobs: Arc<dyn crate::state::jobs::JobStore>,
 }
 
 impl Dispatcher {
@@ -133,6 +138,7 @@ impl Dispatcher {
                 config: shared.config.clone(),
                 ledger: shared.ledger.clone(),
                 leases: shared.leases.cloned(),
+                jobs: shared.jobs.clone(),
             })
         })
     }
@@ -166,6 +172,7 @@ impl Dispatcher {
             overrides: &overrides,
             ledger: &ledger,
             leases: parts.stores.leases.as_ref(),
+            jobs: &parts.stores.jobs,
         });
         let max_concurrent = parts.config.agents.defaults.max_concurrent as usize;
         let scheduler = Scheduler::new(executor, Arc::new(journal.clone()), max_concurrent);
@@ -183,6 +190,7 @@ impl Dispatcher {
                 schedulers,
                 ledger,
                 keeper,
+                jobs: parts.stores.jobs.clone(),
             }),
         };
         if let Some(keeper) = &dispatcher.inner.keeper {
@@ -459,6 +467,12 @@ impl Dispatcher {
                 }
             }
         }
+    }
+
+    /// Runs a scheduled job's fire, journaled by the jobs store: here, or where its
+    /// session's lease is held (`cron::ticker`).
+    pub async fn submit_scheduled(&self, queued: QueuedMessage) {
+        self.submit(queued).await
     }
 
     /// Hands a journaled message to this process's scheduler.

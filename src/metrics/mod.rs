@@ -42,6 +42,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
+mod cron;
 mod leases;
 mod mcp;
 
@@ -272,6 +273,7 @@ pub struct Metrics {
     profile_cooldowns: Family<CooldownLabels, Counter>,
     profiles_cooling: Gauge,
     mcp: mcp::McpFamilies,
+    cron: cron::CronFamilies,
     leases: leases::LeaseFamilies,
     /// Count the profiles cooling now (one per model router), read at each render: a
     /// cooldown ends with time alone, with no event to update the gauge.
@@ -404,6 +406,7 @@ impl Metrics {
         );
 
         let mcp = mcp::McpFamilies::register(&mut registry);
+        let cron = cron::CronFamilies::register(&mut registry);
         let leases = leases::LeaseFamilies::register(&mut registry);
 
         // Series with fixed labels exist from the start, so a rate over them is defined
@@ -438,6 +441,7 @@ impl Metrics {
             profile_cooldowns,
             profiles_cooling,
             mcp,
+            cron,
             leases,
             cooling_samplers: Mutex::new(Vec::new()),
         }
@@ -510,6 +514,21 @@ impl Metrics {
     /// `count` lease events of one kind.
     pub fn lease_count(&self, event: LeaseEvent, count: usize) {
         self.leases.count(event, count);
+    }
+
+    /// A scheduled job's fire claimed (`ferry_cron_fires`, `ferry_cron_late_fires`).
+    pub fn cron_fired(&self, late: bool) {
+        self.cron.fired(late);
+    }
+
+    /// Slots skipped (`ferry_cron_skipped_slots`).
+    pub fn cron_skipped(&self, count: u64) {
+        self.cron.skipped(count);
+    }
+
+    /// A fire ended: `ok`, `skipped` or `failed` (`ferry_cron_fires_ended`).
+    pub fn cron_fire_ended(&self, status: &str) {
+        self.cron.ended(status);
     }
 
     /// One MCP server's series (`ferry_mcp_*{server}`).

@@ -15,6 +15,7 @@
 use std::fmt::Debug;
 
 use async_trait::async_trait;
+use tokio::sync::Notify;
 
 use super::StorageError;
 use super::inbound::{Accepted, SeenKey};
@@ -368,4 +369,8 @@ pub trait JobStore: Send + Sync + Debug {
     async fn prune(&self, before_ms: i64) -> Result<u64, StorageError>;
 
     async fn stats(&self) -> Result<JobStats, StorageError>;
+
+    /// Notified after every change that may make a job due sooner (an add, a resume, a
+    /// finished fire), so the ticker sleeping until the next due time looks again.
+    fn changes(&self) -> &Notify;
 }

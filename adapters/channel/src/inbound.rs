@@ -182,6 +182,23 @@ pub struct ClientRequest {
     /// client: `agent` with `deliver: true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deliver: Option<Delivery>,
+    /// The message is a scheduled job's fire, made by the daemon itself (never by a client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled: Option<ScheduledFire>,
+}
+
+/// A scheduled job's fire, carried by the inbound message it is journaled as, so the run
+/// knows what to do (send a reminder as it is, run a task, beat the heartbeat) and which
+/// fire to report back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduledFire {
+    pub job_id: String,
+    /// The slot it fires for, unix milliseconds.
+    pub slot_ms: i64,
+    /// `text` (sent as it is, no model call), `task` or `heartbeat`.
+    pub kind: String,
+    /// The job's name, for notices about it.
+    pub name: String,
 }
 
 /// A chat a client asked the reply to be delivered to.

@@ -50,7 +50,8 @@ pub use channel::DEFAULT_ACCOUNT_ID;
 pub use channel::{Channel, Download, InboundStream};
 pub use error::ChannelError;
 pub use inbound::{
-    Attachment, AttachmentKind, ChatKind, ChatRef, ClientRequest, Delivery, InboundDelivery, InboundMessage, Sender,
+    Attachment, AttachmentKind, ChatKind, ChatRef, ClientRequest, Delivery, InboundDelivery, InboundMessage,
+    ScheduledFire, Sender,
 };
 pub use outbound::{MessageRef, OutboundMessage, SentMessage, Target, TextFormat};
 pub use singleton::{CursorError, IngressCursor};

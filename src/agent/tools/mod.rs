@@ -6,6 +6,7 @@
 //! fit the type, name an unknown tool — or a tool that panics — all come back to the model
 //! as an error result, so it can correct itself; none of them ends the run.
 
+mod cron;
 mod current_time;
 pub mod exec;
 pub mod fs;
@@ -28,6 +29,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub use cron::CronTool;
 pub use current_time::CurrentTime;
 pub use host::{COMMAND_TOOLS, HostTools};
 pub(crate) use message::parse_chat;
@@ -63,6 +65,8 @@ pub struct ToolContext {
     /// The id of the call being executed.
     pub call_id: String,
     pub origin: Option<Origin>,
+    /// Who sent the message the run answers (a job it schedules is theirs).
+    pub sender_id: Option<String>,
     pub channels: ChannelRegistry,
     pub sessions: Arc<dyn SessionCatalog>,
     pub skills: Arc<SkillsSnapshot>,

@@ -8,6 +8,7 @@
 
 use async_trait::async_trait;
 use deadpool_postgres::Transaction;
+use tokio::sync::Notify;
 use tokio_postgres::Row;
 
 use super::{PgBackend, pg_error};
@@ -33,11 +34,12 @@ const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 #[derive(Debug, Clone)]
 pub struct PgJobs {
     backend: PgBackend,
+    changes: std::sync::Arc<Notify>,
 }
 
 impl PgJobs {
     pub fn new(backend: PgBackend) -> Self {
-        Self { backend }
+        Self { backend, changes: Default::default() }
     }
 }
 
@@ -190,79 +192,92 @@ async fn journal(transaction: &Transaction<'_>, fire: &PlannedFire) -> Result<Op
 #[async_trait]
 impl JobStore for PgJobs {
     async fn add(&self, job: &Job, limits: JobLimits) -> Result<(), AddJobError> {
-        let mut client = self.backend.client().await?;
-        let transaction = client.transaction().await.map_err(pg_error)?;
-        // One add at a time per agent, so two racing for the last place cannot both pass.
-        transaction
-            .execute("SELECT pg_advisory_xact_lock(hashtext('scheduled_jobs:' || $1))", &[&job.agent_id])
-            .await
-            .map_err(pg_error)?;
-        if let Some(scope) = &job.scope {
+        let result = async {
+            let mut client = self.backend.client().await?;
+            let transaction = client.transaction().await.map_err(pg_error)?;
+            // One add at a time per agent, so two racing for the last place cannot both pass.
+            transaction
+                .execute("SELECT pg_advisory_xact_lock(hashtext('scheduled_jobs:' || $1))", &[&job.agent_id])
+                .await
+                .map_err(pg_error)?;
+            if let Some(scope) = &job.scope {
+                let row = transaction
+                    .query_one(
+                        "SELECT count(*) FROM scheduled_jobs WHERE scope_channel = $1 AND scope_account = $2 \
+                         AND scope_chat = $3 AND state != 'done'",
+                        &[&scope.channel, &scope.account_id, &scope.chat_id],
+                    )
+                    .await
+                    .map_err(pg_error)?;
+                if row.get::<_, i64>(0) as usize >= limits.per_chat {
+                    return Err(AddJobError::ChatFull { limit: limits.per_chat });
+                }
+            }
             let row = transaction
                 .query_one(
-                    "SELECT count(*) FROM scheduled_jobs WHERE scope_channel = $1 AND scope_account = $2 \
-                     AND scope_chat = $3 AND state != 'done'",
-                    &[&scope.channel, &scope.account_id, &scope.chat_id],
+                    "SELECT count(*) FROM scheduled_jobs WHERE agent_id = $1 AND state != 'done'",
+                    &[&job.agent_id],
                 )
                 .await
                 .map_err(pg_error)?;
-            if row.get::<_, i64>(0) as usize >= limits.per_chat {
-                return Err(AddJobError::ChatFull { limit: limits.per_chat });
+            if row.get::<_, i64>(0) as usize >= limits.per_agent {
+                return Err(AddJobError::AgentFull { limit: limits.per_agent });
             }
+            if insert_job(&transaction, job).await? == 0 {
+                return Err(AddJobError::Exists(job.id.clone()));
+            }
+            transaction.commit().await.map_err(pg_error)?;
+            Ok(())
         }
-        let row = transaction
-            .query_one("SELECT count(*) FROM scheduled_jobs WHERE agent_id = $1 AND state != 'done'", &[&job.agent_id])
-            .await
-            .map_err(pg_error)?;
-        if row.get::<_, i64>(0) as usize >= limits.per_agent {
-            return Err(AddJobError::AgentFull { limit: limits.per_agent });
-        }
-        if insert_job(&transaction, job).await? == 0 {
-            return Err(AddJobError::Exists(job.id.clone()));
-        }
-        transaction.commit().await.map_err(pg_error)?;
-        Ok(())
+        .await;
+        self.changes.notify_one();
+        result
     }
 
     async fn upsert_system(&self, job: &Job) -> Result<(), StorageError> {
-        let mut client = self.backend.client().await?;
-        let transaction = client.transaction().await.map_err(pg_error)?;
-        if insert_job(&transaction, job).await? == 0 {
-            transaction
-                .execute(
-                    &format!(
-                        "UPDATE scheduled_jobs SET name = $2, target_channel = $3, target_account = $4, \
-                         target_chat = $5, target_chat_kind = $6, target_thread = $7, schedule_kind = $8, \
-                         at_ms = $9, every_secs = $10, anchor_ms = $11, cron_expr = $12, tz = $13, \
-                         payload_kind = $14, payload = $15, session_key = $16, state = 'active', \
-                         next_run_ms = CASE WHEN every_secs IS NOT DISTINCT FROM $10 AND tz = $13 \
-                             AND next_run_ms IS NOT NULL THEN next_run_ms ELSE $17 END, \
-                         updated_ms = {NOW_MS} WHERE id = $1"
-                    ),
-                    &[
-                        &job.id,
-                        &job.name,
-                        &job.target.channel,
-                        &job.target.account_id,
-                        &job.target.chat_id,
-                        &job.target.chat_kind,
-                        &job.target.thread_id,
-                        &job.schedule.kind,
-                        &job.schedule.at_ms,
-                        &job.schedule.every_secs,
-                        &job.schedule.anchor_ms,
-                        &job.schedule.cron,
-                        &job.schedule.tz,
-                        &job.payload.kind(),
-                        &job.payload.text(),
-                        &job.session_key,
-                        &job.next_run_ms,
-                    ],
-                )
-                .await
-                .map_err(pg_error)?;
+        let result = async {
+            let mut client = self.backend.client().await?;
+            let transaction = client.transaction().await.map_err(pg_error)?;
+            if insert_job(&transaction, job).await? == 0 {
+                transaction
+                    .execute(
+                        &format!(
+                            "UPDATE scheduled_jobs SET name = $2, target_channel = $3, target_account = $4, \
+                             target_chat = $5, target_chat_kind = $6, target_thread = $7, schedule_kind = $8, \
+                             at_ms = $9, every_secs = $10, anchor_ms = $11, cron_expr = $12, tz = $13, \
+                             payload_kind = $14, payload = $15, session_key = $16, state = 'active', \
+                             next_run_ms = CASE WHEN every_secs IS NOT DISTINCT FROM $10 AND tz = $13 \
+                                 AND next_run_ms IS NOT NULL THEN next_run_ms ELSE $17 END, \
+                             updated_ms = {NOW_MS} WHERE id = $1"
+                        ),
+                        &[
+                            &job.id,
+                            &job.name,
+                            &job.target.channel,
+                            &job.target.account_id,
+                            &job.target.chat_id,
+                            &job.target.chat_kind,
+                            &job.target.thread_id,
+                            &job.schedule.kind,
+                            &job.schedule.at_ms,
+                            &job.schedule.every_secs,
+                            &job.schedule.anchor_ms,
+                            &job.schedule.cron,
+                            &job.schedule.tz,
+                            &job.payload.kind(),
+                            &job.payload.text(),
+                            &job.session_key,
+                            &job.next_run_ms,
+                        ],
+                    )
+                    .await
+                    .map_err(pg_error)?;
+            }
+            transaction.commit().await.map_err(pg_error)
         }
-        transaction.commit().await.map_err(pg_error)
+        .await;
+        self.changes.notify_one();
+        result
     }
 
     async fn get(&self, id: &str) -> Result<Option<Job>, StorageError> {
@@ -298,40 +313,50 @@ impl JobStore for PgJobs {
     }
 
     async fn remove(&self, id: &str) -> Result<bool, StorageError> {
-        let mut client = self.backend.client().await?;
-        let transaction = client.transaction().await.map_err(pg_error)?;
-        transaction.execute("DELETE FROM scheduled_runs WHERE job_id = $1", &[&id]).await.map_err(pg_error)?;
-        let removed =
-            transaction.execute("DELETE FROM scheduled_jobs WHERE id = $1", &[&id]).await.map_err(pg_error)?;
-        transaction.commit().await.map_err(pg_error)?;
-        Ok(removed > 0)
+        let result = async {
+            let mut client = self.backend.client().await?;
+            let transaction = client.transaction().await.map_err(pg_error)?;
+            transaction.execute("DELETE FROM scheduled_runs WHERE job_id = $1", &[&id]).await.map_err(pg_error)?;
+            let removed =
+                transaction.execute("DELETE FROM scheduled_jobs WHERE id = $1", &[&id]).await.map_err(pg_error)?;
+            transaction.commit().await.map_err(pg_error)?;
+            Ok(removed > 0)
+        }
+        .await;
+        self.changes.notify_one();
+        result
     }
 
     async fn change(&self, id: &str, change: JobChange) -> Result<bool, StorageError> {
-        let client = self.backend.client().await?;
-        let changed = match change {
-            JobChange::Pause => {
-                let statement = format!(
-                    "UPDATE scheduled_jobs SET state = 'paused', updated_ms = {NOW_MS} WHERE id = $1 AND state != 'done'"
-                );
-                client.execute(&statement, &[&id]).await
+        let result = async {
+            let client = self.backend.client().await?;
+            let changed = match change {
+                JobChange::Pause => {
+                    let statement = format!(
+                        "UPDATE scheduled_jobs SET state = 'paused', updated_ms = {NOW_MS} WHERE id = $1 AND state != 'done'"
+                    );
+                    client.execute(&statement, &[&id]).await
+                }
+                JobChange::Resume { next_run_ms } => {
+                    let statement = format!(
+                        "UPDATE scheduled_jobs SET state = 'active', next_run_ms = $2, failures = 0, \
+                         updated_ms = {NOW_MS} WHERE id = $1 AND state != 'done'"
+                    );
+                    client.execute(&statement, &[&id, &next_run_ms]).await
+                }
+                JobChange::RunAt { at_ms } => {
+                    let statement = format!(
+                        "UPDATE scheduled_jobs SET next_run_ms = $2, updated_ms = {NOW_MS} WHERE id = $1 AND state = 'active'"
+                    );
+                    client.execute(&statement, &[&id, &at_ms]).await
+                }
             }
-            JobChange::Resume { next_run_ms } => {
-                let statement = format!(
-                    "UPDATE scheduled_jobs SET state = 'active', next_run_ms = $2, failures = 0, \
-                     updated_ms = {NOW_MS} WHERE id = $1 AND state != 'done'"
-                );
-                client.execute(&statement, &[&id, &next_run_ms]).await
-            }
-            JobChange::RunAt { at_ms } => {
-                let statement = format!(
-                    "UPDATE scheduled_jobs SET next_run_ms = $2, updated_ms = {NOW_MS} WHERE id = $1 AND state = 'active'"
-                );
-                client.execute(&statement, &[&id, &at_ms]).await
-            }
+            .map_err(pg_error)?;
+            Ok(changed > 0)
         }
-        .map_err(pg_error)?;
-        Ok(changed > 0)
+        .await;
+        self.changes.notify_one();
+        result
     }
 
     async fn next_due(&self) -> Result<Option<i64>, StorageError> {
@@ -423,45 +448,50 @@ impl JobStore for PgJobs {
     }
 
     async fn finish(&self, job_id: &str, slot_ms: i64, outcome: &FireOutcome) -> Result<bool, StorageError> {
-        let mut client = self.backend.client().await?;
-        let transaction = client.transaction().await.map_err(pg_error)?;
-        let failed = outcome.status == "failed";
-        let changed = transaction
-            .execute(
-                "UPDATE scheduled_jobs SET running_slot_ms = NULL, running_seq = NULL, running_claimed_ms = NULL, \
-                 failures = CASE WHEN $3 THEN failures + 1 WHEN $4 = 'ok' THEN 0 ELSE failures END, \
-                 last_error = CASE WHEN $3 THEN $5 ELSE last_error END, \
-                 next_run_ms = CASE WHEN $6::bigint IS NOT NULL AND (next_run_ms IS NULL OR $6 < next_run_ms) \
-                     THEN $6 ELSE next_run_ms END, \
-                 state = CASE WHEN $7 THEN 'paused' \
-                     WHEN state = 'active' AND next_run_ms IS NULL AND $6::bigint IS NULL THEN 'done' ELSE state END, \
-                 last_alert_hash = COALESCE($8, last_alert_hash), \
-                 last_alert_ms = CASE WHEN $8::text IS NULL THEN last_alert_ms ELSE $9::bigint END, updated_ms = $9 \
-                 WHERE id = $1 AND running_slot_ms = $2",
-                &[
-                    &job_id,
-                    &slot_ms,
-                    &failed,
-                    &outcome.status,
-                    &outcome.error,
-                    &outcome.retry_at_ms,
-                    &outcome.pause,
-                    &outcome.alert,
-                    &outcome.finished_ms,
-                ],
-            )
-            .await
-            .map_err(pg_error)?;
-        transaction
-            .execute(
-                "UPDATE scheduled_runs SET status = $3, finished_ms = $4, delivered = $5, error = $6 \
-                 WHERE job_id = $1 AND slot_ms = $2 AND status = 'running'",
-                &[&job_id, &slot_ms, &outcome.status, &outcome.finished_ms, &outcome.delivered, &outcome.error],
-            )
-            .await
-            .map_err(pg_error)?;
-        transaction.commit().await.map_err(pg_error)?;
-        Ok(changed > 0)
+        let result = async {
+            let mut client = self.backend.client().await?;
+            let transaction = client.transaction().await.map_err(pg_error)?;
+            let failed = outcome.status == "failed";
+            let changed = transaction
+                .execute(
+                    "UPDATE scheduled_jobs SET running_slot_ms = NULL, running_seq = NULL, running_claimed_ms = NULL, \
+                     failures = CASE WHEN $3 THEN failures + 1 WHEN $4 = 'ok' THEN 0 ELSE failures END, \
+                     last_error = CASE WHEN $3 THEN $5 ELSE last_error END, \
+                     next_run_ms = CASE WHEN $6::bigint IS NOT NULL AND (next_run_ms IS NULL OR $6 < next_run_ms) \
+                         THEN $6 ELSE next_run_ms END, \
+                     state = CASE WHEN $7 THEN 'paused' \
+                         WHEN state = 'active' AND next_run_ms IS NULL AND $6::bigint IS NULL THEN 'done' ELSE state END, \
+                     last_alert_hash = COALESCE($8, last_alert_hash), \
+                     last_alert_ms = CASE WHEN $8::text IS NULL THEN last_alert_ms ELSE $9::bigint END, updated_ms = $9 \
+                     WHERE id = $1 AND running_slot_ms = $2",
+                    &[
+                        &job_id,
+                        &slot_ms,
+                        &failed,
+                        &outcome.status,
+                        &outcome.error,
+                        &outcome.retry_at_ms,
+                        &outcome.pause,
+                        &outcome.alert,
+                        &outcome.finished_ms,
+                    ],
+                )
+                .await
+                .map_err(pg_error)?;
+            transaction
+                .execute(
+                    "UPDATE scheduled_runs SET status = $3, finished_ms = $4, delivered = $5, error = $6 \
+                     WHERE job_id = $1 AND slot_ms = $2 AND status = 'running'",
+                    &[&job_id, &slot_ms, &outcome.status, &outcome.finished_ms, &outcome.delivered, &outcome.error],
+                )
+                .await
+                .map_err(pg_error)?;
+            transaction.commit().await.map_err(pg_error)?;
+            Ok(changed > 0)
+        }
+        .await;
+        self.changes.notify_one();
+        result
     }
 
     async fn running(&self) -> Result<Vec<Job>, StorageError> {
@@ -517,6 +547,10 @@ impl JobStore for PgJobs {
             .await
             .map_err(pg_error)?;
         Ok(runs + jobs)
+    }
+
+    fn changes(&self) -> &Notify {
+        &self.changes
     }
 
     async fn stats(&self) -> Result<JobStats, StorageError> {

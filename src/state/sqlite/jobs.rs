@@ -12,6 +12,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::Utc;
 use rusqlite::{Connection, OptionalExtension, Row, params};
+use tokio::sync::Notify;
 
 use super::Database;
 use crate::state::inbound::{DEDUPE_WINDOW, MessageKey, SeenKey};
@@ -40,6 +41,7 @@ impl From<rusqlite::Error> for AddJobError {
 pub struct SqliteJobs {
     database: Database,
     inbound: Arc<dyn InboundStore>,
+    changes: Arc<Notify>,
 }
 
 impl std::fmt::Debug for SqliteJobs {
@@ -51,7 +53,7 @@ impl std::fmt::Debug for SqliteJobs {
 impl SqliteJobs {
     pub fn new(database: Database) -> Self {
         let inbound = database.inbound_store();
-        Self { database, inbound }
+        Self { database, inbound, changes: Arc::default() }
     }
 
     /// Journals `fire` in the inbound log and keeps its id on the job.
@@ -244,74 +246,84 @@ fn run_of(row: &Row<'_>) -> rusqlite::Result<JobRun> {
 #[async_trait]
 impl JobStore for SqliteJobs {
     async fn add(&self, job: &Job, limits: JobLimits) -> Result<(), AddJobError> {
-        let job = job.clone();
-        self.database
-            .write(move |connection| {
-                if let Some(scope) = &job.scope {
-                    let in_chat: i64 = connection.query_row(
-                        "SELECT count(*) FROM scheduled_jobs WHERE scope_channel = ?1 AND scope_account = ?2 \
-                         AND scope_chat = ?3 AND state != 'done'",
-                        params![scope.channel, scope.account_id, scope.chat_id],
+        let result = async {
+            let job = job.clone();
+            self.database
+                .write(move |connection| {
+                    if let Some(scope) = &job.scope {
+                        let in_chat: i64 = connection.query_row(
+                            "SELECT count(*) FROM scheduled_jobs WHERE scope_channel = ?1 AND scope_account = ?2 \
+                             AND scope_chat = ?3 AND state != 'done'",
+                            params![scope.channel, scope.account_id, scope.chat_id],
+                            |row| row.get(0),
+                        )?;
+                        if in_chat as usize >= limits.per_chat {
+                            return Err(AddJobError::ChatFull { limit: limits.per_chat });
+                        }
+                    }
+                    let of_agent: i64 = connection.query_row(
+                        "SELECT count(*) FROM scheduled_jobs WHERE agent_id = ?1 AND state != 'done'",
+                        [&job.agent_id],
                         |row| row.get(0),
                     )?;
-                    if in_chat as usize >= limits.per_chat {
-                        return Err(AddJobError::ChatFull { limit: limits.per_chat });
+                    if of_agent as usize >= limits.per_agent {
+                        return Err(AddJobError::AgentFull { limit: limits.per_agent });
                     }
-                }
-                let of_agent: i64 = connection.query_row(
-                    "SELECT count(*) FROM scheduled_jobs WHERE agent_id = ?1 AND state != 'done'",
-                    [&job.agent_id],
-                    |row| row.get(0),
-                )?;
-                if of_agent as usize >= limits.per_agent {
-                    return Err(AddJobError::AgentFull { limit: limits.per_agent });
-                }
-                match insert_job(connection, &job, Utc::now().timestamp_millis())? {
-                    0 => Err(AddJobError::Exists(job.id.clone())),
-                    _ => Ok(()),
-                }
-            })
-            .await
+                    match insert_job(connection, &job, Utc::now().timestamp_millis())? {
+                        0 => Err(AddJobError::Exists(job.id.clone())),
+                        _ => Ok(()),
+                    }
+                })
+                .await
+        }
+        .await;
+        self.changes.notify_one();
+        result
     }
 
     async fn upsert_system(&self, job: &Job) -> Result<(), StorageError> {
-        let job = job.clone();
-        self.database
-            .write(move |connection| {
-                let now = Utc::now().timestamp_millis();
-                if insert_job(connection, &job, now)? == 0 {
-                    connection.execute(
-                        "UPDATE scheduled_jobs SET name = ?2, target_channel = ?3, target_account = ?4, \
-                         target_chat = ?5, target_chat_kind = ?6, target_thread = ?7, schedule_kind = ?8, \
-                         at_ms = ?9, every_secs = ?10, anchor_ms = ?11, cron_expr = ?12, tz = ?13, \
-                         payload_kind = ?14, payload = ?15, session_key = ?16, state = 'active', \
-                         next_run_ms = CASE WHEN every_secs IS ?10 AND tz = ?13 AND next_run_ms IS NOT NULL \
-                             THEN next_run_ms ELSE ?17 END, updated_ms = ?18 WHERE id = ?1",
-                        params![
-                            job.id,
-                            job.name,
-                            job.target.channel,
-                            job.target.account_id,
-                            job.target.chat_id,
-                            job.target.chat_kind,
-                            job.target.thread_id,
-                            job.schedule.kind,
-                            job.schedule.at_ms,
-                            job.schedule.every_secs,
-                            job.schedule.anchor_ms,
-                            job.schedule.cron,
-                            job.schedule.tz,
-                            job.payload.kind(),
-                            job.payload.text(),
-                            job.session_key,
-                            job.next_run_ms,
-                            now,
-                        ],
-                    )?;
-                }
-                Ok::<_, StorageError>(())
-            })
-            .await
+        let result = async {
+            let job = job.clone();
+            self.database
+                .write(move |connection| {
+                    let now = Utc::now().timestamp_millis();
+                    if insert_job(connection, &job, now)? == 0 {
+                        connection.execute(
+                            "UPDATE scheduled_jobs SET name = ?2, target_channel = ?3, target_account = ?4, \
+                             target_chat = ?5, target_chat_kind = ?6, target_thread = ?7, schedule_kind = ?8, \
+                             at_ms = ?9, every_secs = ?10, anchor_ms = ?11, cron_expr = ?12, tz = ?13, \
+                             payload_kind = ?14, payload = ?15, session_key = ?16, state = 'active', \
+                             next_run_ms = CASE WHEN every_secs IS ?10 AND tz = ?13 AND next_run_ms IS NOT NULL \
+                                 THEN next_run_ms ELSE ?17 END, updated_ms = ?18 WHERE id = ?1",
+                            params![
+                                job.id,
+                                job.name,
+                                job.target.channel,
+                                job.target.account_id,
+                                job.target.chat_id,
+                                job.target.chat_kind,
+                                job.target.thread_id,
+                                job.schedule.kind,
+                                job.schedule.at_ms,
+                                job.schedule.every_secs,
+                                job.schedule.anchor_ms,
+                                job.schedule.cron,
+                                job.schedule.tz,
+                                job.payload.kind(),
+                                job.payload.text(),
+                                job.session_key,
+                                job.next_run_ms,
+                                now,
+                            ],
+                        )?;
+                    }
+                    Ok::<_, StorageError>(())
+                })
+                .await
+        }
+        .await;
+        self.changes.notify_one();
+        result
     }
 
     async fn get(&self, id: &str) -> Result<Option<Job>, StorageError> {
@@ -347,39 +359,49 @@ impl JobStore for SqliteJobs {
     }
 
     async fn remove(&self, id: &str) -> Result<bool, StorageError> {
-        let id = id.to_owned();
-        self.database
-            .write(move |connection| {
-                connection.execute("DELETE FROM scheduled_runs WHERE job_id = ?1", [&id])?;
-                Ok::<_, StorageError>(connection.execute("DELETE FROM scheduled_jobs WHERE id = ?1", [&id])? > 0)
-            })
-            .await
+        let result = async {
+            let id = id.to_owned();
+            self.database
+                .write(move |connection| {
+                    connection.execute("DELETE FROM scheduled_runs WHERE job_id = ?1", [&id])?;
+                    Ok::<_, StorageError>(connection.execute("DELETE FROM scheduled_jobs WHERE id = ?1", [&id])? > 0)
+                })
+                .await
+        }
+        .await;
+        self.changes.notify_one();
+        result
     }
 
     async fn change(&self, id: &str, change: JobChange) -> Result<bool, StorageError> {
-        let id = id.to_owned();
-        let now = Utc::now().timestamp_millis();
-        self.database
-            .write(move |connection| {
-                let changed = match change {
-                    JobChange::Pause => connection.execute(
-                        "UPDATE scheduled_jobs SET state = 'paused', updated_ms = ?2 WHERE id = ?1 AND state != 'done'",
-                        params![id, now],
-                    )?,
-                    JobChange::Resume { next_run_ms } => connection.execute(
-                        "UPDATE scheduled_jobs SET state = 'active', next_run_ms = ?2, failures = 0, \
-                         updated_ms = ?3 WHERE id = ?1 AND state != 'done'",
-                        params![id, next_run_ms, now],
-                    )?,
-                    JobChange::RunAt { at_ms } => connection.execute(
-                        "UPDATE scheduled_jobs SET next_run_ms = ?2, updated_ms = ?3 WHERE id = ?1 \
-                         AND state = 'active'",
-                        params![id, at_ms, now],
-                    )?,
-                };
-                Ok::<_, StorageError>(changed > 0)
-            })
-            .await
+        let result = async {
+            let id = id.to_owned();
+            let now = Utc::now().timestamp_millis();
+            self.database
+                .write(move |connection| {
+                    let changed = match change {
+                        JobChange::Pause => connection.execute(
+                            "UPDATE scheduled_jobs SET state = 'paused', updated_ms = ?2 WHERE id = ?1 AND state != 'done'",
+                            params![id, now],
+                        )?,
+                        JobChange::Resume { next_run_ms } => connection.execute(
+                            "UPDATE scheduled_jobs SET state = 'active', next_run_ms = ?2, failures = 0, \
+                             updated_ms = ?3 WHERE id = ?1 AND state != 'done'",
+                            params![id, next_run_ms, now],
+                        )?,
+                        JobChange::RunAt { at_ms } => connection.execute(
+                            "UPDATE scheduled_jobs SET next_run_ms = ?2, updated_ms = ?3 WHERE id = ?1 \
+                             AND state = 'active'",
+                            params![id, at_ms, now],
+                        )?,
+                    };
+                    Ok::<_, StorageError>(changed > 0)
+                })
+                .await
+        }
+        .await;
+        self.changes.notify_one();
+        result
     }
 
     async fn next_due(&self) -> Result<Option<i64>, StorageError> {
@@ -417,41 +439,46 @@ impl JobStore for SqliteJobs {
     }
 
     async fn finish(&self, job_id: &str, slot_ms: i64, outcome: &FireOutcome) -> Result<bool, StorageError> {
-        let (job_id, outcome) = (job_id.to_owned(), outcome.clone());
-        self.database
-            .write(move |connection| {
-                let failed = outcome.status == "failed";
-                let changed = connection.execute(
-                    "UPDATE scheduled_jobs SET running_slot_ms = NULL, running_seq = NULL, running_claimed_ms = NULL, \
-                     failures = CASE WHEN ?3 THEN failures + 1 WHEN ?4 = 'ok' THEN 0 ELSE failures END, \
-                     last_error = CASE WHEN ?3 THEN ?5 ELSE last_error END, \
-                     next_run_ms = CASE WHEN ?6 IS NOT NULL AND (next_run_ms IS NULL OR ?6 < next_run_ms) \
-                         THEN ?6 ELSE next_run_ms END, \
-                     state = CASE WHEN ?7 THEN 'paused' \
-                         WHEN state = 'active' AND next_run_ms IS NULL AND ?6 IS NULL THEN 'done' ELSE state END, \
-                     last_alert_hash = COALESCE(?8, last_alert_hash), \
-                     last_alert_ms = CASE WHEN ?8 IS NULL THEN last_alert_ms ELSE ?9 END, updated_ms = ?9 \
-                     WHERE id = ?1 AND running_slot_ms = ?2",
-                    params![
-                        job_id,
-                        slot_ms,
-                        failed,
-                        outcome.status,
-                        outcome.error,
-                        outcome.retry_at_ms,
-                        outcome.pause,
-                        outcome.alert,
-                        outcome.finished_ms,
-                    ],
-                )?;
-                connection.execute(
-                    "UPDATE scheduled_runs SET status = ?3, finished_ms = ?4, delivered = ?5, error = ?6 \
-                     WHERE job_id = ?1 AND slot_ms = ?2 AND status = 'running'",
-                    params![job_id, slot_ms, outcome.status, outcome.finished_ms, outcome.delivered, outcome.error],
-                )?;
-                Ok::<_, StorageError>(changed > 0)
-            })
-            .await
+        let result = async {
+            let (job_id, outcome) = (job_id.to_owned(), outcome.clone());
+            self.database
+                .write(move |connection| {
+                    let failed = outcome.status == "failed";
+                    let changed = connection.execute(
+                        "UPDATE scheduled_jobs SET running_slot_ms = NULL, running_seq = NULL, running_claimed_ms = NULL, \
+                         failures = CASE WHEN ?3 THEN failures + 1 WHEN ?4 = 'ok' THEN 0 ELSE failures END, \
+                         last_error = CASE WHEN ?3 THEN ?5 ELSE last_error END, \
+                         next_run_ms = CASE WHEN ?6 IS NOT NULL AND (next_run_ms IS NULL OR ?6 < next_run_ms) \
+                             THEN ?6 ELSE next_run_ms END, \
+                         state = CASE WHEN ?7 THEN 'paused' \
+                             WHEN state = 'active' AND next_run_ms IS NULL AND ?6 IS NULL THEN 'done' ELSE state END, \
+                         last_alert_hash = COALESCE(?8, last_alert_hash), \
+                         last_alert_ms = CASE WHEN ?8 IS NULL THEN last_alert_ms ELSE ?9 END, updated_ms = ?9 \
+                         WHERE id = ?1 AND running_slot_ms = ?2",
+                        params![
+                            job_id,
+                            slot_ms,
+                            failed,
+                            outcome.status,
+                            outcome.error,
+                            outcome.retry_at_ms,
+                            outcome.pause,
+                            outcome.alert,
+                            outcome.finished_ms,
+                        ],
+                    )?;
+                    connection.execute(
+                        "UPDATE scheduled_runs SET status = ?3, finished_ms = ?4, delivered = ?5, error = ?6 \
+                         WHERE job_id = ?1 AND slot_ms = ?2 AND status = 'running'",
+                        params![job_id, slot_ms, outcome.status, outcome.finished_ms, outcome.delivered, outcome.error],
+                    )?;
+                    Ok::<_, StorageError>(changed > 0)
+                })
+                .await
+        }
+        .await;
+        self.changes.notify_one();
+        result
     }
 
     async fn running(&self) -> Result<Vec<Job>, StorageError> {
@@ -491,6 +518,10 @@ impl JobStore for SqliteJobs {
                 Ok::<_, StorageError>(removed as u64)
             })
             .await
+    }
+
+    fn changes(&self) -> &Notify {
+        &self.changes
     }
 
     async fn stats(&self) -> Result<JobStats, StorageError> {
