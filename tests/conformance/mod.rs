@@ -41,6 +41,7 @@ pub mod accounts;
 pub mod delivery;
 pub mod discord;
 pub mod exec;
+pub mod scheduled;
 pub mod slack;
 pub mod telegram;
 pub mod web_fetch;
@@ -138,6 +139,11 @@ impl<P: Platform> Harness<P> {
 
     fn config(&self) -> String {
         format!("[channels.{}]\n{}\n{}\n\n{}", P::NAME, self.platform.channel_config(), self.channel_keys, self.tables)
+    }
+
+    /// Starts the gateway again on `home` (after [`crate::daemon::Daemon::crash`]).
+    pub async fn relaunch(&mut self, home: tempfile::TempDir) {
+        self.launch(home).await;
     }
 
     async fn launch(&mut self, home: tempfile::TempDir) {
@@ -514,6 +520,28 @@ pub async fn reasoning_streams_into_the_preview_then_gives_way_or_stays_apart<P:
 macro_rules! conformance_suite {
     ($name:ident, $platform:ty) => {
         mod $name {
+            #[tokio::test]
+            async fn a_reminder_the_tool_made_arrives_once_without_a_model_call() {
+                $crate::conformance::scheduled::a_reminder_the_tool_made_arrives_once_without_a_model_call::<$platform>()
+                    .await;
+            }
+
+            #[tokio::test]
+            async fn an_every_job_fires_until_it_is_removed() {
+                $crate::conformance::scheduled::an_every_job_fires_until_it_is_removed::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn a_reminder_due_while_the_gateway_was_down_fires_once_late() {
+                $crate::conformance::scheduled::a_reminder_due_while_the_gateway_was_down_fires_once_late::<$platform>()
+                    .await;
+            }
+
+            #[tokio::test]
+            async fn a_task_jobs_final_reply_is_delivered_once() {
+                $crate::conformance::scheduled::a_task_jobs_final_reply_is_delivered_once::<$platform>().await;
+            }
+
             #[tokio::test]
             async fn a_dm_is_answered_exactly_once() {
                 $crate::conformance::a_dm_is_answered_exactly_once::<$platform>().await;
