@@ -10,3 +10,10 @@ mod conformance;
 conformance_suite!(telegram, crate::conformance::telegram::Telegram);
 conformance_suite!(discord, crate::conformance::discord::Discord);
 conformance_suite!(slack, crate::conformance::slack::Slack);
+
+/// The heartbeat targets a chat by id; on Telegram a DM's chat id is the user's.
+#[tokio::test]
+async fn telegram_heartbeat_costs_nothing_without_tasks_and_alerts_once() {
+    conformance::scheduled::the_heartbeat_costs_nothing_without_tasks_and_alerts_once::<conformance::telegram::Telegram>()
+        .await;
+}

@@ -136,6 +136,8 @@ impl AgentExecutor {
             alert = Some(heartbeat::alert_hash(&text));
         }
         let answered = turn.deliver(&outcome).await;
+        // An alert counts as sent (for the day-long dedupe) only once it was.
+        let alert = alert.filter(|_| answered);
         self.report(fires, Ended::Ok { delivered: answered, alert }, None).await;
         RunReport { unconsumed_steer: outcome.unconsumed_steer, answered, retry_later: Vec::new() }
     }

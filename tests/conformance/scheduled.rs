@@ -111,3 +111,58 @@ pub async fn a_task_jobs_final_reply_is_delivered_once<P: Platform>() {
     let shown = h.after_sentinel(USER).await;
     assert_eq!(visible(&shown), ["I'll do that in a moment.", "Three issues are open.", "pong"], "{}", P::NAME);
 }
+
+/// A counter of the gateway's `/metrics`, 0 until it is exported.
+async fn counter<P: Platform>(h: &Harness<P>, series: &str) -> u64 {
+    let port = h.daemon.as_ref().expect("running").port;
+    let metrics = reqwest::get(format!("http://127.0.0.1:{port}/metrics")).await.unwrap().text().await.unwrap();
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.trim().parse::<f64>().ok()))
+        .map_or(0, |value| value as u64)
+}
+
+/// Waits until the counter `series` reaches `count`.
+async fn counter_reaches<P: Platform>(h: &Harness<P>, series: &str, count: u64) {
+    let reached = tokio::time::timeout(crate::daemon::PATIENCE, async {
+        while counter(h, series).await < count {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(reached.is_ok(), "{}: {series} never reached {count}", P::NAME);
+}
+
+/// The heartbeat (on the platform whose DM chat id is the user's id): no model call while
+/// HEARTBEAT.md is missing, over several beats; with tasks in it, `HEARTBEAT_OK` sends
+/// nothing and the same alert is sent once.
+pub async fn the_heartbeat_costs_nothing_without_tasks_and_alerts_once<P: Platform>() {
+    let config = format!(
+        "[agents.defaults.heartbeat]\nevery = \"10s\"\ntarget = \"{}:{USER}\"\nprompt = \"Check the list.\"",
+        P::NAME
+    );
+    let h = Harness::<P>::start(&config).await;
+    // The user has talked to the bot (a bot cannot open a chat with someone who has not).
+    h.openai.push(Turn::text(["Hello."]));
+    h.platform.dm(USER, "hi").await;
+    h.until(|p| p.dm_messages(USER), |shown| !shown.is_empty()).await;
+    let skipped = "ferry_cron_fires_ended_total{status=\"skipped\"}";
+    counter_reaches(&h, skipped, 2).await;
+    assert_eq!(h.openai.requests().len(), 1, "{}: no model call without HEARTBEAT.md", P::NAME);
+
+    let home = h.daemon.as_ref().and_then(|daemon| daemon.home.as_ref()).expect("running").path().to_owned();
+    let checklist = home.join(".local/share/ferry/workspace/HEARTBEAT.md");
+    std::fs::create_dir_all(checklist.parent().unwrap()).unwrap();
+    std::fs::write(&checklist, "# Heartbeat\n\n- Tell me if the build is red.\n").unwrap();
+    h.openai.push(Turn::text(["HEARTBEAT_OK"]));
+    h.openai.push(Turn::text(["The build is red."]));
+    h.openai.push(Turn::text(["The build is red."]));
+    let third = h.request(3).await;
+    let prompt = third.body.to_string();
+    assert!(prompt.contains("Tell me if the build is red."), "{}: the checklist is in the beat: {prompt}", P::NAME);
+    // Headings only again: the beats after these make no call.
+    std::fs::write(&checklist, "# Heartbeat\n").unwrap();
+    counter_reaches(&h, "ferry_cron_fires_ended_total{status=\"ok\"}", 3).await;
+    let shown = h.after_sentinel(USER).await;
+    assert_eq!(visible(&shown), ["Hello.", "The build is red.", "pong"], "{}: OK silent, the alert once", P::NAME);
+}
