@@ -34,6 +34,8 @@ pub const MAX_SLEEP: Duration = Duration::from_secs(30);
 pub const SWEEP_EVERY: Duration = Duration::from_secs(60);
 /// A fire younger than this is not swept (its report may be on its way).
 const SWEEP_AFTER_MS: i64 = 60_000;
+/// How often the `/healthz` summary is refreshed (it counts every job).
+const HEALTH_EVERY: Duration = Duration::from_secs(10);
 /// How often old runs and done jobs are pruned.
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 /// The wait after the store failed, before trying again.
@@ -61,6 +63,7 @@ impl Ticker {
         }
         let mut last_sweep = tokio::time::Instant::now();
         let mut last_prune = tokio::time::Instant::now() - PRUNE_EVERY;
+        let mut last_health: Option<tokio::time::Instant> = None;
         loop {
             let sleep = match self.tick().await {
                 Ok(sleep) => sleep,
@@ -74,6 +77,10 @@ impl Ticker {
                 if let Err(error) = self.sweep().await {
                     tracing::warn!(%error, "cannot look for scheduled fires that ended unrecorded");
                 }
+            }
+            if last_health.is_none_or(|at| at.elapsed() >= HEALTH_EVERY) {
+                last_health = Some(tokio::time::Instant::now());
+                self.refresh_health().await;
             }
             if last_prune.elapsed() >= PRUNE_EVERY {
                 last_prune = tokio::time::Instant::now();
@@ -109,6 +116,23 @@ impl Ticker {
             Some(due) => Duration::from_millis(u64::try_from(due - now).unwrap_or(0)).min(MAX_SLEEP),
             None => MAX_SLEEP,
         })
+    }
+
+    /// Refreshes the scheduler's `/healthz` entry: how many jobs, when the next is due,
+    /// and the last error a fire reported.
+    async fn refresh_health(&self) {
+        let health = match self.jobs.stats().await {
+            Ok(stats) => serde_json::json!({
+                "enabled": self.config.cron.enabled,
+                "activeJobs": stats.active,
+                "pausedJobs": stats.paused,
+                "running": stats.running,
+                "nextDue": stats.next_due_ms.and_then(stored::instant).map(|at| at.to_rfc3339()),
+                "lastError": stats.last_error.map(|(job, error)| serde_json::json!({ "job": job, "error": error })),
+            }),
+            Err(error) => serde_json::json!({ "enabled": self.config.cron.enabled, "error": error.to_string() }),
+        };
+        self.dispatcher.set_cron_health(health);
     }
 
     /// Hands a journaled fire to its session's lane (here, or the replica holding it).

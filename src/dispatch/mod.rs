@@ -121,6 +121,8 @@ struct Inner {
     keeper: Option<Arc<keeper::LaneKeeper>>,
     /// Scheduled jobs, for `/remind` and `/jobs`.
     jobs: Arc<dyn crate::state::jobs::JobStore>,
+    /// The scheduler's part in `/healthz`, as the ticker last saw it.
+    cron_health: std::sync::Mutex<Option<serde_json::Value>>,
 }
 
 impl Dispatcher {
@@ -191,6 +193,7 @@ impl Dispatcher {
                 ledger,
                 keeper,
                 jobs: parts.stores.jobs.clone(),
+                cron_health: std::sync::Mutex::new(None),
             }),
         };
         if let Some(keeper) = &dispatcher.inner.keeper {
@@ -240,6 +243,16 @@ impl Dispatcher {
             "sessionLeases": held.len(),
             "sessions": sessions,
         }))
+    }
+
+    /// The scheduled-jobs ticker's summary for `/healthz` (jobs, next due, last error).
+    pub fn cron_health(&self) -> Option<serde_json::Value> {
+        self.inner.cron_health.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Kept by the ticker ([`crate::cron::ticker`]).
+    pub fn set_cron_health(&self, health: serde_json::Value) {
+        *self.inner.cron_health.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(health);
     }
 
     pub fn scheduler(&self) -> &Scheduler {

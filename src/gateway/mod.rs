@@ -171,6 +171,10 @@ impl GatewayState {
             }
             health["replica"] = replica;
         }
+        // Nor does the scheduler: a failing job says so in its own entry.
+        if let Some(cron) = self.dispatcher.cron_health() {
+            health["scheduler"] = cron;
+        }
         // MCP servers do not count against `ok`: without one, the bot still answers.
         if let Some(mcp) = self.mcp.as_ref().filter(|mcp| !mcp.is_empty()) {
             health["mcp"] = mcp.health();

@@ -48,6 +48,10 @@ pub async fn a_reminder_the_tool_made_arrives_once_without_a_model_call<P: Platf
     let shown = h.after_sentinel(USER).await;
     assert_eq!(visible(&shown), ["I'll remind you.", "Stretch your legs", "pong"], "{}", P::NAME);
     assert_eq!(h.openai.requests().len(), 3, "{}: the reminder itself asked no model", P::NAME);
+    assert_eq!(counter(&h, "ferry_cron_fires_total").await, 1, "{}", P::NAME);
+    counter_reaches(&h, "ferry_cron_fires_ended_total{status=\"ok\"}", 1).await;
+    let health = crate::daemon::health(h.daemon.as_ref().expect("running").port).await;
+    assert_eq!(health["scheduler"]["enabled"], true, "{}: the scheduler is in /healthz: {health}", P::NAME);
 }
 
 /// An `every` job fires again and again; `/jobs rm` stops it.
@@ -92,6 +96,7 @@ pub async fn a_reminder_due_while_the_gateway_was_down_fires_once_late<P: Platfo
     assert!(text.contains("(late: was due "), "{}: marked late: {text:?}", P::NAME);
     let shown = h.after_sentinel(USER).await;
     assert_eq!(reminder(&shown).len(), 1, "{}: once: {:?}", P::NAME, visible(&shown));
+    assert_eq!(counter(&h, "ferry_cron_late_fires_total").await, 1, "{}: counted late", P::NAME);
 }
 
 /// A task runs the agent when it is due, told that it is a scheduled run and the local
