@@ -20,7 +20,10 @@
 //! - no two runs of one session at once anywhere: the fake model groups its streams by the
 //!   chat each request is for, and no group ever has two open;
 //! - every message answered within `lease + 10 s` of when it was sent, or of the last fault
-//!   before its answer.
+//!   before its answer;
+//! - scheduled jobs (issue 39, `every 10s` reminders to Slack DMs of their own, made with
+//!   `ferry cron add`) fire each slot once across the replicas and the faults: every fire
+//!   journaled is in its chat exactly once, and no slot has two runs.
 //!
 //! Discord keeps nothing for a bot that is not connected, and a session of another process
 //! cannot be resumed, so Discord messages are sent only while a healthy replica holds the
@@ -303,6 +306,87 @@ async fn inject_faults(
     faults
 }
 
+/// Slack DMs that only scheduled reminders go to (`beat <n>` every 10 s).
+const BEAT_USERS: [u64; 4] = [101, 102, 103, 104];
+
+/// Adds the reminders, through the CLI, on the shared database; returns their ids.
+fn add_beats(replicas: &ReplicaSet) -> Vec<String> {
+    BEAT_USERS
+        .iter()
+        .map(|user| {
+            let to = format!("slack:{}", conformance::slack::dm_channel(*user));
+            let text = format!("beat {user}");
+            let out = replicas.command(&["cron", "add", "--to", &to, "--every", "10s", "--text", &text]);
+            // `added <id> "<name>": …`
+            out.split_whitespace().nth(1).unwrap_or_else(|| panic!("no job id in {out:?}")).to_owned()
+        })
+        .collect()
+}
+
+/// Pauses the reminders, waits until no fire is in flight or waiting, then checks that each
+/// journaled fire reached its chat exactly once and no slot ran twice.
+async fn check_beats(replicas: &ReplicaSet, platforms: &Platforms, jobs: &[String], seed: u64) -> usize {
+    for id in jobs {
+        replicas.command(&["cron", "pause", id]);
+    }
+    let settled = tokio::time::timeout(PATIENCE * 2, async {
+        loop {
+            let running =
+                replicas.rows("SELECT count(*)::text FROM scheduled_jobs WHERE running_slot_ms IS NOT NULL").await;
+            let waiting = replicas
+                .rows(
+                    "SELECT count(*)::text FROM inbound_journal WHERE message_id LIKE 'cron:%' AND answered_at IS NULL",
+                )
+                .await;
+            if running == ["0"] && waiting == ["0"] {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(settled.is_ok(), "seed {seed}: scheduled fires were still in flight long after the jobs were paused");
+    let twice = replicas
+        .rows(
+            "SELECT job_id || '@' || slot_ms FROM scheduled_runs WHERE status <> 'skipped'              GROUP BY job_id, slot_ms HAVING count(*) > 1",
+        )
+        .await;
+    assert!(twice.is_empty(), "seed {seed}: slots that ran twice: {twice:?}");
+    let mut fired = 0;
+    for user in BEAT_USERS {
+        let chat = conformance::slack::dm_channel(user);
+        let fires = replicas
+            .rows(&format!(
+                "SELECT message_id FROM inbound_journal WHERE chat_id = '{chat}' AND message_id LIKE 'cron:%'"
+            ))
+            .await;
+        let beat = format!("beat {user}");
+        let delivered = tokio::time::timeout(PATIENCE, async {
+            loop {
+                let shown = platforms.dm_messages(Kind::Slack, user);
+                let count = shown.iter().filter(|message| message.visible.trim().starts_with(&beat)).count();
+                if count >= fires.len() {
+                    return (count, shown);
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        let (count, shown) = delivered.unwrap_or_else(|_| {
+            panic!(
+                "seed {seed}: {chat}: {} fires journaled, fewer delivered: {:?}",
+                fires.len(),
+                platforms.dm_messages(Kind::Slack, user)
+            )
+        });
+        let texts: Vec<String> = shown.into_iter().map(|message| message.visible).collect();
+        assert_eq!(count, fires.len(), "seed {seed}: {chat}: each fire delivered once: {fires:?} vs {texts:?}");
+        assert!(fires.len() >= 3, "seed {seed}: {chat}: the job kept firing through the faults: {fires:?}");
+        fired += fires.len();
+    }
+    fired
+}
+
 /// What a run did, for its report.
 #[derive(Debug, Default)]
 struct Tally {
@@ -311,6 +395,7 @@ struct Tally {
     stops: usize,
     database_cuts: usize,
     postgres_restarts: usize,
+    scheduled_fires: usize,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -331,6 +416,8 @@ async fn three_replicas_answer_every_message_once_through_kills_freezes_and_data
     replicas.wait_for_healthy_ingress("discord:").await;
     replicas.wait_for_healthy_ingress("telegram:").await;
     tokio::time::timeout(PATIENCE, platforms.discord.fake().wait_for_session()).await.expect("a Discord session");
+
+    let beats = add_beats(&replicas);
 
     let shared = Arc::new(Shared {
         platforms,
@@ -459,6 +546,7 @@ async fn three_replicas_answer_every_message_once_through_kills_freezes_and_data
         }
     }
 
+    tally.scheduled_fires = check_beats(&replicas, &shared.platforms, &beats, seed).await;
     println!("seed {seed}: {tally:?}");
     for (kind, verdict) in &verdicts {
         println!("seed {seed}, {kind:?}: {verdict}");

@@ -83,6 +83,33 @@ impl ReplicaSet {
         set
     }
 
+    /// Runs `ferry <args>` (a one-shot command such as `cron add`) against the shared
+    /// database, with replica 0's config; returns its stdout, or panics with its stderr.
+    pub fn command(&self, args: &[&str]) -> String {
+        let config = self.replicas[0].config.clone();
+        let home = tempfile::tempdir().expect("a home for the command");
+        let path = home.path().join("ferry.toml");
+        std::fs::write(&path, config).expect("the command's config");
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .arg("--config")
+            .arg(&path)
+            .args(args)
+            .env_clear()
+            .env("HOME", home.path())
+            .output()
+            .expect("run ferry");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(output.status.success(), "ferry {args:?} failed: {}{stdout}", String::from_utf8_lossy(&output.stderr));
+        stdout
+    }
+
+    /// The first column of each row `sql` returns, as text.
+    pub async fn rows(&self, sql: &str) -> Vec<String> {
+        let client = self.cluster.connect().await;
+        let rows = client.query(sql, &[]).await.unwrap_or_else(|error| panic!("{sql}: {error}"));
+        rows.iter().map(|row| row.get::<_, String>(0)).collect()
+    }
+
     pub fn len(&self) -> usize {
         self.replicas.len()
     }
