@@ -63,6 +63,8 @@ pub async fn copy_sqlite_to_postgres(global: &GlobalArgs, force: bool, env: &Env
         (report.unanswered, "messages waiting for their answer"),
         (report.delivery_records, "delivery records"),
         (report.sightings, "recently seen messages (dedupe)"),
+        (report.scheduled_jobs, "scheduled jobs"),
+        (report.scheduled_runs, "scheduled runs (history)"),
     ] {
         println!("  {count:>8} {what}");
     }

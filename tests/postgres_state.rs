@@ -9,12 +9,15 @@ use std::time::Duration;
 
 use chrono::Utc;
 use ferry::agent::{ChatMessage, Usage};
-use ferry::config::ResetConfig;
+use ferry::config::{Config, ResetConfig};
+use ferry::cron::manage::{CronJobs, NewJob};
 use ferry::routing::clock::SystemClock;
 use ferry::routing::pairing::{PairingRequest, PairingStore};
 use ferry::state::inbound::{Accepted, MessageKey};
+use ferry::state::jobs::{ChatScope, JobPayload, JobTarget};
 use ferry::state::postgres::PgBackend;
 use ferry::state::{Database, Stores};
+use ferry::types::schedule::When;
 use ferry_fakes::{FakeOpenAi, FakeTelegram, Reply, Turn, test_database};
 
 #[path = "common/daemon.rs"]
@@ -158,7 +161,27 @@ async fn state_copy_moves_a_sqlite_install_into_postgres() {
     local.inbound.answered(&[answered]).await.unwrap();
     let owed = local.inbound.unanswered().await.unwrap().messages[0].seq;
     local.inbound.record_delivery(&[owed], "{\"preview\":5}".into(), false).await.unwrap();
-    drop(local);
+    let jobs = CronJobs::new(local.jobs.clone(), Arc::new(Config::default()));
+    let reminder = NewJob {
+        agent_id: "main".into(),
+        when: When::Cron("0 8 * * 1-5".into()),
+        tz: Some("Europe/Berlin".into()),
+        payload: JobPayload::Text("standup".into()),
+        name: None,
+        owner: "42".into(),
+        created_by: "user",
+        scope: Some(ChatScope { channel: "telegram".into(), account_id: "default".into(), chat_id: "42".into() }),
+        target: JobTarget {
+            channel: "telegram".into(),
+            account_id: "default".into(),
+            chat_id: "42".into(),
+            chat_kind: "direct".into(),
+            thread_id: None,
+        },
+        session_key: None,
+    };
+    let job = jobs.create(reminder, Utc::now()).await.unwrap().job;
+    drop((local, jobs));
     sqlite.close().await;
 
     let config = format!("state_dir = \"{}\"\n", state_dir.display());
@@ -174,6 +197,7 @@ async fn state_copy_moves_a_sqlite_install_into_postgres() {
         "1 messages waiting",
         "1 delivery records",
         "2 recently seen",
+        "1 scheduled jobs",
     ] {
         assert!(report.lines().any(|shown| shown.trim_start().starts_with(line)), "{line:?} in {report}");
     }
@@ -198,6 +222,7 @@ async fn state_copy_moves_a_sqlite_install_into_postgres() {
         assert!(!remote.inbound.record_seen(&answered_key, now + 1, now - 60_000).await.unwrap(), "still a duplicate");
         let next = remote.inbound.accept(&MessageKey { message_id: "10", ..key }, now, now - 60_000, &entry).await;
         assert!(next.unwrap().unwrap() > answered, "ids continue after the copied ones");
+        assert_eq!(remote.jobs.get(&job.id).await.unwrap().as_ref(), Some(&job), "the scheduled job, as it was");
     };
     check().await;
 

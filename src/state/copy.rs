@@ -23,7 +23,9 @@ use super::postgres::{PgBackend, pg_error};
 use super::sqlite::Database;
 
 /// The tables a copy writes, in the order it fills them.
-const TABLES: [&str; 8] = [
+const TABLES: [&str; 10] = [
+    "scheduled_jobs",
+    "scheduled_runs",
     "sessions",
     "transcript_entries",
     "pairing_requests",
@@ -51,6 +53,142 @@ pub struct CopyReport {
     /// Accepted messages still waiting for their answer.
     pub unanswered: usize,
     pub delivery_records: usize,
+    /// Scheduled jobs, and the rows of their run history.
+    pub scheduled_jobs: usize,
+    pub scheduled_runs: usize,
+}
+
+/// A column's type in both backends: text, a 64-bit integer, or a boolean (an integer on
+/// SQLite).
+#[derive(Clone, Copy)]
+enum Kind {
+    Text,
+    Int,
+    Bool,
+}
+
+/// Tables copied column by column as they are, with each column's type.
+const AS_IS: [(&str, &[(&str, Kind)]); 2] = [
+    (
+        "scheduled_jobs",
+        &[
+            ("id", Kind::Text),
+            ("agent_id", Kind::Text),
+            ("name", Kind::Text),
+            ("owner", Kind::Text),
+            ("created_by", Kind::Text),
+            ("scope_channel", Kind::Text),
+            ("scope_account", Kind::Text),
+            ("scope_chat", Kind::Text),
+            ("target_channel", Kind::Text),
+            ("target_account", Kind::Text),
+            ("target_chat", Kind::Text),
+            ("target_chat_kind", Kind::Text),
+            ("target_thread", Kind::Text),
+            ("schedule_kind", Kind::Text),
+            ("at_ms", Kind::Int),
+            ("every_secs", Kind::Int),
+            ("anchor_ms", Kind::Int),
+            ("cron_expr", Kind::Text),
+            ("tz", Kind::Text),
+            ("payload_kind", Kind::Text),
+            ("payload", Kind::Text),
+            ("session_key", Kind::Text),
+            ("missed", Kind::Text),
+            ("grace_secs", Kind::Int),
+            ("state", Kind::Text),
+            ("next_run_ms", Kind::Int),
+            ("running_slot_ms", Kind::Int),
+            ("running_seq", Kind::Int),
+            ("running_claimed_ms", Kind::Int),
+            ("failures", Kind::Int),
+            ("last_error", Kind::Text),
+            ("last_alert_hash", Kind::Text),
+            ("last_alert_ms", Kind::Int),
+            ("created_ms", Kind::Int),
+            ("updated_ms", Kind::Int),
+        ],
+    ),
+    (
+        "scheduled_runs",
+        &[
+            ("id", Kind::Int),
+            ("job_id", Kind::Text),
+            ("slot_ms", Kind::Int),
+            ("status", Kind::Text),
+            ("started_ms", Kind::Int),
+            ("finished_ms", Kind::Int),
+            ("delivered", Kind::Bool),
+            ("late", Kind::Bool),
+            ("error", Kind::Text),
+            ("note", Kind::Text),
+        ],
+    ),
+];
+
+/// One value of an [`AS_IS`] row.
+#[derive(Debug)]
+enum Cell {
+    Text(Option<String>),
+    Int(Option<i64>),
+    Bool(Option<bool>),
+}
+
+impl Cell {
+    fn as_sql(&self) -> &(dyn ToSql + Sync) {
+        match self {
+            Cell::Text(value) => value,
+            Cell::Int(value) => value,
+            Cell::Bool(value) => value,
+        }
+    }
+}
+
+/// Every row of an [`AS_IS`] table.
+fn read_as_is(database: &Database, table: &str, columns: &[(&str, Kind)]) -> Result<Vec<Vec<Cell>>, CopyError> {
+    let names: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
+    database
+        .read(|c| {
+            c.prepare(&format!("SELECT {} FROM {table}", names.join(", ")))?
+                .query_map([], |row| {
+                    columns
+                        .iter()
+                        .enumerate()
+                        .map(|(index, (_, kind))| {
+                            Ok(match kind {
+                                Kind::Text => Cell::Text(row.get(index)?),
+                                Kind::Int => Cell::Int(row.get(index)?),
+                                Kind::Bool => Cell::Bool(row.get(index)?),
+                            })
+                        })
+                        .collect::<rusqlite::Result<Vec<Cell>>>()
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .map_err(read)
+}
+
+/// Writes the rows of an [`AS_IS`] table, one prepared statement.
+async fn write_as_is(
+    tx: &Transaction<'_>,
+    table: &str,
+    columns: &[(&str, Kind)],
+    rows: &[Vec<Cell>],
+) -> Result<(), CopyError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
+    let places: Vec<String> = (1..=columns.len()).map(|index| format!("${index}")).collect();
+    let statement = tx
+        .prepare(&format!("INSERT INTO {table} ({}) VALUES ({})", names.join(", "), places.join(", ")))
+        .await
+        .map_err(write)?;
+    for row in rows {
+        let params: Vec<&(dyn ToSql + Sync)> = row.iter().map(Cell::as_sql).collect();
+        tx.execute(&statement, &params).await.map_err(write)?;
+    }
+    Ok(())
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -119,6 +257,8 @@ struct Source {
     unanswered: Vec<(i64, SeenKey, Accepted)>,
     deliveries: Vec<(Vec<i64>, String)>,
     next_id: i64,
+    /// The [`AS_IS`] tables' rows, in that order.
+    as_is: Vec<Vec<Vec<Cell>>>,
 }
 
 impl Source {
@@ -189,6 +329,10 @@ impl Source {
             unanswered,
             deliveries,
             next_id: log.next_seq(),
+            as_is: AS_IS
+                .iter()
+                .map(|(table, columns)| read_as_is(database, table, columns))
+                .collect::<Result<_, _>>()?,
         })
     }
 
@@ -202,7 +346,12 @@ impl Source {
             sightings: self.sightings.len(),
             unanswered: self.unanswered.len(),
             delivery_records: self.deliveries.len(),
+            scheduled_jobs: self.as_is.first().map_or(0, Vec::len),
+            scheduled_runs: self.as_is.get(1).map_or(0, Vec::len),
         };
+        for ((table, columns), rows) in AS_IS.iter().zip(&self.as_is) {
+            write_as_is(tx, table, columns, rows).await?;
+        }
         for chunk in self.sessions.chunks(CHUNK) {
             insert(
                 tx,
@@ -317,9 +466,12 @@ impl Source {
             insert(tx, "INSERT INTO delivery_records (message_ids, body) VALUES ($1, $2)", &[ids, body]).await?;
         }
         // New rows continue after the copied ones; journal ids after every id the log gave.
-        for (table, floor) in
-            [("transcript_entries", 1), ("inbound_journal", self.next_id - 1), ("delivery_records", 1)]
-        {
+        for (table, floor) in [
+            ("transcript_entries", 1),
+            ("inbound_journal", self.next_id - 1),
+            ("delivery_records", 1),
+            ("scheduled_runs", 1),
+        ] {
             let sql = format!(
                 "SELECT setval(pg_get_serial_sequence('{table}', 'id'), \
                  GREATEST((SELECT COALESCE(MAX(id), 0) FROM {table}), $1::bigint, 1))"
