@@ -9,6 +9,7 @@ use super::*;
 use crate::config::ranges;
 
 mod agents;
+mod cron;
 mod state;
 
 const DEFAULT_TOML: &str = include_str!("../../config/default.toml");

@@ -277,3 +277,121 @@ impl CronTool {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use chrono::DateTime;
+    use ferry_channel::{ChatKind, ChatRef, Target};
+
+    use super::*;
+    use crate::agent::tools::Origin;
+    use crate::agent::tools::tests::context;
+    use crate::channels::ChannelRegistry;
+    use crate::config::Config;
+    use crate::state::Stores;
+    use crate::state::sqlite::Database;
+
+    fn dm(chat: &str) -> Origin {
+        Origin {
+            channel: "telegram".into(),
+            account_id: "default".into(),
+            target: Target { chat: ChatRef::new(ChatKind::Direct, chat), thread_id: None },
+        }
+    }
+
+    async fn cron_tool(config: Config) -> (CronTool, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let stores = Stores::sqlite(&Database::open(dir.path()).await.unwrap());
+        let allowed = config.cron.scheduled_runs_may_schedule;
+        (CronTool::new(CronJobs::new(stores.jobs.clone(), Arc::new(config)), "main", allowed), dir)
+    }
+
+    async fn call(tool: &CronTool, chat: &str, run_id: &str, args: Value) -> Result<Value, String> {
+        let mut context = context(Some(dm(chat)), ChannelRegistry::new());
+        context.run_id = run_id.into();
+        context.sender_id = Some("u1".into());
+        let args: CronArgs = serde_json::from_value(args).map_err(|error| error.to_string())?;
+        match tool.run(args, &context).await {
+            Ok(output) => Ok(serde_json::from_str(&output.text).unwrap()),
+            Err(error) => Err(error.0),
+        }
+    }
+
+    fn add_reminder() -> Value {
+        json!({ "action": "add", "schedule": { "in": "20m", "tz": "Europe/Berlin" }, "text": "stretch" })
+    }
+
+    #[tokio::test]
+    async fn add_answers_the_next_run_in_utc_and_in_the_zone_it_used() {
+        let (tool, _dir) = cron_tool(Config::default()).await;
+        let added = call(&tool, "42", "run-1", add_reminder()).await.unwrap();
+        assert_eq!(added["tz"], "Europe/Berlin");
+        assert_eq!(added["tz_from"], "asked");
+        let utc = DateTime::parse_from_rfc3339(added["next_run_utc"].as_str().unwrap()).unwrap();
+        let local = DateTime::parse_from_rfc3339(added["next_run_local"].as_str().unwrap()).unwrap();
+        assert_eq!(utc, local, "the same instant");
+        assert!(matches!(local.offset().local_minus_utc(), 3600 | 7200), "Berlin's offset: {local}");
+        let listed = call(&tool, "42", "run-2", json!({ "action": "list" })).await.unwrap();
+        assert_eq!(listed["jobs"][0]["id"], added["id"]);
+        assert_eq!(listed["jobs"][0]["kind"], "text");
+    }
+
+    #[tokio::test]
+    async fn a_chat_sees_and_changes_only_its_own_jobs() {
+        let (tool, _dir) = cron_tool(Config::default()).await;
+        let added = call(&tool, "42", "run-1", add_reminder()).await.unwrap();
+        let id = added["id"].as_str().unwrap();
+        let other = call(&tool, "77", "run-2", json!({ "action": "list" })).await.unwrap();
+        assert_eq!(other["jobs"], json!([]), "another chat lists none");
+        for action in ["remove", "pause", "resume", "run", "runs"] {
+            let refused = call(&tool, "77", "run-3", json!({ "action": action, "id": id })).await.unwrap_err();
+            assert!(refused.contains("there is no job"), "{action}: {refused}");
+        }
+        let paused = call(&tool, "42", "run-4", json!({ "action": "pause", "id": id })).await.unwrap();
+        assert_eq!(paused["paused"], id);
+        let listed = call(&tool, "42", "run-5", json!({ "action": "list" })).await.unwrap();
+        assert_eq!(listed["jobs"][0]["state"], "paused");
+    }
+
+    #[tokio::test]
+    async fn a_scheduled_run_cannot_create_jobs_unless_the_operator_allows_it() {
+        let (tool, _dir) = cron_tool(Config::default()).await;
+        let refused = call(&tool, "42", "cron:abc:1750000000000", add_reminder()).await.unwrap_err();
+        assert!(refused.contains("scheduled run cannot create jobs"), "{refused}");
+        let listed = call(&tool, "42", "cron:abc:1750000000000", json!({ "action": "list" })).await.unwrap();
+        assert_eq!(listed["jobs"], json!([]), "listing is fine, and nothing was added");
+        let mut config = Config::default();
+        config.cron.scheduled_runs_may_schedule = true;
+        let (allowed, _dir) = cron_tool(config).await;
+        assert!(call(&allowed, "42", "cron:abc:1750000000000", add_reminder()).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn bad_requests_are_refused_with_a_reason_the_model_can_pass_on() {
+        let mut config = Config::default();
+        config.cron.max_jobs_per_chat = 1;
+        let (tool, _dir) = cron_tool(config).await;
+        let both = json!({ "action": "add", "schedule": { "in": "1m", "every": "1h" }, "text": "x" });
+        assert!(
+            call(&tool, "42", "r", both).await.unwrap_err().contains("exactly one of `at`, `in`, `every` or `cron`")
+        );
+        let neither = json!({ "action": "add", "schedule": { "in": "1m" } });
+        assert!(call(&tool, "42", "r", neither).await.unwrap_err().contains("`text` (a reminder) or `task`"));
+        let gap =
+            json!({ "action": "add", "schedule": { "at": "2030-03-31T02:30", "tz": "Europe/Berlin" }, "text": "x" });
+        assert!(call(&tool, "42", "r", gap).await.unwrap_err().contains("does not exist in Europe/Berlin"));
+        let current_reminder =
+            json!({ "action": "add", "schedule": { "in": "1m" }, "text": "x", "session": "current" });
+        assert!(call(&tool, "42", "r", current_reminder).await.unwrap_err().contains("only a task runs in a session"));
+        call(&tool, "42", "r", add_reminder()).await.unwrap();
+        let full = call(&tool, "42", "r", add_reminder()).await.unwrap_err();
+        assert!(full.contains("already has 1 scheduled jobs"), "{full}");
+        let elsewhere = json!({
+            "action": "add", "schedule": { "in": "1m" }, "text": "x",
+            "deliver_to": { "channel": "discord", "chat": "5" }
+        });
+        assert!(call(&tool, "42", "r", elsewhere).await.unwrap_err().contains("`discord` is not connected"));
+    }
+}
