@@ -11,7 +11,6 @@ use tokio::sync::mpsc;
 use super::models::chosen_model;
 use super::overrides::OverridesCache;
 use super::recovered::{self, Settled, delete_orphan};
-use super::scheduled::fires_of;
 use crate::agent::tools::{AgentToolPolicies, Origin};
 use crate::agent::{Agents, RunRequest, RunStatus};
 use crate::channels::ChannelRegistry;
@@ -63,6 +62,11 @@ struct Destination<'a> {
     target: Target,
     /// The message the reply answers, when it goes back where that message came from.
     answering: Option<String>,
+}
+
+/// The scheduled fires among a batch's messages (`cron`): run by `super::scheduled`.
+fn fires_of(messages: &[QueuedMessage]) -> Vec<ferry_channel::ScheduledFire> {
+    messages.iter().filter_map(|queued| queued.message.request.as_ref()?.scheduled.clone()).collect()
 }
 
 /// Back where `message` came from, or where a gateway client asked for the reply to be

@@ -15,11 +15,6 @@ use crate::reply::outbound::OutboundScheduler;
 use crate::reply::turn::ReplyTurn;
 use crate::state::jobs::Job;
 
-/// The scheduled fires among a batch's messages.
-pub(super) fn fires_of(messages: &[QueuedMessage]) -> Vec<ScheduledFire> {
-    messages.iter().filter_map(|queued| queued.message.request.as_ref()?.scheduled.clone()).collect()
-}
-
 /// A reply of `text`, as a run would have made it.
 pub(super) fn outcome_of(run_id: &str, text: String) -> RunOutcome {
     let now = Utc::now();
