@@ -329,7 +329,7 @@ fn config_check_rejects_a_binding_to_an_unknown_agent_or_account_naming_the_key(
 /// A single-agent config from before several agents and accounts existed shows exactly as
 /// it did: `single-agent.shown.toml` is what `ferry config show` printed for it at f1282d4
 /// (the last commit before them), plus what was added since at its defaults:
-/// `agents.defaults.sessions_visibility` and the `[state]` table.
+/// `agents.defaults.sessions_visibility`, the `[state]` table and the `[cron]` table.
 #[test]
 fn a_single_agent_config_shows_as_it_did_before_agents_and_accounts() {
     let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");

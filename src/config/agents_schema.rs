@@ -281,6 +281,7 @@ pub struct AgentSettings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user_timezone: Option<String>,
     /// The agent speaking first when `HEARTBEAT.md` asks it to (off unless `every` is set).
+    #[serde(skip_serializing_if = "super::cron_schema::HeartbeatConfig::is_off")]
     pub heartbeat: super::cron_schema::HeartbeatConfig,
 }
 

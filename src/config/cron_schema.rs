@@ -58,6 +58,13 @@ pub struct HeartbeatConfig {
     pub model: Option<String>,
 }
 
+impl HeartbeatConfig {
+    /// Nothing set: no heartbeat (and nothing to show in `ferry config show`).
+    pub fn is_off(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
 /// Local hours the heartbeat may beat in: from `start` to `end` (`"08:00"`, `"22:00"`; an
 /// `end` before `start` spans midnight), in `tz` (else the agent's `user_timezone`).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]

@@ -35,6 +35,15 @@ impl Dispatcher {
         session_key: &str,
         message: &InboundMessage,
     ) -> String {
+        let follows_events = self
+            .inner
+            .channels
+            .get(&message.channel, Some(&message.account_id))
+            .is_some_and(|channel| channel.capabilities().replies_via_chat_events);
+        if follows_events {
+            return "⚠️ Reminders are delivered to chat apps (Telegram, Discord, Slack); this chat cannot be sent to                     when you are away."
+                .to_owned();
+        }
         let jobs = self.cron_jobs();
         let agent = SessionKey::parse(session_key).map(|key| key.agent_id().to_owned()).unwrap_or_default();
         let now = Utc::now();

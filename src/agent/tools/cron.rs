@@ -246,6 +246,16 @@ impl CronTool {
                 }
             }
         };
+        let follows_events = context
+            .channels
+            .get(&target.channel, Some(&target.account_id))
+            .is_some_and(|channel| channel.capabilities().replies_via_chat_events);
+        if follows_events {
+            return Err(ToolError::new(format!(
+                "`{}` cannot be sent to when no one is connected; deliver to a chat app with `deliver_to`",
+                target.channel
+            )));
+        }
         let session_key = match (args.session.as_deref().map(str::trim), &payload) {
             (None | Some("own"), _) => None,
             (Some("current"), JobPayload::Task(_)) => Some(context.session_key.clone()),
