@@ -105,7 +105,7 @@ fn job(index: usize, now_ms: i64) -> Job {
         1 => Schedule::Cron { expr: format!("{} {} * * {}", index % 60, index / 60 % 24, ["*", "1-5"][index % 2]) },
         _ => Schedule::At { at: next },
     };
-    let payload = if index % 2 == 0 {
+    let payload = if index.is_multiple_of(2) {
         JobPayload::Text(format!("reminder {index}: stretch, drink water"))
     } else {
         JobPayload::Task(format!("task {index}: summarize what changed in the repository since yesterday"))
@@ -121,7 +121,7 @@ fn job(index: usize, now_ms: i64) -> Job {
             channel: "telegram".into(),
             account_id: "default".into(),
             chat_id,
-            chat_kind: if chat % 4 == 0 { "group" } else { "direct" }.into(),
+            chat_kind: if chat.is_multiple_of(4) { "group" } else { "direct" }.into(),
             thread_id: None,
         },
         schedule: stored::store(&schedule, ZONES[index % ZONES.len()]),
@@ -247,7 +247,7 @@ async fn idle_scheduler(jobs: Arc<dyn JobStore>) {
         *by_name.entry(name.clone()).or_default() += after.saturating_sub(before);
     }
     let mut by_name: Vec<_> = by_name.into_iter().collect();
-    by_name.sort_by(|a, b| b.1.cmp(&a.1));
+    by_name.sort_by_key(|entry| std::cmp::Reverse(entry.1));
     let split: Vec<String> = by_name.iter().map(|(name, used)| format!("{name} {}", millis(*used))).collect();
     let last_sleep = sleeps.lock().expect("sleeps").last().copied().unwrap_or_default();
     println!(
@@ -389,7 +389,7 @@ fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, digit) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(digit);

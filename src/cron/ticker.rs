@@ -1,13 +1,13 @@
 //! The ticker: one task per process that fires due jobs. It sleeps until the next job is
-//! due, or until a change wakes it ([`JobStore::changes`]), or at most [`MAX_SLEEP`] (another process —
-//! `ferry cron add`, another replica — may have changed the jobs), so it does no busy
-//! polling. Each tick claims the due fires ([`JobStore::claim_due`]) and hands each to the
-//! dispatcher like an accepted message.
+//! due, or until a change wakes it ([`JobStore::changes`]), or at most [`MAX_SLEEP`]
+//! (another process — `ferry cron add`, another replica — may have changed the jobs), so it
+//! does no busy polling. Each tick claims the due fires ([`JobStore::claim_due`]) and hands
+//! each to the dispatcher like an accepted message.
 //!
-//! It also keeps the jobs honest: at start it completes a claim a crash left half done
-//! (SQLite), and every [`SWEEP_EVERY`] it finishes fires whose journal entry was answered
-//! without a report (a crash between the reply and the report, a `/stop`), so no job is
-//! stuck "running" forever.
+//! It also keeps the jobs honest: at start and every [`SWEEP_EVERY`] it completes a claim a
+//! crash or a failed write left half done (SQLite), and it finishes fires whose journal
+//! entry was answered without a report (a crash between the reply and the report, a
+//! `/stop`), so no job is stuck "running" forever.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -58,7 +58,7 @@ impl Ticker {
 
     async fn run(self) {
         self.keep_system_jobs().await;
-        if let Err(error) = self.complete_half_claims().await {
+        if let Err(error) = self.complete_half_claims(i64::MAX).await {
             tracing::warn!(%error, "cannot look for scheduled fires a crash left half claimed");
         }
         let mut last_sweep = tokio::time::Instant::now();
@@ -185,14 +185,15 @@ impl Ticker {
     }
 
     /// Journals the fires a crash left claimed but not journaled (SQLite's two writes), or
-    /// records the journal id of those it journaled before it died.
-    async fn complete_half_claims(&self) -> Result<(), crate::state::StorageError> {
+    /// records the journal id of those it journaled before it died. Only claims made before
+    /// `before_ms` count (the sweep leaves a claim this very tick makes alone).
+    async fn complete_half_claims(&self, before_ms: i64) -> Result<(), crate::state::StorageError> {
         let half: Vec<_> = self
             .jobs
             .running()
             .await?
             .into_iter()
-            .filter(|job| job.running.is_some_and(|fire| fire.seq.is_none()))
+            .filter(|job| job.running.is_some_and(|fire| fire.seq.is_none() && fire.claimed_ms < before_ms))
             .collect();
         if half.is_empty() {
             return Ok(());
@@ -224,6 +225,8 @@ impl Ticker {
     /// Finishes fires whose journal entry is gone (answered or dropped) without a report.
     async fn sweep(&self) -> Result<(), crate::state::StorageError> {
         let cutoff = Utc::now().timestamp_millis() - SWEEP_AFTER_MS;
+        // A claim whose journaling failed (the log could not be written) is completed here.
+        self.complete_half_claims(cutoff).await?;
         let stale: Vec<_> = self
             .jobs
             .running()

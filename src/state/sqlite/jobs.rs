@@ -58,29 +58,37 @@ impl SqliteJobs {
 
     /// Journals `fire` in the inbound log and keeps its id on the job.
     async fn journal(&self, job_id: &str, fire: &PlannedFire) -> Result<Option<i64>, StorageError> {
+        let Some(seq) = self.accept(job_id, fire).await? else { return Ok(None) };
+        self.mark_journaled(vec![(job_id.to_owned(), fire.slot_ms, seq)]).await?;
+        Ok(Some(seq))
+    }
+
+    /// Journals `fire` in the inbound log; `None` if it was journaled already (a claim
+    /// completed twice: the journal runs that one).
+    async fn accept(&self, job_id: &str, fire: &PlannedFire) -> Result<Option<i64>, StorageError> {
         let SeenKey([channel, account_id, chat_id, thread_id, message_id]) = &fire.key;
         let key = MessageKey { channel, account_id, chat_id, thread_id, message_id };
         let at = fire.accepted.enqueued_at;
         let seq = self.inbound.accept(&key, at, at - DEDUPE_WINDOW.num_milliseconds(), &fire.accepted).await?;
-        match seq {
-            Some(seq) => self.mark_journaled(job_id, fire.slot_ms, seq).await.map(|_| Some(seq)),
-            None => {
-                // Journaled already (a claim completed twice): the journal runs that one.
-                tracing::warn!(job_id, slot_ms = fire.slot_ms, "a scheduled fire was journaled already");
-                Ok(None)
-            }
+        if seq.is_none() {
+            tracing::warn!(job_id, slot_ms = fire.slot_ms, "a scheduled fire was journaled already");
         }
+        Ok(seq)
     }
 
-    async fn mark_journaled(&self, job_id: &str, slot_ms: i64, seq: i64) -> Result<bool, StorageError> {
-        let job_id = job_id.to_owned();
+    /// Keeps each fire's journal id on its job, `(job id, slot, id)`, in one write; how
+    /// many were still in flight.
+    async fn mark_journaled(&self, marks: Vec<(String, i64, i64)>) -> Result<usize, StorageError> {
         self.database
             .write(move |connection| {
-                let changed = connection.execute(
+                let mut statement = connection.prepare_cached(
                     "UPDATE scheduled_jobs SET running_seq = ?3 WHERE id = ?1 AND running_slot_ms = ?2",
-                    params![job_id, slot_ms, seq],
                 )?;
-                Ok(changed > 0)
+                let mut changed = 0;
+                for (job_id, slot_ms, seq) in &marks {
+                    changed += statement.execute(params![job_id, slot_ms, seq])?;
+                }
+                Ok(changed)
             })
             .await
     }
@@ -417,13 +425,29 @@ impl JobStore for SqliteJobs {
     async fn claim_due(&self, planner: &dyn FirePlanner) -> Result<Vec<ClaimedFire>, StorageError> {
         let now = Utc::now().timestamp_millis();
         let planned = self.database.with_connection(|connection| claim(connection, planner, now))?;
+        // Journaled side by side, so the log commits the batch in one write, then every id
+        // kept in one more: no fire runs before its id is kept.
+        let accepted = futures::future::join_all(planned.iter().map(|(job, fire)| self.accept(&job.id, fire))).await;
+        let mut marks = Vec::with_capacity(planned.len());
         let mut claimed = Vec::with_capacity(planned.len());
-        for (job, fire) in planned {
-            if let Some(seq) = self.journal(&job.id, &fire).await? {
-                claimed.push(ClaimedFire { job, slot_ms: fire.slot_ms, seq, accepted: fire.accepted });
+        let mut failed = None;
+        for ((job, fire), seq) in planned.into_iter().zip(accepted) {
+            match seq {
+                Ok(Some(seq)) => {
+                    marks.push((job.id.clone(), fire.slot_ms, seq));
+                    claimed.push(ClaimedFire { job, slot_ms: fire.slot_ms, seq, accepted: fire.accepted });
+                }
+                Ok(None) => {}
+                // Left claimed without an id: the ticker completes it (`journal_claimed`).
+                Err(error) => failed = Some(error),
             }
         }
-        Ok(claimed)
+        self.mark_journaled(marks).await?;
+        match failed {
+            // What was journaled is kept and runs (from the journal after a restart).
+            Some(error) if claimed.is_empty() => Err(error),
+            _ => Ok(claimed),
+        }
     }
 
     async fn journal_claimed(
@@ -433,7 +457,9 @@ impl JobStore for SqliteJobs {
         journaled: Option<i64>,
     ) -> Result<Option<i64>, StorageError> {
         match journaled {
-            Some(seq) => Ok(self.mark_journaled(job_id, fire.slot_ms, seq).await?.then_some(seq)),
+            Some(seq) => {
+                Ok((self.mark_journaled(vec![(job_id.to_owned(), fire.slot_ms, seq)]).await? > 0).then_some(seq))
+            }
             None => self.journal(job_id, fire).await,
         }
     }
