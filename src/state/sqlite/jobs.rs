@@ -79,6 +79,10 @@ impl SqliteJobs {
     /// Keeps each fire's journal id on its job, `(job id, slot, id)`, in one write; how
     /// many were still in flight.
     async fn mark_journaled(&self, marks: Vec<(String, i64, i64)>) -> Result<usize, StorageError> {
+        if marks.is_empty() {
+            // A tick with nothing due writes nothing.
+            return Ok(0);
+        }
         self.database
             .write(move |connection| {
                 let mut statement = connection.prepare_cached(
