@@ -114,7 +114,7 @@ async fn state_migrate_says_where_the_schema_stands() {
     assert!(first.status.success(), "{}", text(&first.stderr));
     assert_eq!(text(&first.stdout), "PostgreSQL: schema migrated from version 0 to 3\n");
     let again = ferry(&["state", "migrate"], home.path(), config, database.url());
-    assert_eq!(text(&again.stdout), "PostgreSQL: schema already at version 3\n");
+    assert_eq!(text(&again.stdout), "PostgreSQL: schema already at version 4\n");
     let password = "hunter2-in-the-url";
     let unreachable = format!("postgres://ferry:{password}@127.0.0.1:1/nowhere");
     let refused = ferry(&["state", "migrate"], home.path(), config, &unreachable);

@@ -44,6 +44,7 @@ pub mod health;
 pub mod inbound;
 pub mod jobs;
 pub mod leases;
+pub mod memory;
 pub mod outage;
 pub mod pairing;
 pub mod postgres;

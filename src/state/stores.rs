@@ -7,10 +7,11 @@ use std::sync::Arc;
 use super::health::HealthStore;
 use super::jobs::JobStore;
 use super::leases::{LeaseStore, LeaseTiming};
+use super::memory::MemoryStore;
 use super::pairing::PairingBackend;
-use super::postgres::{PgBackend, PgJobs, PgLeases};
+use super::postgres::{PgBackend, PgJobs, PgLeases, PgMemory};
 use super::sessions::SessionStore;
-use super::sqlite::{Database, SqliteHealth, SqliteJobs, SqlitePairing, SqliteSessionStore};
+use super::sqlite::{Database, SqliteHealth, SqliteJobs, SqliteMemory, SqlitePairing, SqliteSessionStore};
 use super::{InboundStore, StateError};
 use crate::config::{Config, Secret, StateBackendKind};
 
@@ -27,6 +28,8 @@ pub struct Stores {
     pub health: HealthStore,
     /// Scheduled jobs and their runs.
     pub jobs: Arc<dyn JobStore>,
+    /// Long-term memory documents, their search index and embeddings.
+    pub memory: Arc<dyn MemoryStore>,
     /// Session leases, when several replicas share the state ([`Stores::start_leases`]);
     /// `None` on SQLite, where the one process owns every session.
     pub leases: Option<Arc<dyn LeaseStore>>,
@@ -69,6 +72,7 @@ impl Stores {
             pairing: Arc::new(pairing),
             health: Arc::new(health),
             jobs: Arc::new(PgJobs::new(backend.clone())),
+            memory: Arc::new(PgMemory::new(backend.clone())),
             leases: None,
             backend: Backend::Postgres(backend.clone()),
         }
@@ -82,6 +86,7 @@ impl Stores {
             pairing: Arc::new(SqlitePairing::new(database.clone())),
             health: Arc::new(SqliteHealth::new(database.clone())),
             jobs: Arc::new(SqliteJobs::new(database.clone())),
+            memory: Arc::new(SqliteMemory::new(database.clone())),
             leases: None,
             backend: Backend::Sqlite(database.clone()),
         }
@@ -105,8 +110,8 @@ impl Stores {
 
     /// Closes the backend once the last clone is gone (SQLite checkpoints its WAL).
     pub async fn close(self) {
-        let Self { sessions, inbound, pairing, health, jobs, leases, backend } = self;
-        drop((sessions, inbound, pairing, health, jobs, leases));
+        let Self { sessions, inbound, pairing, health, jobs, memory, leases, backend } = self;
+        drop((sessions, inbound, pairing, health, jobs, memory, leases));
         match backend {
             Backend::Sqlite(database) => database.close().await,
             Backend::Postgres(backend) => backend.close(),

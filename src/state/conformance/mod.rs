@@ -1,6 +1,6 @@
 //! The state backends' conformance suite: every test here runs on SQLite and on PostgreSQL,
 //! through the same interfaces the rest of Ferry uses ([`Stores`]). One file per store
-//! (`sessions`, `inbound`, `pairing`, `health`, `jobs`). Code above `state` that wants its own tests
+//! (`sessions`, `inbound`, `pairing`, `health`, `jobs`, `memory`). Code above `state` that wants its own tests
 //! to run on both backends (a session catalog, say) uses [`Harness`] and `conformance!` too.
 //!
 //! `conformance!(name, …)` turns each `async fn name(harness: &Harness)` of a submodule into
@@ -11,6 +11,7 @@
 mod health;
 mod inbound;
 mod jobs;
+mod memory;
 mod pairing;
 mod sessions;
 

@@ -13,6 +13,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "every store, as on SQLite at version 6", include_str!("../../../migrations/postgres/0001_init.sql")),
     (2, "session and ingress leases", include_str!("../../../migrations/postgres/0002_leases.sql")),
     (3, "scheduled jobs and their runs", include_str!("../../../migrations/postgres/0003_scheduled_jobs.sql")),
+    (4, "long-term memory", include_str!("../../../migrations/postgres/0004_memory.sql")),
 ];
 
 /// The advisory lock migrations hold (an arbitrary constant: "ferry" in ASCII).

@@ -19,6 +19,7 @@ mod jobs;
 #[cfg(test)]
 mod lease_tests;
 mod leases;
+mod memory;
 mod migrations;
 mod pairing;
 mod sessions;
@@ -33,6 +34,7 @@ pub use health::PgHealth;
 pub use inbound::PgInbound;
 pub use jobs::PgJobs;
 pub use leases::PgLeases;
+pub use memory::PgMemory;
 
 pub use migrations::{MigrateError, latest_version};
 pub use pairing::PgPairing;

@@ -215,26 +215,36 @@ fn claim(
     for job in due {
         let FirePlan { fire, skipped, next_run_ms } = planner.plan(&job, now);
         if let Some(skipped) = skipped {
-            transaction.execute(
-                "INSERT INTO scheduled_runs (job_id, slot_ms, status, started_ms, finished_ms, note) \
-                 VALUES (?1, ?2, 'skipped', ?3, ?3, ?4)",
-                params![job.id, skipped.last_ms, now, skip_note(skipped.count, skipped.first_ms, skipped.last_ms)],
-            )?;
+            transaction
+                .prepare_cached(
+                    "INSERT INTO scheduled_runs (job_id, slot_ms, status, started_ms, finished_ms, note) \
+                     VALUES (?1, ?2, 'skipped', ?3, ?3, ?4)",
+                )?
+                .execute(params![
+                    job.id,
+                    skipped.last_ms,
+                    now,
+                    skip_note(skipped.count, skipped.first_ms, skipped.last_ms)
+                ])?;
         }
         let slot = fire.as_ref().map(|fire| fire.slot_ms);
         let done = fire.is_none() && next_run_ms.is_none();
-        transaction.execute(
-            "UPDATE scheduled_jobs SET next_run_ms = ?2, running_slot_ms = ?3, running_seq = NULL, \
-             running_claimed_ms = CASE WHEN ?3 IS NULL THEN NULL ELSE ?4 END, \
-             state = CASE WHEN ?5 THEN 'done' ELSE state END, updated_ms = ?4 WHERE id = ?1",
-            params![job.id, next_run_ms, slot, now, done],
-        )?;
+        // Cached: a claim runs these once per due job, and compiling them cost more than
+        // running them (`benches/cron.rs`).
+        transaction
+            .prepare_cached(
+                "UPDATE scheduled_jobs SET next_run_ms = ?2, running_slot_ms = ?3, running_seq = NULL, \
+                 running_claimed_ms = CASE WHEN ?3 IS NULL THEN NULL ELSE ?4 END, \
+                 state = CASE WHEN ?5 THEN 'done' ELSE state END, updated_ms = ?4 WHERE id = ?1",
+            )?
+            .execute(params![job.id, next_run_ms, slot, now, done])?;
         if let Some(fire) = fire {
-            transaction.execute(
-                "INSERT INTO scheduled_runs (job_id, slot_ms, status, started_ms, late) \
-                 VALUES (?1, ?2, 'running', ?3, ?4)",
-                params![job.id, fire.slot_ms, now, fire.late],
-            )?;
+            transaction
+                .prepare_cached(
+                    "INSERT INTO scheduled_runs (job_id, slot_ms, status, started_ms, late) \
+                     VALUES (?1, ?2, 'running', ?3, ?4)",
+                )?
+                .execute(params![job.id, fire.slot_ms, now, fire.late])?;
             fires.push((job, fire));
         }
     }

@@ -16,6 +16,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (5, "dedupe and queued messages move to the inbound log", include_str!("../../../migrations/0005_inbound_log.sql")),
     (6, "auth profiles' cooldowns", include_str!("../../../migrations/0006_auth_profiles.sql")),
     (7, "scheduled jobs and their runs", include_str!("../../../migrations/0007_scheduled_jobs.sql")),
+    (8, "long-term memory", include_str!("../../../migrations/0008_memory.sql")),
 ];
 
 /// Why the schema could not be brought up to date.
