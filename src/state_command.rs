@@ -65,6 +65,8 @@ pub async fn copy_sqlite_to_postgres(global: &GlobalArgs, force: bool, env: &Env
         (report.sightings, "recently seen messages (dedupe)"),
         (report.scheduled_jobs, "scheduled jobs"),
         (report.scheduled_runs, "scheduled runs (history)"),
+        (report.memory_documents, "memory documents"),
+        (report.memory_chunks, "memory search chunks"),
     ] {
         println!("  {count:>8} {what}");
     }

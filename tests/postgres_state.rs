@@ -15,6 +15,7 @@ use ferry::routing::clock::SystemClock;
 use ferry::routing::pairing::{PairingRequest, PairingStore};
 use ferry::state::inbound::{Accepted, MessageKey};
 use ferry::state::jobs::{ChatScope, JobPayload, JobTarget};
+use ferry::state::memory::{DocChunk, KeywordQuery, MemoryLimits, MemoryScope};
 use ferry::state::postgres::PgBackend;
 use ferry::state::{Database, Stores};
 use ferry::types::schedule::When;
@@ -112,7 +113,7 @@ async fn state_migrate_says_where_the_schema_stands() {
     let config = "[state]\nbackend = \"postgres\"\n";
     let first = ferry(&["state", "migrate"], home.path(), config, database.url());
     assert!(first.status.success(), "{}", text(&first.stderr));
-    assert_eq!(text(&first.stdout), "PostgreSQL: schema migrated from version 0 to 3\n");
+    assert_eq!(text(&first.stdout), "PostgreSQL: schema migrated from version 0 to 4\n");
     let again = ferry(&["state", "migrate"], home.path(), config, database.url());
     assert_eq!(text(&again.stdout), "PostgreSQL: schema already at version 4\n");
     let password = "hunter2-in-the-url";
@@ -181,6 +182,17 @@ async fn state_copy_moves_a_sqlite_install_into_postgres() {
         session_key: None,
     };
     let job = jobs.create(reminder, Utc::now()).await.unwrap().job;
+    let memory = MemoryScope::new("main", "private:telegram:42");
+    let fact = DocChunk {
+        start_line: 1,
+        end_line: 1,
+        text: "Ada keeps bees".into(),
+        index_text: "ada keeps bees".into(),
+        hash: "h1".into(),
+    };
+    let limits = MemoryLimits { doc_bytes: 1000, scope_bytes: 1000 };
+    local.memory.put(&memory, "MEMORY.md", "Ada keeps bees", &[fact], None, limits).await.unwrap();
+    local.memory.put_embeddings("small", &[("h1".into(), vec![0.25, -0.5])]).await.unwrap();
     drop((local, jobs));
     sqlite.close().await;
 
@@ -198,6 +210,8 @@ async fn state_copy_moves_a_sqlite_install_into_postgres() {
         "1 delivery records",
         "2 recently seen",
         "1 scheduled jobs",
+        "1 memory documents",
+        "1 memory search chunks",
     ] {
         assert!(report.lines().any(|shown| shown.trim_start().starts_with(line)), "{line:?} in {report}");
     }
@@ -223,6 +237,15 @@ async fn state_copy_moves_a_sqlite_install_into_postgres() {
         let next = remote.inbound.accept(&MessageKey { message_id: "10", ..key }, now, now - 60_000, &entry).await;
         assert!(next.unwrap().unwrap() > answered, "ids continue after the copied ones");
         assert_eq!(remote.jobs.get(&job.id).await.unwrap().as_ref(), Some(&job), "the scheduled job, as it was");
+        let doc = remote.memory.get(&memory, "MEMORY.md").await.unwrap().expect("the memory document");
+        assert_eq!((doc.content.as_str(), doc.version), ("Ada keeps bees", 1));
+        let query = KeywordQuery { fts5: "\"bees\"".into(), tsquery: "'bees'".into() };
+        let hits = remote.memory.search(&memory, &query, 5).await.unwrap();
+        assert_eq!(hits.iter().map(|hit| hit.text.as_str()).collect::<Vec<_>>(), ["Ada keeps bees"], "indexed again");
+        let vectors = remote.memory.embedded(&memory, "small").await.unwrap();
+        assert_eq!(vectors.iter().map(|chunk| chunk.vector.clone()).collect::<Vec<_>>(), [vec![0.25, -0.5]]);
+        let totals = remote.memory.scopes(None).await.unwrap();
+        assert_eq!(totals.iter().map(|scope| (scope.docs, scope.bytes)).collect::<Vec<_>>(), [(1, 14)]);
     };
     check().await;
 

@@ -23,7 +23,12 @@ use super::postgres::{PgBackend, pg_error};
 use super::sqlite::Database;
 
 /// The tables a copy writes, in the order it fills them.
-const TABLES: [&str; 10] = [
+const TABLES: [&str; 15] = [
+    "memory_documents",
+    "memory_versions",
+    "memory_scopes",
+    "memory_embeddings",
+    "memory_chunks",
     "scheduled_jobs",
     "scheduled_runs",
     "sessions",
@@ -56,19 +61,23 @@ pub struct CopyReport {
     /// Scheduled jobs, and the rows of their run history.
     pub scheduled_jobs: usize,
     pub scheduled_runs: usize,
+    /// Memory documents, and their search chunks (indexed again on PostgreSQL).
+    pub memory_documents: usize,
+    pub memory_chunks: usize,
 }
 
-/// A column's type in both backends: text, a 64-bit integer, or a boolean (an integer on
-/// SQLite).
+/// A column's type in both backends: text, a 64-bit integer, a boolean (an integer on
+/// SQLite), or bytes (a BLOB on SQLite, `bytea` on PostgreSQL).
 #[derive(Clone, Copy)]
 enum Kind {
     Text,
     Int,
     Bool,
+    Bytes,
 }
 
 /// Tables copied column by column as they are, with each column's type.
-const AS_IS: [(&str, &[(&str, Kind)]); 2] = [
+const AS_IS: [(&str, &[(&str, Kind)]); 6] = [
     (
         "scheduled_jobs",
         &[
@@ -124,6 +133,39 @@ const AS_IS: [(&str, &[(&str, Kind)]); 2] = [
             ("note", Kind::Text),
         ],
     ),
+    (
+        "memory_documents",
+        &[
+            ("agent_id", Kind::Text),
+            ("scope", Kind::Text),
+            ("path", Kind::Text),
+            ("content", Kind::Text),
+            ("version", Kind::Int),
+            ("updated_ms", Kind::Int),
+        ],
+    ),
+    (
+        "memory_versions",
+        &[
+            ("agent_id", Kind::Text),
+            ("scope", Kind::Text),
+            ("path", Kind::Text),
+            ("version", Kind::Int),
+            ("content", Kind::Text),
+            ("written_ms", Kind::Int),
+        ],
+    ),
+    (
+        "memory_scopes",
+        &[
+            ("agent_id", Kind::Text),
+            ("scope", Kind::Text),
+            ("docs", Kind::Int),
+            ("bytes", Kind::Int),
+            ("updated_ms", Kind::Int),
+        ],
+    ),
+    ("memory_embeddings", &[("model", Kind::Text), ("hash", Kind::Text), ("vector", Kind::Bytes)]),
 ];
 
 /// One value of an [`AS_IS`] row.
@@ -132,6 +174,7 @@ enum Cell {
     Text(Option<String>),
     Int(Option<i64>),
     Bool(Option<bool>),
+    Bytes(Option<Vec<u8>>),
 }
 
 impl Cell {
@@ -140,6 +183,7 @@ impl Cell {
             Cell::Text(value) => value,
             Cell::Int(value) => value,
             Cell::Bool(value) => value,
+            Cell::Bytes(value) => value,
         }
     }
 }
@@ -159,6 +203,7 @@ fn read_as_is(database: &Database, table: &str, columns: &[(&str, Kind)]) -> Res
                                 Kind::Text => Cell::Text(row.get(index)?),
                                 Kind::Int => Cell::Int(row.get(index)?),
                                 Kind::Bool => Cell::Bool(row.get(index)?),
+                                Kind::Bytes => Cell::Bytes(row.get(index)?),
                             })
                         })
                         .collect::<rusqlite::Result<Vec<Cell>>>()
@@ -245,6 +290,8 @@ type EntryRow = (i64, String, Option<i64>, Option<String>, String, String, i64);
 type RequestRow = (String, String, Option<String>, String, i64, i64);
 type ApprovedRow = (String, String, Option<String>, i64);
 type HealthRow = (String, String, Option<String>, Option<String>, i64, Option<String>);
+/// `(agent, scope, path, first line, last line, text, hash, indexed text)`.
+type MemoryChunkRow = (String, String, String, i64, i64, String, String, String);
 
 /// Everything read from the SQLite side before anything is written.
 struct Source {
@@ -257,6 +304,7 @@ struct Source {
     unanswered: Vec<(i64, SeenKey, Accepted)>,
     deliveries: Vec<(Vec<i64>, String)>,
     next_id: i64,
+    memory_chunks: Vec<MemoryChunkRow>,
     /// The [`AS_IS`] tables' rows, in that order.
     as_is: Vec<Vec<Vec<Cell>>>,
 }
@@ -319,6 +367,19 @@ impl Source {
             .filter_map(|message| keys.remove(&message.seq).map(|key| (message.seq, key, message.entry)))
             .collect();
         let deliveries = left.deliveries.into_iter().map(|delivery| (delivery.seqs, delivery.body)).collect();
+        // A chunk's indexed text lives in the FTS table; PostgreSQL builds its tsvector from it.
+        let memory_chunks = database
+            .read(|c| {
+                c.prepare(
+                    "SELECT c.agent_id, c.scope, c.path, c.start_line, c.end_line, c.text, c.hash, f.body \
+                     FROM memory_chunks c JOIN memory_fts f ON f.rowid = c.id ORDER BY c.id",
+                )?
+                .query_map([], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
+                })?
+                .collect::<rusqlite::Result<Vec<MemoryChunkRow>>>()
+            })
+            .map_err(read)?;
         Ok(Self {
             sessions,
             entries,
@@ -329,6 +390,7 @@ impl Source {
             unanswered,
             deliveries,
             next_id: log.next_seq(),
+            memory_chunks,
             as_is: AS_IS
                 .iter()
                 .map(|(table, columns)| read_as_is(database, table, columns))
@@ -348,6 +410,8 @@ impl Source {
             delivery_records: self.deliveries.len(),
             scheduled_jobs: self.as_is.first().map_or(0, Vec::len),
             scheduled_runs: self.as_is.get(1).map_or(0, Vec::len),
+            memory_documents: self.as_is.get(2).map_or(0, Vec::len),
+            memory_chunks: self.memory_chunks.len(),
         };
         for ((table, columns), rows) in AS_IS.iter().zip(&self.as_is) {
             write_as_is(tx, table, columns, rows).await?;
@@ -459,6 +523,27 @@ impl Source {
                  prompt, message, enqueued_at) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], \
                  $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[])",
                 &[&ids, &part(0), &part(1), &part(2), &part(3), &part(4), &sessions, &prompts, &messages, &times],
+            )
+            .await?;
+        }
+        for chunk in self.memory_chunks.chunks(CHUNK) {
+            let starts: Vec<i32> = chunk.iter().map(|r| i32::try_from(r.3).unwrap_or(i32::MAX)).collect();
+            let ends: Vec<i32> = chunk.iter().map(|r| i32::try_from(r.4).unwrap_or(i32::MAX)).collect();
+            insert(
+                tx,
+                "INSERT INTO memory_chunks (agent_id, scope, path, start_line, end_line, text, hash, tsv) \
+                 SELECT a, s, p, l, e, t, h, to_tsvector('simple', b) FROM unnest($1::text[], $2::text[], \
+                 $3::text[], $4::int[], $5::int[], $6::text[], $7::text[], $8::text[]) AS c(a, s, p, l, e, t, h, b)",
+                &[
+                    &column(chunk, |r| r.0.as_str()),
+                    &column(chunk, |r| r.1.as_str()),
+                    &column(chunk, |r| r.2.as_str()),
+                    &starts,
+                    &ends,
+                    &column(chunk, |r| r.5.as_str()),
+                    &column(chunk, |r| r.6.as_str()),
+                    &column(chunk, |r| r.7.as_str()),
+                ],
             )
             .await?;
         }
