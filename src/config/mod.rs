@@ -27,6 +27,7 @@ mod inherit;
 mod load;
 mod mcp_schema;
 mod media_schema;
+mod memory_schema;
 mod model_choice;
 mod ranges;
 mod schema;

@@ -22,6 +22,7 @@ pub use super::channels_schema::{
 pub use super::cron_schema::CronConfig;
 pub use super::mcp_schema::{McpConfig, McpServerConfig};
 pub use super::media_schema::{MediaConfig, TranscriptionConfig};
+pub use super::memory_schema::{EmbeddingsConfig, MemoryConfig};
 pub use super::state_schema::{DATABASE_URL_VAR, StateBackendKind, StateConfig};
 pub use super::tool_lists::{ToolLists, ToolProfile};
 pub use super::tools_schema::{ExecAsk, ExecConfig, SandboxConfig, SandboxMode, SandboxScope};
@@ -49,6 +50,8 @@ pub struct Config {
     pub media: MediaConfig,
     /// Scheduled jobs: reminders, recurring tasks (`[cron]`).
     pub cron: CronConfig,
+    /// Long-term memory (`[memory]`, `[memory.embeddings]`).
+    pub memory: MemoryConfig,
     /// Which agent answers where (`[[bindings]]`); unmatched chats go to the default agent.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub bindings: Vec<BindingConfig>,

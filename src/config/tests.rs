@@ -10,6 +10,7 @@ use crate::config::ranges;
 
 mod agents;
 mod cron;
+mod memory;
 mod state;
 
 const DEFAULT_TOML: &str = include_str!("../../config/default.toml");

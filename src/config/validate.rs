@@ -48,6 +48,7 @@ pub fn validate(config: &Config) -> Result<(), Violation> {
     web_tools(&config.tools.web)?;
     super::mcp_schema::validate(&config.mcp)?;
     super::media_schema::validate(&config.media)?;
+    super::memory_schema::validate(&config.memory)?;
     super::state_schema::validate(&config.state)?;
     channels(config)?;
     bindings(config)

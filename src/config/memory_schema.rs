@@ -1,0 +1,112 @@
+//! `[memory]` (long-term memory: what it may hold and what reaches the prompt) and
+//! `[memory.embeddings]` (the optional OpenAI-compatible endpoint that makes search find
+//! paraphrases, not only words).
+
+use serde::{Deserialize, Serialize};
+
+use super::Secret;
+use super::error::Violation;
+
+/// `[memory]`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// Offer the memory tools and commands at all. Off: nothing is read or written, and
+    /// what was stored is kept.
+    pub enabled: bool,
+    /// Before each run in a private conversation, put up to three snippets that match the
+    /// message into the prompt, marked as recollections that may be out of date.
+    pub recall: bool,
+    /// Keep one scope's documents as files in the agent's workspace too (`mirror_scope`),
+    /// written on every change and read back when someone edits them by hand.
+    pub mirror_files: bool,
+    /// The scope `mirror_files` mirrors, e.g. `"private:telegram:42"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mirror_scope: Option<String>,
+    /// The most one document may hold, in bytes.
+    pub max_document_bytes: u64,
+    /// The most one scope (one person's, or one chat's) may hold over all its documents.
+    pub max_scope_bytes: u64,
+    /// The most of `MEMORY.md` put into the system prompt, in bytes; the rest is cut with a
+    /// note saying so.
+    pub prompt_bytes: u64,
+    /// The most recalled text (`recall`) put into the prompt, in bytes.
+    pub recall_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embeddings: Option<EmbeddingsConfig>,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            recall: false,
+            mirror_files: false,
+            mirror_scope: None,
+            max_document_bytes: 50_000,
+            max_scope_bytes: 5_000_000,
+            prompt_bytes: 4_096,
+            recall_bytes: 2_048,
+            embeddings: None,
+        }
+    }
+}
+
+/// `[memory.embeddings]`: an OpenAI-compatible `POST {base_url}/embeddings` (OpenAI,
+/// Ollama, vLLM, LM Studio). Without it, search is by keywords alone.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EmbeddingsConfig {
+    /// e.g. `https://api.openai.com/v1`, `http://localhost:11434/v1` (Ollama).
+    pub base_url: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<Secret>,
+    /// The environment variable holding the key; `api_key` wins when both are set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// e.g. `text-embedding-3-small`, `nomic-embed-text`. Changing it embeds everything
+    /// again in the background; search uses keywords alone until that is done.
+    pub model: String,
+}
+
+/// Load-time checks of `[memory]` beyond the numeric ranges (`super::ranges`).
+pub(super) fn validate(memory: &MemoryConfig) -> Result<(), Violation> {
+    if memory.max_document_bytes > memory.max_scope_bytes {
+        return Err(Violation::new(
+            "memory.max_document_bytes",
+            format!(
+                "{} is more than memory.max_scope_bytes ({}); one document cannot hold more than its scope",
+                memory.max_document_bytes, memory.max_scope_bytes
+            ),
+        ));
+    }
+    if memory.mirror_files && memory.mirror_scope.as_deref().is_none_or(|scope| scope.trim().is_empty()) {
+        return Err(Violation::new(
+            "memory.mirror_scope",
+            "mirror_files = true needs the scope to mirror, e.g. \"private:telegram:42\" (`ferry memory status` lists them)",
+        ));
+    }
+    if let Some(scope) = &memory.mirror_scope
+        && !(scope.starts_with("private:") || scope.starts_with("shared:"))
+    {
+        return Err(Violation::new(
+            "memory.mirror_scope",
+            format!("{scope:?} is not a memory scope; write private:<channel>:<person> or shared:<channel>:<chat>"),
+        ));
+    }
+    if let Some(embeddings) = &memory.embeddings {
+        if url::Url::parse(&embeddings.base_url).map_or(true, |url| !matches!(url.scheme(), "http" | "https")) {
+            return Err(Violation::new(
+                "memory.embeddings.base_url",
+                format!("{:?} is not an http(s) URL, e.g. \"https://api.openai.com/v1\"", embeddings.base_url),
+            ));
+        }
+        if embeddings.model.trim().is_empty() {
+            return Err(Violation::new(
+                "memory.embeddings.model",
+                "must name a model, e.g. \"text-embedding-3-small\" or \"nomic-embed-text\"",
+            ));
+        }
+    }
+    Ok(())
+}
