@@ -16,6 +16,10 @@
 //! thinking knobs, the images ([`ReceivedImage`]: media type, pixel size, byte length).
 //! [`FakeOpenAi`] also transcribes audio (`/v1/audio/transcriptions`, multipart, OpenAI's
 //! limits and errors), recording each upload as a [`TranscriptionRequest`].
+//! [`FakeEmbeddings`] is an OpenAI-compatible `/v1/embeddings` for memory search: deterministic
+//! vectors in which words a test declares synonyms coincide (so a paraphrase that shares no
+//! keyword still scores close), OpenAI's limits and errors, down / dropped / scripted faults,
+//! and each request recorded as an [`EmbeddingRequest`].
 //!
 //! [`FakeTelegram`] is the Bot API: injected updates served through `getUpdates` long polling,
 //! `sendMessage` / `editMessageText` / `deleteMessage` checked against Telegram's limits and
@@ -40,6 +44,7 @@
 
 mod anthropic;
 mod discord;
+mod embeddings;
 mod images;
 mod keys;
 mod model_script;
@@ -62,6 +67,11 @@ pub use discord::{
     STORM_RETRY_AFTER as DISCORD_STORM_RETRY_AFTER, SentAttachment as DiscordSentAttachment,
     SentMessage as DiscordSentMessage, TEXT_LIMIT as DISCORD_TEXT_LIMIT, UPLOAD_LIMIT as DISCORD_UPLOAD_LIMIT,
     UploadedFile as DiscordUploadedFile,
+};
+pub use embeddings::{
+    DIMENSIONS as EMBEDDING_DIMENSIONS, EmbeddingRequest, FakeEmbeddings,
+    MAX_INPUT_TOKENS as EMBEDDING_MAX_INPUT_TOKENS, MAX_INPUTS as EMBEDDING_MAX_INPUTS,
+    MAX_REQUEST_TOKENS as EMBEDDING_MAX_REQUEST_TOKENS, STOPWORDS as EMBEDDING_STOPWORDS,
 };
 pub use images::{ANTHROPIC_MAX_SIDE, IMAGE_BASE64_LIMIT, ReceivedImage};
 pub use keys::KeyBehaviour;

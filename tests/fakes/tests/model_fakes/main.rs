@@ -1,6 +1,7 @@
 //! Drives the fake model servers with a plain HTTP client and checks the bytes they send.
 
 mod anthropic;
+mod embeddings;
 mod images;
 mod keys;
 mod openai;
