@@ -29,9 +29,10 @@ use chrono_tz::Tz;
 
 use ferry::cron::fire::Planner;
 use ferry::cron::stored;
+use ferry::state::inbound::{DEDUPE_WINDOW, MessageKey};
 use ferry::state::jobs::{
-    CLAIM_BATCH, ChatScope, FireOutcome, FirePlan, FirePlanner, Job, JobChange, JobLimits, JobPayload, JobState,
-    JobStore, JobTarget,
+    CLAIM_BATCH, ChatScope, ClaimedFire, FireOutcome, FirePlan, FirePlanner, Job, JobChange, JobLimits, JobPayload,
+    JobState, JobStore, JobTarget,
 };
 use ferry::state::{Database, Stores};
 use ferry::types::schedule::Schedule;
@@ -81,11 +82,15 @@ async fn measure() {
     idle_ticks(jobs.as_ref()).await;
     idle_scheduler(jobs.clone()).await;
     let mut per_fire = Vec::new();
+    let mut fires = Vec::new();
     for round in 0..FIRE_ROUNDS {
-        per_fire.push(fire_round(jobs.as_ref(), round).await);
+        let (time, fired) = fire_round(jobs.as_ref(), round).await;
+        per_fire.push(time);
+        fires = fired;
     }
     per_fire.sort();
     println!("fired jobs, median of {FIRE_ROUNDS} rounds: {} per fired job (target <= 50 µs)", micros(per_fire[1]));
+    breakdown(&stores, &fires).await;
     drop(stores);
     database.close().await;
 }
@@ -262,13 +267,11 @@ async fn idle_scheduler(jobs: Arc<dyn JobStore>) {
 }
 
 /// Makes [`FIRED`] jobs due, fires them with the ticker's claim loop, then finishes each.
-/// Returns the time per fired job.
-async fn fire_round(jobs: &dyn JobStore, round: usize) -> Duration {
-    let ids: Vec<String> = (0..FIRED).map(|k| format!("job-{:06}", round + k * STRIDE)).collect();
-    let due_at = Utc::now().timestamp_millis() - 1;
-    for id in &ids {
-        assert!(jobs.change(id, JobChange::RunAt { at_ms: due_at }).await.expect("run now"), "{id} runs");
-    }
+/// Returns the time per fired job, and the fires.
+async fn fire_round(jobs: &dyn JobStore, round: usize) -> (Duration, Vec<ClaimedFire>) {
+    let changing = Instant::now();
+    make_due(jobs, round).await;
+    let per_change = changing.elapsed() / FIRED as u32;
     let planner = TimedPlanner::default();
     let cpu = cpu_time();
     let started = Instant::now();
@@ -306,7 +309,7 @@ async fn fire_round(jobs: &dyn JobStore, round: usize) -> Duration {
     let per_finish = finishing.elapsed() / FIRED as u32;
     println!(
         "fired jobs, round {}: {} fires in {claims} claims, {:.1} ms: {} per fired job (CPU {}; of which the \
-         planner building the message {}); finish {} per fire",
+         planner building the message {}); finish {} per fire; making them due: {} per `change`",
         round + 1,
         thousands(FIRED),
         took.as_secs_f64() * 1e3,
@@ -314,8 +317,107 @@ async fn fire_round(jobs: &dyn JobStore, round: usize) -> Duration {
         micros(cpu / FIRED as u32),
         micros(planning),
         micros(per_finish),
+        micros(per_change),
     );
-    per_fire
+    (per_fire, fires)
+}
+
+/// The ids of the jobs round `round` fires.
+fn round_ids(round: usize) -> Vec<String> {
+    (0..FIRED).map(|k| format!("job-{:06}", round + k * STRIDE)).collect()
+}
+
+/// Makes round `round`'s jobs due now, one `change` at a time, as `ferry cron run` does.
+async fn make_due(jobs: &dyn JobStore, round: usize) {
+    let due_at = Utc::now().timestamp_millis() - 1;
+    for id in round_ids(round) {
+        assert!(jobs.change(&id, JobChange::RunAt { at_ms: due_at }).await.expect("run now"), "{id} runs");
+    }
+}
+
+/// What a fired job's cost is made of, each part timed alone through the public API: the
+/// claim's transaction without the journal (a planner that fires nothing and postpones the
+/// job: no run row, no journal; so a lower bound), one inbound-log append like the journal's,
+/// and a one-row write through the database's group commit like the journal id's
+/// (`change`, which also moves the job in the due index: an upper bound). The last two are
+/// timed one at a time, as `claim_due` does them, and 32 at once, as a batch could.
+async fn breakdown(stores: &Stores, fires: &[ClaimedFire]) {
+    let jobs = stores.jobs.as_ref();
+    let round = FIRE_ROUNDS;
+    make_due(jobs, round).await;
+    // Each claim postpones a batch and returns no fire: one claim per batch made due.
+    let started = Instant::now();
+    for _ in 0..FIRED / CLAIM_BATCH {
+        assert!(jobs.claim_due(&Postpone).await.expect("claim").is_empty(), "nothing fires");
+    }
+    let claim_only = started.elapsed() / FIRED as u32;
+    let next = jobs.next_due().await.expect("next due");
+    assert!(next.is_some_and(|due| due > Utc::now().timestamp_millis()), "every job made due was claimed");
+
+    let inbound = stores.inbound.as_ref();
+    let append = |n: usize| {
+        let fire = &fires[n % fires.len()];
+        let target = &fire.job.target;
+        let key = [
+            target.channel.clone(),
+            target.account_id.clone(),
+            target.chat_id.clone(),
+            target.thread_id.clone().unwrap_or_default(),
+            format!("bench:{n}"),
+        ];
+        (fire, key)
+    };
+    let accept = |n: usize| {
+        let (fire, key) = append(n);
+        async move {
+            let [channel, account_id, chat_id, thread_id, message_id] = &key;
+            let key = MessageKey { channel, account_id, chat_id, thread_id, message_id };
+            let at = fire.accepted.enqueued_at;
+            inbound.accept(&key, at, at - DEDUPE_WINDOW.num_milliseconds(), &fire.accepted).await.expect("accept");
+        }
+    };
+    let started = Instant::now();
+    for n in 0..FIRED {
+        accept(n).await;
+    }
+    let append_alone = started.elapsed() / FIRED as u32;
+    let started = Instant::now();
+    for batch in 0..FIRED / CLAIM_BATCH {
+        futures::future::join_all((0..CLAIM_BATCH).map(|k| accept(FIRED + batch * CLAIM_BATCH + k))).await;
+    }
+    let append_batched = started.elapsed() / FIRED as u32;
+
+    let later = Utc::now().timestamp_millis() + WEEK_MS;
+    let ids = round_ids(round);
+    let started = Instant::now();
+    for id in &ids {
+        jobs.change(id, JobChange::RunAt { at_ms: later }).await.expect("change");
+    }
+    let write_alone = started.elapsed() / FIRED as u32;
+    let started = Instant::now();
+    for batch in ids.chunks(CLAIM_BATCH) {
+        futures::future::join_all(batch.iter().map(|id| jobs.change(id, JobChange::RunAt { at_ms: later + 1 }))).await;
+    }
+    let write_batched = started.elapsed() / FIRED as u32;
+    println!(
+        "per fired job, the parts alone: claim transaction without a fire {} (lower bound); inbound-log append {} one \
+         at a time, {} when 32 go at once; one-row write through the group commit {} one at a time, {} when 32 go \
+         at once",
+        micros(claim_only),
+        micros(append_alone),
+        micros(append_batched),
+        micros(write_alone),
+        micros(write_batched),
+    );
+}
+
+/// Fires nothing: the job is postponed a week, so a claim is its transaction alone.
+struct Postpone;
+
+impl FirePlanner for Postpone {
+    fn plan(&self, job: &Job, _now_ms: i64) -> FirePlan {
+        FirePlan { fire: None, skipped: None, next_run_ms: job.next_run_ms.map(|due| due + WEEK_MS) }
+    }
 }
 
 /// The real planner, timed.

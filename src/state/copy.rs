@@ -190,7 +190,12 @@ impl Cell {
 
 /// Every row of an [`AS_IS`] table.
 fn read_as_is(database: &Database, table: &str, columns: &[(&str, Kind)]) -> Result<Vec<Vec<Cell>>, CopyError> {
-    let names: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
+    // A job's fire in flight keeps its journal id on its run's row on SQLite (schema 9).
+    let running_seq = format!("{} AS running_seq", super::sqlite::running_seq_expression());
+    let names: Vec<&str> = columns
+        .iter()
+        .map(|(name, _)| if table == "scheduled_jobs" && *name == "running_seq" { running_seq.as_str() } else { *name })
+        .collect();
     database
         .read(|c| {
             c.prepare(&format!("SELECT {} FROM {table}", names.join(", ")))?

@@ -9,7 +9,9 @@
 //! cross daylight-saving changes the way croner defines it: a fixed time in a skipped hour
 //! is skipped that day, and one in a repeated hour fires once.
 
+use std::collections::HashMap;
 use std::str::FromStr;
+use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, LocalResult, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta, TimeZone, Utc};
@@ -226,6 +228,29 @@ fn parse_cron(expr: &str) -> Result<Cron, ScheduleError> {
         .map_err(|error| ScheduleError::InvalidCron { expr: expr.to_owned(), reason: error.to_string() })
 }
 
+/// Parsed cron expressions by their text, at most [`PARSED_CRONS`] (then it starts over).
+/// Parsing one costs ~20 µs (croner builds every field's bit set from the text): more than
+/// all the rest of planning a fire, and every due cron job is read again at each fire
+/// (`benches/cron.rs`). Few distinct expressions exist in practice (`0 9 * * *`).
+static PARSED: LazyLock<Mutex<HashMap<String, Cron>>> = LazyLock::new(Mutex::default);
+
+/// How many parsed expressions [`PARSED`] keeps.
+const PARSED_CRONS: usize = 1_024;
+
+/// `expr` parsed, from [`PARSED`] when it was parsed before.
+fn parsed_cron(expr: &str) -> Option<Cron> {
+    if let Some(cron) = PARSED.lock().unwrap_or_else(PoisonError::into_inner).get(expr) {
+        return Some(cron.clone());
+    }
+    let cron = parse_cron(expr).ok()?;
+    let mut parsed = PARSED.lock().unwrap_or_else(PoisonError::into_inner);
+    if parsed.len() >= PARSED_CRONS {
+        parsed.clear();
+    }
+    parsed.insert(expr.to_owned(), cron.clone());
+    Some(cron)
+}
+
 /// Reads an ISO-8601 time: with an offset as it says, without one in `tz` (refusing a time
 /// the zone skips or repeats).
 fn parse_at(text: &str, tz: Tz) -> Result<DateTime<Utc>, ScheduleError> {
@@ -308,7 +333,7 @@ impl Schedule {
                 anchor.checked_add_signed(TimeDelta::try_seconds(k.checked_mul(every)?)?)
             }
             Schedule::Cron { expr } => {
-                let cron = parse_cron(expr).ok()?;
+                let cron = parsed_cron(expr)?;
                 let mut cursor = after.with_timezone(&tz);
                 // croner moves a fixed time the clocks skip to the end of the gap (02:30 on
                 // a spring-forward night becomes 03:00); here a skipped time is skipped, so

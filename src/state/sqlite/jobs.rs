@@ -2,10 +2,15 @@
 //!
 //! One process owns the database, so a claim is a plain update of the due rows. The fire's
 //! inbound message goes to the inbound log, a second write: the claim is made first (the
-//! job's `running_slot_ms`), then the message is journaled, then its journal id is kept on
-//! the job (`running_seq`). A crash between the two leaves a claimed fire without an id,
-//! which `cron` finds at start and completes through [`JobStore::journal_claimed`]; a fire
-//! cannot run before its id is kept, so it is never journaled twice.
+//! job's `running_slot_ms`, and its run's row), then the message is journaled, then its
+//! journal id is kept on the run's row (`scheduled_runs.seq`, read back as the job's
+//! `running_seq`). A crash between the two leaves a claimed fire without an id, which
+//! `cron` finds at start and completes through [`JobStore::journal_claimed`]; a fire cannot
+//! run before its id is kept, so it is never journaled twice.
+//!
+//! The id goes on the run's row, not the job's, because a claim's runs are consecutive rows
+//! of one or two pages while its jobs are scattered over as many pages as there are fires:
+//! keeping it there halves the pages a claim writes (`benches/cron.rs`).
 
 use std::sync::Arc;
 
@@ -23,12 +28,31 @@ use crate::state::jobs::{
 };
 use crate::state::{InboundStore, StorageError};
 
-/// Every column of `scheduled_jobs`, in the order [`job_of`] reads them.
+/// Every column of `scheduled_jobs`, in the order [`job_of`] reads them (to write a job;
+/// read one with [`read_columns`]).
 pub(crate) const JOB_COLUMNS: &str = "id, agent_id, name, owner, created_by, scope_channel, scope_account, \
     scope_chat, target_channel, target_account, target_chat, target_chat_kind, target_thread, schedule_kind, at_ms, \
     every_secs, anchor_ms, cron_expr, tz, payload_kind, payload, session_key, missed, grace_secs, state, \
     next_run_ms, running_slot_ms, running_seq, running_claimed_ms, failures, last_error, last_alert_hash, \
     last_alert_ms, created_ms";
+
+/// The journal id of a job's fire in flight: on its run's row (see the module docs). The
+/// `scheduled_jobs.running_seq` column of schema versions before 9 is no longer written.
+const RUNNING_SEQ: &str = "CASE WHEN running_slot_ms IS NULL THEN NULL ELSE (SELECT r.seq FROM scheduled_runs r \
+    WHERE r.job_id = scheduled_jobs.id AND r.slot_ms = scheduled_jobs.running_slot_ms AND r.status = 'running' \
+    ORDER BY r.id DESC LIMIT 1) END";
+
+/// How a `SELECT … FROM scheduled_jobs` reads a job's `running_seq`.
+pub fn running_seq_expression() -> &'static str {
+    RUNNING_SEQ
+}
+
+/// [`JOB_COLUMNS`] as a `SELECT … FROM scheduled_jobs` reads them.
+pub(crate) fn read_columns() -> &'static str {
+    static COLUMNS: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| JOB_COLUMNS.replacen("running_seq", RUNNING_SEQ, 1));
+    &COLUMNS
+}
 
 impl From<rusqlite::Error> for AddJobError {
     fn from(error: rusqlite::Error) -> Self {
@@ -86,7 +110,7 @@ impl SqliteJobs {
         self.database
             .write(move |connection| {
                 let mut statement = connection.prepare_cached(
-                    "UPDATE scheduled_jobs SET running_seq = ?3 WHERE id = ?1 AND running_slot_ms = ?2",
+                    "UPDATE scheduled_runs SET seq = ?3 WHERE job_id = ?1 AND slot_ms = ?2 AND status = 'running'",
                 )?;
                 let mut changed = 0;
                 for (job_id, slot_ms, seq) in &marks {
@@ -204,12 +228,15 @@ fn claim(
     now: i64,
 ) -> rusqlite::Result<Vec<(Job, PlannedFire)>> {
     let transaction = connection.transaction()?;
+    // The batch size is written into the statement: SQLite plans with a LIMIT's value, so
+    // a bound one has the statement compiled again at every claim.
     let due: Vec<Job> = transaction
         .prepare_cached(&format!(
-            "SELECT {JOB_COLUMNS} FROM scheduled_jobs WHERE state = 'active' AND running_slot_ms IS NULL \
-             AND next_run_ms <= ?1 ORDER BY next_run_ms LIMIT ?2"
+            "SELECT {} FROM scheduled_jobs WHERE state = 'active' AND running_slot_ms IS NULL \
+             AND next_run_ms <= ?1 ORDER BY next_run_ms LIMIT {CLAIM_BATCH}",
+            read_columns()
         ))?
-        .query_map(params![now, CLAIM_BATCH as i64], job_of)?
+        .query_map(params![now], job_of)?
         .collect::<rusqlite::Result<_>>()?;
     let mut fires = Vec::new();
     for job in due {
@@ -351,7 +378,7 @@ impl JobStore for SqliteJobs {
     async fn get(&self, id: &str) -> Result<Option<Job>, StorageError> {
         Ok(self.database.read(|connection| {
             connection
-                .prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM scheduled_jobs WHERE id = ?1"))?
+                .prepare_cached(&format!("SELECT {} FROM scheduled_jobs WHERE id = ?1", read_columns()))?
                 .query_row([id], job_of)
                 .optional()
         })?)
@@ -362,9 +389,10 @@ impl JobStore for SqliteJobs {
         Ok(self.database.read(|connection| {
             connection
                 .prepare_cached(&format!(
-                    "SELECT {JOB_COLUMNS} FROM scheduled_jobs WHERE (?1 IS NULL OR agent_id = ?1) \
+                    "SELECT {} FROM scheduled_jobs WHERE (?1 IS NULL OR agent_id = ?1) \
                      AND (?2 IS NULL OR (scope_channel = ?2 AND scope_account = ?3 AND scope_chat = ?4)) \
-                     AND (?5 OR state != 'done') ORDER BY next_run_ms IS NULL, next_run_ms, id"
+                     AND (?5 OR state != 'done') ORDER BY next_run_ms IS NULL, next_run_ms, id",
+                    read_columns()
                 ))?
                 .query_map(
                     params![
@@ -525,7 +553,8 @@ impl JobStore for SqliteJobs {
         Ok(self.database.read(|connection| {
             connection
                 .prepare_cached(&format!(
-                    "SELECT {JOB_COLUMNS} FROM scheduled_jobs WHERE running_slot_ms IS NOT NULL ORDER BY id"
+                    "SELECT {} FROM scheduled_jobs WHERE running_slot_ms IS NOT NULL ORDER BY id",
+                    read_columns()
                 ))?
                 .query_map([], job_of)?
                 .collect::<rusqlite::Result<Vec<_>>>()

@@ -29,7 +29,7 @@ pub use group_commit::CommitStats;
 use group_commit::{CommitTarget, WriteQueue};
 pub use health::SqliteHealth;
 use inbound_log::{INBOUND_LOG_FILE_NAME, InboundLog};
-pub use jobs::SqliteJobs;
+pub use jobs::{SqliteJobs, running_seq_expression};
 pub use memory::SqliteMemory;
 pub use migrations::MigrateError;
 pub use pairing::SqlitePairing;
