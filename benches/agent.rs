@@ -154,6 +154,7 @@ fn runner(use_tool: bool, workspace: &std::path::Path) -> AgentRunner {
         sessions: Arc::new(RecentSessions::default()),
         hooks: Default::default(),
         media: None,
+        memory: None,
     })
 }
 

@@ -66,6 +66,7 @@ async fn load() {
         sessions: Arc::new(RecentSessions::default()),
         hooks: Default::default(),
         media: None,
+        memory: None,
     });
     let dispatcher = Dispatcher::new(DispatcherParts {
         config: config.clone(),

@@ -138,6 +138,7 @@ fn is_reply_to(line: &str, id: u64) -> bool {
 fn context() -> ToolContext {
     ToolContext {
         sender_id: None,
+        memory_scope: None,
         run_id: "bench".into(),
         session_key: "agent:main:main".into(),
         call_id: "call".into(),

@@ -219,6 +219,7 @@ async fn embedded(loaded: &LoadedConfig, args: AgentArgs, env: &Environment) -> 
         sessions: catalog_for(store.clone(), &agent.id, agent.settings.sessions_visibility),
         hooks: ferry::hooks::Hooks::from_config(&config.hooks).build(),
         media: None,
+        memory: None,
     });
     let mut request = RunRequest::new(session_key, args.message);
     request.timeout = args.timeout.map(Duration::from_secs);

@@ -62,6 +62,38 @@ pub enum Command {
     /// Scheduled jobs (reminders, recurring tasks): every chat's, with or without a gateway.
     #[command(subcommand)]
     Cron(CronCommand),
+    /// Long-term memory: what each person's and each chat's memory holds.
+    #[command(subcommand)]
+    Memory(MemoryCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MemoryCommand {
+    /// Every scope with its documents and size, and the search index's state.
+    Status,
+    /// Search memory: one scope's, or every scope's.
+    Search {
+        query: String,
+        /// A scope, e.g. private:telegram:42 (see `ferry memory status`).
+        #[arg(long)]
+        scope: Option<String>,
+        /// The agent whose memory (default: the default agent).
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+    },
+    /// Write memory documents out as files: <dir>/<agent>/<scope>/MEMORY.md, memory/*.md.
+    Export {
+        /// Only this scope.
+        #[arg(long)]
+        scope: Option<String>,
+        /// Where to write (created; existing files are replaced).
+        #[arg(long, default_value = "memory-export")]
+        to: std::path::PathBuf,
+    },
+    /// Read documents back from a directory laid out as `export` writes it.
+    Import { dir: std::path::PathBuf },
 }
 
 #[derive(Debug, Subcommand)]

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use ferry::agent::tools::exec::Approvals;
 use ferry::agent::tools::web::{FetchSettings, WebFetch};
-use ferry::agent::tools::{CronTool, HostTools, ToolPolicy, ToolRegistry};
+use ferry::agent::tools::{CronTool, HostTools, MemoryGet, MemorySearch, MemoryWrite, ToolPolicy, ToolRegistry};
 use ferry::agent::{AgentRunner, Agents, EventBus, RunSettings, RunnerParts};
 use ferry::channels::ChannelRegistry;
 use ferry::config::{self, Config, ConfigSource, Environment, ResolvedAgent};
@@ -21,10 +21,12 @@ use ferry::gateway::{Gateway, GatewayError, GatewayParts};
 use ferry::hooks::{GatewayEvent, Hooks};
 use ferry::mcp::McpTools;
 use ferry::media::Media;
+use ferry::memory::MemoryService;
 use ferry::models::{ModelCatalog, ModelRouter};
 use ferry::routing::SystemClock;
 use ferry::session::catalog_for;
 use ferry::state;
+use ferry::types::schedule::{host_zone, parse_zone};
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::GlobalArgs;
@@ -64,6 +66,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     let media = Arc::new(media);
     let sweeping = CancellationToken::new();
     let sweeper = media.store().spawn_sweeper(MEDIA_SWEEP_INTERVAL, sweeping.clone());
+    let memory = MemoryService::start(&config, stores.memory.clone(), env).context("setting up [memory]")?;
     let channels = ChannelRegistry::new();
     let bus = EventBus::new();
     let shared = SharedParts {
@@ -78,6 +81,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
         // Plugins compiled into this binary would be registered here.
         hooks: Hooks::from_config(&config.hooks).build(),
         media: &media,
+        memory: memory.as_ref(),
         approvals: Arc::new(Approvals::new(&config.tools.exec)),
     };
     let mut agents: Option<Agents> = None;
@@ -133,6 +137,10 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
         config: config.clone(),
     }
     .start();
+    let memory_health = memory.as_ref().map(|memory| {
+        let dispatcher = dispatcher.clone();
+        memory.report_health(move |health| dispatcher.set_health_entry("memory", health))
+    });
     if config.channels.webchat.enabled {
         tracing::info!("web chat: http://{address}/");
     }
@@ -147,6 +155,12 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
         tracing::warn!(aborted, "aborted runs that did not finish in time; their messages are answered on restart");
     }
     ticker.abort();
+    if let Some(reporting) = memory_health {
+        reporting.abort();
+    }
+    if let Some(memory) = memory {
+        memory.stop().await;
+    }
     // Background commands and MCP servers end with the daemon.
     registries.iter().for_each(ToolRegistry::shutdown);
     mcp.shutdown().await;
@@ -171,6 +185,8 @@ struct SharedParts<'a> {
     stores: &'a state::Stores,
     hooks: Hooks,
     media: &'a Arc<Media>,
+    /// Long-term memory, shared by every agent; `None` when `memory.enabled` is off.
+    memory: Option<&'a MemoryService>,
     /// One place answers every agent's command approvals.
     approvals: Arc<Approvals>,
 }
@@ -196,6 +212,16 @@ async fn agent_runner(
     let mut tools = HostTools::registry_with(host, config)?;
     let jobs = CronJobs::new(shared.stores.jobs.clone(), config.clone());
     tools.register(CronTool::new(jobs, agent.id.clone(), config.cron.scheduled_runs_may_schedule));
+    let memory = shared.memory.map(|memory| {
+        let tz =
+            agent.settings.user_timezone.as_deref().and_then(|zone| parse_zone(zone).ok()).unwrap_or_else(host_zone);
+        memory.for_agent(tz)
+    });
+    if let Some(memory) = &memory {
+        tools.register(MemorySearch(memory.clone()));
+        tools.register(MemoryGet(memory.clone()));
+        tools.register(MemoryWrite(memory.clone()));
+    }
     let tools = tools.with_source(shared.mcp.clone());
     if let Some(host) = tools.host() {
         host.check_sandbox(&ToolPolicy::for_agent(config, &agent.settings)).await;
@@ -216,6 +242,7 @@ async fn agent_runner(
         sessions,
         hooks: shared.hooks.clone(),
         media: Some(shared.media.clone()),
+        memory,
     });
     Ok((runner, tools))
 }

@@ -20,7 +20,8 @@
 //!
 //! [`hooks`] let plugins watch or change the path at fixed points along it, and [`cron`]
 //! starts it without a message: a scheduled job's fire is journaled as one, then takes the
-//! same path.
+//! same path. [`memory`] is what an agent remembers of each person and chat between
+//! conversations: its tools, and what it adds to a run's prompt.
 //!
 //! Under all of them, importing nothing above themselves: [`state`] (the state directory
 //! and every store, on SQLite or PostgreSQL: `CONTRIBUTING.md` says how to add one),
@@ -39,6 +40,7 @@ pub mod hooks;
 pub mod logging;
 pub mod mcp;
 pub mod media;
+pub mod memory;
 pub mod metrics;
 pub mod models;
 pub mod queue;

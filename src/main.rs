@@ -8,6 +8,7 @@ mod commands;
 mod cron_command;
 mod daemon;
 mod mcp_command;
+mod memory_command;
 mod state_command;
 mod wiring;
 
@@ -78,6 +79,7 @@ fn run(cli: Cli, env: &Environment) -> anyhow::Result<()> {
             runtime()?.block_on(state_command::copy_sqlite_to_postgres(&cli.global, force, env))
         }
         Command::Cron(command) => runtime()?.block_on(cron_command::run(&cli.global, command, env)),
+        Command::Memory(command) => runtime()?.block_on(memory_command::run(&cli.global, command, env)),
     }
 }
 

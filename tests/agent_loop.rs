@@ -78,6 +78,7 @@ fn runner_with_tools(
         sessions: Arc::new(RecentSessions::default()),
         hooks,
         media: None,
+        memory: None,
     });
     (runner, workspace)
 }

@@ -48,6 +48,7 @@ fn no_asking() -> ExecConfig {
 fn context(session_key: &str, channels: ChannelRegistry, origin: Option<Origin>) -> ToolContext {
     ToolContext {
         sender_id: None,
+        memory_scope: None,
         run_id: "run-1".into(),
         session_key: session_key.into(),
         call_id: "call-1".into(),

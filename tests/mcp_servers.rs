@@ -87,6 +87,7 @@ fn start(servers: Vec<(&str, McpServerConfig)>) -> Arc<McpTools> {
 fn context() -> ToolContext {
     ToolContext {
         sender_id: None,
+        memory_scope: None,
         run_id: "run".into(),
         session_key: "agent:main:main".into(),
         call_id: "call".into(),

@@ -174,5 +174,6 @@ pub fn runner(bus: &EventBus, workspace: &std::path::Path, channels: &ChannelReg
         sessions: Arc::new(RecentSessions::default()),
         hooks: Default::default(),
         media: None,
+        memory: None,
     })
 }

@@ -100,6 +100,9 @@ pub struct RunnerParts {
     /// Users' files: the dispatcher takes them in through it, and runs load the images of
     /// the latest turns from its store. `None`: files are not taken (embedders, tests).
     pub media: Option<Arc<Media>>,
+    /// Long-term memory: what a private conversation's prompt shows of it. `None`: none
+    /// (embedders, tests); the memory tools are registered with `tools` on their own.
+    pub memory: Option<crate::memory::AgentMemory>,
 }
 
 /// Runs agent turns. Cheap to clone; clones share the model client, tools and caches.
@@ -132,6 +135,9 @@ pub struct RunRequest {
     pub origin: Option<Origin>,
     /// Who sent the message the run answers, for the tools (the `cron` tool's job owner).
     pub sender_id: Option<String>,
+    /// Whose long-term memory the run works in: its tools', and the `MEMORY.md` its prompt
+    /// shows (a private scope's only). `None`: no memory.
+    pub memory_scope: Option<crate::state::memory::MemoryScope>,
     /// User messages injected into the running turn at its next boundary (steering).
     pub steer: Option<SteerInbox>,
     /// Other client run ids this run answers (see [`LifecycleEvent::Start`]).
@@ -162,6 +168,7 @@ impl RunRequest {
             cancel: CancellationToken::new(),
             origin: None,
             sender_id: None,
+            memory_scope: None,
             steer: None,
             merged_run_ids: Vec::new(),
             model: None,
@@ -290,6 +297,11 @@ impl AgentRunner {
 
     pub fn hooks(&self) -> &Hooks {
         &self.inner.parts.hooks
+    }
+
+    /// The agent's long-term memory; `None` when it has none (`memory.enabled` off).
+    pub fn memory(&self) -> Option<&crate::memory::AgentMemory> {
+        self.inner.parts.memory.as_ref()
     }
 
     /// What the agent's files are sent with: `None` without media.
@@ -498,7 +510,13 @@ impl AgentRunner {
         let skills = self.inner.skills.snapshot();
         let files =
             parts.hooks.bootstrap_files(&self.inner.bootstrap, &parts.workspace, &request.run_id, &request.session_key);
-        let system = system_prompt(&skills, &files.await, request.extra_system_prompt.as_deref());
+        let mut system = system_prompt(&skills, &files.await, request.extra_system_prompt.as_deref());
+        if let (Some(memory), Some(scope)) = (&parts.memory, &request.memory_scope)
+            && let Some(sections) = memory.prompt_sections(scope, &request.message).await
+        {
+            system.push_str("\n\n");
+            system.push_str(&sections);
+        }
         let system =
             parts.hooks.before_agent_start(&request.run_id, &request.session_key, &request.message, system).await;
         let mut rounds = 0;
@@ -748,6 +766,7 @@ impl AgentRunner {
             call_id: call.id.clone(),
             origin: request.origin.clone(),
             sender_id: request.sender_id.clone(),
+            memory_scope: request.memory_scope.clone(),
             channels: parts.channels.clone(),
             sessions: parts.sessions.clone(),
             // The run's snapshot: the tools see the skills the prompt listed.

@@ -6,7 +6,8 @@
 use serde::{Deserialize, Serialize};
 
 /// The tools of the `chat` profile: the built-ins, none of which touches the host.
-pub(crate) const CHAT_TOOLS: &[&str] = &["current_time", "sessions_list", "message", "skill_read", "cron"];
+pub(crate) const CHAT_TOOLS: &[&str] =
+    &["current_time", "sessions_list", "message", "skill_read", "cron", "memory_search", "memory_get", "memory_write"];
 
 /// The named groups of tools.
 pub(crate) const GROUPS: &[(&str, &[&str])] = &[
@@ -47,7 +48,8 @@ pub(crate) fn known_tools() -> impl Iterator<Item = &'static &'static str> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolProfile {
-    /// The built-ins only (`message`, `sessions_list`, `current_time`, `skill_read`, `cron`).
+    /// The built-ins only (`message`, `sessions_list`, `current_time`, `skill_read`, `cron`, and
+    /// the memory tools).
     #[default]
     Chat,
     /// Chat, plus files, commands and the web (`group:fs`, `group:runtime`, `group:web`).

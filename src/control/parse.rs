@@ -37,6 +37,12 @@ pub enum ControlCommand {
     Remind(RemindCommand),
     /// `/jobs`, `/jobs pause|resume|run|rm <id>`
     Jobs(JobsCommand),
+    /// `/remember TEXT`: keep it in long-term memory (`MEMORY.md` of the user's scope).
+    Remember(String),
+    /// `/memory`: what the user's memory scope holds.
+    Memory,
+    /// `/forget TEXT`: remove the lines of memory that contain it.
+    Forget(String),
 }
 
 /// What `/remind` asks for: a reminder, sent as it is, once.
@@ -155,6 +161,9 @@ pub fn parse_command(text: &str) -> Option<ControlCommand> {
         "deny" => Some(ControlCommand::Deny(args.join(" "))),
         "remind" => Some(ControlCommand::Remind(parse_remind(args))),
         "jobs" => Some(ControlCommand::Jobs(parse_jobs(args))),
+        "remember" => Some(ControlCommand::Remember(args.join(" "))),
+        "memory" => Some(ControlCommand::Memory),
+        "forget" => Some(ControlCommand::Forget(args.join(" "))),
         _ => None,
     }
 }

@@ -132,7 +132,7 @@ impl Ticker {
             }),
             Err(error) => serde_json::json!({ "enabled": self.config.cron.enabled, "error": error.to_string() }),
         };
-        self.dispatcher.set_cron_health(health);
+        self.dispatcher.set_health_entry("scheduler", health);
     }
 
     /// Hands a journaled fire to its session's lane (here, or the replica holding it).

@@ -49,6 +49,9 @@ impl Dispatcher {
             ControlCommand::Deny(id) => self.approval_command(&id, false, session_key, message),
             ControlCommand::Remind(remind) => self.remind_command(remind, session_key, message).await,
             ControlCommand::Jobs(jobs) => self.jobs_command(jobs, message).await,
+            ControlCommand::Remember(text) => self.remember_command(&text, session_key, message).await,
+            ControlCommand::Memory => self.memory_command(session_key, message).await,
+            ControlCommand::Forget(text) => self.forget_command(&text, session_key, message).await,
         };
         self.reply(message, &reply).await;
         self.run_command_hook(hook, message);

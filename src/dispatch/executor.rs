@@ -167,6 +167,10 @@ impl RunExecutor for AgentExecutor {
         };
         request.origin = Some(origin.clone());
         request.sender_id = Some(inbound.sender.id.clone());
+        if self.config.memory.enabled {
+            request.memory_scope = crate::memory::scope::scope_of(inbound, self.config.session.dm_scope)
+                .map(|scope| crate::state::memory::MemoryScope::new(agent_of(key), scope));
+        }
         let run_id = request.run_id.clone();
         let overrides = self.overrides.get(self.store.as_ref(), key).await;
         request.model = chosen_model(runner.router(), &overrides);

@@ -14,6 +14,7 @@ mod executor;
 mod hooks;
 mod jobs;
 mod keeper;
+mod memory;
 mod models;
 mod overrides;
 mod recovered;
@@ -121,8 +122,9 @@ struct Inner {
     keeper: Option<Arc<keeper::LaneKeeper>>,
     /// Scheduled jobs, for `/remind` and `/jobs`.
     jobs: Arc<dyn crate::state::jobs::JobStore>,
-    /// The scheduler's part in `/healthz`, as the ticker last saw it.
-    cron_health: std::sync::Mutex<Option<serde_json::Value>>,
+    /// Entries of `/healthz` kept by background tasks (`scheduler` by the cron ticker,
+    /// `memory` by the memory service), as they last saw things.
+    health_entries: std::sync::Mutex<std::collections::BTreeMap<&'static str, serde_json::Value>>,
 }
 
 impl Dispatcher {
@@ -193,7 +195,7 @@ impl Dispatcher {
                 ledger,
                 keeper,
                 jobs: parts.stores.jobs.clone(),
-                cron_health: std::sync::Mutex::new(None),
+                health_entries: std::sync::Mutex::default(),
             }),
         };
         if let Some(keeper) = &dispatcher.inner.keeper {
@@ -245,14 +247,17 @@ impl Dispatcher {
         }))
     }
 
-    /// The scheduled-jobs ticker's summary for `/healthz` (jobs, next due, last error).
-    pub fn cron_health(&self) -> Option<serde_json::Value> {
-        self.inner.cron_health.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    /// The `/healthz` entries background tasks keep: `scheduler` (the scheduled-jobs
+    /// ticker: jobs, next due, last error), `memory` (documents, the embedding index).
+    pub fn health_entries(&self) -> Vec<(&'static str, serde_json::Value)> {
+        let entries = self.inner.health_entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        entries.iter().map(|(name, value)| (*name, value.clone())).collect()
     }
 
-    /// Kept by the ticker ([`crate::cron::ticker`]).
-    pub fn set_cron_health(&self, health: serde_json::Value) {
-        *self.inner.cron_health.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(health);
+    /// Replaces the `/healthz` entry `name` (see [`Dispatcher::health_entries`]).
+    pub fn set_health_entry(&self, name: &'static str, health: serde_json::Value) {
+        let mut entries = self.inner.health_entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        entries.insert(name, health);
     }
 
     pub fn scheduler(&self) -> &Scheduler {

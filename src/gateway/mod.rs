@@ -171,9 +171,10 @@ impl GatewayState {
             }
             health["replica"] = replica;
         }
-        // Nor does the scheduler: a failing job says so in its own entry.
-        if let Some(cron) = self.dispatcher.cron_health() {
-            health["scheduler"] = cron;
+        // Nor do the scheduler and memory: a failing job, or an embeddings endpoint that
+        // cannot be reached, says so in its own entry.
+        for (name, entry) in self.dispatcher.health_entries() {
+            health[name] = entry;
         }
         // MCP servers do not count against `ok`: without one, the bot still answers.
         if let Some(mcp) = self.mcp.as_ref().filter(|mcp| !mcp.is_empty()) {

@@ -29,7 +29,7 @@ mod outgoing;
 mod pdf;
 mod sniff;
 mod store;
-mod transcribe;
+pub(crate) mod transcribe;
 
 pub use self::fetch::{FetchError, fetch};
 pub use self::file_info::{FileInfo, is_reference};

@@ -207,7 +207,7 @@ impl Transcriber {
 
 /// The `error.message` of OpenAI's error shape, else the body's first line; at most
 /// [`MESSAGE_LIMIT`] characters.
-fn error_message(body: &[u8]) -> String {
+pub(crate) fn error_message(body: &[u8]) -> String {
     let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
     let message = parsed
         .as_ref()

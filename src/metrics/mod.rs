@@ -45,6 +45,7 @@ use prometheus_client::registry::{Registry, Unit};
 mod cron;
 mod leases;
 mod mcp;
+mod memory;
 
 pub use leases::LeaseEvent;
 pub use mcp::{McpCall, McpMetrics};
@@ -274,6 +275,7 @@ pub struct Metrics {
     profiles_cooling: Gauge,
     mcp: mcp::McpFamilies,
     cron: cron::CronFamilies,
+    memory: memory::MemoryFamilies,
     leases: leases::LeaseFamilies,
     /// Count the profiles cooling now (one per model router), read at each render: a
     /// cooldown ends with time alone, with no event to update the gauge.
@@ -407,6 +409,7 @@ impl Metrics {
 
         let mcp = mcp::McpFamilies::register(&mut registry);
         let cron = cron::CronFamilies::register(&mut registry);
+        let memory = memory::MemoryFamilies::register(&mut registry);
         let leases = leases::LeaseFamilies::register(&mut registry);
 
         // Series with fixed labels exist from the start, so a rate over them is defined
@@ -442,6 +445,7 @@ impl Metrics {
             profiles_cooling,
             mcp,
             cron,
+            memory,
             leases,
             cooling_samplers: Mutex::new(Vec::new()),
         }
@@ -524,6 +528,21 @@ impl Metrics {
     /// Slots skipped (`ferry_cron_skipped_slots`).
     pub fn cron_skipped(&self, count: u64) {
         self.cron.skipped(count);
+    }
+
+    /// A memory search, answered by keywords alone or hybrid (`ferry_memory_searches`).
+    pub fn memory_searched(&self, hybrid: bool) {
+        self.memory.searched(hybrid);
+    }
+
+    /// A memory document written (`ferry_memory_writes`).
+    pub fn memory_written(&self) {
+        self.memory.written();
+    }
+
+    /// A call to the embeddings endpoint (`ferry_memory_embedding_calls`).
+    pub fn memory_embedding_call(&self, ok: bool) {
+        self.memory.embedding_call(ok);
     }
 
     /// A fire ended: `ok`, `skipped` or `failed` (`ferry_cron_fires_ended`).

@@ -225,7 +225,7 @@ pub fn session_key(
 
 /// Appends one id, lowercased, with the characters that would change the key's shape
 /// percent-encoded (see the module docs).
-fn push_part(key: &mut String, raw: &str) {
+pub(crate) fn push_part(key: &mut String, raw: &str) {
     if raw.is_empty() {
         key.push('%');
         return;

@@ -65,6 +65,7 @@ fn runner(provider: Arc<dyn ModelProvider>, vision: bool) -> (AgentRunner, tempf
         sessions: Arc::new(RecentSessions::default()),
         hooks: Default::default(),
         media: None,
+        memory: None,
     });
     (runner, workspace)
 }

@@ -39,5 +39,6 @@ pub fn fake_model_runner(model_url: &str, workspace: &Path, channels: &ChannelRe
         sessions: Arc::new(RecentSessions::default()),
         hooks: Default::default(),
         media: None,
+        memory: None,
     }
 }

@@ -41,6 +41,7 @@ pub mod accounts;
 pub mod delivery;
 pub mod discord;
 pub mod exec;
+pub mod memory;
 pub mod scheduled;
 pub mod slack;
 pub mod telegram;
@@ -545,6 +546,22 @@ macro_rules! conformance_suite {
             #[tokio::test]
             async fn a_dm_is_answered_exactly_once() {
                 $crate::conformance::a_dm_is_answered_exactly_once::<$platform>().await;
+            }
+
+            #[tokio::test]
+            async fn a_person_s_memory_is_found_again_and_never_shown_to_anyone_else() {
+                $crate::conformance::memory::a_person_s_memory_is_found_again_and_never_shown_to_anyone_else::<
+                    $platform,
+                >()
+                .await;
+            }
+
+            #[tokio::test]
+            async fn remember_memory_and_forget_commands_work_on_the_user_s_own_memory() {
+                $crate::conformance::memory::remember_memory_and_forget_commands_work_on_the_user_s_own_memory::<
+                    $platform,
+                >()
+                .await;
             }
 
             #[tokio::test]

@@ -11,6 +11,7 @@ mod current_time;
 pub mod exec;
 pub mod fs;
 mod host;
+mod memory;
 mod message;
 mod policy;
 mod result_cap;
@@ -32,6 +33,7 @@ use serde_json::Value;
 pub use cron::CronTool;
 pub use current_time::CurrentTime;
 pub use host::{COMMAND_TOOLS, HostTools};
+pub use memory::{MemoryGet, MemorySearch, MemoryWrite};
 pub(crate) use message::parse_chat;
 pub use message::{MessageTool, ToolSend};
 pub use policy::{AgentToolPolicies, MCP_SEPARATOR, ToolFilter, ToolLists, ToolPolicy, ToolProfile, mcp_server_of};
@@ -67,6 +69,9 @@ pub struct ToolContext {
     pub origin: Option<Origin>,
     /// Who sent the message the run answers (a job it schedules is theirs).
     pub sender_id: Option<String>,
+    /// Whose memory the memory tools work in (`memory::scope`); `None`: memory is not
+    /// available in this run.
+    pub memory_scope: Option<crate::state::memory::MemoryScope>,
     pub channels: ChannelRegistry,
     pub sessions: Arc<dyn SessionCatalog>,
     pub skills: Arc<SkillsSnapshot>,

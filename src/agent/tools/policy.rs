@@ -224,7 +224,17 @@ mod tests {
     #[test]
     fn profiles_offer_their_tools() {
         let chat = ToolPolicy::default().for_chat("telegram", "42", None);
-        assert_eq!(offered(&chat), ["current_time", "sessions_list", "message", "skill_read", "cron"]);
+        let chat_tools = [
+            "current_time",
+            "sessions_list",
+            "message",
+            "skill_read",
+            "cron",
+            "memory_search",
+            "memory_get",
+            "memory_write",
+        ];
+        assert_eq!(offered(&chat), chat_tools);
         let coding = ToolPolicy::new(ToolProfile::Coding, ToolLists::default()).for_chat("telegram", "42", None);
         assert_eq!(offered(&coding), known_tools().copied().collect::<Vec<_>>());
         let full = ToolPolicy::new(ToolProfile::Full, ToolLists::default()).for_chat("telegram", "42", None);
@@ -242,19 +252,28 @@ mod tests {
             .with_channel("discord", lists(&[], &["exec"]), groups);
 
         let dm = policy.for_chat("telegram", "42", None);
-        assert_eq!(offered(&dm), ["current_time", "message", "skill_read", "cron", "read", "web_fetch", "web_search"]);
+        let memory = ["memory_search", "memory_get", "memory_write"];
+        let dm_tools =
+            [&["current_time", "message", "skill_read", "cron"][..], &memory, &["read", "web_fetch", "web_search"]];
+        assert_eq!(offered(&dm), dm_tools.concat());
         let group = policy.for_chat("telegram", "-100", None);
-        assert_eq!(offered(&group), ["current_time", "message", "skill_read", "cron", "read", "exec"]);
+        assert_eq!(
+            offered(&group),
+            [&["current_time", "message", "skill_read", "cron"][..], &memory, &["read", "exec"]].concat()
+        );
         // Discord: the guild's entry applies to its channels; the channel's deny beats the
         // group's allow of `exec`.
         let in_guild = policy.for_chat("discord", "chan-9", Some("guild-1"));
-        assert_eq!(offered(&in_guild), ["current_time", "skill_read", "cron", "web_fetch", "web_search"]);
+        let guild_tools = [&["current_time", "skill_read", "cron"][..], &memory, &["web_fetch", "web_search"]];
+        assert_eq!(offered(&in_guild), guild_tools.concat());
         let exec_group = policy.for_chat("discord", "-100", None);
         assert!(!exec_group.allows("exec"), "the channel's deny wins over the group's allow");
         assert_eq!(offered(&policy.for_chat("slack", "C1", None)), offered(&policy.for_chat("webchat", "x", None)));
         // Outside any chat only [tools] applies.
         let operator = policy.outside_chats();
-        assert_eq!(offered(&operator), ["current_time", "message", "skill_read", "cron", "web_fetch", "web_search"]);
+        let operator_tools =
+            [&["current_time", "message", "skill_read", "cron"][..], &memory, &["web_fetch", "web_search"]];
+        assert_eq!(offered(&operator), operator_tools.concat());
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::agent::skills::SkillsCache;
 pub(crate) fn context(origin: Option<Origin>, channels: ChannelRegistry) -> ToolContext {
     ToolContext {
         sender_id: None,
+        memory_scope: None,
         run_id: "run-1".into(),
         session_key: "agent:main:main".into(),
         call_id: "call-1".into(),
