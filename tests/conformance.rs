@@ -17,3 +17,13 @@ async fn telegram_heartbeat_costs_nothing_without_tasks_and_alerts_once() {
     conformance::scheduled::the_heartbeat_costs_nothing_without_tasks_and_alerts_once::<conformance::telegram::Telegram>()
         .await;
 }
+
+/// Hybrid memory search against a fake embeddings endpoint (one platform: the search is the
+/// same behind every channel).
+#[tokio::test]
+async fn telegram_hybrid_memory_search_finds_a_paraphrase_and_survives_the_endpoint_going_down() {
+    conformance::memory::hybrid_search_finds_a_paraphrase_and_keywords_answer_while_the_endpoint_is_down::<
+        conformance::telegram::Telegram,
+    >()
+    .await;
+}

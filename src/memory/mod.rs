@@ -44,6 +44,10 @@ pub struct AgentMemory {
     pub tz: Tz,
 }
 
+#[cfg(test)]
+#[path = "backends_tests.rs"]
+mod backends_tests;
+
 impl AgentMemory {
     /// Today in the agent's zone: the dated note a default write goes to.
     pub fn today(&self) -> NaiveDate {

@@ -3,7 +3,7 @@
 //! (a canary checked in every model request of theirs); `/remember`, `/memory` and
 //! `/forget` work on the user's own memory.
 
-use ferry_fakes::{ToolCall, Turn};
+use ferry_fakes::{FakeEmbeddings, ToolCall, Turn};
 use serde_json::{Value, json};
 
 use super::{GROUP, Harness, Platform, USER, last_tool_result, visible};
@@ -85,4 +85,75 @@ pub async fn remember_memory_and_forget_commands_work_on_the_user_s_own_memory<P
     let shown = h.until(|p| p.dm_messages(USER), |shown| shown.len() >= 4).await;
     assert!(visible(&shown)[3].contains("nothing in memory"), "{}: {:?}", P::NAME, visible(&shown));
     assert!(h.openai.requests().is_empty(), "{}: the commands asked no model", P::NAME);
+}
+
+/// The results of the `memory_search` call answered in request `index`, as (path, snippet).
+async fn search_results<P: Platform>(h: &Harness<P>, index: usize) -> Vec<(String, String)> {
+    let found: Value = serde_json::from_str(&last_tool_result(&h.request(index).await)).expect("JSON");
+    let results = found["results"].as_array().unwrap_or_else(|| panic!("{}: no results: {found}", P::NAME));
+    results
+        .iter()
+        .map(|result| (result["path"].as_str().unwrap_or_default().to_owned(), result["snippet"].to_string()))
+        .collect()
+}
+
+/// With an embeddings endpoint, a paraphrase that shares no word with the note finds it;
+/// with the endpoint down, the same search answers (from keywords) instead of failing, and
+/// a keyword still finds the note.
+pub async fn hybrid_search_finds_a_paraphrase_and_keywords_answer_while_the_endpoint_is_down<P: Platform>() {
+    let embeddings = FakeEmbeddings::start().await.expect("fake embeddings");
+    embeddings.set_synonyms(&[&["car", "automobile"], &["red", "crimson"]]);
+    let tables = format!(
+        "[memory.embeddings]\nbase_url = \"{}\"\nmodel = \"fake-embed\"\napi_key = \"embed-key-1\"",
+        embeddings.url()
+    );
+    let h = Harness::<P>::start(&tables).await;
+    h.openai
+        .push(tool("memory_write", json!({ "path": "memory/cars.md", "content": "My car is red", "mode": "append" })));
+    h.openai.push(Turn::text(["Noted."]));
+    h.platform.dm(USER, "remember: my car is red").await;
+    h.until(|p| p.dm_messages(USER), |shown| visible(shown).contains(&"Noted.".to_owned())).await;
+    tokio::time::timeout(crate::daemon::PATIENCE, embeddings.wait_for_inputs_embedded(1))
+        .await
+        .expect("the note was embedded in the background");
+
+    h.openai.push(tool("memory_search", json!({ "query": "automobile crimson" })));
+    h.openai.push(Turn::text(["Red."]));
+    h.platform.dm(USER, "what colour is my automobile?").await;
+    let found = search_results(&h, 3).await;
+    assert_eq!(found.len(), 1, "{}: the paraphrase found the note: {found:?}", P::NAME);
+    assert_eq!(found[0].0, "memory/cars.md", "{}", P::NAME);
+    assert!(found[0].1.contains("My car is red"), "{}: {found:?}", P::NAME);
+    h.until(|p| p.dm_messages(USER), |shown| visible(shown).contains(&"Red.".to_owned())).await;
+    assert!(embeddings.requests().iter().all(|request| request.key.as_deref() == Some("embed-key-1")));
+
+    embeddings.set_down(true);
+    h.openai.push(tool("memory_search", json!({ "query": "automobile crimson" })));
+    h.openai.push(tool("memory_search", json!({ "query": "my car" })));
+    h.openai.push(Turn::text(["Still red."]));
+    h.platform.dm(USER, "and now?").await;
+    assert_eq!(search_results(&h, 5).await, [], "{}: no words in common, no vectors: nothing, and no error", P::NAME);
+    let found = search_results(&h, 6).await;
+    assert_eq!(found.len(), 1, "{}: keywords still answer: {found:?}", P::NAME);
+    h.until(|p| p.dm_messages(USER), |shown| visible(shown).contains(&"Still red.".to_owned())).await;
+    let port = h.daemon.as_ref().expect("running").port;
+    let metrics = reqwest::get(format!("http://127.0.0.1:{port}/metrics")).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("ferry_memory_searches_total{kind=\"hybrid\"} 1"), "{}: {metrics}", P::NAME);
+    assert!(metrics.contains("ferry_memory_searches_total{kind=\"keyword\"} 2"), "{}", P::NAME);
+    assert!(metrics.contains("ferry_memory_writes_total 1"), "{}", P::NAME);
+    // The entry is refreshed every 10 s.
+    let health = tokio::time::timeout(crate::daemon::PATIENCE, async {
+        loop {
+            let health = crate::daemon::health(port).await;
+            if health["memory"]["documents"] == 1 {
+                return health;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{}: /healthz never showed the document", P::NAME));
+    assert_eq!(health["memory"]["embeddings"]["model"], "fake-embed", "{}: {health}", P::NAME);
+    assert_eq!(health["memory"]["embeddings"]["embedded"], 1, "{}: {health}", P::NAME);
+    assert_eq!(health["memory"]["search"], "hybrid", "{}: {health}", P::NAME);
 }

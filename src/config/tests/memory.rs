@@ -36,10 +36,10 @@ fn limits_have_ranges_and_a_document_fits_its_scope() {
 }
 
 #[test]
-fn mirroring_names_a_real_scope() {
+fn mirroring_is_refused_until_it_exists_and_a_mirror_scope_must_be_a_scope() {
     let scratch = Scratch::new();
-    let text = error_text(&scratch, "[memory]\nmirror_files = true\n");
-    assert!(text.contains("memory.mirror_scope") && text.contains("private:telegram:42"), "{text}");
-    let text = error_text(&scratch, "[memory]\nmirror_files = true\nmirror_scope = \"alice\"\n");
+    let text = error_text(&scratch, "[memory]\nmirror_files = true\nmirror_scope = \"private:telegram:42\"\n");
+    assert!(text.contains("memory.mirror_files") && text.contains("not available in this version"), "{text}");
+    let text = error_text(&scratch, "[memory]\nmirror_scope = \"alice\"\n");
     assert!(text.contains("memory.mirror_scope") && text.contains("not a memory scope"), "{text}");
 }
