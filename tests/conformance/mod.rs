@@ -454,7 +454,12 @@ pub async fn the_tool_policy_decides_what_the_model_is_offered<P: Platform>() {
     let request = tokio::time::timeout(PATIENCE, h.openai.wait_for_request(0)).await.expect("the run started");
     let tools = request.body["tools"].as_array().cloned().unwrap_or_default();
     let offered: Vec<&str> = tools.iter().filter_map(|tool| tool["function"]["name"].as_str()).collect();
-    assert_eq!(offered, ["cron", "message"], "{}: only what neither list denies", P::NAME);
+    assert_eq!(
+        offered,
+        ["cron", "memory_get", "memory_search", "memory_write", "message"],
+        "{}: only what neither list denies",
+        P::NAME
+    );
     h.until(|p| p.dm_messages(USER), |shown| !shown.is_empty()).await;
 }
 
