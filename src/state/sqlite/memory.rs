@@ -244,24 +244,39 @@ impl MemoryStore for SqliteMemory {
     ) -> Result<Vec<ChunkHit>, StorageError> {
         let expression = format!("scope : {} AND body : ({})", scope_token(scope), query.fts5);
         Ok(self.database.read(|connection| {
-            connection
+            // Ranked in the full-text index alone (the scope token already keeps other
+            // scopes out), and only the best `limit` chunks read: joining every match to its
+            // chunk row first cost more than the ranking when a common word matched
+            // thousands of chunks (`benches/memory.rs`).
+            let ranked: Vec<(i64, f64)> = connection
                 .prepare_cached(
-                    "SELECT c.path, c.start_line, c.end_line, c.text, c.hash, bm25(memory_fts, 0.0, 1.0) AS rank \
-                     FROM memory_fts JOIN memory_chunks c ON c.id = memory_fts.rowid \
-                     WHERE memory_fts MATCH ?1 AND c.agent_id = ?2 AND c.scope = ?3 ORDER BY rank LIMIT ?4",
+                    "SELECT rowid, bm25(memory_fts, 0.0, 1.0) AS rank FROM memory_fts WHERE memory_fts MATCH ?1 \
+                     ORDER BY rank LIMIT ?2",
                 )?
-                .query_map(params![expression, scope.agent_id, scope.scope, limit as i64], |row| {
-                    Ok(ChunkHit {
-                        path: row.get(0)?,
-                        start_line: row.get(1)?,
-                        end_line: row.get(2)?,
-                        text: row.get(3)?,
-                        hash: row.get(4)?,
-                        // bm25 is lower for a better match.
-                        score: -row.get::<_, f64>(5)?,
+                .query_map(params![expression, limit as i64], |row| Ok((row.get(0)?, row.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            let mut chunk = connection.prepare_cached(
+                "SELECT path, start_line, end_line, text, hash FROM memory_chunks \
+                 WHERE id = ?1 AND agent_id = ?2 AND scope = ?3",
+            )?;
+            let mut hits = Vec::with_capacity(ranked.len());
+            for (id, rank) in ranked {
+                let hit = chunk
+                    .query_row(params![id, scope.agent_id, scope.scope], |row| {
+                        Ok(ChunkHit {
+                            path: row.get(0)?,
+                            start_line: row.get(1)?,
+                            end_line: row.get(2)?,
+                            text: row.get(3)?,
+                            hash: row.get(4)?,
+                            // bm25 is lower for a better match.
+                            score: -rank,
+                        })
                     })
-                })?
-                .collect()
+                    .optional()?;
+                hits.extend(hit);
+            }
+            Ok::<_, rusqlite::Error>(hits)
         })?)
     }
 
