@@ -321,7 +321,8 @@ async fn typing_is_shown_only_in_chats_whose_run_started() {
     }
     messages(&telegram, 1, 1).await;
     let typed: Vec<i64> = telegram.chat_actions().iter().map(|action| action.chat_id).collect();
-    let waiting_typed = typed.iter().filter(|chat| **chat >= 100).count();
+    // Distinct chats: a run slowed by a loaded machine refreshes its typing every few seconds.
+    let waiting_typed = typed.iter().filter(|chat| **chat >= 100).collect::<std::collections::HashSet<_>>().len();
     assert!(typed.contains(&1), "the running chat shows typing: {typed:?}");
     // While the first run worked, at most the one chat next in line could have started.
     assert!(waiting_typed <= 1, "typing fired for messages still waiting: {typed:?}");
