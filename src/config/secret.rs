@@ -18,6 +18,24 @@ impl Secret {
         Self(value.into())
     }
 
+    /// A client's key: `key` when set and not blank, else the value of the environment
+    /// variable `key_env` names (which must then be set: `Err` with its name), else none (a
+    /// local server that needs no key).
+    pub fn resolve(
+        key: Option<&Secret>,
+        key_env: Option<&str>,
+        env: &super::Environment,
+    ) -> Result<Option<Secret>, String> {
+        match (key, key_env) {
+            (Some(key), _) if !key.is_blank() => Ok(Some(key.clone())),
+            (_, Some(variable)) => match env.var(variable).map(str::trim).filter(|value| !value.is_empty()) {
+                Some(value) => Ok(Some(Secret::new(value))),
+                None => Err(variable.to_owned()),
+            },
+            _ => Ok(None),
+        }
+    }
+
     /// The real value, for the one place that needs it (an HTTP header, a client builder).
     pub fn expose(&self) -> &str {
         &self.0

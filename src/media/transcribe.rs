@@ -111,14 +111,8 @@ impl Transcriber {
     /// variable `api_key_env` names (which must then be set: [`TranscribeError::KeyNotSet`]),
     /// else none at all, for servers that need none.
     pub fn new(config: &TranscriptionConfig, env: &Environment) -> Result<Self, TranscribeError> {
-        let key = match (&config.api_key, &config.api_key_env) {
-            (Some(key), _) if !key.is_blank() => Some(key.clone()),
-            (_, Some(variable)) => match env.var(variable).map(str::trim).filter(|value| !value.is_empty()) {
-                Some(value) => Some(Secret::new(value)),
-                None => return Err(TranscribeError::KeyNotSet { variable: variable.clone() }),
-            },
-            _ => None,
-        };
+        let key = Secret::resolve(config.api_key.as_ref(), config.api_key_env.as_deref(), env)
+            .map_err(|variable| TranscribeError::KeyNotSet { variable })?;
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .user_agent(concat!("ferry/", env!("CARGO_PKG_VERSION")))

@@ -69,14 +69,8 @@ impl Embedder {
     /// A client for `config`; the key is `api_key`, else the variable `api_key_env` names
     /// (which must then be set), else none (a local server).
     pub fn new(config: &EmbeddingsConfig, env: &Environment) -> Result<Self, EmbedError> {
-        let key = match (&config.api_key, &config.api_key_env) {
-            (Some(key), _) if !key.is_blank() => Some(key.clone()),
-            (_, Some(variable)) => match env.var(variable).map(str::trim).filter(|value| !value.is_empty()) {
-                Some(value) => Some(Secret::new(value)),
-                None => return Err(EmbedError::KeyNotSet { variable: variable.clone() }),
-            },
-            _ => None,
-        };
+        let key = Secret::resolve(config.api_key.as_ref(), config.api_key_env.as_deref(), env)
+            .map_err(|variable| EmbedError::KeyNotSet { variable })?;
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .user_agent(concat!("ferry/", env!("CARGO_PKG_VERSION")))

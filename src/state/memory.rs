@@ -211,6 +211,31 @@ pub trait MemoryStore: Send + Sync + std::fmt::Debug {
     async fn stats(&self, model: Option<&str>) -> Result<MemoryStats, StorageError>;
 }
 
+/// The rules both backends decide a write by, on what their transaction read: the
+/// document's version must still be `expected`, the new text must fit one document, and
+/// the scope's new total (`scope_bytes` with `old_bytes` replaced by `new_bytes`) must fit
+/// the scope, unless the write shrinks the document (so a full scope can be tidied).
+/// Returns the scope's new total.
+pub fn check_put(
+    path: &str,
+    current: Option<i64>,
+    expected: Option<i64>,
+    (old_bytes, new_bytes, scope_bytes): (u64, u64, u64),
+    limits: MemoryLimits,
+) -> Result<u64, PutError> {
+    if current != expected {
+        return Err(PutError::Conflict { path: path.to_owned(), current: current.unwrap_or(0) });
+    }
+    if new_bytes > limits.doc_bytes {
+        return Err(PutError::DocTooLarge { path: path.to_owned(), bytes: new_bytes, limit: limits.doc_bytes });
+    }
+    let total = scope_bytes.saturating_sub(old_bytes).saturating_add(new_bytes);
+    if total > limits.scope_bytes && new_bytes > old_bytes {
+        return Err(PutError::ScopeFull { bytes: total, limit: limits.scope_bytes });
+    }
+    Ok(total)
+}
+
 /// A vector as kept: little-endian `f32`s.
 pub fn vector_bytes(vector: &[f32]) -> Vec<u8> {
     vector.iter().flat_map(|value| value.to_le_bytes()).collect()

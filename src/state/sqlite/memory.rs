@@ -15,7 +15,7 @@ use super::Database;
 use crate::state::StorageError;
 use crate::state::memory::{
     ChunkHit, DocChunk, DocSummary, DocVersion, EmbeddedChunk, KEEP_VERSIONS, KeywordQuery, MemoryDoc, MemoryLimits,
-    MemoryScope, MemoryStats, MemoryStore, PutError, ScopeSummary, Unembedded, vector_bytes, vector_of,
+    MemoryScope, MemoryStats, MemoryStore, PutError, ScopeSummary, Unembedded, check_put, vector_bytes, vector_of,
 };
 
 impl From<rusqlite::Error> for PutError {
@@ -71,24 +71,14 @@ fn put(
         .query_row(params![scope.agent_id, scope.scope, path], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
         .optional()?;
     let current_version = current.as_ref().map(|(version, _, _)| *version);
-    if current_version != expected {
-        return Err(PutError::Conflict { path: path.to_owned(), current: current_version.unwrap_or(0) });
-    }
-    let new_bytes = content.len() as u64;
-    if new_bytes > limits.doc_bytes {
-        return Err(PutError::DocTooLarge { path: path.to_owned(), bytes: new_bytes, limit: limits.doc_bytes });
-    }
-    let old_bytes = current.as_ref().map_or(0, |(_, old, _)| old.len() as u64);
     let (docs, bytes): (i64, i64) = connection
         .prepare_cached("SELECT docs, bytes FROM memory_scopes WHERE agent_id = ?1 AND scope = ?2")?
         .query_row(params![scope.agent_id, scope.scope], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?
         .unwrap_or((0, 0));
-    let scope_bytes = (bytes.max(0) as u64).saturating_sub(old_bytes).saturating_add(new_bytes);
-    // Shrinking is always allowed, so a full scope can be tidied.
-    if scope_bytes > limits.scope_bytes && new_bytes > old_bytes {
-        return Err(PutError::ScopeFull { bytes: scope_bytes, limit: limits.scope_bytes });
-    }
+    let old_bytes = current.as_ref().map_or(0, |(_, old, _)| old.len() as u64);
+    let sizes = (old_bytes, content.len() as u64, bytes.max(0) as u64);
+    let scope_bytes = check_put(path, current_version, expected, sizes, limits)?;
     if let Some((version, old, written_ms)) = &current {
         connection
             .prepare_cached(
