@@ -18,6 +18,17 @@ async fn telegram_heartbeat_costs_nothing_without_tasks_and_alerts_once() {
         .await;
 }
 
+/// The silent memory flush before a compaction (one platform: it happens in the agent loop).
+#[tokio::test]
+async fn telegram_before_compaction_the_agent_saves_memories_silently() {
+    conformance::memory::before_compaction_the_agent_saves_memories_silently::<conformance::telegram::Telegram>().await;
+}
+
+#[tokio::test]
+async fn telegram_a_scheduled_run_compacts_without_a_memory_flush() {
+    conformance::memory::a_scheduled_run_compacts_without_a_memory_flush::<conformance::telegram::Telegram>().await;
+}
+
 /// Hybrid memory search against a fake embeddings endpoint (one platform: the search is the
 /// same behind every channel).
 #[tokio::test]

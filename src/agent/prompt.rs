@@ -127,6 +127,19 @@ pub fn system_prompt(skills: &SkillsSnapshot, files: &[BootstrapFile], extra: Op
 }
 
 /// The first `limit` characters and how many were left out.
+/// `system` with the section `old` (added to it earlier, `None` if none was) replaced by
+/// `new`: in place when `old` is still there, else `new` is added at the end. A hook that
+/// rewrote the prompt keeps its rewrite.
+pub fn replace_section(system: &str, old: Option<&str>, new: Option<&str>) -> String {
+    match old {
+        Some(old) if system.contains(old) => system.replacen(old, new.unwrap_or_default(), 1),
+        _ => match new {
+            Some(new) => format!("{}\n\n{new}", system.trim_end()),
+            None => system.to_owned(),
+        },
+    }
+}
+
 fn cut(text: &str, limit: usize) -> (String, usize) {
     match text.char_indices().nth(limit) {
         Some((byte, _)) => (text[..byte].to_owned(), text[byte..].chars().count()),
@@ -136,6 +149,18 @@ fn cut(text: &str, limit: usize) -> (String, usize) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_section_is_replaced_where_it_was_or_added_at_the_end() {
+        use super::replace_section;
+        assert_eq!(
+            replace_section("base\n\nold part\n\ntail", Some("old part"), Some("new part")),
+            "base\n\nnew part\n\ntail"
+        );
+        assert_eq!(replace_section("base\n", None, Some("new part")), "base\n\nnew part");
+        assert_eq!(replace_section("rewritten", Some("old part"), Some("new part")), "rewritten\n\nnew part");
+        assert_eq!(replace_section("base", None, None), "base");
+    }
+
     use super::*;
 
     #[test]

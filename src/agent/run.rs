@@ -10,6 +10,7 @@
 
 mod compact;
 mod images;
+mod memory_flush;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -138,6 +139,10 @@ pub struct RunRequest {
     /// Whose long-term memory the run works in: its tools', and the `MEMORY.md` its prompt
     /// shows (a private scope's only). `None`: no memory.
     pub memory_scope: Option<crate::state::memory::MemoryScope>,
+    /// Whether, when the context is about to be compacted, the agent first gets one silent
+    /// turn to save what matters to memory (`memory_scope`'s): for conversations with
+    /// people, never for the heartbeat or scheduled jobs. Off unless the caller says.
+    pub memory_flush: bool,
     /// User messages injected into the running turn at its next boundary (steering).
     pub steer: Option<SteerInbox>,
     /// Other client run ids this run answers (see [`LifecycleEvent::Start`]).
@@ -169,6 +174,7 @@ impl RunRequest {
             origin: None,
             sender_id: None,
             memory_scope: None,
+            memory_flush: false,
             steer: None,
             merged_run_ids: Vec::new(),
             model: None,
@@ -268,6 +274,25 @@ struct RunState {
     notices: Vec<String>,
     /// Files the reply's `MEDIA:` lines attached.
     attachments: Vec<Attachment>,
+}
+
+impl RunState {
+    /// A run's state over `messages`, of which those from `first_new` on are the run's own.
+    fn new(messages: Vec<ChatMessage>, first_new: usize) -> Self {
+        Self {
+            messages,
+            first_new,
+            payloads: Vec::new(),
+            usage: Usage::default(),
+            failures: Vec::new(),
+            sends: Arc::new(Mutex::new(Vec::new())),
+            context: compact::ContextState::default(),
+            reply_chars: 0,
+            answered: None,
+            notices: Vec::new(),
+            attachments: Vec::new(),
+        }
+    }
 }
 
 impl AgentRunner {
@@ -416,19 +441,7 @@ impl AgentRunner {
         if let Some(media) = &parts.media {
             load_recent_images(media, &mut history, first_new, media.config().history_images).await;
         }
-        let mut state = RunState {
-            messages: history,
-            first_new,
-            payloads: Vec::new(),
-            usage: Usage::default(),
-            failures: Vec::new(),
-            sends: Arc::new(Mutex::new(Vec::new())),
-            context: compact::ContextState::default(),
-            reply_chars: 0,
-            answered: None,
-            notices: Vec::new(),
-            attachments: Vec::new(),
-        };
+        let mut state = RunState::new(history, first_new);
         let timeout = request.timeout.unwrap_or(parts.settings.timeout);
         let cancel = request.cancel.clone();
         let result = tokio::select! {
@@ -511,16 +524,25 @@ impl AgentRunner {
         let files =
             parts.hooks.bootstrap_files(&self.inner.bootstrap, &parts.workspace, &request.run_id, &request.session_key);
         let mut system = system_prompt(&skills, &files.await, request.extra_system_prompt.as_deref());
-        if let (Some(memory), Some(scope)) = (&parts.memory, &request.memory_scope)
-            && let Some(sections) = memory.prompt_sections(scope, &request.message).await
-        {
+        let mut memory_sections = self.memory_sections(request).await;
+        if let Some(sections) = &memory_sections {
             system.push_str("\n\n");
-            system.push_str(&sections);
+            system.push_str(sections);
         }
-        let system =
+        let mut system =
             parts.hooks.before_agent_start(&request.run_id, &request.session_key, &request.message, system).await;
         let mut rounds = 0;
         loop {
+            if request.memory_flush
+                && let Some(compactor) = compactor
+                && self.flush_memory_before_compaction(state, request, compactor, &skills, &system).await
+            {
+                // What the agent saved shows in the prompt from now on, as the summary
+                // replaces what it was saved from.
+                let sections = self.memory_sections(request).await;
+                system = super::prompt::replace_section(&system, memory_sections.as_deref(), sections.as_deref());
+                memory_sections = sections;
+            }
             let tools_allowed = rounds < parts.settings.max_tool_rounds;
             // Listed anew each round: an MCP server's tools change while a run goes on.
             let tool_specs = if tools_allowed { parts.tools.specs(&skills, &request.tools) } else { Vec::new() };
@@ -601,6 +623,12 @@ impl AgentRunner {
             steered.extend(drain(&mut request.steer));
             state.messages.extend(steered.into_iter().map(ChatMessage::user));
         }
+    }
+
+    /// The memory sections of the run's prompt (`MEMORY.md` of its scope, recollections).
+    async fn memory_sections(&self, request: &RunRequest) -> Option<String> {
+        let (memory, scope) = (self.inner.parts.memory.as_ref()?, request.memory_scope.as_ref()?);
+        memory.prompt_sections(scope, &request.message).await
     }
 
     /// One model call with the idle watchdog. Before anything was shown, a failure worth

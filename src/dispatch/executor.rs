@@ -170,6 +170,9 @@ impl RunExecutor for AgentExecutor {
         if self.config.memory.enabled {
             request.memory_scope = crate::memory::scope::scope_of(inbound, self.config.session.dm_scope)
                 .map(|scope| crate::state::memory::MemoryScope::new(agent_of(key), scope));
+            // A conversation with people saves its memories before compaction; the heartbeat
+            // and scheduled jobs do not (nobody told them anything to keep).
+            request.memory_flush = request.memory_scope.is_some() && fires.is_empty();
         }
         let run_id = request.run_id.clone();
         let overrides = self.overrides.get(self.store.as_ref(), key).await;

@@ -6,7 +6,7 @@
 use ferry_fakes::{FakeEmbeddings, ToolCall, Turn};
 use serde_json::{Value, json};
 
-use super::{GROUP, Harness, Platform, USER, last_tool_result, visible};
+use super::{GROUP, Harness, Platform, Shown, USER, last_tool_result, visible};
 
 /// Another person.
 const OTHER: u64 = 77;
@@ -156,4 +156,77 @@ pub async fn hybrid_search_finds_a_paraphrase_and_keywords_answer_while_the_endp
     assert_eq!(health["memory"]["embeddings"]["model"], "fake-embed", "{}: {health}", P::NAME);
     assert_eq!(health["memory"]["embeddings"]["embedded"], 1, "{}: {health}", P::NAME);
     assert_eq!(health["memory"]["search"], "hybrid", "{}: {health}", P::NAME);
+}
+
+/// A small model window, so one long answer brings the next message to a compaction.
+const SMALL_WINDOW: &str = "[models.providers.small]\nkind = \"openai\"\nbase_url = \"{openai}\"\napi_key = \"sk-test\"\n\
+     context_window = 4000\n\n[agents.defaults]\nmodel = \"small/tiny\"\n\n\
+     [agents.defaults.compaction]\nreserve_tokens = 1000\n";
+
+/// What the summarizer is told begins with this (`session::compaction`).
+const SUMMARIZER: &str = "You compact conversations";
+
+fn tool_names(request: &Value) -> Vec<String> {
+    let tools = request["tools"].as_array().cloned().unwrap_or_default();
+    tools.iter().filter_map(|tool| tool["function"]["name"].as_str().map(str::to_owned)).collect()
+}
+
+/// When a conversation is about to be compacted, the agent first gets one silent turn with
+/// only the memory tools: what it writes there is kept, nothing of the turn is shown or
+/// stays in the conversation, and the compaction and the answer follow as before.
+pub async fn before_compaction_the_agent_saves_memories_silently<P: Platform>() {
+    let h = Harness::<P>::start(SMALL_WINDOW).await;
+    h.openai.push(Turn::text(["alpha ".repeat(2_500)]));
+    h.platform.dm(USER, "tell me everything").await;
+    // The answer comes in several messages (the platform's length limit): all of them.
+    let alphas = |shown: &Vec<Shown>| visible(shown).iter().map(|text| text.matches("alpha").count()).sum::<usize>();
+    let answered = h.until(|p| p.dm_messages(USER), |shown| alphas(shown) == 2_500).await.len();
+
+    h.openai.push(tool(
+        "memory_write",
+        json!({ "path": "MEMORY.md", "content": "flush-canary: prefers green tea", "mode": "append" }),
+    ));
+    h.openai.push(Turn::text(["NO_REPLY"]));
+    h.openai.push(Turn::text(["Summary: a long list of alphas."]));
+    h.openai.push(Turn::text(["Fine."]));
+    h.platform.dm(USER, "and now?").await;
+    let shown = h.until(|p| p.dm_messages(USER), |shown| visible(shown).contains(&"Fine.".to_owned())).await;
+    assert_eq!(visible(&shown[answered..]), ["Fine."], "{}: nothing of the flush is shown", P::NAME);
+
+    let flush = h.request(1).await.body;
+    let asked = flush["messages"].as_array().and_then(|messages| messages.last()).cloned().unwrap_or_default();
+    assert!(asked["content"].to_string().contains("[memory flush"), "{}: {asked}", P::NAME);
+    assert!(flush["messages"].to_string().contains("alpha alpha"), "{}: before the summary", P::NAME);
+    assert_eq!(tool_names(&flush), ["memory_get", "memory_search", "memory_write"], "{}: memory tools only", P::NAME);
+    let written: Value = serde_json::from_str(&last_tool_result(&h.request(2).await)).expect("JSON");
+    assert_eq!(written["status"], "written", "{}: {written}", P::NAME);
+    let summarize = h.request(3).await.body;
+    assert!(summarize["messages"][0]["content"].as_str().is_some_and(|system| system.starts_with(SUMMARIZER)));
+    let answer = h.request(4).await.body.to_string();
+    assert!(answer.contains("Summary: a long list of alphas.") && answer.contains("and now?"), "{}", P::NAME);
+    assert!(!answer.contains("[memory flush") && !answer.contains("alpha alpha"), "{}: the flush is gone", P::NAME);
+    assert!(answer.contains("flush-canary"), "{}: MEMORY.md, as the flush left it, is in the prompt", P::NAME);
+    assert_eq!(h.openai.requests().len(), 5, "{}: one flush for one compaction", P::NAME);
+
+    h.platform.dm(USER, "/memory").await;
+    let shown = h.until(|p| p.dm_messages(USER), |shown| shown.len() > answered + 1).await;
+    assert!(visible(&shown).last().is_some_and(|listing| listing.contains("prefers green tea")), "{}", P::NAME);
+}
+
+/// A scheduled task running in the conversation's session compacts it like any run, but
+/// without a memory flush: nobody told a scheduled run anything worth keeping.
+pub async fn a_scheduled_run_compacts_without_a_memory_flush<P: Platform>() {
+    let h = Harness::<P>::start(SMALL_WINDOW).await;
+    let task = json!({ "action": "add", "schedule": { "in": "2s" }, "task": "Tidy up", "session": "current" });
+    h.openai.push(tool("cron", task));
+    // The run's answer makes the session long enough for the next run to compact it.
+    h.openai.push(Turn::text(["alpha ".repeat(2_500)]));
+    h.openai.push(Turn::text(["Summary: a job and many alphas."]));
+    h.openai.push(Turn::text(["Tidied."]));
+    h.platform.dm(USER, "tidy up in two seconds").await;
+    h.until(|p| p.dm_messages(USER), |shown| visible(shown).contains(&"Tidied.".to_owned())).await;
+    let bodies = bodies_from(&h, 0);
+    assert_eq!(bodies.len(), 4, "{}: add, answer, summary, the task's answer: no flush", P::NAME);
+    assert!(bodies[2].contains(SUMMARIZER), "{}", P::NAME);
+    assert!(bodies.iter().all(|body| !body.contains("[memory flush")), "{}", P::NAME);
 }

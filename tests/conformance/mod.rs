@@ -138,8 +138,10 @@ impl<P: Platform> Harness<P> {
         harness
     }
 
+    /// The gateway's config; `{openai}` in the tables stands for the model fake's URL.
     fn config(&self) -> String {
-        format!("[channels.{}]\n{}\n{}\n\n{}", P::NAME, self.platform.channel_config(), self.channel_keys, self.tables)
+        let tables = self.tables.replace("{openai}", &self.openai.url());
+        format!("[channels.{}]\n{}\n{}\n\n{}", P::NAME, self.platform.channel_config(), self.channel_keys, tables)
     }
 
     /// Starts the gateway again on `home` (after [`crate::daemon::Daemon::crash`]).

@@ -17,6 +17,7 @@ use super::super::turn::{AssistantTurn, TextLimit};
 use super::{AgentRunner, CallContext, RunState};
 use crate::agent::ChatMessage;
 use crate::hooks::{AfterCompaction, BeforeCompaction};
+use crate::models::Candidate;
 
 /// A run's context accounting.
 #[derive(Debug, Default)]
@@ -25,6 +26,9 @@ pub(super) struct ContextState {
     reported: Option<ReportedContext>,
     /// Compactions done after overflow errors.
     overflows: u32,
+    /// The agent had its turn to save memories since the last compaction
+    /// (`super::memory_flush`): the next compaction does not give it another.
+    pub(super) flushed: bool,
 }
 
 impl AgentRunner {
@@ -41,10 +45,7 @@ impl AgentRunner {
     ) -> Result<AssistantTurn, ProviderError> {
         let steer = call.steer;
         let Some(compactor) = compactor else { return self.call_model(&request, state, events, call, &limit).await };
-        // Sized for the model this call asks first (a `/model` choice or a fallback may have
-        // a window of its own), which also writes the summary.
-        let model = self.inner.parts.model.first_choice(call.session_key, call.chosen);
-        let budget = ContextBudget::for_model(&model, self.inner.parts.settings.compaction_reserve_tokens);
+        let (model, budget) = self.context_budget(call.session_key, call.chosen);
         if compactor.needs_compaction(budget, &request.system, &state.messages, state.context.reported) {
             match self.compact(state, events, steer, compactor, (&model, budget), false).await {
                 Ok(()) => request.messages.clone_from(&state.messages),
@@ -83,6 +84,31 @@ impl AgentRunner {
                 Err(error) => return Err(error),
             }
         }
+    }
+
+    /// The model a call in `session_key` asks first (a `/model` choice or a fallback may
+    /// have a window of its own), which also writes the summary, and its context budget.
+    pub(super) fn context_budget(
+        &self,
+        session_key: &str,
+        chosen: Option<&Candidate>,
+    ) -> (ResolvedModel, ContextBudget) {
+        let model = self.inner.parts.model.first_choice(session_key, chosen);
+        let budget = ContextBudget::for_model(&model, self.inner.parts.settings.compaction_reserve_tokens);
+        (model, budget)
+    }
+
+    /// Whether the next model call on `system` and the run's context will compact it first.
+    pub(super) fn will_compact(
+        &self,
+        compactor: &dyn Compactor,
+        system: &str,
+        state: &RunState,
+        session_key: &str,
+        chosen: Option<&Candidate>,
+    ) -> bool {
+        let (_, budget) = self.context_budget(session_key, chosen);
+        compactor.needs_compaction(budget, system, &state.messages, state.context.reported)
     }
 
     /// Compacts `state.messages`, with `compaction` events around it and steering refused
@@ -142,6 +168,7 @@ impl AgentRunner {
             state.messages.splice(..compacted.keep_from, [compacted.summary]);
             state.first_new = state.first_new + 1 - compacted.keep_from;
             state.context.reported = None;
+            state.context.flushed = false;
         });
         events.compaction(CompactionEvent::End { will_retry: will_retry && outcome.is_ok() });
         outcome

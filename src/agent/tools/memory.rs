@@ -16,6 +16,9 @@ use crate::memory::search::DEFAULT_RESULTS;
 use crate::memory::{AgentMemory, WriteMode};
 use crate::state::memory::MemoryScope;
 
+/// The memory tools' names: what a turn that only saves memories may call.
+pub const MEMORY_TOOLS: &[&str] = &[MemorySearch::NAME, MemoryGet::NAME, MemoryWrite::NAME];
+
 fn scope_of(context: &ToolContext) -> Result<&MemoryScope, ToolError> {
     context
         .memory_scope

@@ -33,7 +33,7 @@ use serde_json::Value;
 pub use cron::CronTool;
 pub use current_time::CurrentTime;
 pub use host::{COMMAND_TOOLS, HostTools};
-pub use memory::{MemoryGet, MemorySearch, MemoryWrite};
+pub use memory::{MEMORY_TOOLS, MemoryGet, MemorySearch, MemoryWrite};
 pub(crate) use message::parse_chat;
 pub use message::{MessageTool, ToolSend};
 pub use policy::{AgentToolPolicies, MCP_SEPARATOR, ToolFilter, ToolLists, ToolPolicy, ToolProfile, mcp_server_of};

@@ -50,6 +50,15 @@ impl ToolFilter {
         self
     }
 
+    /// The same, narrowed to `tools` (those of them it allows): no other tool, and no MCP
+    /// tool. For a turn with one purpose, such as saving memories before a compaction.
+    pub fn only(mut self, tools: &[&'static str]) -> Self {
+        let kept: BTreeSet<&'static str> = tools.iter().copied().filter(|tool| self.allows(tool)).collect();
+        self.offered = Some(kept);
+        self.denied_mcp.insert(MCP_GROUP.to_owned());
+        self
+    }
+
     fn new(profile: ToolProfile, levels: &[&ToolLists]) -> Self {
         let mut offered = match profile {
             ToolProfile::Full => None,
@@ -274,6 +283,15 @@ mod tests {
         let operator_tools =
             [&["current_time", "message", "skill_read", "cron"][..], &memory, &["web_fetch", "web_search"]];
         assert_eq!(offered(&operator), operator_tools.concat());
+    }
+
+    #[test]
+    fn narrowing_keeps_only_the_named_tools_the_chat_allows() {
+        let policy = ToolPolicy::new(ToolProfile::Full, lists(&[], &["memory_get"]));
+        let narrowed = policy.for_chat("telegram", "42", None).only(&["memory_search", "memory_get", "memory_write"]);
+        assert_eq!(offered(&narrowed), ["memory_search", "memory_write"], "a denied tool stays denied");
+        assert!(!narrowed.allows("github__create_issue"), "no MCP tool");
+        assert!(!narrowed.allows("exec"));
     }
 
     #[test]
