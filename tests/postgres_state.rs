@@ -242,7 +242,7 @@ async fn state_copy_moves_a_sqlite_install_into_postgres() {
         let query = KeywordQuery { fts5: "\"bees\"".into(), tsquery: "'bees'".into() };
         let hits = remote.memory.search(&memory, &query, 5).await.unwrap();
         assert_eq!(hits.iter().map(|hit| hit.text.as_str()).collect::<Vec<_>>(), ["Ada keeps bees"], "indexed again");
-        let vectors = remote.memory.embedded(&memory, "small").await.unwrap();
+        let vectors = remote.memory.vectors(&memory, "small").await.unwrap();
         assert_eq!(vectors.iter().map(|chunk| chunk.vector.clone()).collect::<Vec<_>>(), [vec![0.25, -0.5]]);
         let totals = remote.memory.scopes(None).await.unwrap();
         assert_eq!(totals.iter().map(|scope| (scope.docs, scope.bytes)).collect::<Vec<_>>(), [(1, 14)]);

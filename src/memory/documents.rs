@@ -10,6 +10,7 @@ use tokio::sync::Notify;
 use super::chunk::{CHUNK_OVERLAP_TOKENS, CHUNK_TOKENS, chunk, lines};
 use super::paths::{self, PathError};
 use super::terms::index_text;
+use super::vectors::VectorCache;
 use crate::config::MemoryConfig;
 use crate::state::StorageError;
 use crate::state::memory::{DocChunk, DocSummary, MemoryLimits, MemoryScope, MemoryStore, PutError};
@@ -77,6 +78,8 @@ pub struct Memory {
     pub(super) config: Arc<MemoryConfig>,
     /// Woken after each write, so new text gets its vectors soon (`super::embed`).
     pub(super) written: Arc<Notify>,
+    /// The scopes' vectors between searches (`super::vectors`).
+    pub(super) vectors: VectorCache,
 }
 
 impl std::fmt::Debug for Memory {
@@ -87,7 +90,7 @@ impl std::fmt::Debug for Memory {
 
 impl Memory {
     pub fn new(store: Arc<dyn MemoryStore>, config: MemoryConfig) -> Self {
-        Self { store, config: Arc::new(config), written: Arc::default() }
+        Self { store, config: Arc::new(config), written: Arc::default(), vectors: VectorCache::default() }
     }
 
     pub fn config(&self) -> &MemoryConfig {

@@ -14,7 +14,9 @@
 //!   both backends' full-text search, [`search`] finds and ranks ([`rank`]: reciprocal rank
 //!   fusion, decay of dated notes).
 //! - [`embed`] adds vector search through an OpenAI-compatible endpoint when one is
-//!   configured; without it, or while it is down, keyword search answers alone.
+//!   configured; without it, or while it is down, keyword search answers alone. [`vectors`]
+//!   keeps each searched scope's vectors between searches, until the scope changes or
+//!   goes idle.
 //! - [`prompt`] puts a private scope's `MEMORY.md` (and, with `recall`, a few matching
 //!   passages) into the system prompt.
 
@@ -28,6 +30,7 @@ pub mod scope;
 pub mod search;
 mod service;
 pub mod terms;
+pub mod vectors;
 
 use chrono::{NaiveDate, Utc};
 use chrono_tz::Tz;

@@ -6,14 +6,16 @@
 //! searched), so a perfect match is 1.0 whether or not vectors took part, and `min_score`
 //! means the same in both modes.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::NaiveDate;
 
 use super::documents::{Memory, MemoryError};
 use super::embed::Embedder;
-use super::rank::{RRF_K, cosine, decay, reciprocal_rank_fusion};
+use super::rank::{RRF_K, decay, reciprocal_rank_fusion};
 use super::terms::{fts5_match, query_terms, tsquery};
+use super::vectors::Place;
 use crate::state::memory::{KeywordQuery, MemoryScope};
 
 /// The most results one search returns.
@@ -36,8 +38,6 @@ pub struct Found {
     pub score: f64,
 }
 
-/// A chunk's place, the key results are fused on.
-type Place = (String, u32, u32);
 
 impl Memory {
     /// The scope's best matches for `query`: at most `max_results` (capped at
@@ -55,7 +55,7 @@ impl Memory {
         let wanted = max_results.clamp(1, MAX_RESULTS);
         let candidates = wanted * 4;
         let terms = query_terms(query);
-        let mut texts: std::collections::HashMap<Place, String> = Default::default();
+        let mut texts: HashMap<Place, String> = HashMap::new();
         let mut lists: Vec<Vec<Place>> = Vec::new();
         if let (Some(fts5), Some(tsquery)) = (fts5_match(&terms), tsquery(&terms)) {
             let hits = self.store.search(scope, &KeywordQuery { fts5, tsquery }, candidates).await?;
@@ -106,8 +106,8 @@ impl Memory {
         Ok(found)
     }
 
-    /// The scope's chunks nearest to `query` by cosine, best first; `None` while nothing is
-    /// embedded under the model yet (a new or changed model).
+    /// The scope's chunks nearest to `query` by cosine, best first, with their text; `None`
+    /// while nothing is embedded under the model yet (a new or changed model).
     async fn nearest(
         &self,
         scope: &MemoryScope,
@@ -115,21 +115,22 @@ impl Memory {
         embedder: &Embedder,
         limit: usize,
     ) -> Result<Option<Vec<(Place, String)>>, String> {
-        let chunks = self.store.embedded(scope, embedder.model()).await.map_err(|error| error.to_string())?;
-        if chunks.is_empty() {
+        let vectors =
+            self.vectors.of(self.store.as_ref(), scope, embedder.model()).await.map_err(|error| error.to_string())?;
+        if vectors.is_empty() {
             return Ok(None);
         }
-        let vectors =
+        let embedded =
             embedder.embed(&[query.to_owned()], QUERY_EMBED_TIMEOUT).await.map_err(|error| error.to_string())?;
-        let Some(wanted) = vectors.first() else { return Ok(None) };
-        let mut scored: Vec<(f32, Place, String)> = chunks
-            .into_iter()
-            .map(|chunk| (cosine(wanted, &chunk.vector), (chunk.path, chunk.start_line, chunk.end_line), chunk.text))
-            .filter(|(similarity, ..)| *similarity > 0.0)
-            .collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-        scored.truncate(limit);
-        Ok(Some(scored.into_iter().map(|(_, place, text)| (place, text)).collect()))
+        let Some(wanted) = embedded.first() else { return Ok(None) };
+        let nearest = vectors.nearest(wanted, limit);
+        let ids: Vec<i64> = nearest.iter().map(|(_, id, _)| *id).collect();
+        let texts: HashMap<i64, String> =
+            self.store.chunk_texts(scope, &ids).await.map_err(|error| error.to_string())?.into_iter().collect();
+        // A chunk whose document was written since the vectors were read is gone: left out.
+        Ok(Some(
+            nearest.into_iter().filter_map(|(_, id, place)| texts.get(&id).map(|text| (place, text.clone()))).collect(),
+        ))
     }
 }
 

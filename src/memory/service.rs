@@ -15,6 +15,8 @@ use crate::state::memory::MemoryStore;
 
 /// How often memory's `/healthz` entry is refreshed.
 const HEALTH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often scopes whose vectors went unsearched for [`super::vectors::IDLE`] are dropped.
+const SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Memory as the daemon runs it; `stop` ends the background embedding.
 pub struct MemoryService {
@@ -23,6 +25,7 @@ pub struct MemoryService {
     index: IndexState,
     stop: CancellationToken,
     indexer: Option<JoinHandle<()>>,
+    sweeper: Option<JoinHandle<()>>,
 }
 
 impl MemoryService {
@@ -39,7 +42,16 @@ impl MemoryService {
         let indexer = embedder.clone().map(|embedder| {
             tokio::spawn(keep_embedded(store, embedder, memory.written.clone(), index.clone(), stop.clone()))
         });
-        Ok(Some(Self { memory, embedder, index, stop, indexer }))
+        let vectors = memory.vectors.clone();
+        let sweeper = embedder.is_some().then(|| {
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(SWEEP_INTERVAL).await;
+                    vectors.drop_idle(super::vectors::IDLE);
+                }
+            })
+        });
+        Ok(Some(Self { memory, embedder, index, stop, indexer, sweeper }))
     }
 
     /// One agent's access, "today" read in `tz`.
@@ -84,6 +96,7 @@ impl MemoryService {
             index: self.index.clone(),
             stop: self.stop.clone(),
             indexer: None,
+            sweeper: None,
         };
         tokio::spawn(async move {
             loop {
@@ -97,6 +110,9 @@ impl MemoryService {
     /// after the next start).
     pub async fn stop(self) {
         self.stop.cancel();
+        if let Some(sweeper) = self.sweeper {
+            sweeper.abort();
+        }
         if let Some(indexer) = self.indexer {
             let _ = indexer.await;
         }

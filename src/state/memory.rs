@@ -122,13 +122,15 @@ pub struct ChunkHit {
     pub score: f64,
 }
 
-/// A chunk with its vector under one embedding model.
+/// A chunk's vector under one embedding model, with where the chunk is but not its text
+/// (read for the few best matches only, with [`MemoryStore::chunk_texts`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct EmbeddedChunk {
+pub struct ChunkVector {
+    /// The chunk's id: stable until its document is written again.
+    pub id: i64,
     pub path: String,
     pub start_line: u32,
     pub end_line: u32,
-    pub text: String,
     pub vector: Vec<f32>,
 }
 
@@ -195,13 +197,22 @@ pub trait MemoryStore: Send + Sync + std::fmt::Debug {
         limit: usize,
     ) -> Result<Vec<ChunkHit>, StorageError>;
 
-    /// The scope's chunks that have a vector under `model`.
-    async fn embedded(&self, scope: &MemoryScope, model: &str) -> Result<Vec<EmbeddedChunk>, StorageError>;
+    /// A number that changes whenever the scope's documents, or its chunks' vectors, do (0
+    /// for a scope never written): what lets a copy of the scope's vectors be kept between
+    /// searches and trusted until it changes.
+    async fn revision(&self, scope: &MemoryScope) -> Result<i64, StorageError>;
+
+    /// The scope's chunks that have a vector under `model`, without their text.
+    async fn vectors(&self, scope: &MemoryScope, model: &str) -> Result<Vec<ChunkVector>, StorageError>;
+
+    /// The texts of the scope's chunks `ids` that still exist, by id.
+    async fn chunk_texts(&self, scope: &MemoryScope, ids: &[i64]) -> Result<Vec<(i64, String)>, StorageError>;
 
     /// Chunk texts (of any scope) without a vector under `model`, at most `limit`.
     async fn unembedded(&self, model: &str, limit: usize) -> Result<Vec<Unembedded>, StorageError>;
 
-    /// Keeps vectors under `model`, by chunk text hash.
+    /// Keeps vectors under `model`, by chunk text hash; the scopes holding those texts get a
+    /// new [`MemoryStore::revision`].
     async fn put_embeddings(&self, model: &str, vectors: &[(String, Vec<f32>)]) -> Result<(), StorageError>;
 
     /// Every scope of `agent_id` (every agent's when `None`), with its totals.

@@ -184,21 +184,32 @@ async fn embeddings_are_kept_per_text_and_model(harness: &Harness) {
     assert_eq!(texts, ["likes tea", "lives in Lisbon"], "the same text in two scopes is embedded once");
     let vectors: Vec<(String, Vec<f32>)> =
         todo.iter().enumerate().map(|(n, item)| (item.hash.clone(), vec![n as f32, 0.5, -1.0])).collect();
+    let revisions = (store.revision(&alice()).await.unwrap(), store.revision(&bob()).await.unwrap());
     store.put_embeddings("small", &vectors).await.unwrap();
+    assert!(store.revision(&alice()).await.unwrap() > revisions.0, "new vectors are a new revision");
+    assert!(store.revision(&bob()).await.unwrap() > revisions.1, "of every scope holding the text");
     assert!(store.unembedded("small", 100).await.unwrap().is_empty());
     assert_eq!(store.unembedded("large", 100).await.unwrap().len(), 2, "another model embeds anew");
 
-    let mut alices = store.embedded(&alice(), "small").await.unwrap();
+    let mut alices = store.vectors(&alice(), "small").await.unwrap();
     alices.sort_by_key(|chunk| chunk.start_line);
-    let got: Vec<_> =
-        alices.iter().map(|chunk| (chunk.start_line, chunk.text.as_str(), chunk.vector.clone())).collect();
-    assert_eq!(got, [(1, "likes tea", vec![0.0, 0.5, -1.0]), (2, "lives in Lisbon", vec![1.0, 0.5, -1.0])]);
-    assert_eq!(store.embedded(&bob(), "small").await.unwrap().len(), 1);
-    assert!(store.embedded(&alice(), "large").await.unwrap().is_empty());
+    let got: Vec<_> = alices.iter().map(|chunk| (chunk.start_line, chunk.vector.clone())).collect();
+    assert_eq!(got, [(1, vec![0.0, 0.5, -1.0]), (2, vec![1.0, 0.5, -1.0])]);
+    let ids: Vec<i64> = alices.iter().map(|chunk| chunk.id).collect();
+    let mut texts = store.chunk_texts(&alice(), &ids).await.unwrap();
+    texts.sort();
+    assert_eq!(texts, [(ids[0], "likes tea".to_owned()), (ids[1], "lives in Lisbon".to_owned())]);
+    assert!(store.chunk_texts(&bob(), &ids).await.unwrap().is_empty(), "never another scope's text");
+    assert_eq!(store.vectors(&bob(), "small").await.unwrap().len(), 1);
+    assert!(store.vectors(&alice(), "large").await.unwrap().is_empty());
 
     let stats = store.stats(Some("small")).await.unwrap();
     assert_eq!((stats.scopes, stats.docs, stats.chunks, stats.embedded, stats.unembedded), (2, 2, 3, 2, 0));
+    let before = store.revision(&alice()).await.unwrap();
     write(store, &alice(), "MEMORY.md", "likes coffee").await;
+    assert!(store.revision(&alice()).await.unwrap() > before, "a write is a new revision");
+    assert!(store.chunk_texts(&alice(), &ids).await.unwrap().is_empty(), "a rewritten document's chunks are gone");
+    assert_eq!(store.revision(&MemoryScope::new("main", "shared:nobody")).await.unwrap(), 0);
     let stats = harness.reopen().await.memory.stats(Some("small")).await.unwrap();
     assert_eq!((stats.chunks, stats.embedded, stats.unembedded), (2, 1, 1), "the new text waits for its vector");
 }

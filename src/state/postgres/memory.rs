@@ -14,7 +14,7 @@ use deadpool_postgres::Transaction;
 use super::{PgBackend, pg_error};
 use crate::state::StorageError;
 use crate::state::memory::{
-    ChunkHit, DocChunk, DocSummary, DocVersion, EmbeddedChunk, KEEP_VERSIONS, KeywordQuery, MemoryDoc, MemoryLimits,
+    ChunkHit, ChunkVector, DocChunk, DocSummary, DocVersion, KEEP_VERSIONS, KeywordQuery, MemoryDoc, MemoryLimits,
     MemoryScope, MemoryStats, MemoryStore, PutError, ScopeSummary, Unembedded, check_put, vector_bytes, vector_of,
 };
 
@@ -113,7 +113,8 @@ async fn put(
     let docs = docs + i64::from(current.is_none() && !removing) - i64::from(current.is_some() && removing);
     transaction
         .execute(
-            "UPDATE memory_scopes SET docs = $3, bytes = $4, updated_ms = $5 WHERE agent_id = $1 AND scope = $2",
+            "UPDATE memory_scopes SET docs = $3, bytes = $4, updated_ms = $5, revision = revision + 1 \
+             WHERE agent_id = $1 AND scope = $2",
             &[&scope.agent_id, &scope.scope, &docs, &(scope_bytes as i64), &now],
         )
         .await?;
@@ -244,11 +245,23 @@ impl MemoryStore for PgMemory {
             .collect())
     }
 
-    async fn embedded(&self, scope: &MemoryScope, model: &str) -> Result<Vec<EmbeddedChunk>, StorageError> {
+    async fn revision(&self, scope: &MemoryScope) -> Result<i64, StorageError> {
+        let client = self.backend.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT revision FROM memory_scopes WHERE agent_id = $1 AND scope = $2",
+                &[&scope.agent_id, &scope.scope],
+            )
+            .await
+            .map_err(pg_error)?;
+        Ok(row.map_or(0, |row| row.get(0)))
+    }
+
+    async fn vectors(&self, scope: &MemoryScope, model: &str) -> Result<Vec<ChunkVector>, StorageError> {
         let client = self.backend.client().await?;
         let rows = client
             .query(
-                "SELECT c.path, c.start_line, c.end_line, c.text, e.vector FROM memory_chunks c \
+                "SELECT c.id, c.path, c.start_line, c.end_line, e.vector FROM memory_chunks c \
                  JOIN memory_embeddings e ON e.model = $3 AND e.hash = c.hash \
                  WHERE c.agent_id = $1 AND c.scope = $2",
                 &[&scope.agent_id, &scope.scope, &model],
@@ -257,14 +270,26 @@ impl MemoryStore for PgMemory {
             .map_err(pg_error)?;
         Ok(rows
             .iter()
-            .map(|row| EmbeddedChunk {
-                path: row.get(0),
-                start_line: row.get::<_, i32>(1).max(0) as u32,
-                end_line: row.get::<_, i32>(2).max(0) as u32,
-                text: row.get(3),
+            .map(|row| ChunkVector {
+                id: row.get(0),
+                path: row.get(1),
+                start_line: row.get::<_, i32>(2).max(0) as u32,
+                end_line: row.get::<_, i32>(3).max(0) as u32,
                 vector: vector_of(row.get(4)),
             })
             .collect())
+    }
+
+    async fn chunk_texts(&self, scope: &MemoryScope, ids: &[i64]) -> Result<Vec<(i64, String)>, StorageError> {
+        let client = self.backend.client().await?;
+        let rows = client
+            .query(
+                "SELECT id, text FROM memory_chunks WHERE id = ANY($3) AND agent_id = $1 AND scope = $2",
+                &[&scope.agent_id, &scope.scope, &ids],
+            )
+            .await
+            .map_err(pg_error)?;
+        Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
     }
 
     async fn unembedded(&self, model: &str, limit: usize) -> Result<Vec<Unembedded>, StorageError> {
@@ -287,8 +312,9 @@ impl MemoryStore for PgMemory {
         }
         let hashes: Vec<&str> = vectors.iter().map(|(hash, _)| hash.as_str()).collect();
         let bytes: Vec<Vec<u8>> = vectors.iter().map(|(_, vector)| vector_bytes(vector)).collect();
-        let client = self.backend.client().await?;
-        client
+        let mut client = self.backend.client().await?;
+        let transaction = client.transaction().await.map_err(pg_error)?;
+        transaction
             .execute(
                 "INSERT INTO memory_embeddings (model, hash, vector) \
                  SELECT $1, v.hash, v.vector FROM unnest($2::text[], $3::bytea[]) AS v(hash, vector) \
@@ -297,7 +323,20 @@ impl MemoryStore for PgMemory {
             )
             .await
             .map_err(pg_error)?;
-        Ok(())
+        // Locked in one order, so two replicas' indexers raising overlapping scopes wait for
+        // each other instead of deadlocking.
+        transaction
+            .execute(
+                "UPDATE memory_scopes s SET revision = s.revision + 1 FROM ( \
+                 SELECT agent_id, scope FROM memory_scopes WHERE (agent_id, scope) IN \
+                 (SELECT agent_id, scope FROM memory_chunks WHERE hash = ANY($1)) \
+                 ORDER BY agent_id, scope FOR UPDATE) AS held \
+                 WHERE s.agent_id = held.agent_id AND s.scope = held.scope",
+                &[&hashes],
+            )
+            .await
+            .map_err(pg_error)?;
+        transaction.commit().await.map_err(pg_error)
     }
 
     async fn scopes(&self, agent_id: Option<&str>) -> Result<Vec<ScopeSummary>, StorageError> {

@@ -14,6 +14,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (2, "session and ingress leases", include_str!("../../../migrations/postgres/0002_leases.sql")),
     (3, "scheduled jobs and their runs", include_str!("../../../migrations/postgres/0003_scheduled_jobs.sql")),
     (4, "long-term memory", include_str!("../../../migrations/postgres/0004_memory.sql")),
+    (5, "a revision per memory scope", include_str!("../../../migrations/postgres/0005_memory_revisions.sql")),
 ];
 
 /// The advisory lock migrations hold (an arbitrary constant: "ferry" in ASCII).

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use super::Database;
 use crate::state::StorageError;
 use crate::state::memory::{
-    ChunkHit, DocChunk, DocSummary, DocVersion, EmbeddedChunk, KEEP_VERSIONS, KeywordQuery, MemoryDoc, MemoryLimits,
+    ChunkHit, ChunkVector, DocChunk, DocSummary, DocVersion, KEEP_VERSIONS, KeywordQuery, MemoryDoc, MemoryLimits,
     MemoryScope, MemoryStats, MemoryStore, PutError, ScopeSummary, Unembedded, check_put, vector_bytes, vector_of,
 };
 
@@ -112,9 +112,9 @@ fn put(
     let docs = docs + i64::from(current.is_none() && !removing) - i64::from(current.is_some() && removing);
     connection
         .prepare_cached(
-            "INSERT INTO memory_scopes (agent_id, scope, docs, bytes, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5) \
-             ON CONFLICT (agent_id, scope) DO UPDATE SET docs = excluded.docs, bytes = excluded.bytes, \
-             updated_ms = excluded.updated_ms",
+            "INSERT INTO memory_scopes (agent_id, scope, docs, bytes, updated_ms, revision) \
+             VALUES (?1, ?2, ?3, ?4, ?5, 1) ON CONFLICT (agent_id, scope) DO UPDATE SET docs = excluded.docs, \
+             bytes = excluded.bytes, updated_ms = excluded.updated_ms, revision = memory_scopes.revision + 1",
         )?
         .execute(params![scope.agent_id, scope.scope, docs, scope_bytes as i64, now])?;
     replace_chunks(connection, scope, path, chunks)?;
@@ -270,24 +270,48 @@ impl MemoryStore for SqliteMemory {
         })?)
     }
 
-    async fn embedded(&self, scope: &MemoryScope, model: &str) -> Result<Vec<EmbeddedChunk>, StorageError> {
+    async fn revision(&self, scope: &MemoryScope) -> Result<i64, StorageError> {
+        Ok(self.database.read(|connection| {
+            connection
+                .prepare_cached("SELECT revision FROM memory_scopes WHERE agent_id = ?1 AND scope = ?2")?
+                .query_row(params![scope.agent_id, scope.scope], |row| row.get(0))
+                .optional()
+                .map(Option::unwrap_or_default)
+        })?)
+    }
+
+    async fn vectors(&self, scope: &MemoryScope, model: &str) -> Result<Vec<ChunkVector>, StorageError> {
         Ok(self.database.read(|connection| {
             connection
                 .prepare_cached(
-                    "SELECT c.path, c.start_line, c.end_line, c.text, e.vector FROM memory_chunks c \
+                    "SELECT c.id, c.path, c.start_line, c.end_line, e.vector FROM memory_chunks c \
                      JOIN memory_embeddings e ON e.model = ?3 AND e.hash = c.hash \
                      WHERE c.agent_id = ?1 AND c.scope = ?2",
                 )?
                 .query_map(params![scope.agent_id, scope.scope, model], |row| {
-                    Ok(EmbeddedChunk {
-                        path: row.get(0)?,
-                        start_line: row.get(1)?,
-                        end_line: row.get(2)?,
-                        text: row.get(3)?,
+                    Ok(ChunkVector {
+                        id: row.get(0)?,
+                        path: row.get(1)?,
+                        start_line: row.get(2)?,
+                        end_line: row.get(3)?,
                         vector: vector_of(row.get_ref(4)?.as_blob()?),
                     })
                 })?
                 .collect()
+        })?)
+    }
+
+    async fn chunk_texts(&self, scope: &MemoryScope, ids: &[i64]) -> Result<Vec<(i64, String)>, StorageError> {
+        Ok(self.database.read(|connection| {
+            let mut text = connection
+                .prepare_cached("SELECT text FROM memory_chunks WHERE id = ?1 AND agent_id = ?2 AND scope = ?3")?;
+            let mut texts = Vec::with_capacity(ids.len());
+            for id in ids {
+                let found: Option<String> =
+                    text.query_row(params![id, scope.agent_id, scope.scope], |row| row.get(0)).optional()?;
+                texts.extend(found.map(|found| (*id, found)));
+            }
+            Ok::<_, rusqlite::Error>(texts)
         })?)
     }
 
@@ -316,8 +340,21 @@ impl MemoryStore for SqliteMemory {
                 let mut insert = connection.prepare_cached(
                     "INSERT OR REPLACE INTO memory_embeddings (model, hash, vector) VALUES (?1, ?2, ?3)",
                 )?;
+                let mut holders =
+                    connection.prepare_cached("SELECT DISTINCT agent_id, scope FROM memory_chunks WHERE hash = ?1")?;
+                let mut scopes = std::collections::BTreeSet::new();
                 for (hash, vector) in &rows {
                     insert.execute(params![model, hash, vector])?;
+                    let found = holders.query_map([hash], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))?;
+                    for holder in found {
+                        scopes.insert(holder?);
+                    }
+                }
+                let mut touch = connection.prepare_cached(
+                    "UPDATE memory_scopes SET revision = revision + 1 WHERE agent_id = ?1 AND scope = ?2",
+                )?;
+                for (agent_id, scope) in &scopes {
+                    touch.execute(params![agent_id, scope])?;
                 }
                 Ok::<_, StorageError>(())
             })

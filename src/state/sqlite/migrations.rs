@@ -18,6 +18,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (7, "scheduled jobs and their runs", include_str!("../../../migrations/0007_scheduled_jobs.sql")),
     (8, "long-term memory", include_str!("../../../migrations/0008_memory.sql")),
     (9, "a fire's journal id on its run", include_str!("../../../migrations/0009_fire_ids_on_runs.sql")),
+    (10, "a revision per memory scope", include_str!("../../../migrations/0010_memory_revisions.sql")),
 ];
 
 /// Why the schema could not be brought up to date.
