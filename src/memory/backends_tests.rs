@@ -6,6 +6,7 @@
 use chrono::NaiveDate;
 use proptest::prelude::*;
 
+use super::vectors::VectorCache;
 use super::{Memory, WriteMode};
 use crate::config::MemoryConfig;
 use crate::state::Stores;
@@ -73,9 +74,44 @@ async fn a_memory_written_through_one_replica_is_found_through_another(harness: 
     assert_eq!(note, "parked on level 3\nnear the blue door\n", "the second replica appended to the first's note");
 }
 
+/// Vectors kept between searches follow the store: another replica's write, new vectors
+/// and a removed document are all seen by the next search, and an unchanged scope is not
+/// read again.
+async fn kept_vectors_follow_every_change_to_their_scope(harness: &Harness) {
+    let today = today();
+    let store = harness.stores.memory.clone();
+    let memory = Memory::new(store.clone(), MemoryConfig::default());
+    let other = harness.reopen().await;
+    let elsewhere = Memory::new(other.memory.clone(), MemoryConfig::default());
+    let embed_all = |store: std::sync::Arc<dyn crate::state::memory::MemoryStore>| async move {
+        let todo = store.unembedded("m", 100).await.unwrap();
+        let vectors: Vec<(String, Vec<f32>)> = todo.iter().map(|item| (item.hash.clone(), vec![1.0, 0.5])).collect();
+        store.put_embeddings("m", &vectors).await.unwrap();
+    };
+    let cache = VectorCache::default();
+    let count = |cache: &VectorCache| {
+        let (cache, store) = (cache.clone(), store.clone());
+        async move { cache.of(store.as_ref(), &alice(), "m").await.unwrap().nearest(&[1.0, 0.5], 10).len() }
+    };
+    memory.write(&alice(), Some("MEMORY.md"), "likes tea", &WriteMode::Replace, today).await.unwrap();
+    assert_eq!(count(&cache).await, 0, "nothing embedded yet");
+    embed_all(store.clone()).await;
+    assert_eq!(count(&cache).await, 1, "new vectors are seen");
+    let first = cache.of(store.as_ref(), &alice(), "m").await.unwrap();
+    assert!(std::sync::Arc::ptr_eq(&first, &cache.of(store.as_ref(), &alice(), "m").await.unwrap()), "kept");
+
+    elsewhere.write(&alice(), Some("memory/trips.md"), "went to Porto", &WriteMode::Replace, today).await.unwrap();
+    embed_all(other.memory.clone()).await;
+    assert_eq!(count(&cache).await, 2, "another replica's write and vectors are seen");
+    let limits = crate::state::memory::MemoryLimits { doc_bytes: 1_000, scope_bytes: 1_000 };
+    other.memory.put(&alice(), "memory/trips.md", "", &[], Some(1), limits).await.unwrap();
+    assert_eq!(count(&cache).await, 1, "a removed document's vectors are gone");
+}
+
 conformance!(
     a_memory_written_through_one_replica_is_found_through_another,
-    every_script_is_found_with_the_memory_room_s_queries
+    every_script_is_found_with_the_memory_room_s_queries,
+    kept_vectors_follow_every_change_to_their_scope
 );
 
 /// Any text at all, as a query, searches without error (SQLite's FTS5 refuses a malformed
