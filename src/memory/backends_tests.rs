@@ -108,7 +108,24 @@ async fn kept_vectors_follow_every_change_to_their_scope(harness: &Harness) {
     assert_eq!(count(&cache).await, 1, "a removed document's vectors are gone");
 }
 
+/// A chunk with every word of the query comes before chunks with only some, however often
+/// those repeat theirs, and those still follow it.
+async fn chunks_with_every_word_come_first(harness: &Harness) {
+    let memory = Memory::new(harness.stores.memory.clone(), MemoryConfig::default());
+    let today = today();
+    let long = format!("{} my car is red {}", "and then we went on ".repeat(20), "before going home ".repeat(20));
+    let notes = [("memory/cars.md", "car car car"), ("memory/colours.md", "red red red"), ("memory/mine.md", &long)];
+    for (path, text) in notes {
+        memory.write(&alice(), Some(path), text, &WriteMode::Replace, today).await.unwrap();
+    }
+    let found = memory.search(&alice(), "red car", 5, 0.0, None, today).await.unwrap();
+    let paths: Vec<&str> = found.iter().map(|found| found.path.as_str()).collect();
+    assert_eq!(paths.first(), Some(&"memory/mine.md"), "{paths:?}");
+    assert_eq!(paths.len(), 3, "the partial matches follow: {paths:?}");
+}
+
 conformance!(
+    chunks_with_every_word_come_first,
     a_memory_written_through_one_replica_is_found_through_another,
     every_script_is_found_with_the_memory_room_s_queries,
     kept_vectors_follow_every_change_to_their_scope

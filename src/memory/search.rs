@@ -2,6 +2,9 @@
 //! `tsvector`), merged by reciprocal rank fusion with vector search when an embeddings
 //! endpoint is configured and reachable; dated notes fade with a 30-day half-life.
 //!
+//! Keyword results are the chunks with every word of the query, best first, followed, when
+//! those are fewer than the search needs, by the chunks with any of them.
+//!
 //! Scores are the fused score over its best possible value (first in every list that was
 //! searched), so a perfect match is 1.0 whether or not vectors took part, and `min_score`
 //! means the same in both modes.
@@ -14,7 +17,7 @@ use chrono::NaiveDate;
 use super::documents::{Memory, MemoryError};
 use super::embed::Embedder;
 use super::rank::{RRF_K, decay, reciprocal_rank_fusion};
-use super::terms::{fts5_match, query_terms, tsquery};
+use super::terms::{Matching, fts5_match, query_terms, tsquery};
 use super::vectors::Place;
 use crate::state::memory::{KeywordQuery, MemoryScope};
 
@@ -38,7 +41,6 @@ pub struct Found {
     pub score: f64,
 }
 
-
 impl Memory {
     /// The scope's best matches for `query`: at most `max_results` (capped at
     /// [`MAX_RESULTS`]), none scoring under `min_score`. `embedder` adds vector search;
@@ -57,15 +59,32 @@ impl Memory {
         let terms = query_terms(query);
         let mut texts: HashMap<Place, String> = HashMap::new();
         let mut lists: Vec<Vec<Place>> = Vec::new();
-        if let (Some(fts5), Some(tsquery)) = (fts5_match(&terms), tsquery(&terms)) {
-            let hits = self.store.search(scope, &KeywordQuery { fts5, tsquery }, candidates).await?;
-            let mut list = Vec::with_capacity(hits.len());
-            for hit in hits {
-                let place = (hit.path, hit.start_line, hit.end_line);
-                texts.entry(place.clone()).or_insert(hit.text);
-                list.push(place);
+        if !terms.is_empty() {
+            let mut list = Vec::with_capacity(candidates);
+            // Chunks with every word first, then (when they are too few) those with any:
+            // ranking every chunk that has one common word costs far more than finding the
+            // few that have them all.
+            let passes: &[Matching] = if terms.len() > 1 { &[Matching::All, Matching::Any] } else { &[Matching::Any] };
+            let mut searched = false;
+            for matching in passes {
+                if list.len() >= candidates {
+                    break;
+                }
+                let (Some(fts5), Some(tsquery)) = (fts5_match(&terms, *matching), tsquery(&terms, *matching)) else {
+                    continue;
+                };
+                searched = true;
+                for hit in self.store.search(scope, &KeywordQuery { fts5, tsquery }, candidates).await? {
+                    let place = (hit.path, hit.start_line, hit.end_line);
+                    if list.len() < candidates && !texts.contains_key(&place) {
+                        texts.insert(place.clone(), hit.text);
+                        list.push(place);
+                    }
+                }
             }
-            lists.push(list);
+            if searched {
+                lists.push(list);
+            }
         }
         let mut hybrid = false;
         if let Some(embedder) = embedder

@@ -96,11 +96,19 @@ pub fn query_terms(query: &str) -> Vec<Term> {
     terms
 }
 
-/// An FTS5 `MATCH` expression for `terms`: any of them (`bm25` ranks documents matching
-/// more of them higher), each a double-quoted string, so it is never a syntax error and no
-/// word is read as an operator (`AND`, `NEAR`, `*`, `^`, a column filter). `None` without
-/// terms: there is nothing to search for.
-pub fn fts5_match(terms: &[Term]) -> Option<String> {
+/// Which chunks a keyword query matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Matching {
+    /// Those with any of the terms (ranked, so those with more of them come first).
+    Any,
+    /// Only those with every term.
+    All,
+}
+
+/// An FTS5 `MATCH` expression for `terms`, each a double-quoted string, so it is never a
+/// syntax error and no word is read as an operator (`AND`, `NEAR`, `*`, `^`, a column
+/// filter). `None` without terms: there is nothing to search for.
+pub fn fts5_match(terms: &[Term], matching: Matching) -> Option<String> {
     let quoted: Vec<String> = terms
         .iter()
         .filter_map(|term| match term {
@@ -111,13 +119,17 @@ pub fn fts5_match(terms: &[Term]) -> Option<String> {
             _ => None,
         })
         .collect();
-    (!quoted.is_empty()).then(|| quoted.join(" OR "))
+    let joiner = match matching {
+        Matching::Any => " OR ",
+        Matching::All => " AND ",
+    };
+    (!quoted.is_empty()).then(|| quoted.join(joiner))
 }
 
-/// The argument of PostgreSQL's `to_tsquery('simple', $1)` for `terms`: any of them, each a
-/// quoted lexeme and each phrase its lexemes in order (`<->`), so it is never a syntax error.
+/// The argument of PostgreSQL's `to_tsquery('simple', $1)` for `terms`, each a quoted
+/// lexeme and each phrase its lexemes in order (`<->`), so it is never a syntax error.
 /// `None` without terms.
-pub fn tsquery(terms: &[Term]) -> Option<String> {
+pub fn tsquery(terms: &[Term], matching: Matching) -> Option<String> {
     let quoted: Vec<String> = terms
         .iter()
         .filter_map(|term| match term {
@@ -134,7 +146,11 @@ pub fn tsquery(terms: &[Term]) -> Option<String> {
             }
         })
         .collect();
-    (!quoted.is_empty()).then(|| quoted.join(" | "))
+    let joiner = match matching {
+        Matching::Any => " | ",
+        Matching::All => " & ",
+    };
+    (!quoted.is_empty()).then(|| quoted.join(joiner))
 }
 
 /// Whether `c` is written without spaces between words and so is indexed as a word of its

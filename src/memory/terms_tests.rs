@@ -56,7 +56,7 @@ fn a_query_without_letters_or_digits_has_no_terms() {
     for query in ["", "   ", "😀🎉👍🏽", "\"*^()-:", "。、「」"] {
         let terms = query_terms(query);
         assert_eq!(terms, [], "{query:?}");
-        assert_eq!((fts5_match(&terms), tsquery(&terms)), (None, None));
+        assert_eq!((fts5_match(&terms, Matching::Any), tsquery(&terms, Matching::Any)), (None, None));
     }
 }
 
@@ -75,18 +75,28 @@ fn queries_are_capped_and_overlong_words_dropped() {
 #[test]
 fn fts5_expressions_quote_every_term() {
     let terms = query_terms(r#"say "hi" 東京"#);
-    assert_eq!(fts5_match(&terms).as_deref(), Some(r#""say" OR "hi" OR "東 京""#));
+    assert_eq!(fts5_match(&terms, Matching::Any).as_deref(), Some(r#""say" OR "hi" OR "東 京""#));
     let odd = [word(r#"a"b"#), Term::Word(String::new()), Term::Phrase(vec![]), word("c")];
-    assert_eq!(fts5_match(&odd).as_deref(), Some(r#""a""b" OR "c""#), "quotes doubled, empty terms skipped");
+    assert_eq!(
+        fts5_match(&odd, Matching::Any).as_deref(),
+        Some(r#""a""b" OR "c""#),
+        "quotes doubled, empty terms skipped"
+    );
+    assert_eq!(fts5_match(&terms, Matching::All).as_deref(), Some(r#""say" AND "hi" AND "東 京""#));
 }
 
 #[test]
 fn tsqueries_quote_every_lexeme_and_chain_phrases() {
     let terms = query_terms("Tokyo 東京タワー 京");
     let expected = "'tokyo' | ('東' <-> '京') | ('京' <-> 'タ') | ('タ' <-> 'ワ') | ('ワ' <-> 'ー') | '京'";
-    assert_eq!(tsquery(&terms).as_deref(), Some(expected));
+    assert_eq!(tsquery(&terms, Matching::Any).as_deref(), Some(expected));
     let odd = [word(r"o'b\c"), Term::Phrase(vec![String::new(), "x".into()]), Term::Phrase(vec![String::new()])];
-    assert_eq!(tsquery(&odd).as_deref(), Some(r"'o''b\\c' | 'x'"), "quotes and backslashes doubled, empties skipped");
+    assert_eq!(
+        tsquery(&odd, Matching::Any).as_deref(),
+        Some(r"'o''b\\c' | 'x'"),
+        "quotes and backslashes doubled, empties skipped"
+    );
+    assert_eq!(tsquery(&query_terms("a b"), Matching::All).as_deref(), Some("'a' & 'b'"));
 }
 
 proptest! {
@@ -94,15 +104,17 @@ proptest! {
 
     #[test]
     fn no_query_makes_a_malformed_tsquery(query in any::<String>()) {
-        if let Some(tsquery) = tsquery(&query_terms(&query)) {
-            // Only quoted lexemes, `|`, `<->` and parentheses outside the quotes.
+        for matching in [Matching::Any, Matching::All] {
+        if let Some(tsquery) = tsquery(&query_terms(&query), matching) {
+            // Only quoted lexemes, `|`, `&`, `<->` and parentheses outside the quotes.
             let mut outside = String::new();
             let mut quoted = false;
             for c in tsquery.chars() {
                 if c == '\'' { quoted = !quoted } else if !quoted { outside.push(c) }
             }
             prop_assert!(!quoted, "{}", tsquery);
-            prop_assert!(outside.replace("<->", "").chars().all(|c| " |()".contains(c)), "{}", tsquery);
+            prop_assert!(outside.replace("<->", "").chars().all(|c| " |&()".contains(c)), "{}", tsquery);
+        }
         }
     }
 }

@@ -345,7 +345,8 @@ impl MemoryStore for SqliteMemory {
                 let mut scopes = std::collections::BTreeSet::new();
                 for (hash, vector) in &rows {
                     insert.execute(params![model, hash, vector])?;
-                    let found = holders.query_map([hash], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))?;
+                    let found =
+                        holders.query_map([hash], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))?;
                     for holder in found {
                         scopes.insert(holder?);
                     }
