@@ -15,12 +15,16 @@
 //!   fusion, decay of dated notes).
 //! - [`embed`] adds vector search through an OpenAI-compatible endpoint when one is
 //!   configured; without it, or while it is down, keyword search answers alone.
+//! - [`mirror`] keeps one scope's documents as files in each agent's workspace for hand
+//!   editing (`mirror_files`), and reads the edits back.
 //! - [`prompt`] puts a private scope's `MEMORY.md` (and, with `recall`, a few matching
 //!   passages) into the system prompt.
 
 pub mod chunk;
 mod documents;
 pub mod embed;
+pub mod mirror;
+mod mirror_disk;
 pub mod paths;
 pub mod prompt;
 pub mod rank;

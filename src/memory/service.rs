@@ -1,6 +1,6 @@
 //! The daemon's one memory: the store, the embeddings endpoint when configured, and the
-//! background task keeping every chunk embedded, shared by every agent (each gets an
-//! [`AgentMemory`] in its own zone).
+//! background tasks keeping every chunk embedded and (with `mirror_files`) a scope mirrored
+//! to workspace files, shared by every agent (each gets an [`AgentMemory`] in its own zone).
 
 use std::sync::Arc;
 
@@ -9,20 +9,22 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::embed::{EmbedError, Embedder, IndexState, keep_embedded};
-use super::{AgentMemory, Memory};
-use crate::config::{Config, Environment};
+use super::{AgentMemory, Memory, mirror};
+use crate::config::{Config, Environment, ResolvedAgent};
 use crate::state::memory::MemoryStore;
 
 /// How often memory's `/healthz` entry is refreshed.
 const HEALTH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Memory as the daemon runs it; `stop` ends the background embedding.
+/// Memory as the daemon runs it; `stop` ends the background embedding and mirroring.
 pub struct MemoryService {
     memory: Memory,
     embedder: Option<Embedder>,
     index: IndexState,
     stop: CancellationToken,
     indexer: Option<JoinHandle<()>>,
+    /// The file mirror's task, when `mirror_files` is on ([`MemoryService::start_mirror`]).
+    mirror: Option<JoinHandle<()>>,
 }
 
 impl MemoryService {
@@ -39,7 +41,16 @@ impl MemoryService {
         let indexer = embedder.clone().map(|embedder| {
             tokio::spawn(keep_embedded(store, embedder, memory.written.clone(), index.clone(), stop.clone()))
         });
-        Ok(Some(Self { memory, embedder, index, stop, indexer }))
+        Ok(Some(Self { memory, embedder, index, stop, indexer, mirror: None }))
+    }
+
+    /// Starts mirroring `mirror_scope` to each of `agents`' workspaces when `mirror_files`
+    /// is on ([`mirror`]); `stop` ends it.
+    pub fn start_mirror(&mut self, agents: &[ResolvedAgent]) {
+        let mirrors = mirror::open_all(&self.memory, agents);
+        if !mirrors.is_empty() {
+            self.mirror = Some(tokio::spawn(mirror::keep_mirrored(mirrors, self.stop.clone())));
+        }
     }
 
     /// One agent's access, "today" read in `tz`.
@@ -84,6 +95,7 @@ impl MemoryService {
             index: self.index.clone(),
             stop: self.stop.clone(),
             indexer: None,
+            mirror: None,
         };
         tokio::spawn(async move {
             loop {
@@ -94,11 +106,11 @@ impl MemoryService {
     }
 
     /// Ends the background embedding (a batch in flight is dropped; its text is embedded
-    /// after the next start).
+    /// after the next start) and mirroring (a round cut short is settled at the next start).
     pub async fn stop(self) {
         self.stop.cancel();
-        if let Some(indexer) = self.indexer {
-            let _ = indexer.await;
+        for task in [self.indexer, self.mirror].into_iter().flatten() {
+            let _ = task.await;
         }
     }
 }
