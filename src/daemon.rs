@@ -66,7 +66,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     let media = Arc::new(media);
     let sweeping = CancellationToken::new();
     let sweeper = media.store().spawn_sweeper(MEDIA_SWEEP_INTERVAL, sweeping.clone());
-    let memory = MemoryService::start(&config, stores.memory.clone(), env).context("setting up [memory]")?;
+    let mut memory = MemoryService::start(&config, stores.memory.clone(), env).context("setting up [memory]")?;
     let channels = ChannelRegistry::new();
     let bus = EventBus::new();
     let shared = SharedParts {
@@ -96,6 +96,9 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
         });
     }
     let agents = agents.context("the config has no agent")?;
+    if let Some(memory) = memory.as_mut() {
+        memory.start_mirror(&config.agents.resolved(&state_dir));
+    }
     let runner = agents.default_runner().clone();
     tracing::info!(
         model = %runner.router().catalog().primary().label(),

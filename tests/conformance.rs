@@ -38,3 +38,13 @@ async fn telegram_hybrid_memory_search_finds_a_paraphrase_and_survives_the_endpo
     >()
     .await;
 }
+
+/// The file mirror (one platform: the mirror is the same behind every channel, and on
+/// Telegram the suite's user numbers are the user ids a scope is named by).
+#[tokio::test]
+async fn telegram_memory_mirror_writes_the_workspace_file_and_reads_a_hand_edit_back() {
+    conformance::memory::a_mirrored_scope_reaches_the_workspace_and_a_hand_edit_comes_back::<
+        conformance::telegram::Telegram,
+    >()
+    .await;
+}

@@ -17,8 +17,11 @@ pub struct MemoryConfig {
     /// Before each run in a private conversation, put up to three snippets that match the
     /// message into the prompt, marked as recollections that may be out of date.
     pub recall: bool,
-    /// Keep one scope's documents as files in the agent's workspace too (`mirror_scope`).
-    /// Not available yet: `true` is refused at load, never silently ignored.
+    /// Keep one scope's documents (`mirror_scope`) as files in every agent's workspace too,
+    /// `MEMORY.md` and `memory/*.md`, for hand editing: checked every 2 s both ways, an
+    /// edited file read back into the store. When file and document both changed, the
+    /// store wins and the file's text is kept in `.memory-conflicts/`; what was mirrored is
+    /// kept in `.memory-mirror.json`, so edits made while Ferry was down are read back.
     pub mirror_files: bool,
     /// The scope `mirror_files` mirrors, e.g. `"private:telegram:42"`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -78,14 +81,6 @@ pub(super) fn validate(memory: &MemoryConfig) -> Result<(), Violation> {
                 "{} is more than memory.max_scope_bytes ({}); one document cannot hold more than its scope",
                 memory.max_document_bytes, memory.max_scope_bytes
             ),
-        ));
-    }
-    if memory.mirror_files {
-        // Said plainly rather than accepted and ignored: nothing mirrors yet.
-        return Err(Violation::new(
-            "memory.mirror_files",
-            "mirroring memory to workspace files is not available in this version yet; leave it false \
-             (`ferry memory export` / `import` move documents to and from files)",
         ));
     }
     if memory.mirror_files && memory.mirror_scope.as_deref().is_none_or(|scope| scope.trim().is_empty()) {

@@ -169,7 +169,7 @@ pub fn warnings(config: &Config) -> Vec<Violation> {
         Some(model) => format!("agents.defaults.model is {:?}", model.chain().collect::<Vec<_>>().join(", ")),
         None => "agents.defaults.model is not set".to_owned(),
     };
-    config
+    let mut found: Vec<Violation> = config
         .models
         .providers
         .keys()
@@ -177,7 +177,16 @@ pub fn warnings(config: &Config) -> Vec<Violation> {
         .map(|name| {
             Violation::new(format!("models.providers.{name}"), format!("defined but no model uses it ({model})"))
         })
-        .collect()
+        .collect();
+    if config.memory.mirror_files && config.tools.sandbox.scope == super::schema::SandboxScope::Agent {
+        found.push(Violation::new(
+            "memory.mirror_files",
+            "with tools.sandbox.scope = \"agent\" every session's file tools and commands work in the agent's \
+             workspace, so every chat can read and edit the mirrored memory; mirror only a scope they may all see, \
+             or keep scope = \"session\"",
+        ));
+    }
+    found
 }
 
 /// The provider names that model settings refer to (`PROVIDER/MODEL`). A new setting that

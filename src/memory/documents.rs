@@ -149,12 +149,9 @@ impl Memory {
                     return Ok(Written { path, version, bytes: old.len() as u64, unchanged: true });
                 }
             };
-            let chunks = chunks_of(&new);
             let expected = current.as_ref().map(|doc| doc.version);
-            match self.store.put(scope, &path, &new, &chunks, expected, self.limits()).await {
+            match self.put_whole(scope, &path, &new, expected).await {
                 Ok(version) => {
-                    self.written.notify_one();
-                    crate::metrics::metrics().memory_written();
                     return Ok(Written { path, version, bytes: new.len() as u64, unchanged: false });
                 }
                 Err(PutError::Conflict { .. }) => backoff(attempt).await,
@@ -162,6 +159,25 @@ impl Memory {
             }
         }
         Err(MemoryError::Busy { path })
+    }
+
+    /// Makes `content` the whole document at `path` (already checked) if it is still at
+    /// `expected` (`None`: it must not exist yet); empty `content` removes it. Chunked and
+    /// indexed like every write, with no retry: a lost race comes back as
+    /// [`PutError::Conflict`], for a caller with a rule of its own for it (the file mirror's
+    /// "the store wins"). Returns the new version, 0 when removed.
+    pub(super) async fn put_whole(
+        &self,
+        scope: &MemoryScope,
+        path: &str,
+        content: &str,
+        expected: Option<i64>,
+    ) -> Result<i64, PutError> {
+        let chunks = chunks_of(content);
+        let version = self.store.put(scope, path, content, &chunks, expected, self.limits()).await?;
+        self.written.notify_one();
+        crate::metrics::metrics().memory_written();
+        Ok(version)
     }
 
     /// Removes every line that contains `text` (ignoring case) from every document of the

@@ -17,12 +17,16 @@
 //!   configured; without it, or while it is down, keyword search answers alone. [`vectors`]
 //!   keeps each searched scope's vectors between searches, until the scope changes or
 //!   goes idle.
+//! - [`mirror`] keeps one scope's documents as files in each agent's workspace for hand
+//!   editing (`mirror_files`), and reads the edits back.
 //! - [`prompt`] puts a private scope's `MEMORY.md` (and, with `recall`, a few matching
 //!   passages) into the system prompt.
 
 pub mod chunk;
 mod documents;
 pub mod embed;
+pub mod mirror;
+mod mirror_disk;
 pub mod paths;
 pub mod prompt;
 pub mod rank;

@@ -1,6 +1,6 @@
 //! The daemon's one memory: the store, the embeddings endpoint when configured, and the
-//! background task keeping every chunk embedded, shared by every agent (each gets an
-//! [`AgentMemory`] in its own zone).
+//! background tasks keeping every chunk embedded and (with `mirror_files`) a scope mirrored
+//! to workspace files, shared by every agent (each gets an [`AgentMemory`] in its own zone).
 
 use std::sync::Arc;
 
@@ -9,8 +9,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::embed::{EmbedError, Embedder, IndexState, keep_embedded};
-use super::{AgentMemory, Memory};
-use crate::config::{Config, Environment};
+use super::{AgentMemory, Memory, mirror};
+use crate::config::{Config, Environment, ResolvedAgent};
 use crate::state::memory::MemoryStore;
 
 /// How often memory's `/healthz` entry is refreshed.
@@ -18,7 +18,7 @@ const HEALTH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 /// How often scopes whose vectors went unsearched for [`super::vectors::IDLE`] are dropped.
 const SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Memory as the daemon runs it; `stop` ends the background embedding.
+/// Memory as the daemon runs it; `stop` ends the background embedding and mirroring.
 pub struct MemoryService {
     memory: Memory,
     embedder: Option<Embedder>,
@@ -26,6 +26,8 @@ pub struct MemoryService {
     stop: CancellationToken,
     indexer: Option<JoinHandle<()>>,
     sweeper: Option<JoinHandle<()>>,
+    /// The file mirror's task, when `mirror_files` is on ([`MemoryService::start_mirror`]).
+    mirror: Option<JoinHandle<()>>,
 }
 
 impl MemoryService {
@@ -51,7 +53,16 @@ impl MemoryService {
                 }
             })
         });
-        Ok(Some(Self { memory, embedder, index, stop, indexer, sweeper }))
+        Ok(Some(Self { memory, embedder, index, stop, indexer, sweeper, mirror: None }))
+    }
+
+    /// Starts mirroring `mirror_scope` to each of `agents`' workspaces when `mirror_files`
+    /// is on ([`mirror`]); `stop` ends it.
+    pub fn start_mirror(&mut self, agents: &[ResolvedAgent]) {
+        let mirrors = mirror::open_all(&self.memory, agents);
+        if !mirrors.is_empty() {
+            self.mirror = Some(tokio::spawn(mirror::keep_mirrored(mirrors, self.stop.clone())));
+        }
     }
 
     /// One agent's access, "today" read in `tz`.
@@ -97,6 +108,7 @@ impl MemoryService {
             stop: self.stop.clone(),
             indexer: None,
             sweeper: None,
+            mirror: None,
         };
         tokio::spawn(async move {
             loop {
@@ -107,14 +119,14 @@ impl MemoryService {
     }
 
     /// Ends the background embedding (a batch in flight is dropped; its text is embedded
-    /// after the next start).
+    /// after the next start) and mirroring (a round cut short is settled at the next start).
     pub async fn stop(self) {
         self.stop.cancel();
         if let Some(sweeper) = self.sweeper {
             sweeper.abort();
         }
-        if let Some(indexer) = self.indexer {
-            let _ = indexer.await;
+        for task in [self.indexer, self.mirror].into_iter().flatten() {
+            let _ = task.await;
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Long-term memory (issue 40), end to end on each platform: a fact person A's agent wrote
 //! is found again after `/new` and shown in A's prompt; person B and a group never see it
 //! (a canary checked in every model request of theirs); `/remember`, `/memory` and
-//! `/forget` work on the user's own memory.
+//! `/forget` work on the user's own memory; a mirrored scope (`mirror_files`) reaches the
+//! workspace's files and a hand edit of them comes back.
 
 use ferry_fakes::{FakeEmbeddings, ToolCall, Turn};
 use serde_json::{Value, json};
@@ -84,6 +85,48 @@ pub async fn remember_memory_and_forget_commands_work_on_the_user_s_own_memory<P
     h.platform.dm(USER, "/memory").await;
     let shown = h.until(|p| p.dm_messages(USER), |shown| shown.len() >= 4).await;
     assert!(visible(&shown)[3].contains("nothing in memory"), "{}: {:?}", P::NAME, visible(&shown));
+    assert!(h.openai.requests().is_empty(), "{}: the commands asked no model", P::NAME);
+}
+
+/// With `[memory] mirror_files` on the user's scope (on a platform whose user ids are the
+/// suite's numbers), `/remember` reaches `MEMORY.md` in the agent's workspace, and a hand
+/// edit of that file is what `/memory` shows next.
+pub async fn a_mirrored_scope_reaches_the_workspace_and_a_hand_edit_comes_back<P: Platform>() {
+    let tables = format!("[memory]\nmirror_files = true\nmirror_scope = \"private:{}:{USER}\"", P::NAME);
+    let h = Harness::<P>::start(&tables).await;
+    let home = h.daemon.as_ref().and_then(|daemon| daemon.home.as_ref()).expect("the gateway's home").path();
+    let file = home.join(".local/share/ferry/workspace/MEMORY.md");
+    h.platform.dm(USER, "/remember I take my coffee black").await;
+    h.until(|p| p.dm_messages(USER), |shown| visible(shown).iter().any(|text| text.contains("Noted"))).await;
+    let mirrored = tokio::time::timeout(crate::daemon::PATIENCE, async {
+        loop {
+            match std::fs::read_to_string(&file) {
+                Ok(text) if text.contains("I take my coffee black") => return text,
+                _ => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+            }
+        }
+    })
+    .await;
+    assert_eq!(mirrored.as_deref(), Ok("I take my coffee black\n"), "{}: written out to {}", P::NAME, file.display());
+
+    std::fs::write(&file, "I take my coffee with oat milk now\n").expect("edit the mirrored file");
+    // Each `/memory` is answered before the next is sent; the mirror reads the file within 2 s.
+    let listing = tokio::time::timeout(crate::daemon::PATIENCE, async {
+        let mut asked = 1;
+        loop {
+            h.platform.dm(USER, "/memory").await;
+            asked += 1;
+            let shown = h.until(|p| p.dm_messages(USER), |shown| shown.len() >= asked).await;
+            let listing = visible(&shown)[asked - 1].clone();
+            if listing.contains("oat milk") {
+                return listing;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{}: the hand edit never reached /memory", P::NAME));
+    assert!(!listing.contains("coffee black"), "{}: the edit replaced the note: {listing}", P::NAME);
     assert!(h.openai.requests().is_empty(), "{}: the commands asked no model", P::NAME);
 }
 

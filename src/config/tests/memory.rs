@@ -36,10 +36,29 @@ fn limits_have_ranges_and_a_document_fits_its_scope() {
 }
 
 #[test]
-fn mirroring_is_refused_until_it_exists_and_a_mirror_scope_must_be_a_scope() {
+fn mirroring_needs_a_scope_and_a_mirror_scope_must_be_a_scope() {
     let scratch = Scratch::new();
-    let text = error_text(&scratch, "[memory]\nmirror_files = true\nmirror_scope = \"private:telegram:42\"\n");
-    assert!(text.contains("memory.mirror_files") && text.contains("not available in this version"), "{text}");
+    let config = scratch
+        .load_text("[memory]\nmirror_files = true\nmirror_scope = \"private:telegram:42\"\n", &[])
+        .unwrap()
+        .config;
+    assert!(config.memory.mirror_files);
+    assert_eq!(config.memory.mirror_scope.as_deref(), Some("private:telegram:42"));
+    let text = error_text(&scratch, "[memory]\nmirror_files = true\n");
+    assert!(text.contains("memory.mirror_scope") && text.contains("needs the scope to mirror"), "{text}");
+    let text = error_text(&scratch, "[memory]\nmirror_files = true\nmirror_scope = \" \"\n");
+    assert!(text.contains("memory.mirror_scope"), "{text}");
     let text = error_text(&scratch, "[memory]\nmirror_scope = \"alice\"\n");
     assert!(text.contains("memory.mirror_scope") && text.contains("not a memory scope"), "{text}");
+}
+
+#[test]
+fn mirroring_into_a_workspace_every_session_shares_is_warned_about() {
+    let scratch = Scratch::new();
+    let mirror = "[memory]\nmirror_files = true\nmirror_scope = \"private:telegram:42\"\n";
+    let own = scratch.load_text(mirror, &[]).unwrap();
+    assert!(own.warnings.iter().all(|warning| warning.key != "memory.mirror_files"), "{:?}", own.warnings);
+    let shared = scratch.load_text(&format!("{mirror}[tools.sandbox]\nscope = \"agent\"\n"), &[]).unwrap();
+    let warning = shared.warnings.iter().find(|warning| warning.key == "memory.mirror_files");
+    assert!(warning.is_some_and(|warning| warning.reason.contains("every chat can read")), "{:?}", shared.warnings);
 }
