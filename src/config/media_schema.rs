@@ -120,15 +120,7 @@ pub(super) fn validate(media: &MediaConfig) -> Result<(), Violation> {
         ));
     }
     if let Some(transcription) = &media.transcription {
-        if url::Url::parse(&transcription.base_url).map_or(true, |url| !matches!(url.scheme(), "http" | "https")) {
-            return Err(Violation::new(
-                "media.transcription.base_url",
-                format!("{:?} is not an http(s) URL", transcription.base_url),
-            ));
-        }
-        if transcription.model.trim().is_empty() {
-            return Err(Violation::new("media.transcription.model", "must name a model, e.g. \"whisper-1\""));
-        }
+        super::endpoint::check("media.transcription", &transcription.base_url, &transcription.model, "\"whisper-1\"")?;
     }
     Ok(())
 }

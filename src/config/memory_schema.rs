@@ -98,18 +98,8 @@ pub(super) fn validate(memory: &MemoryConfig) -> Result<(), Violation> {
         ));
     }
     if let Some(embeddings) = &memory.embeddings {
-        if url::Url::parse(&embeddings.base_url).map_or(true, |url| !matches!(url.scheme(), "http" | "https")) {
-            return Err(Violation::new(
-                "memory.embeddings.base_url",
-                format!("{:?} is not an http(s) URL, e.g. \"https://api.openai.com/v1\"", embeddings.base_url),
-            ));
-        }
-        if embeddings.model.trim().is_empty() {
-            return Err(Violation::new(
-                "memory.embeddings.model",
-                "must name a model, e.g. \"text-embedding-3-small\" or \"nomic-embed-text\"",
-            ));
-        }
+        let examples = "\"text-embedding-3-small\" or \"nomic-embed-text\"";
+        super::endpoint::check("memory.embeddings", &embeddings.base_url, &embeddings.model, examples)?;
     }
     Ok(())
 }

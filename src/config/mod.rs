@@ -19,6 +19,7 @@ mod agents_schema;
 pub mod binding_keys;
 mod channels_schema;
 mod cron_schema;
+mod endpoint;
 mod environment;
 mod error;
 mod explain;
