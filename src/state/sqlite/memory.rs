@@ -401,6 +401,10 @@ impl MemoryStore for SqliteMemory {
                 )?,
                 None => 0,
             };
+            // The counts read every chunk's index entry; the pages they pulled into this
+            // reader's cache are given back, so a gateway at rest does not hold them
+            // (its RSS would grow with what memory holds, up to the cache's size).
+            connection.execute_batch("PRAGMA shrink_memory")?;
             let count = |value: i64| value.max(0) as u64;
             Ok::<_, rusqlite::Error>(MemoryStats {
                 scopes: count(scopes),
