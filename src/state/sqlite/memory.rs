@@ -388,14 +388,18 @@ impl MemoryStore for SqliteMemory {
                 [],
                 |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?, row.get::<_, i64>(2)?)),
             )?;
-            let (chunks, hashes) =
-                connection.query_row("SELECT count(*), count(DISTINCT hash) FROM memory_chunks", [], |row| {
-                    Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?))
-                })?;
+            // Distinct texts counted along the hash index (`GROUP BY`, or each vector once),
+            // never with `count(DISTINCT …)`, whose temporary tree holds every hash in memory.
+            let chunks: i64 = connection.query_row("SELECT count(*) FROM memory_chunks", [], |row| row.get(0))?;
+            let hashes: i64 = connection.query_row(
+                "SELECT count(*) FROM (SELECT hash FROM memory_chunks GROUP BY hash)",
+                [],
+                |row| row.get(0),
+            )?;
             let embedded: i64 = match model {
                 Some(model) => connection.query_row(
-                    "SELECT count(DISTINCT c.hash) FROM memory_chunks c \
-                     JOIN memory_embeddings e ON e.model = ?1 AND e.hash = c.hash",
+                    "SELECT count(*) FROM memory_embeddings e WHERE e.model = ?1 \
+                     AND EXISTS (SELECT 1 FROM memory_chunks c WHERE c.hash = e.hash)",
                     [model],
                     |row| row.get(0),
                 )?,
