@@ -113,9 +113,9 @@ async fn state_migrate_says_where_the_schema_stands() {
     let config = "[state]\nbackend = \"postgres\"\n";
     let first = ferry(&["state", "migrate"], home.path(), config, database.url());
     assert!(first.status.success(), "{}", text(&first.stderr));
-    assert_eq!(text(&first.stdout), "PostgreSQL: schema migrated from version 0 to 4\n");
+    assert_eq!(text(&first.stdout), "PostgreSQL: schema migrated from version 0 to 5\n");
     let again = ferry(&["state", "migrate"], home.path(), config, database.url());
-    assert_eq!(text(&again.stdout), "PostgreSQL: schema already at version 4\n");
+    assert_eq!(text(&again.stdout), "PostgreSQL: schema already at version 5\n");
     let password = "hunter2-in-the-url";
     let unreachable = format!("postgres://ferry:{password}@127.0.0.1:1/nowhere");
     let refused = ferry(&["state", "migrate"], home.path(), config, &unreachable);
