@@ -1,5 +1,5 @@
-//! How memory search orders what it found: keyword and vector results merged by reciprocal
-//! rank fusion, vectors compared by cosine similarity, and dated notes fading with age so
+//! How memory search orders what it found: keyword and vector results (cosine similarity,
+//! `super::vectors`) merged by reciprocal rank fusion, and dated notes fading with age so
 //! last week's note outranks last year's while `MEMORY.md` and named notes never fade.
 //!
 //! Rank fusion needs no common scale between the lists (bm25 and cosine are not comparable),
@@ -44,24 +44,6 @@ pub fn reciprocal_rank_fusion<K: Eq + Hash + Clone>(lists: &[Vec<K>], k: f64) ->
     // A stable sort: ties stay in order of first appearance.
     fused.sort_by(|a, b| b.1.total_cmp(&a.1));
     fused
-}
-
-/// The cosine similarity of two embeddings, from -1 to 1; 0 when it means nothing (lengths
-/// differ, either is empty, zero or not finite), never NaN, so a broken vector from an
-/// endpoint ranks last instead of poisoning the sort.
-pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    if a.len() != b.len() || a.is_empty() {
-        return 0.0;
-    }
-    let (mut dot, mut norm_a, mut norm_b) = (0.0f64, 0.0f64, 0.0f64);
-    for (&x, &y) in a.iter().zip(b) {
-        let (x, y) = (f64::from(x), f64::from(y));
-        dot += x * y;
-        norm_a += x * x;
-        norm_b += y * y;
-    }
-    let similarity = dot / (norm_a.sqrt() * norm_b.sqrt());
-    if similarity.is_finite() { similarity.clamp(-1.0, 1.0) as f32 } else { 0.0 }
 }
 
 /// The day of a dated note, `memory/YYYY-MM-DD.md`; `None` for every other path
@@ -122,21 +104,6 @@ mod tests {
             assert_eq!(fused.iter().map(|(key, _)| *key).collect::<Vec<_>>(), ["x", "y"]);
             assert_eq!(fused[0].1, fused[1].1);
         }
-    }
-
-    #[test]
-    fn cosine_measures_direction_and_is_never_nan() {
-        assert!((cosine(&[1.0, 0.0], &[2.0, 0.0]) - 1.0).abs() < 1e-6);
-        assert!(cosine(&[1.0, 0.0], &[0.0, 3.0]).abs() < 1e-6);
-        assert!((cosine(&[1.0, 1.0], &[-1.0, -1.0]) + 1.0).abs() < 1e-6);
-        assert!((cosine(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.5]) - 0.9974).abs() < 1e-3);
-        assert_eq!(cosine(&[1.0, 2.0], &[1.0]), 0.0, "lengths differ");
-        assert_eq!(cosine(&[], &[]), 0.0);
-        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 1.0]), 0.0, "zero vector");
-        assert_eq!(cosine(&[f32::NAN, 1.0], &[1.0, 1.0]), 0.0);
-        assert_eq!(cosine(&[f32::INFINITY, 1.0], &[1.0, 1.0]), 0.0);
-        let huge = cosine(&[f32::MAX, f32::MAX], &[f32::MAX, f32::MAX]);
-        assert!((huge - 1.0).abs() < 1e-6, "no overflow: {huge}");
     }
 
     #[test]
