@@ -229,9 +229,12 @@ impl BlockChunker {
                     self.scan = scan;
                     self.skip = false;
                 }
+                Step::Emit(cut) if cut.next > 0 => blocks.push(self.emit(cut)),
                 Step::Emit(cut) => {
-                    debug_assert!(cut.next > 0, "every block consumes text");
-                    blocks.push(self.emit(cut))
+                    debug_assert!(false, "every block consumes text: {cut:?}");
+                    tracing::error!(offset = base, "block chunker planned an empty block; cutting at the limit");
+                    let planner = Planner::new(&self.buffer[self.start..], base, self.scan, self.limits);
+                    blocks.push(self.emit(planner.hard_cut()));
                 }
             }
         }

@@ -232,7 +232,8 @@ impl<'a> Planner<'a> {
                 return Step::Emit(run.cut());
             }
         }
-        if let Some((run, chars)) = self.before_fence {
+        // A break with nothing before it (the block starts with it) is no place to cut.
+        if let Some((run, chars)) = self.before_fence.filter(|(run, _)| run.chars > 0) {
             // The window is inside a code block that opened in this block: cut before the
             // block if it fits in one of its own, so it is not split at all.
             match self.fence_fits(walked, chars, last) {
@@ -401,6 +402,14 @@ impl<'a> Planner<'a> {
             self.eager = Some(run);
         }
         self.best[rank] = Some(run);
+    }
+}
+
+impl Planner<'_> {
+    /// The longest block that fits, ignoring breaks: what is sent if a plan ever consumed
+    /// nothing, so a planning defect costs a clumsy cut instead of a loop that never ends.
+    pub fn hard_cut(&self) -> Cut {
+        hard_cut(self.text, self.base, self.start, self.limits.max, self.prefix)
     }
 }
 

@@ -304,3 +304,22 @@ proptest! {
         prop_assert_eq!(texts(&streamed), whole.iter().map(String::as_str).collect::<Vec<_>>());
     }
 }
+
+/// Found by the fuzzer: a fence line too long to reopen is cut hard just before its
+/// trailing whitespace, so the next block starts with a break and then a new fence. The
+/// break before that fence has nothing before it in the block; cutting there sent an empty
+/// block forever (a panic in debug builds, a loop in release).
+#[test]
+fn a_block_that_starts_with_a_break_before_a_fence_still_consumes_text() {
+    let input = format!(
+        "```a{}\n\n```a aaaa aaaaa\naaaaaaaaa  a aaaa aa\naaaaaaaaa  a aaaa aa\naaaaaaaaaa  a aaa",
+        " ".repeat(73)
+    );
+    let blocks = stream(&[&input], limits(80, 80, BreakPreference::Sentence));
+    assert_eq!(rebuild(&blocks, &input).as_deref(), Ok(input.as_str()));
+    assert!(blocks.len() >= 2, "{:#?}", texts(&blocks));
+    for block in &blocks {
+        assert!(!block.original().is_empty(), "an empty block in {:#?}", texts(&blocks));
+        assert!(chars(&block.text) <= 80, "{:?}", block.text);
+    }
+}
