@@ -81,6 +81,8 @@ fn sse_parsing(c: &mut Criterion) {
 /// and the tool has not answered yet — with a call of the no-op tool first.
 struct InstantProvider {
     use_tool: bool,
+    /// The reply's text deltas; one short sentence when empty.
+    long_reply: Vec<String>,
 }
 
 #[async_trait]
@@ -97,6 +99,9 @@ impl ModelProvider for InstantProvider {
                 Ok(ModelEvent::ToolCallDelta { index: 0, arguments: "{}".into() }),
                 Ok(ModelEvent::Stop(StopReason::ToolUse)),
             ]
+        } else if !self.long_reply.is_empty() {
+            let deltas = self.long_reply.iter().map(|delta| Ok(ModelEvent::TextDelta(delta.clone())));
+            deltas.chain([Ok(ModelEvent::Stop(StopReason::EndTurn))]).collect()
         } else {
             vec![
                 Ok(ModelEvent::TextDelta("Sure, here you go.".to_owned())),
@@ -125,12 +130,20 @@ impl TypedTool for NoopTool {
     }
 }
 
-fn runner(use_tool: bool, workspace: &std::path::Path) -> AgentRunner {
+/// A 200,000-character reply in deltas of 20 characters, as a fast model streams it.
+fn long_reply() -> Vec<String> {
+    let sentence = "The quick brown fox jumps over the lazy dog. ";
+    let text: String = sentence.chars().cycle().take(200_000).collect();
+    let chars: Vec<char> = text.chars().collect();
+    chars.chunks(20).map(|piece| piece.iter().collect()).collect()
+}
+
+fn runner(use_tool: bool, long_reply: Vec<String>, workspace: &std::path::Path) -> AgentRunner {
     let mut tools = ToolRegistry::with_builtins();
     tools.register(NoopTool);
     AgentRunner::new(RunnerParts {
         model: ResolvedModel {
-            provider: Arc::new(InstantProvider { use_tool }),
+            provider: Arc::new(InstantProvider { use_tool, long_reply }),
             model: "instant".into(),
             context_window: None,
             vision: false,
@@ -143,7 +156,7 @@ fn runner(use_tool: bool, workspace: &std::path::Path) -> AgentRunner {
             timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(60),
             max_tool_rounds: 20,
-            max_reply_chars: 200_000,
+            max_reply_chars: 250_000,
             retry: RetryPolicy::default(),
             retry_after_output: RetryPolicy::after_output(Duration::from_secs(10)),
             compaction_reserve_tokens: 20_000,
@@ -163,7 +176,7 @@ fn loop_overhead(c: &mut Criterion) {
     let workspace = tempfile::tempdir().expect("workspace");
     std::fs::write(workspace.path().join("AGENTS.md"), "Be helpful and brief.\n".repeat(50)).expect("AGENTS.md");
     for (name, use_tool) in [("agent_turn_instant_provider", false), ("agent_turn_with_one_tool_round", true)] {
-        let runner = runner(use_tool, workspace.path());
+        let runner = runner(use_tool, Vec::new(), workspace.path());
         c.bench_function(name, |b| {
             b.to_async(&runtime).iter(|| {
                 let runner = runner.clone();
@@ -173,5 +186,23 @@ fn loop_overhead(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, sse_parsing, loop_overhead);
+/// A long reply through the run: every delta is an event for the run's listeners, so what an
+/// event carries decides whether a reply costs O(n) or O(n²) in its length.
+fn long_reply_run(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let workspace = tempfile::tempdir().expect("workspace");
+    let runner = runner(false, long_reply(), workspace.path());
+    let mut group = c.benchmark_group("long_reply");
+    group.sample_size(10);
+    group.throughput(Throughput::Bytes(200_000));
+    group.bench_function("agent_turn_200k_chars_20_char_deltas", |b| {
+        b.to_async(&runtime).iter(|| {
+            let runner = runner.clone();
+            async move { runner.run(RunRequest::new("agent:main:bench", "hello"), None).await }
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, sse_parsing, loop_overhead, long_reply_run);
 criterion_main!(benches);

@@ -119,14 +119,25 @@ fn assert_event_contract(events: &[AgentEvent]) {
     }
 }
 
+/// Each text delta with the text of its message so far, kept as a listener keeps it: events
+/// carry only the new text; a message that ends or restarts begins anew.
 fn deltas(events: &[AgentEvent]) -> Vec<(String, String)> {
-    events
-        .iter()
-        .filter_map(|e| match &e.stream {
-            AgentStream::Assistant(AssistantEvent::Delta { delta, text }) => Some((delta.clone(), text.clone())),
-            _ => None,
-        })
-        .collect()
+    let (mut so_far, mut ended, mut deltas) = (String::new(), false, Vec::new());
+    for event in events {
+        match &event.stream {
+            AgentStream::Assistant(AssistantEvent::Delta { delta }) => {
+                if std::mem::take(&mut ended) {
+                    so_far.clear();
+                }
+                so_far.push_str(delta);
+                deltas.push((delta.clone(), so_far.clone()));
+            }
+            AgentStream::Assistant(AssistantEvent::MessageEnd { .. }) => ended = true,
+            AgentStream::Assistant(AssistantEvent::Restart { .. }) => so_far.clear(),
+            _ => {}
+        }
+    }
+    deltas
 }
 
 fn terminal(events: &[AgentEvent]) -> &LifecycleEvent {
@@ -820,10 +831,8 @@ async fn inline_think_blocks_become_reasoning_and_leave_the_answer_clean() {
 
     let (outcome, events) = run(&runner, RunRequest::new("k", "hi")).await;
     assert_eq!(outcome.payloads[0].text, "Hello!");
-    for event in &events {
-        if let AgentStream::Assistant(AssistantEvent::Delta { text, .. }) = &event.stream {
-            assert!(!text.contains('<') && !text.contains("says hi"), "a fragment reached a delta: {text:?}");
-        }
+    for (_, text) in deltas(&events) {
+        assert!(!text.contains('<') && !text.contains("says hi"), "a fragment reached a delta: {text:?}");
     }
     let (silent, _) = run(&runner, RunRequest::new("k", "ok")).await;
     assert_eq!(silent.payloads[0].text, "NO_REPLY", "the answer is exactly the silent token");

@@ -204,6 +204,27 @@ async fn chat_send_streams_throttled_deltas_then_the_full_final() {
     let texts: Vec<&str> = deltas.iter().filter_map(|event| event["message"]["text"].as_str()).collect();
     assert!(texts.windows(2).all(|pair| pair[1].starts_with(pair[0])), "each delta carries the text so far");
 
+    // The `agent` events carry each piece and the text so far (SPEC §6.3), though a run's
+    // events carry only the piece.
+    let mut agent_deltas = Vec::new();
+    while let Some(at) = client.events.iter().position(|frame| {
+        frame["event"] == "agent"
+            && frame["payload"]["stream"] == "assistant"
+            && frame["payload"]["data"]["type"] == "delta"
+    }) {
+        agent_deltas.push(client.events.remove(at)["payload"]["data"].clone());
+    }
+    assert!(!agent_deltas.is_empty(), "agent events reach the client");
+    let mut so_far = String::new();
+    for data in &agent_deltas {
+        let (delta, text) = (data["delta"].as_str().unwrap(), data["text"].as_str().unwrap());
+        assert!(text.starts_with(so_far.as_str()) && text.ends_with(delta), "{data} after {so_far:?}");
+        text.clone_into(&mut so_far);
+    }
+    if agent_deltas.len() == pieces.len() {
+        assert_eq!(so_far, pieces.concat(), "no event was dropped, so the last one has the whole text");
+    }
+
     let history = client.request("chat.history", json!({})).await;
     let messages = history["payload"]["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 2, "{history}");

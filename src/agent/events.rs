@@ -106,8 +106,10 @@ impl LifecycleEvent {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AssistantEvent {
-    /// New text; `text` is everything the current assistant message has said so far.
-    Delta { delta: String, text: String },
+    /// New text, only what came since the last event: a listener that needs the text so
+    /// far keeps it, so a long reply costs its listeners O(n), not a copy per delta. (On the
+    /// gateway's `agent` events the hub adds `text`, the text so far, as SPEC §6.3 shows it.)
+    Delta { delta: String },
     /// Reasoning ("thinking") text, when the model exposes it.
     Reasoning { delta: String },
     /// A run of text ended (before a tool call, or at the end of the message).
@@ -115,7 +117,7 @@ pub enum AssistantEvent {
     /// The assistant message is complete.
     MessageEnd { text: String },
     /// The model failed after part of this message was shown and is asked again: the
-    /// message starts over, and the next `delta`'s `text` replaces what was shown.
+    /// message starts over: listeners drop the text so far, and the next `delta` begins anew.
     Restart { attempt: u32 },
 }
 
@@ -344,7 +346,7 @@ mod tests {
             model: None,
             reasoning: ReasoningDisplay::Off,
         });
-        events.assistant(AssistantEvent::Delta { delta: "hi".into(), text: "hi".into() });
+        events.assistant(AssistantEvent::Delta { delta: "hi".into() });
         events.lifecycle(LifecycleEvent::End {
             ended_at: Utc::now(),
             aborted: false,
@@ -359,7 +361,7 @@ mod tests {
             ended_at: Utc::now(),
             merged_run_ids: Vec::new(),
         });
-        events.assistant(AssistantEvent::Delta { delta: "late".into(), text: "late".into() });
+        events.assistant(AssistantEvent::Delta { delta: "late".into() });
         drop(events);
         let seen = collect(rx);
         assert_eq!(seen.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);

@@ -179,7 +179,7 @@ impl TurnAccumulator {
         self.text.push_str(&delta);
         self.text_open = true;
         self.shown = true;
-        events.assistant(AssistantEvent::Delta { delta, text: self.text.clone() });
+        events.assistant(AssistantEvent::Delta { delta });
     }
 
     fn end_text(&mut self, events: &RunEvents) {

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::outbox::{Delivery, Outbox};
 use super::runs::RunRegistry;
 use crate::agent::tools::exec::{Approval, Approvals};
-use crate::agent::{AgentEvent, AgentStream, EventBus};
+use crate::agent::{AgentEvent, AgentStream, AssistantEvent, EventBus};
 use crate::media::FileInfo;
 use crate::reply::chat_events::{ChatEvent, ChatEvents, ChatState, ChatText};
 
@@ -221,12 +221,15 @@ impl Hub {
         let chat =
             chats.entry(event.run_id.clone()).or_insert_with(|| ChatEvents::new(&event.run_id, &event.session_key));
         let chat_events = chat.on_event(event);
-        if terminal {
-            chats.remove(&event.run_id);
-        }
         let state = self.lock();
-        let Some(ids) = state.by_session.get(&event.session_key) else { return };
-        let payload = to_json(event);
+        let Some(ids) = state.by_session.get(&event.session_key) else {
+            drop(state);
+            if terminal {
+                chats.remove(&event.run_id);
+            }
+            return;
+        };
+        let payload = agent_payload(event, chat.text());
         for id in ids {
             if let Some(outbox) = state.outboxes.get(id) {
                 let delivery = if matches!(event.stream, AgentStream::Lifecycle(_)) {
@@ -238,6 +241,9 @@ impl Hub {
             }
         }
         drop(state);
+        if terminal {
+            chats.remove(&event.run_id);
+        }
         for chat_event in &chat_events {
             self.publish_chat(chat_event);
         }
@@ -282,6 +288,20 @@ async fn next_change(changes: &mut Option<broadcast::Receiver<Approval>>) -> Res
 }
 
 /// Event payloads are plain data; encoding them cannot fail.
+/// An `agent` event as clients get it. A text delta also carries `text`, everything the
+/// message has said so far (SPEC §6.3): the run's events carry only the new text, so the
+/// hub adds it here, and only for runs someone follows.
+fn agent_payload(event: &AgentEvent, text_so_far: &str) -> String {
+    if !matches!(event.stream, AgentStream::Assistant(AssistantEvent::Delta { .. })) {
+        return to_json(event);
+    }
+    let mut value = serde_json::to_value(event).unwrap_or_default();
+    if let Some(data) = value.get_mut("data").and_then(Value::as_object_mut) {
+        data.insert("text".to_owned(), Value::String(text_so_far.to_owned()));
+    }
+    to_json(&value)
+}
+
 fn to_json(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
 }

@@ -78,6 +78,11 @@ pub struct ChatEvents {
     text: String,
     /// The visible text last sent in a delta.
     sent: String,
+    /// `text` changed since the last delta: whether one may be due, known without
+    /// rendering the text (the hub asks at every event, for every run).
+    changed: bool,
+    /// The last assistant message ended: the next delta begins a new text.
+    message_ended: bool,
     last_delta: Option<Instant>,
     ended: bool,
     /// `message` tool calls aimed at the run's own chat (no `channel` / `to`), by call id.
@@ -99,6 +104,8 @@ impl ChatEvents {
             seq: 0,
             text: String::new(),
             sent: String::new(),
+            changed: false,
+            message_ended: false,
             last_delta: None,
             ended: false,
             local_sends: Vec::new(),
@@ -116,14 +123,22 @@ impl ChatEvents {
             return out;
         }
         match &event.stream {
-            AgentStream::Assistant(AssistantEvent::Delta { text, .. }) => {
-                text.clone_into(&mut self.text);
+            AgentStream::Assistant(AssistantEvent::Delta { delta }) => {
+                if std::mem::take(&mut self.message_ended) {
+                    self.text.clear();
+                }
+                self.text.push_str(delta);
+                self.changed = true;
                 if self.throttle_passed() {
                     out.extend(self.delta());
                 }
             }
             AgentStream::Assistant(AssistantEvent::MessageEnd { text } | AssistantEvent::TextEnd { text }) => {
-                text.clone_into(&mut self.text);
+                self.message_ended |= matches!(event.stream, AgentStream::Assistant(AssistantEvent::MessageEnd { .. }));
+                if *text != self.text {
+                    text.clone_into(&mut self.text);
+                    self.changed = true;
+                }
             }
             AgentStream::Assistant(AssistantEvent::Reasoning { delta }) => {
                 if self.show_reasoning {
@@ -136,6 +151,8 @@ impl ChatEvents {
             // The message starts over; the next delta's text replaces what was shown.
             AgentStream::Assistant(AssistantEvent::Restart { .. }) => {
                 self.text.clear();
+                self.message_ended = false;
+                self.changed = true;
                 self.reasoning.clear();
                 self.sent_reasoning = 0;
             }
@@ -182,12 +199,14 @@ impl ChatEvents {
         out
     }
 
+    /// The assistant text of the current message so far, as streamed (directives and all).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     /// When held-back text may go out as a delta, if some waits.
     pub fn due(&self) -> Option<Instant> {
-        let stripped = directive::strip_streaming(&self.text);
-        let shown = media_lines::strip_streaming(&stripped.text);
-        let visible = visible_while_streaming(&shown);
-        let waiting = !self.ended && (visible != self.sent || self.reasoning.len() != self.sent_reasoning);
+        let waiting = !self.ended && (self.changed || self.reasoning.len() != self.sent_reasoning);
         waiting.then(|| self.last_delta.map_or_else(Instant::now, |last| last + DELTA_INTERVAL))
     }
 
@@ -202,6 +221,7 @@ impl ChatEvents {
     /// A delta with the visible text (and the reasoning so far, where shown), unless
     /// nothing new is visible.
     fn delta(&mut self) -> Option<ChatEvent> {
+        self.changed = false;
         let stripped = directive::strip_streaming(&self.text);
         let shown = media_lines::strip_streaming(&stripped.text);
         let visible = visible_while_streaming(&shown);
@@ -355,7 +375,7 @@ mod tests {
     }
 
     fn delta(text: &str) -> AgentEvent {
-        event(AgentStream::Assistant(AssistantEvent::Delta { delta: String::new(), text: text.into() }))
+        event(AgentStream::Assistant(AssistantEvent::Delta { delta: text.into() }))
     }
 
     fn end(aborted: bool) -> AgentEvent {
@@ -377,7 +397,7 @@ mod tests {
     async fn deltas_come_at_most_every_150_ms_and_the_rest_is_flushed_before_the_final() {
         let mut chat = ChatEvents::new("r1", "agent:main:main");
         let mut emitted = chat.on_event(&delta("Hel"));
-        for text in ["Hell", "Hello", "Hello w", "Hello wo"] {
+        for text in ["l", "o", " w", "o"] {
             tokio::time::advance(Duration::from_millis(50)).await;
             emitted.extend(chat.on_event(&delta(text)));
         }
@@ -386,7 +406,7 @@ mod tests {
             texts(&emitted),
             [(ChatState::Delta, Some("Hel".into())), (ChatState::Delta, Some("Hello w".into()))]
         );
-        emitted.extend(chat.on_event(&delta("Hello world")));
+        emitted.extend(chat.on_event(&delta("rld")));
         emitted.extend(chat.on_event(&end(false)));
         let tail = texts(&emitted[2..]);
         assert_eq!(
@@ -400,12 +420,12 @@ mod tests {
     async fn held_back_text_goes_out_when_due_and_before_a_tool_starts() {
         let mut chat = ChatEvents::new("r1", "k");
         chat.on_event(&delta("Let me check"));
-        assert!(chat.on_event(&delta("Let me check the logs")).is_empty(), "throttled");
+        assert!(chat.on_event(&delta(" the logs")).is_empty(), "throttled");
         let due = chat.due().expect("text waits");
         tokio::time::sleep_until(due).await;
         assert_eq!(chat.tick().and_then(|e| e.message).map(|m| m.text).as_deref(), Some("Let me check the logs"));
 
-        chat.on_event(&delta("Let me check the logs now."));
+        chat.on_event(&delta(" now."));
         let tool = event(AgentStream::Tool(ToolEvent::Start {
             name: "read".into(),
             tool_call_id: "c1".into(),
@@ -418,7 +438,7 @@ mod tests {
     async fn a_silent_run_ends_with_a_final_without_message_and_never_a_delta() {
         let mut chat = ChatEvents::new("r1", "k");
         let mut emitted = Vec::new();
-        for text in ["NO", "NO_RE", "NO_REPLY"] {
+        for text in ["NO", "_RE", "PLY"] {
             tokio::time::advance(DELTA_INTERVAL).await;
             emitted.extend(chat.on_event(&delta(text)));
         }
@@ -432,8 +452,7 @@ mod tests {
     async fn reply_directives_never_reach_a_chat_window() {
         let mut chat = ChatEvents::new("r1", "k");
         let mut emitted = Vec::new();
-        for text in ["[[ reply", "[[ reply_to : 12", "[[ reply_to : 12 ]] Yes", "[[ reply_to : 12 ]] Yes, [[tts]]that"]
-        {
+        for text in ["[[ reply", "_to : 12", " ]] Yes", ", [[tts]]that"] {
             tokio::time::advance(DELTA_INTERVAL).await;
             emitted.extend(chat.on_event(&delta(text)));
         }
@@ -446,6 +465,18 @@ mod tests {
                 (ChatState::Final, Some("Yes, that".into()))
             ]
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_after_a_tool_round_starts_a_new_text() {
+        let mut chat = ChatEvents::new("r1", "k");
+        chat.on_event(&delta("Let me look."));
+        let ended = AssistantEvent::MessageEnd { text: "Let me look.".into() };
+        chat.on_event(&event(AgentStream::Assistant(ended)));
+        tokio::time::advance(DELTA_INTERVAL).await;
+        let emitted = chat.on_event(&delta("Found it."));
+        assert_eq!(texts(&emitted), [(ChatState::Delta, Some("Found it.".into()))]);
+        assert_eq!(texts(&chat.on_event(&end(false))), [(ChatState::Final, Some("Found it.".into()))]);
     }
 
     #[tokio::test(start_paused = true)]

@@ -148,15 +148,17 @@ impl PreviewStream {
     }
 
     /// The model's text so far. Sends or edits the preview if the throttle allows;
-    /// otherwise remembers the text for [`PreviewStream::tick`].
-    pub async fn update(&mut self, text_so_far: &str) {
+    /// otherwise remembers the text for [`PreviewStream::tick`]. Returns `false` once the
+    /// text is too long for one message: the preview stops growing (the final will be sent
+    /// in parts), so a caller need not render longer texts of the same message for it.
+    pub async fn update(&mut self, text_so_far: &str) -> bool {
         let visible = visible_while_streaming(text_so_far);
         if visible.chars().count() > self.text_limit {
-            // Too long for one message: the final will be sent in parts; stop growing.
-            return;
+            return false;
         }
         visible.clone_into(&mut self.latest);
         self.tick().await;
+        true
     }
 
     /// When a remembered text is next allowed out, if one waits.

@@ -93,6 +93,15 @@ pub struct ReplyTurn {
     reasoning: String,
     /// The answer has begun streaming into the preview (it replaces streamed reasoning).
     answer_streaming: bool,
+    /// The current assistant message's text so far (events carry only the new text).
+    answer: String,
+    /// The next delta begins a new assistant message (the last one ended).
+    answer_ended: bool,
+    /// The answer outgrew the preview, which stops growing: later deltas of the same
+    /// message skip it instead of rendering a longer and longer text for nothing.
+    preview_full: bool,
+    /// The answer holds a `[[`, so a `]]` may complete a directive that threads blocks.
+    answer_has_directive_start: bool,
 }
 
 impl ReplyTurn {
@@ -142,6 +151,10 @@ impl ReplyTurn {
             recorder: None,
             reasoning: String::new(),
             answer_streaming: false,
+            answer: String::new(),
+            answer_ended: false,
+            preview_full: false,
+            answer_has_directive_start: false,
         }
     }
 
@@ -214,33 +227,23 @@ impl ReplyTurn {
             }
             let AgentStream::Assistant(assistant) = &event.stream else { continue };
             self.follow_reasoning(assistant).await;
-            if let AssistantEvent::Delta { text, .. } = assistant
+            let threads_may_change = self.follow_answer(assistant);
+            if let AssistantEvent::Delta { .. } = assistant
                 && self.preview.is_some()
+                && !self.preview_full
                 && !self.preview_keeps_reasoning()
             {
                 self.answer_streaming = true;
-                let stripped = directive::strip_streaming(text);
+                let stripped = directive::strip_streaming(&self.answer);
                 let thread = self.thread_for(0, stripped.directives.reply_to.as_ref());
                 if let Some(preview) = &mut self.preview {
                     preview.thread_to(thread);
-                    preview.update(&media_lines::strip_streaming(&stripped.text)).await;
+                    self.preview_full = !preview.update(&media_lines::strip_streaming(&stripped.text)).await;
                 }
             }
-            // Blocks are the reply's messages: threaded as its finals would be, as soon as
-            // the text so far says how.
-            let threads = match (&self.blocks, assistant) {
-                (Some(_), AssistantEvent::Delta { text, .. }) => {
-                    let target = directive::strip(text).directives.reply_to;
-                    Some((self.thread_for(0, target.as_ref()), self.thread_for(1, target.as_ref())))
-                }
-                _ => None,
-            };
-            if let Some((chunker, coalescer)) = &mut self.blocks {
-                if let Some((first, rest)) = threads {
-                    coalescer.thread_to(first, rest);
-                }
+            if let Some((chunker, _)) = &mut self.blocks {
                 let ready = match assistant {
-                    AssistantEvent::Delta { delta, .. } => {
+                    AssistantEvent::Delta { delta } => {
                         self.streamed.push_str(delta);
                         chunker.push(delta)
                     }
@@ -258,6 +261,17 @@ impl ReplyTurn {
                         Vec::new()
                     }
                 };
+                // Blocks are the reply's messages: threaded as its finals would be, as soon as
+                // the text so far says how. Only a new block or a directive that may have just
+                // closed can change that, so the text is not read again at every delta.
+                if threads_may_change || !ready.is_empty() {
+                    let target = directive::strip(&self.answer).directives.reply_to;
+                    let (first, rest) = (self.thread_for(0, target.as_ref()), self.thread_for(1, target.as_ref()));
+                    if let Some((_, coalescer)) = &mut self.blocks {
+                        coalescer.thread_to(first, rest);
+                    }
+                }
+                let Some((_, coalescer)) = &mut self.blocks else { continue };
                 for block in ready {
                     let gap = self.streamed.get(self.last_block_end..block.source.start).unwrap_or("\n\n");
                     let joiner = if gap.contains("\n\n") {
@@ -277,6 +291,39 @@ impl ReplyTurn {
                 }
             }
         }
+    }
+
+    /// Keeps the current assistant message's text from its deltas. Returns whether a reply
+    /// directive may have just closed: a `]` arrived in a message that holds a `[[`.
+    fn follow_answer(&mut self, event: &AssistantEvent) -> bool {
+        match event {
+            AssistantEvent::Delta { delta } => {
+                if std::mem::take(&mut self.answer_ended) {
+                    self.restart_answer();
+                }
+                // A `[[` may be split across two deltas.
+                let from = self.answer.len().saturating_sub(1);
+                self.answer.push_str(delta);
+                self.answer_has_directive_start |= self.answer.as_bytes()[from..].windows(2).any(|pair| pair == b"[[");
+                self.answer_has_directive_start && delta.contains(']')
+            }
+            AssistantEvent::MessageEnd { .. } => {
+                self.answer_ended = true;
+                false
+            }
+            AssistantEvent::Restart { .. } => {
+                self.restart_answer();
+                false
+            }
+            AssistantEvent::TextEnd { .. } | AssistantEvent::Reasoning { .. } => false,
+        }
+    }
+
+    fn restart_answer(&mut self) {
+        self.answer.clear();
+        self.answer_ended = false;
+        self.preview_full = false;
+        self.answer_has_directive_start = false;
     }
 
     /// Keeps the reasoning that is to be shown, and streams it into the preview until the
@@ -571,13 +618,15 @@ mod tests {
             .collect()
     }
 
-    /// Follows a run that streams `texts` (each the whole text so far), then delivers
-    /// `final_text`.
+    /// Follows a run that streams `texts` (each the whole text so far, so each extends the
+    /// one before), then delivers `final_text`.
     async fn stream_then_deliver(mut turn: ReplyTurn, texts: &[&str], final_text: &str) {
         let (events, followed) = mpsc::unbounded_channel();
+        let mut so_far = "";
         for text in texts {
-            let delta = AssistantEvent::Delta { delta: String::new(), text: (*text).to_owned() };
-            events.send(event(AgentStream::Assistant(delta))).unwrap();
+            let delta = text.strip_prefix(so_far).expect("each text extends the one before").to_owned();
+            so_far = text;
+            events.send(event(AgentStream::Assistant(AssistantEvent::Delta { delta }))).unwrap();
         }
         drop(events);
         turn.follow(followed).await;
@@ -627,9 +676,9 @@ mod tests {
         let first = "[[ reply_to : 9 ]] First block.";
         let second = format!("{first} Second block.");
         for stream in [
-            AssistantEvent::Delta { delta: first.into(), text: first.into() },
+            AssistantEvent::Delta { delta: first.into() },
             AssistantEvent::TextEnd { text: first.into() },
-            AssistantEvent::Delta { delta: " Second block.".into(), text: second.clone() },
+            AssistantEvent::Delta { delta: " Second block.".into() },
             AssistantEvent::TextEnd { text: second.clone() },
         ] {
             events.send(event(AgentStream::Assistant(stream))).unwrap();
@@ -728,7 +777,7 @@ mod tests {
     }
 
     fn delta(text: &str) -> AgentEvent {
-        event(AgentStream::Assistant(AssistantEvent::Delta { delta: text.into(), text: String::new() }))
+        event(AgentStream::Assistant(AssistantEvent::Delta { delta: text.into() }))
     }
 
     #[tokio::test(start_paused = true)]
