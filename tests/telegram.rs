@@ -376,3 +376,39 @@ async fn a_reply_chain_as_deep_as_json_allows_does_not_bring_the_gateway_down() 
     assert_eq!(client.post(&url).header(secret.0, secret.1).json(&hi).send().await.unwrap().status(), 200);
     assert!(messages(&telegram, 42, 1).await.iter().any(|m| m.visible_text == "still here"));
 }
+
+#[tokio::test]
+async fn under_a_shared_dm_session_one_persons_stop_and_reset_leave_the_others_alone() {
+    let (telegram, openai) = fakes().await;
+    let slow = Reply::text(["Working on it", " for Ada."]).with_chunk_delay(Duration::from_millis(1500));
+    openai.push(Turn::Reply(slow));
+    openai.push(Turn::text(["Ada's second answer."]));
+    let shared = format!(
+        "{OPEN}\n\n[session]\ndm_scope = \"main\"\noperators = [\"telegram:7\"]\n\n[messages.queue]\ndebounce_ms = 0"
+    );
+    let _daemon = daemon(&telegram, &openai, &shared).await;
+    telegram.private_message(42, "Ada", "a long question");
+    tokio::time::timeout(PATIENCE, openai.wait_for_request(0)).await.unwrap();
+    telegram.private_message(42, "Ada", "and another thing");
+
+    // Bob shares the conversation, but his /stop is about his own work, and /reset is not his.
+    telegram.private_message(43, "Bob", "/stop");
+    assert_eq!(messages(&telegram, 43, 1).await[0].visible_text, "Nothing of yours is running.");
+    telegram.private_message(43, "Bob", "/reset");
+    let refused = messages(&telegram, 43, 2).await;
+    assert!(refused[1].visible_text.starts_with("🔒 Only the operator"), "{refused:?}");
+
+    let ada = messages(&telegram, 42, 2).await;
+    let texts: Vec<&str> = ada.iter().map(|m| m.visible_text.as_str()).collect();
+    assert_eq!(texts, ["Working on it for Ada.", "Ada's second answer."], "Ada's run and queue were left alone");
+    assert_eq!(openai.requests().len(), 2);
+
+    // The operator's /stop ends the run, whoever it answers.
+    openai.push(Turn::stall(Reply::text(["Thinking", " very hard"]), 1));
+    telegram.private_message(42, "Ada", "a third question");
+    tokio::time::timeout(PATIENCE, openai.wait_for_request(2)).await.unwrap();
+    telegram.private_message(7, "Cy", "/stop");
+    assert_eq!(messages(&telegram, 7, 1).await[0].visible_text, "⏹️ Stopped.");
+    telegram.private_message(7, "Cy", "/reset");
+    assert_eq!(messages(&telegram, 7, 2).await[1].visible_text, "🆕 Started a new conversation.");
+}

@@ -387,6 +387,19 @@ pub enum DropPolicy {
 pub struct SessionConfig {
     pub dm_scope: DmScope,
     pub reset: ResetConfig,
+    /// Who may control a conversation other people share (`dm_scope = "main"`), as
+    /// `<channel>:<sender id>` (`telegram:12345`): their `/stop` ends any run there and
+    /// clears every waiting message, and only they may `/reset` it. Everyone else's `/stop`
+    /// ends only the run answering them and their own waiting messages. The web chat is
+    /// the operator's own page and always counts.
+    pub operators: Vec<String>,
+}
+
+impl SessionConfig {
+    /// Whether `sender` on `channel` is one of [`SessionConfig::operators`].
+    pub fn is_operator(&self, channel: &str, sender: &str) -> bool {
+        self.operators.iter().any(|entry| entry.split_once(':') == Some((channel, sender)))
+    }
 }
 
 /// How direct messages map to sessions (SPEC §3.5).

@@ -285,6 +285,8 @@ fn each_broken_rule_names_its_key() {
         ("[messages.queue.by_channel]\nirc = \"steer\"", "messages.queue.by_channel.irc"),
         ("[session]\ndm_scope = \"per-room\"", "session.dm_scope"),
         ("[session.reset]\nat_hour = 24", "session.reset.at_hour"),
+        ("[session]\noperators = [\"telegram:1\", \"12345\"]", "session.operators[1]"),
+        ("[session]\noperators = [\"irc:12345\"]", "session.operators[0]"),
         ("[hooks]\ntimeout_ms = 0", "hooks.timeout_ms"),
         ("[tools]\nmax_result_chars = 10", "tools.max_result_chars"),
         ("[tools]\nmax_results = 10", "tools.max_results"),

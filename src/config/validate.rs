@@ -355,6 +355,19 @@ fn session(session: &SessionConfig) -> Result<(), Violation> {
     if session.reset.mode == ResetMode::Idle && session.reset.idle_minutes == 0 {
         return Err(Violation::new("session.reset.idle_minutes", "must be greater than 0 when reset.mode = \"idle\""));
     }
+    for (index, entry) in session.operators.iter().enumerate() {
+        let well_formed = entry.split_once(':').is_some_and(|(channel, id)| {
+            CHANNEL_NAMES.contains(&channel) && channel != "webchat" && !id.trim().is_empty()
+        });
+        if !well_formed {
+            return Err(Violation::new(
+                format!("session.operators[{index}]"),
+                format!(
+                    "{entry:?} is not <channel>:<sender id> with channel one of telegram, discord, slack (e.g. \"telegram:12345\")"
+                ),
+            ));
+        }
+    }
     Ok(())
 }
 

@@ -1,12 +1,15 @@
 //! Carrying out chat commands (SPEC §3.6).
 
 use chrono::Utc;
-use ferry_channel::InboundMessage;
+use ferry_channel::{ChatKind, InboundMessage};
 
 use super::Dispatcher;
 use crate::agent::compaction::{CompactRequest, CompactionError, Compactor, ContextBudget};
+use crate::config::DmScope;
 use crate::control::{ControlCommand, QueueCommand, VerboseCommand};
-use crate::queue::QueueSettings;
+use crate::gateway::webchat::CHANNEL_NAME as WEBCHAT;
+use crate::queue::journal::ReplyPlace;
+use crate::queue::{QueueSettings, StopScope};
 use crate::session::SessionOverrides;
 use crate::session::compaction::SessionCompactor;
 
@@ -16,15 +19,23 @@ impl Dispatcher {
         let hook = self.command_hook(&command, session_key, message).await;
         let reply = match command {
             ControlCommand::Stop => {
-                let stopped = self.inner.scheduler.stop(session_key).await;
-                match (stopped.aborted_run, stopped.cleared) {
-                    (false, 0) => "Nothing is running.".to_owned(),
-                    (true, 0) => "⏹️ Stopped.".to_owned(),
-                    (_, cleared) => format!("⏹️ Stopped, and cleared {cleared} waiting message(s)."),
+                let scope = self.stop_scope(session_key, message);
+                let stopped = self.inner.scheduler.stop(session_key, &scope).await;
+                match (stopped.aborted_run, stopped.cleared, scope) {
+                    (false, 0, StopScope::Session) => "Nothing is running.".to_owned(),
+                    (false, 0, StopScope::Place(_)) => "Nothing of yours is running.".to_owned(),
+                    (true, 0, _) => "⏹️ Stopped.".to_owned(),
+                    (_, cleared, _) => format!("⏹️ Stopped, and cleared {cleared} waiting message(s)."),
                 }
             }
+            ControlCommand::New | ControlCommand::Reset if !self.may_control_everyone(session_key, message) => {
+                tracing::info!(session_key, channel = %message.channel, "reset of a shared conversation refused: not an operator");
+                "🔒 Only the operator can start a new conversation here: everyone who writes to me shares this one. \
+                 /stop still stops what I am doing for you."
+                    .to_owned()
+            }
             ref command @ (ControlCommand::New | ControlCommand::Reset) => {
-                self.inner.scheduler.stop(session_key).await;
+                self.inner.scheduler.stop(session_key, &StopScope::Session).await;
                 // `/stop` leaves background commands running; a new conversation does not.
                 self.runner_for(session_key).tools().session_ended(session_key);
                 match self.inner.store.reset(session_key, Utc::now()).await {
@@ -55,6 +66,28 @@ impl Dispatcher {
         };
         self.reply(message, &reply).await;
         self.run_command_hook(hook, message);
+    }
+
+    /// Whose work `/stop` from `message`'s sender ends: everything in the session, unless
+    /// the session is shared by people who are not its operators.
+    fn stop_scope(&self, session_key: &str, message: &InboundMessage) -> StopScope {
+        if self.may_control_everyone(session_key, message) {
+            StopScope::Session
+        } else {
+            StopScope::Place(ReplyPlace::of_inbound(message))
+        }
+    }
+
+    /// Whether `message`'s sender may stop or reset what others in the session asked for:
+    /// anyone in a conversation of their own or a group's; in the one DM conversation
+    /// everybody shares (`dm_scope = "main"`), only an operator (`session.operators`, or
+    /// the web chat, the operator's own page).
+    fn may_control_everyone(&self, session_key: &str, message: &InboundMessage) -> bool {
+        let session = &self.inner.config.session;
+        let shared = session.dm_scope == DmScope::Main
+            && message.chat.kind == ChatKind::Direct
+            && crate::routing::is_main_session(session_key);
+        !shared || message.channel == WEBCHAT || session.is_operator(&message.channel, &message.sender.id)
     }
 
     async fn queue_command(&self, command: QueueCommand, session_key: &str, message: &InboundMessage) -> String {

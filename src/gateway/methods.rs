@@ -16,6 +16,7 @@ use super::protocol::{ErrorCode, RpcError, params};
 use super::runs::{Claim, Waited};
 use super::webchat::{ACCOUNT_ID, CHANNEL_NAME};
 use crate::agent::tools::parse_chat;
+use crate::queue::StopScope;
 use crate::routing::{SessionKey, too_long};
 
 /// `agent.wait`'s default wait.
@@ -336,7 +337,7 @@ async fn agent_wait(gateway: &GatewayState, params: WaitParams) -> Result<Value,
 
 async fn chat_abort(gateway: &GatewayState, client: &Client, params: SessionParams) -> Result<Value, RpcError> {
     let session_key = client_session(gateway, client, params.session_key.as_deref())?;
-    let stopped = gateway.dispatcher.scheduler().stop(&session_key).await;
+    let stopped = gateway.dispatcher.scheduler().stop(&session_key, &StopScope::Session).await;
     Ok(json!({ "aborted": stopped.aborted_run, "cleared": stopped.cleared }))
 }
 

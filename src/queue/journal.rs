@@ -51,12 +51,16 @@ pub struct ReplyPlace {
 
 impl ReplyPlace {
     pub fn of(message: &QueuedMessage) -> Self {
-        let (channel, account_id, chat_id, thread_id) = message.reply_place();
+        Self::of_inbound(&message.message)
+    }
+
+    /// Where a reply to `message` goes, before it is queued (a chat command's place).
+    pub fn of_inbound(message: &ferry_channel::InboundMessage) -> Self {
         Self {
-            channel: channel.to_owned(),
-            account_id: account_id.to_owned(),
-            chat_id: chat_id.to_owned(),
-            thread_id: thread_id.map(str::to_owned),
+            channel: message.channel.clone(),
+            account_id: message.account_id.clone(),
+            chat_id: message.chat.id.clone(),
+            thread_id: message.thread_id.clone(),
         }
     }
 

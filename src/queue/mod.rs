@@ -15,5 +15,5 @@ pub mod scheduler;
 pub mod settings;
 
 pub use journal::{AnsweredLog, JournalError, QueueJournal, QueuedMessage};
-pub use scheduler::{Admission, LaneStatus, RunExecutor, RunJob, RunReport, Scheduler, Stopped, Submitted};
+pub use scheduler::{Admission, LaneStatus, RunExecutor, RunJob, RunReport, Scheduler, StopScope, Stopped, Submitted};
 pub use settings::QueueSettings;

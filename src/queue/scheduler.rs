@@ -108,6 +108,17 @@ pub struct Submitted {
     pub dropped: Vec<QueuedMessage>,
 }
 
+/// Whose work `/stop` ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopScope {
+    /// The session's run, whoever it answers, and everything waiting.
+    Session,
+    /// Only what belongs to one reply place: the run if it answers there, and the messages
+    /// waiting from there. In a session several people share (`dm_scope = "main"`), one
+    /// person's `/stop` leaves the others' run and messages alone.
+    Place(ReplyPlace),
+}
+
 /// What `/stop` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stopped {
@@ -335,26 +346,42 @@ impl Scheduler {
     }
 
     /// Aborts the active run and clears the queue (`/stop`).
-    pub async fn stop(&self, session_key: &str) -> Stopped {
+    pub async fn stop(&self, session_key: &str, scope: &StopScope) -> Stopped {
         let mut effects = Effects::default();
         let stopped = {
             let mut lanes = self.lanes();
             match lanes.get_mut(session_key) {
                 None => Stopped { aborted_run: false, cleared: 0 },
                 Some(lane) => {
-                    let cleared = lane.pending.len() + lane.parked.len();
-                    effects.remove.extend(lane.pending.drain_all().map(|item| item.id));
-                    effects.remove.extend(lane.parked.drain(..).map(|item| item.id));
-                    effects.remove.extend(lane.summarized.drain(..).map(|item| item.id));
-                    lane.skip_quiet = false;
+                    let cleared = match scope {
+                        StopScope::Session => {
+                            let cleared = lane.pending.len() + lane.parked.len();
+                            effects.remove.extend(lane.pending.drain_all().map(|item| item.id));
+                            effects.remove.extend(lane.parked.drain(..).map(|item| item.id));
+                            effects.remove.extend(lane.summarized.drain(..).map(|item| item.id));
+                            lane.skip_quiet = false;
+                            cleared
+                        }
+                        StopScope::Place(place) => {
+                            let pending = lane.pending.take_all(|item| place.holds(item));
+                            let parked = drain_where(&mut lane.parked, |item| place.holds(item));
+                            let summarized = drain_where(&mut lane.summarized, |item| place.holds(item));
+                            let cleared = pending.len() + parked.len();
+                            effects
+                                .remove
+                                .extend(pending.into_iter().chain(parked).chain(summarized).map(|item| item.id));
+                            cleared
+                        }
+                    };
                     let aborted_run = match &lane.active {
-                        Some(active) => {
+                        Some(active) if scope_covers(scope, &active.place) => {
                             active.cancel.cancel();
                             true
                         }
-                        None => false,
+                        _ => false,
                     };
-                    if lane.active.is_none() {
+                    let empty = lane.pending.is_empty() && lane.parked.is_empty() && lane.summarized.is_empty();
+                    if lane.active.is_none() && empty {
                         lanes.remove(session_key);
                         self.went_idle(session_key);
                     }
@@ -630,6 +657,21 @@ impl Scheduler {
 }
 
 /// The run id a gateway client gave the message, if it came from one.
+/// Whether `/stop` with `scope` ends a run that answers at `place`.
+fn scope_covers(scope: &StopScope, place: &ReplyPlace) -> bool {
+    match scope {
+        StopScope::Session => true,
+        StopScope::Place(stopped) => stopped == place,
+    }
+}
+
+/// Takes the items `take` accepts out of `items`, keeping the order of both.
+fn drain_where(items: &mut Vec<QueuedMessage>, take: impl Fn(&QueuedMessage) -> bool) -> Vec<QueuedMessage> {
+    let (taken, kept) = std::mem::take(items).into_iter().partition(|item| take(item));
+    *items = kept;
+    taken
+}
+
 fn client_run_id(message: &QueuedMessage) -> Option<String> {
     message.message.request.as_ref().map(|request| request.run_id.clone())
 }

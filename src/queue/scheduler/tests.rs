@@ -349,13 +349,41 @@ async fn stop_aborts_the_run_and_clears_the_queue() {
     h.scheduler.submit(h.message("a", "long task").await, collect).await;
     let run = h.next_run().await;
     h.scheduler.submit(h.message("a", "queued").await, collect).await;
-    let stopped = h.scheduler.stop("agent:main:main").await;
+    let stopped = h.scheduler.stop("agent:main:main", &StopScope::Session).await;
     assert_eq!(stopped, Stopped { aborted_run: true, cleared: 1 });
     assert!(run.cancel.is_cancelled());
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(h.started.try_recv().is_err());
     assert_eq!(h.journaled().await, 0);
-    assert_eq!(h.scheduler.stop("agent:main:main").await, Stopped { aborted_run: false, cleared: 0 });
+    assert_eq!(
+        h.scheduler.stop("agent:main:main", &StopScope::Session).await,
+        Stopped { aborted_run: false, cleared: 0 }
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_for_one_place_leaves_another_places_run_and_messages_alone() {
+    let mut h = Harness::new().await;
+    let collect = settings(QueueMode::Collect);
+    h.scheduler.submit(h.message("a", "a's long task").await, collect).await;
+    let run = h.next_run().await;
+    let (from_a, from_b) = (h.message("a", "a again").await, h.message("b", "b waits").await);
+    h.scheduler.submit(from_a.clone(), collect).await;
+    h.scheduler.submit(from_b.clone(), collect).await;
+
+    let b_stops = StopScope::Place(ReplyPlace::of(&from_b));
+    let stopped = h.scheduler.stop("agent:main:main", &b_stops).await;
+    assert_eq!(stopped, Stopped { aborted_run: false, cleared: 1 }, "b's own message only");
+    assert!(!run.cancel.is_cancelled(), "a's run goes on");
+    assert_eq!(h.journaled().await, 2, "a's run and a's waiting message stay journaled");
+
+    run.finish.send(RunReport::default()).unwrap();
+    let next = h.next_run().await;
+    assert_eq!((next.prompt.as_str(), next.ids.as_slice()), ("a again", &[from_a.id][..]));
+
+    let a_stops = StopScope::Place(ReplyPlace::of(&from_a));
+    assert_eq!(h.scheduler.stop("agent:main:main", &a_stops).await, Stopped { aborted_run: true, cleared: 0 });
+    assert!(next.cancel.is_cancelled(), "a's /stop ends the run that answers a");
 }
 
 #[tokio::test(start_paused = true)]
@@ -373,7 +401,7 @@ async fn the_queue_depth_counts_the_messages_waiting_across_sessions() {
     let b = h.next_run().await;
     assert_eq!(h.depth.get(), 3);
 
-    h.scheduler.stop("agent:main:a").await;
+    h.scheduler.stop("agent:main:a", &StopScope::Session).await;
     assert_eq!(h.depth.get(), 1);
     b.finish.send(RunReport::default()).unwrap();
     assert_eq!(h.next_run().await.prompt, "b2");
