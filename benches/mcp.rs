@@ -171,7 +171,10 @@ struct Variants {
 
 impl Variants {
     async fn start(program: &Program) -> Self {
-        let config = McpConfig { servers: BTreeMap::from([(program.name.to_owned(), program.server_config())]) };
+        let config = McpConfig {
+            servers: BTreeMap::from([(program.name.to_owned(), program.server_config())]),
+            ..McpConfig::default()
+        };
         let ferry = McpTools::start(&config, &Environment::from_process());
         ferry.settled(Duration::from_secs(30)).await;
         let status = ferry.status();

@@ -80,8 +80,13 @@ fn ferry_env() -> Environment {
 }
 
 fn start(servers: Vec<(&str, McpServerConfig)>) -> Arc<McpTools> {
+    start_waiting(servers, McpConfig::default().startup_wait_seconds)
+}
+
+/// [`start`], runs waiting up to `startup_wait_seconds` for servers still connecting.
+fn start_waiting(servers: Vec<(&str, McpServerConfig)>, startup_wait_seconds: u64) -> Arc<McpTools> {
     let servers = servers.into_iter().map(|(name, server)| (name.to_owned(), server)).collect::<BTreeMap<_, _>>();
-    McpTools::start(&McpConfig { servers }, &ferry_env())
+    McpTools::start(&McpConfig { servers, startup_wait_seconds }, &ferry_env())
 }
 
 fn context() -> ToolContext {
@@ -259,6 +264,25 @@ async fn a_broken_server_holds_up_neither_the_others_nor_the_start() {
     let stopping = Instant::now();
     mcp.shutdown().await;
     assert!(stopping.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn runs_wait_for_servers_still_starting_but_only_until_the_startup_wait_ends() {
+    let Some(installed) = installed() else { return };
+    // `ready` returns once every server left `starting`: fast is ready, missing retries.
+    let mcp = start(vec![("fast", fastmcp(&installed)), ("missing", stdio("/nonexistent/mcp-server", &[]))]);
+    tokio::time::timeout(Duration::from_secs(60), mcp.ready()).await.expect("ready once both settled");
+    assert!(offered(&mcp).contains(&"fast__echo".to_owned()), "the tools are there when ready returns");
+    mcp.shutdown().await;
+
+    // A server that never speaks the protocol is waited for only until the startup wait ends
+    // (its own handshake timeout is 30 s): then it is still starting, and runs go on.
+    let mcp = start_waiting(vec![("mute", stdio("sleep", &["600"]))], 1);
+    tokio::time::timeout(Duration::from_secs(20), mcp.ready()).await.expect("no wait past the startup wait");
+    assert_eq!(mcp.status()[0].phase, Phase::Starting);
+    // Once passed, no run waits again.
+    tokio::time::timeout(Duration::from_millis(500), mcp.ready()).await.expect("at once");
+    mcp.shutdown().await;
 }
 
 /// server-everything's streamable HTTP mode on loopback `port` (0: a free one), and its

@@ -520,6 +520,8 @@ impl AgentRunner {
         compactor: Option<&dyn Compactor>,
     ) -> Result<(), ProviderError> {
         let parts = &self.inner.parts;
+        // Inside the run's timeout and cancel: a /stop still stops a run that waits here.
+        parts.tools.sources_ready().await;
         let skills = self.inner.skills.snapshot();
         let files =
             parts.hooks.bootstrap_files(&self.inner.bootstrap, &parts.workspace, &request.run_id, &request.session_key);

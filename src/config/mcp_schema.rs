@@ -14,11 +14,20 @@ use super::error::Violation;
 pub const MAX_SERVER_NAME_CHARS: usize = 24;
 
 /// `[mcp]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct McpConfig {
+    /// How long after the start runs wait for servers still connecting for the first time,
+    /// so the messages answered right after a restart are offered their tools.
+    pub startup_wait_seconds: u64,
     /// The servers, by the name their tools are offered under.
     pub servers: BTreeMap<String, McpServerConfig>,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        Self { startup_wait_seconds: 10, servers: BTreeMap::new() }
+    }
 }
 
 /// One server: a local program spoken to over stdio (`command`), or a remote one over
@@ -199,7 +208,7 @@ mod tests {
     }
 
     fn check(name: &str, server: McpServerConfig) -> Result<(), Violation> {
-        validate(&McpConfig { servers: BTreeMap::from([(name.to_owned(), server)]) })
+        validate(&McpConfig { servers: BTreeMap::from([(name.to_owned(), server)]), ..McpConfig::default() })
     }
 
     #[test]
@@ -212,7 +221,7 @@ mod tests {
             assert!(check(bad, stdio()).unwrap_err().reason.contains("cannot name a server"));
         }
         let servers = BTreeMap::from([("Git".to_owned(), stdio()), ("git".to_owned(), stdio())]);
-        let error = validate(&McpConfig { servers }).unwrap_err();
+        let error = validate(&McpConfig { servers, ..McpConfig::default() }).unwrap_err();
         assert_eq!(error.key, "mcp.servers.git");
         assert!(error.reason.contains("collides with server \"Git\""), "{}", error.reason);
     }

@@ -86,6 +86,7 @@ pub(crate) const RANGES: &[NumericRange] = &[
     NumericRange::new("tools.web.max_bytes", 1_000, 100_000_000),
     NumericRange::new("tools.web.max_redirects", 0, 20),
     NumericRange::new("mcp.servers.*.timeout", 1, DAY_SECONDS),
+    NumericRange::new("mcp.startup_wait_seconds", 0, 600),
     NumericRange::new("state.pool_size", 1, 64),
     NumericRange::new("state.lease_seconds", 3, 3_600),
     NumericRange::new("state.renew_seconds", 1, 1_200),

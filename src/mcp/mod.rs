@@ -18,10 +18,12 @@ mod server;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -40,6 +42,13 @@ pub struct McpTools {
     servers: BTreeMap<String, Arc<Server>>,
     stop: CancellationToken,
     tasks: TaskTracker,
+    /// Until when runs wait for servers still connecting (`mcp.startup_wait_seconds`
+    /// after the start): see [`ToolSource::ready`].
+    startup_deadline: Instant,
+    /// Every server left `starting` (or the deadline passed): runs no longer wait.
+    started: AtomicBool,
+    /// Wakes waiting runs when a server leaves `starting`.
+    phase_changed: Arc<Notify>,
 }
 
 impl McpTools {
@@ -48,14 +57,21 @@ impl McpTools {
     pub fn start(config: &McpConfig, env: &Environment) -> Arc<Self> {
         let stop = CancellationToken::new();
         let tasks = TaskTracker::new();
+        let phase_changed = Arc::new(Notify::new());
         let mut servers = BTreeMap::new();
         for (name, entry) in &config.servers {
-            let server = Server::new(name, entry.clone());
+            let server = Server::new(name, entry.clone(), phase_changed.clone());
             tasks.spawn(server.clone().supervise(env.clone(), stop.clone()));
             servers.insert(name.clone(), server);
         }
         tasks.close();
-        Arc::new(Self { servers, stop, tasks })
+        let startup_deadline = Instant::now() + Duration::from_secs(config.startup_wait_seconds);
+        Arc::new(Self { servers, stop, tasks, startup_deadline, started: AtomicBool::new(false), phase_changed })
+    }
+
+    /// Whether any server is still connecting for the first time.
+    fn any_starting(&self) -> bool {
+        self.servers.values().any(|server| server.status().phase == Phase::Starting)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -132,5 +148,35 @@ impl ToolSource for McpTools {
             return Err(ToolError::new(format!("no MCP server offers `{name}`")));
         };
         server.call(name, arguments).await
+    }
+
+    /// Waits while a server is still connecting for the first time, until
+    /// `mcp.startup_wait_seconds` after the start; a server that failed once counts as
+    /// settled (it retries in the background, and its tools come when it is up).
+    async fn ready(&self) {
+        if self.started.load(Ordering::Acquire) {
+            return;
+        }
+        let deadline = tokio::time::Instant::from_std(self.startup_deadline);
+        loop {
+            // Registered before the check, so a change between the two is not missed.
+            let changed = self.phase_changed.notified();
+            if !self.any_starting() || Instant::now() >= self.startup_deadline {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                break;
+            }
+        }
+        if self.any_starting() {
+            let waiting: Vec<&str> = self
+                .servers
+                .values()
+                .filter(|server| server.status().phase == Phase::Starting)
+                .map(|server| server.name())
+                .collect();
+            tracing::warn!(servers = ?waiting, "runs no longer wait for MCP servers still connecting (mcp.startup_wait_seconds)");
+        }
+        self.started.store(true, Ordering::Release);
     }
 }

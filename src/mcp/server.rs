@@ -10,6 +10,7 @@ use rmcp::model::{CallToolRequestParams, Tool};
 use rmcp::service::{QuitReason, ServiceError};
 use rmcp::{Peer, RoleClient};
 use serde_json::Value;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::connect::{Connection, connect};
@@ -86,6 +87,8 @@ pub struct Server {
     config: McpServerConfig,
     shared: RwLock<Shared>,
     metrics: McpMetrics,
+    /// Told whenever the phase changes, so runs waiting for the servers to start wake up.
+    phase_changed: Arc<Notify>,
 }
 
 /// A server's state as `/healthz` and `ferry mcp list` show it.
@@ -108,7 +111,7 @@ enum Ended {
 }
 
 impl Server {
-    pub fn new(name: &str, config: McpServerConfig) -> Arc<Self> {
+    pub fn new(name: &str, config: McpServerConfig, phase_changed: Arc<Notify>) -> Arc<Self> {
         let shared = Shared {
             phase: Phase::Starting,
             peer: None,
@@ -118,7 +121,11 @@ impl Server {
             broken: CancellationToken::new(),
         };
         let metrics = metrics().mcp(name);
-        Arc::new(Self { name: name.to_owned(), config, shared: RwLock::new(shared), metrics })
+        Arc::new(Self { name: name.to_owned(), config, shared: RwLock::new(shared), metrics, phase_changed })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Shared> {
@@ -183,14 +190,18 @@ impl Server {
                 shared.peer = None;
                 shared.phase = Phase::Retrying { last_error: error, attempts, next_attempt: Instant::now() + delay };
             }
+            self.phase_changed.notify_waiters();
             tokio::select! {
                 () = stop.cancelled() => break,
                 () = tokio::time::sleep(delay) => {}
             }
         }
-        let mut shared = self.write();
-        shared.phase = Phase::Stopped;
-        shared.peer = None;
+        {
+            let mut shared = self.write();
+            shared.phase = Phase::Stopped;
+            shared.peer = None;
+        }
+        self.phase_changed.notify_waiters();
     }
 
     /// Lists the tools, then answers list changes until the connection ends or `stop`.
@@ -214,6 +225,7 @@ impl Server {
             shared.protocol = protocol;
             shared.phase = Phase::Ready;
         }
+        self.phase_changed.notify_waiters();
         loop {
             tokio::select! {
                 reason = &mut ended => {

@@ -16,6 +16,7 @@ headers arrived.
 import argparse
 import base64
 import os
+import time
 
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, Image, MCPServer
@@ -116,7 +117,11 @@ async def enable_extra(ctx: Context) -> str:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP")
+    parser.add_argument(
+        "--start-delay", type=float, default=0, metavar="SECONDS", help="wait this long before serving (a slow start)"
+    )
     args = parser.parse_args()
+    time.sleep(args.start_delay)
     if args.http is None:
         server.run()
     else:

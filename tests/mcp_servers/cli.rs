@@ -132,6 +132,38 @@ async fn a_running_gateway_reports_its_servers_in_healthz_and_counts_calls_in_me
 }
 
 #[tokio::test]
+async fn a_message_right_after_the_start_waits_for_a_server_still_connecting() {
+    let Some(installed) = installed() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let model = FakeOpenAi::start().await.unwrap();
+    let slow = format!(
+        "[mcp.servers.fast]\ncommand = {:?}\nargs = [{:?}, \"--start-delay\", \"4\"]\n",
+        installed.python, installed.fastmcp
+    );
+    let (child, port) = crate_daemon::spawn_gateway(home.path(), &slow, &model, Stdio::null());
+    let _daemon = crate_daemon::Daemon { child, port, home: None };
+    let health = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if let Ok(response) = reqwest::get(format!("http://127.0.0.1:{port}/healthz")).await
+                && let Ok(health) = response.json::<Value>().await
+            {
+                return health;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the gateway up");
+    assert_eq!(health["mcp"][0]["state"], "starting", "the message must come while the server connects: {health}");
+
+    model.push(Turn::text(["Echo is there."]));
+    let output = ferry(home.path(), &model, &["agent", "--message", "can you echo?"]).await;
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let tools = offered(&model.requests()[0].body);
+    assert!(tools.contains(&"fast__echo".to_owned()), "the run waited for the server's tools: {tools:?}");
+}
+
+#[tokio::test]
 async fn mcp_list_prints_every_servers_tools_and_fails_on_one_it_cannot_reach() {
     let Some(installed) = installed() else { return };
     let home = tempfile::tempdir().unwrap();

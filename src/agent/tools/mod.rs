@@ -281,6 +281,11 @@ impl ToolRegistry {
         self
     }
 
+    /// Waits until every source is ready to list its tools ([`ToolSource::ready`]).
+    pub async fn sources_ready(&self) {
+        futures::future::join_all(self.sources.iter().map(|source| source.ready())).await;
+    }
+
     /// The source that answers calls to `name`, if no tool of Ferry's own has that name.
     fn source_of(&self, name: &str) -> Option<&Arc<dyn ToolSource>> {
         self.sources.iter().find(|source| source.owns(name))

@@ -21,4 +21,9 @@ pub trait ToolSource: Send + Sync + 'static {
     fn mutates(&self, name: &str) -> bool;
     /// Runs one call to a tool it owns.
     async fn call(&self, name: &str, arguments: Value, context: &ToolContext) -> Result<ToolOutput, ToolError>;
+    /// Waits, within the source's own bound, until what it offers is worth listing: a run
+    /// that starts while MCP servers are still connecting after a restart would otherwise
+    /// be offered none of their tools and answer "I have no such tool". Returns at once
+    /// once the source has settled.
+    async fn ready(&self) {}
 }
