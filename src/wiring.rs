@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use ferry::channel::ChannelCapabilities;
 use ferry::channels::ChannelRegistry;
-use ferry::channels::supervisor::{Backoff, StartFailure, supervise};
+use ferry::channels::supervisor::{Backoff, Running, StartFailure, supervise};
 use ferry::config::{Config, Violation};
 use ferry::dispatch::Dispatcher;
 use ferry::gateway::LateRoutes;
@@ -188,14 +188,18 @@ async fn supervised<F, Fut>(
 ) -> Vec<axum::Router>
 where
     F: Fn(Account) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<Option<axum::Router>, StartFailure>> + Send,
+    Fut: Future<Output = Result<(Option<axum::Router>, Running), StartFailure>> + Send,
 {
     let late = LateRoutes::new();
     let routes = webhook_paths.iter().map(|path| late.at(path)).collect();
     let id = account.id.clone();
     supervise(registry.clone(), name, &id, Backoff::default(), move || {
         let (started, late) = (start(account.clone()), late.clone());
-        async move { started.await.map(|routes| routes.into_iter().for_each(|routes| late.fill(routes))) }
+        async move {
+            let (routes, running) = started.await?;
+            routes.into_iter().for_each(|routes| late.fill(routes));
+            Ok(running)
+        }
     })
     .await;
     routes
@@ -223,13 +227,13 @@ fn start_failure(error: impl std::fmt::Display, permanent: bool) -> StartFailure
 /// Attaches a connected channel to the dispatcher; a refused token when its inbound
 /// connection opens is permanent, anything else may pass.
 #[cfg(any(feature = "telegram", feature = "discord", feature = "slack"))]
-async fn attach(dispatcher: &Dispatcher, channel: Arc<dyn ferry::channel::Channel>) -> Result<(), StartFailure> {
+async fn attach(dispatcher: &Dispatcher, channel: Arc<dyn ferry::channel::Channel>) -> Result<Running, StartFailure> {
     let name = channel.name().to_owned();
     match dispatcher.attach(channel).await {
-        Ok(_) => {
+        Ok(inbound) => {
             // Messages that waited for this channel (it was down at start-up) run now.
             dispatcher.scheduler().resume_kept(&name).await;
-            Ok(())
+            Ok(Running::until(inbound))
         }
         Err(error) => {
             let permanent = matches!(error, ferry::channel::ChannelError::Unauthorized { .. });
@@ -239,7 +243,7 @@ async fn attach(dispatcher: &Dispatcher, channel: Arc<dyn ferry::channel::Channe
 }
 
 #[cfg(feature = "telegram")]
-async fn start_telegram(account: Account) -> Result<Option<axum::Router>, StartFailure> {
+async fn start_telegram(account: Account) -> Result<(Option<axum::Router>, Running), StartFailure> {
     use ferry::config::TelegramMode as Mode;
     use ferry_telegram::{TelegramChannel, TelegramConfig, TelegramError, TelegramMode};
 
@@ -261,12 +265,12 @@ async fn start_telegram(account: Account) -> Result<Option<axum::Router>, StartF
     let channel = Arc::new(channel);
     let route = channel.webhook_router();
     tracing::info!(account = %account.id, bot = %channel.bot_username(), mode = ?settings.mode, "telegram connected");
-    attach(&account.dispatcher, channel).await?;
-    Ok(route)
+    let running = attach(&account.dispatcher, channel).await?;
+    Ok((route, running))
 }
 
 #[cfg(feature = "discord")]
-async fn start_discord(account: Account) -> Result<Option<axum::Router>, StartFailure> {
+async fn start_discord(account: Account) -> Result<(Option<axum::Router>, Running), StartFailure> {
     use ferry_discord::{DiscordChannel, DiscordConfig, DiscordError};
 
     let settings = account_settings(&account.config.channels.discord, "discord", &account.id)?;
@@ -281,12 +285,12 @@ async fn start_discord(account: Account) -> Result<Option<axum::Router>, StartFa
     })?;
     let channel = Arc::new(channel);
     tracing::info!(account = %account.id, bot = %channel.bot_name(), bot_id = channel.bot_id(), "discord connected");
-    attach(&account.dispatcher, channel).await?;
-    Ok(None)
+    let running = attach(&account.dispatcher, channel).await?;
+    Ok((None, running))
 }
 
 #[cfg(feature = "slack")]
-async fn start_slack(account: Account) -> Result<Option<axum::Router>, StartFailure> {
+async fn start_slack(account: Account) -> Result<(Option<axum::Router>, Running), StartFailure> {
     use ferry::config::{ReplyToMode as CoreReplyToMode, SlackMode as Mode};
     use ferry_slack::{ReplyToMode, SlackChannel, SlackConfig, SlackError};
 
@@ -314,6 +318,6 @@ async fn start_slack(account: Account) -> Result<Option<axum::Router>, StartFail
     let channel = Arc::new(channel);
     let route = channel.events_router();
     tracing::info!(account = %account.id, team = %channel.team(), bot_user = %channel.bot_user_id(), mode = ?settings.mode, "slack connected");
-    attach(&account.dispatcher, channel).await?;
-    Ok(route)
+    let running = attach(&account.dispatcher, channel).await?;
+    Ok((route, running))
 }

@@ -223,21 +223,44 @@ async fn a_session_closed_for_good_shows_the_channel_stopped_in_healthz() {
     };
     assert_eq!(discord_state(&daemon::health(gateway.port).await), Some(serde_json::json!("running")));
 
-    // Discord closes the session with 4004: the token was revoked; serenity must not retry.
+    // Discord closes the session with 4004: the token was revoked. The supervisor starts the
+    // channel again, as it does whatever stopped it, and the platform refusing the token then
+    // stops it for good.
     discord.revoke_session();
-    let health = tokio::time::timeout(PATIENCE, async {
-        loop {
-            let health = daemon::health(gateway.port).await;
-            if discord_state(&health) != Some(serde_json::json!("running")) {
-                return health;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+    let health = daemon::channel_in_state(gateway.port, "discord", "stopped").await;
+    assert_eq!(health["ok"], false, "{health}");
+    let identifies = discord.identify_count();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(discord.identify_count(), identifies, "a refused token is not tried again");
+    assert_eq!(discord_state(&daemon::health(gateway.port).await), Some(serde_json::json!("stopped")));
+}
+
+#[tokio::test]
+async fn a_gateway_closed_with_a_code_that_is_not_resumed_comes_back_by_itself() {
+    let (discord, openai) = fakes().await;
+    let gateway = daemon(&discord, &openai, ACCESS).await;
+    let dm = warmed_up_dm(&discord, &openai).await;
+    let identifies = discord.identify_count();
+
+    // 4014 (disallowed intents, say while the operator toggles the Message Content intent):
+    // serenity gives the session up for good, and the channel's inbound ends.
+    discord.close_with(4014);
+    let health = daemon::channel_in_state(gateway.port, "discord", "retrying").await;
+    let entry = daemon::channel_entry(&health, "discord").unwrap().clone();
+    assert!(entry["lastError"].as_str().is_some_and(|error| !error.is_empty()), "{health}");
+    daemon::channel_in_state(gateway.port, "discord", "running").await;
+    tokio::time::timeout(PATIENCE, async {
+        while discord.identify_count() == identifies {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await
-    .expect("discord shows as stopped");
-    assert_eq!(discord_state(&health), Some(serde_json::json!("stopped")), "{health}");
-    assert_eq!(health["ok"], false, "{health}");
+    .expect("a new session");
+
+    openai.push(Turn::text(["Back again."]));
+    discord.dm(&user(), "are you there?");
+    let shown = wait_for(&discord, dm, |shown| shown.iter().any(|m| m.content == "Back again.")).await;
+    assert_eq!(shown.iter().filter(|m| m.content == "Back again.").count(), 1);
 }
 
 #[tokio::test]

@@ -73,7 +73,7 @@ impl ChannelRegistry {
     /// Records that the channel `name` on `account_id` stopped delivering messages (its
     /// platform client gave up: a revoked token, a fatal close). It can still send.
     pub fn mark_stopped(&self, name: &str, account_id: &str) {
-        let reason = "the platform connection ended and the adapter gave up; restart ferry once the cause is fixed";
+        let reason = "the platform connection ended and the adapter gave up";
         self.set_health(name, account_id, ChannelHealth::Stopped { reason: reason.to_owned() });
     }
 

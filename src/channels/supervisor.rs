@@ -1,9 +1,12 @@
-//! Starting a channel until it runs: a platform that is unreachable when the gateway starts
-//! (the network is not up yet, the API has an outage) must not leave the channel dead until
-//! someone restarts ferry. The supervisor retries with exponential backoff, from
-//! [`Backoff::first`] up to [`Backoff::max`], and keeps the channel's state in the registry,
-//! where `/healthz` shows it. Only a failure retrying cannot fix (the platform refused the
-//! token, the config cannot work) stops it, with the reason on record.
+//! Starting a channel until it runs, and again whenever it stops: a platform that is
+//! unreachable when the gateway starts (the network is not up yet, the API has an outage), or
+//! a channel whose inbound ends later (a poller task that ended, a socket closed for good, a
+//! panic), must not leave the channel dead until someone restarts ferry. The supervisor
+//! retries with exponential backoff, from [`Backoff::first`] up to [`Backoff::max`], and keeps
+//! the channel's state in the registry, where `/healthz` shows it. Only a failure retrying
+//! cannot fix (the platform refused the token, the config cannot work) stops it, with the
+//! reason on record: a channel that stopped is started as at start-up, so a revoked token is
+//! found out by the reconnect.
 //!
 //! It logs once per outage (the first failure, with its error) and once on recovery; the
 //! attempts in between are debug lines, so an outage of hours does not flood the log.
@@ -14,6 +17,8 @@
 use std::future::Future;
 use std::time::Duration;
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use rand::RngExt;
 use tokio::task::JoinHandle;
 
@@ -45,6 +50,34 @@ impl Default for Backoff {
     }
 }
 
+/// A channel that runs ran this long before stopping counts as healthy: its next restart
+/// starts the backoff over. One that stops sooner backs off further each time, so a channel
+/// that starts and stops at once is not restarted in a tight loop.
+pub const HEALTHY_FOR: Duration = Duration::from_secs(60);
+
+/// A started channel: resolves, with the reason, when it stops delivering messages.
+pub struct Running(BoxFuture<'static, String>);
+
+impl Running {
+    /// Runs until `inbound`, the task feeding the channel's messages to the core, ends.
+    pub fn until(inbound: JoinHandle<()>) -> Self {
+        Self(
+            inbound
+                .map(|ended| match ended {
+                    Ok(()) => "its inbound connection ended".to_owned(),
+                    Err(error) if error.is_panic() => "its inbound task panicked".to_owned(),
+                    Err(_) => "its inbound task was cancelled".to_owned(),
+                })
+                .boxed(),
+        )
+    }
+
+    /// Runs until `ended` resolves with the reason.
+    pub fn until_ended(ended: impl Future<Output = String> + Send + 'static) -> Self {
+        Self(ended.boxed())
+    }
+}
+
 impl Backoff {
     /// The wait after the `attempts`-th failed attempt (1 = the first), before jitter.
     pub fn delay(&self, attempts: u32) -> Duration {
@@ -55,10 +88,10 @@ impl Backoff {
 
 /// Runs `connect` until it succeeds or fails for good, recording the channel `name` on
 /// `account_id` as starting, retrying or stopped in `registry` (a successful `connect`
-/// registers the channel, which makes it running). Returns once the first attempt is over,
-/// so a channel that can start has started (and messages left from before a restart find it
-/// there); if that attempt failed for a passing reason the retries go on in the returned
-/// task.
+/// registers the channel, which makes it running), and starts it again the same way each time
+/// it stops running. Returns once the first attempt is over, so a channel that can start has
+/// started (and messages left from before a restart find it there); the watching and the
+/// retries go on in the returned task, `None` when the first attempt failed for good.
 pub async fn supervise<F, Fut>(
     registry: ChannelRegistry,
     name: &str,
@@ -68,44 +101,64 @@ pub async fn supervise<F, Fut>(
 ) -> Option<JoinHandle<()>>
 where
     F: FnMut() -> Fut + Send + 'static,
-    Fut: Future<Output = Result<(), StartFailure>> + Send,
+    Fut: Future<Output = Result<Running, StartFailure>> + Send,
 {
     let channel = Supervised { registry, name: name.to_owned(), account_id: account_id.to_owned() };
     channel.set(ChannelHealth::Starting);
-    let reason = match connect().await {
-        Ok(()) => {
+    // Attempts since the channel last ran healthily.
+    let mut attempts = 0u32;
+    let mut next = match connect().await {
+        Ok(running) => {
             channel.set(ChannelHealth::Running);
-            return None;
+            Ok(running)
         }
         Err(StartFailure::Permanent(reason)) => {
             channel.stop(reason);
             return None;
         }
-        Err(StartFailure::Transient(reason)) => reason,
+        Err(StartFailure::Transient(reason)) => {
+            tracing::warn!(channel = %name, account = %account_id, "the {name} channel did not start: {reason}; retrying with backoff (up to every {} s) until it does", backoff.max.as_secs());
+            attempts = 1;
+            Err(channel.retrying(reason, attempts, &backoff))
+        }
     };
-    tracing::warn!(channel = %name, account = %account_id, "the {name} channel did not start: {reason}; retrying with backoff (up to every {} s) until it does", backoff.max.as_secs());
-    let outage_began = tokio::time::Instant::now();
-    let mut delay = channel.retrying(reason, 1, &backoff);
     Some(tokio::spawn(async move {
-        let mut attempts = 1u32;
+        let mut outage_began = tokio::time::Instant::now();
         loop {
-            tokio::time::sleep(delay).await;
-            attempts += 1;
-            match connect().await {
-                Ok(()) => {
-                    channel.set(ChannelHealth::Running);
-                    let down_for_s = outage_began.elapsed().as_secs();
+            let delay = match next {
+                Ok(running) => {
+                    if attempts > 0 {
+                        let down_for_s = outage_began.elapsed().as_secs();
+                        let name = &channel.name;
+                        tracing::info!(channel = %name, account = %channel.account_id, attempts, down_for_s, "the {name} channel is running again");
+                    }
+                    let started = tokio::time::Instant::now();
+                    let why = running.0.await;
+                    if started.elapsed() >= HEALTHY_FOR {
+                        attempts = 0;
+                    }
+                    outage_began = tokio::time::Instant::now();
                     let name = &channel.name;
-                    tracing::info!(channel = %name, account = %channel.account_id, attempts, down_for_s, "the {name} channel is running again");
-                    return;
+                    tracing::warn!(channel = %name, account = %channel.account_id, "the {name} channel stopped: {why}; starting it again");
+                    attempts = attempts.saturating_add(1);
+                    channel.retrying(why, attempts, &backoff)
+                }
+                Err(delay) => delay,
+            };
+            tokio::time::sleep(delay).await;
+            next = match connect().await {
+                Ok(running) => {
+                    channel.set(ChannelHealth::Running);
+                    Ok(running)
                 }
                 Err(StartFailure::Permanent(reason)) => return channel.stop(reason),
                 Err(StartFailure::Transient(reason)) => {
                     let name = &channel.name;
                     tracing::debug!(channel = %name, account = %channel.account_id, attempts, "the {name} channel still cannot start: {reason}");
-                    delay = channel.retrying(reason, attempts, &backoff);
+                    attempts = attempts.saturating_add(1);
+                    Err(channel.retrying(reason, attempts, &backoff))
                 }
-            }
+            };
         }
     }))
 }
@@ -162,12 +215,15 @@ mod tests {
         let registry = ChannelRegistry::new();
         let calls = Arc::new(AtomicU32::new(0));
         let counted = calls.clone();
-        let task = supervise(registry.clone(), "telegram", "default", Backoff::default(), move || {
-            let call = counted.fetch_add(1, Ordering::SeqCst) + 1;
-            async move { if call < 4 { Err(StartFailure::Transient(format!("refused #{call}"))) } else { Ok(()) } }
-        })
-        .await
-        .expect("retries go on in a task");
+        let task =
+            supervise(registry.clone(), "telegram", "default", Backoff::default(), move || {
+                let call = counted.fetch_add(1, Ordering::SeqCst) + 1;
+                async move {
+                    if call < 4 { Err(StartFailure::Transient(format!("refused #{call}"))) } else { Ok(forever()) }
+                }
+            })
+            .await
+            .expect("retries go on in a task");
         match health(&registry) {
             ChannelHealth::Retrying { last_error, attempts: 1, next_attempt_in_ms } => {
                 assert_eq!(last_error, "refused #1");
@@ -177,9 +233,80 @@ mod tests {
         }
         // 1 s, 2 s and 4 s of backoff (plus at most a tenth) and it connects.
         tokio::time::sleep(Duration::from_millis(7800)).await;
-        task.await.unwrap();
         assert_eq!(calls.load(Ordering::SeqCst), 4);
         assert_eq!(health(&registry), ChannelHealth::Running);
+        assert!(!task.is_finished(), "the supervisor watches the running channel");
+        task.abort();
+    }
+
+    fn forever() -> Running {
+        Running::until_ended(std::future::pending())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_channel_that_stops_after_running_is_started_again_with_backoff() {
+        let registry = ChannelRegistry::new();
+        let calls = Arc::new(AtomicU32::new(0));
+        let counted = calls.clone();
+        // The first two runs end by themselves: one after 5 s, one at once.
+        let task = supervise(registry.clone(), "discord", "default", Backoff::default(), move || {
+            let call = counted.fetch_add(1, Ordering::SeqCst) + 1;
+            async move {
+                Ok(match call {
+                    1 => Running::until_ended(async {
+                        tokio::time::sleep(Duration::from_secs(5)).await;
+                        "the socket closed for good".to_owned()
+                    }),
+                    2 => Running::until(tokio::spawn(async {})),
+                    _ => forever(),
+                })
+            }
+        })
+        .await
+        .expect("the supervisor watches the channel");
+        assert_eq!(health(&registry), ChannelHealth::Running);
+        tokio::time::sleep(Duration::from_millis(5010)).await;
+        match health(&registry) {
+            ChannelHealth::Retrying { last_error, attempts: 1, .. } => {
+                assert_eq!(last_error, "the socket closed for good")
+            }
+            other => panic!("retrying expected, got {other:?}"),
+        }
+        // 1 s later it runs again and stops at once; having run for less than a minute, the
+        // next wait is 2 s.
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        match health(&registry) {
+            ChannelHealth::Retrying { last_error, attempts: 2, next_attempt_in_ms } => {
+                assert_eq!(last_error, "its inbound connection ended");
+                assert!((2000..2200).contains(&next_attempt_in_ms), "{next_attempt_in_ms}");
+            }
+            other => panic!("retrying expected, got {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(2300)).await;
+        assert_eq!((calls.load(Ordering::SeqCst), health(&registry)), (3, ChannelHealth::Running));
+        task.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_channel_that_stops_and_then_has_its_token_refused_stays_stopped() {
+        let registry = ChannelRegistry::new();
+        let calls = Arc::new(AtomicU32::new(0));
+        let counted = calls.clone();
+        let task = supervise(registry.clone(), "telegram", "default", Backoff::default(), move || {
+            let call = counted.fetch_add(1, Ordering::SeqCst) + 1;
+            async move {
+                match call {
+                    1 => Ok(Running::until(tokio::spawn(async { panic!("a poller bug") }))),
+                    _ => Err(StartFailure::Permanent("Telegram refused the bot token".to_owned())),
+                }
+            }
+        })
+        .await
+        .expect("the supervisor watches the channel");
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        assert!(task.is_finished(), "nothing more to do");
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        assert_eq!(health(&registry), ChannelHealth::Stopped { reason: "Telegram refused the bot token".to_owned() });
     }
 
     #[tokio::test(start_paused = true)]
@@ -210,13 +337,14 @@ mod tests {
                     if let Some(released) = released {
                         let _ = released.await;
                     }
-                    Ok(())
+                    Ok(forever())
                 }
             }));
         tokio::task::yield_now().await;
         assert_eq!(health(&registry), ChannelHealth::Starting);
         release.send(()).unwrap();
-        assert!(first_attempt.await.unwrap().is_none(), "it returns once the first attempt connected");
+        let watching = first_attempt.await.unwrap().expect("it returns once the first attempt connected");
         assert_eq!(health(&registry), ChannelHealth::Running);
+        watching.abort();
     }
 }

@@ -129,7 +129,7 @@ impl Connection {
 
     fn token_ok(&self, data: &Value) -> bool {
         let token = data.get("token").and_then(Value::as_str).unwrap_or_default();
-        token.strip_prefix("Bot ").unwrap_or(token) == self.shared.token
+        self.shared.accepts(token.strip_prefix("Bot ").unwrap_or(token))
     }
 
     async fn identify(&mut self, socket: &mut WebSocket, data: &Value) -> bool {

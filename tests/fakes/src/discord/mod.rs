@@ -206,6 +206,9 @@ pub(crate) enum Kick {
 /// State shared between the handle a test holds and the server's handlers.
 pub(crate) struct Shared {
     token: String,
+    /// The token was revoked ([`FakeDiscord::revoke_session`]): REST answers 401 and an
+    /// identify is closed with 4004, as Discord does for a revoked token.
+    revoked: std::sync::atomic::AtomicBool,
     state: Mutex<State>,
     /// `ws://127.0.0.1:PORT/gateway`, set once the server is bound.
     gateway_url: Mutex<String>,
@@ -225,6 +228,11 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
+    /// Whether `token` (without `Bot `) is the bot's, and not revoked.
+    fn accepts(&self, token: &str) -> bool {
+        token == self.token && !self.revoked.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     fn notify(&self) {
         self.changed.send_modify(|version| *version += 1);
     }
@@ -256,6 +264,7 @@ impl FakeDiscord {
         let bot = DiscordUser::bot(DISCORD_BOT_ID, "ferry-test");
         let shared = Arc::new(Shared {
             token: token.to_owned(),
+            revoked: std::sync::atomic::AtomicBool::new(false),
             state: Mutex::new(State::new(bot)),
             gateway_url: Mutex::new(String::new()),
             url: Mutex::new(String::new()),
@@ -484,10 +493,18 @@ impl FakeDiscord {
         self.kick(Kick::Close(4000));
     }
 
-    /// Closes the client's gateway connection with close code 4004 (authentication failed),
-    /// which a client must not reconnect after: as when the bot's token is revoked.
+    /// Revokes the bot's token: the gateway connection is closed with code 4004
+    /// (authentication failed), which a client must not reconnect after, and from now on
+    /// REST answers 401 and a new identify is refused, as Discord does.
     pub fn revoke_session(&self) {
+        self.shared.revoked.store(true, std::sync::atomic::Ordering::SeqCst);
         self.kick(Kick::Close(4004));
+    }
+
+    /// Closes the client's gateway connection with close `code`, e.g. 4014 (disallowed
+    /// intents), one a client does not resume or reconnect after by itself.
+    pub fn close_with(&self, code: u16) {
+        self.kick(Kick::Close(code));
     }
 
     /// Ends the client's gateway connection without a close frame.

@@ -131,8 +131,8 @@ impl Shared {
     }
 
     fn authorized(&self, headers: &HeaderMap) -> bool {
-        let expected = format!("Bot {}", self.token);
-        headers.get("authorization").and_then(|value| value.to_str().ok()) == Some(expected.as_str())
+        let header = headers.get("authorization").and_then(|value| value.to_str().ok());
+        header.and_then(|value| value.strip_prefix("Bot ")).is_some_and(|token| self.accepts(token))
     }
 }
 
