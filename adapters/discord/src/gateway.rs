@@ -246,7 +246,11 @@ impl Forwarder {
     async fn forward(&mut self, message: Message, core: &mpsc::Sender<InboundDelivery>) -> Forwarded {
         let id = message.id.get();
         if self.seen.contains(&id) {
-            debug!(channel = CHANNEL_NAME, message_id = id, "message seen before (a replay, or read in a catch-up); skipped");
+            debug!(
+                channel = CHANNEL_NAME,
+                message_id = id,
+                "message seen before (a replay, or read in a catch-up); skipped"
+            );
             return Forwarded::Dropped;
         }
         let (conversation, written) = (message.channel_id.to_string(), written_ms(&message));
