@@ -129,7 +129,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     // Read before the channels start, run after: what they deliver meanwhile is journaled too
     // and must not be taken for a left-over and answered twice.
     let left_over = dispatcher.left_over().await.context("reading the queue journal")?;
-    let routes = wiring::start_channels(&config, &dispatcher, &registry).await;
+    let routes = wiring::start_channels(&config, &dispatcher, &registry, &state_dir).await;
     let gateway = routes.into_iter().fold(gateway, Gateway::with_routes);
     dispatcher.resume(left_over).await;
     // Fires journaled from now on are new: the ticker starts after the left-overs were read.

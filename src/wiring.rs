@@ -125,13 +125,15 @@ pub fn thread_labels() -> ThreadLabels {
 /// supervisor that retries a channel whose platform is unreachable (backoff 1 s → 5 min)
 /// and stops only on an error retrying cannot fix (a refused token); `/healthz` shows each
 /// one's state. Returns after each account's first attempt, with the HTTP routes the
-/// adapters serve (webhooks): they answer 503 until their account runs.
+/// adapters serve (webhooks): they answer 503 until their account runs. Adapters that catch
+/// up on history after a reconnect keep their positions under `state_dir/channels`.
 #[cfg_attr(not(any(feature = "telegram", feature = "discord", feature = "slack")), allow(unused_variables))]
 #[cfg_attr(not(any(feature = "telegram", feature = "slack")), allow(unused_mut))]
 pub async fn start_channels(
     config: &Arc<Config>,
     dispatcher: &Dispatcher,
     registry: &ChannelRegistry,
+    state_dir: &std::path::Path,
 ) -> Vec<axum::Router> {
     use ferry::config::Accounts;
 
@@ -143,7 +145,12 @@ pub async fn start_channels(
         }
         let webhook = telegram.mode == ferry::config::TelegramMode::Webhook;
         let paths = if webhook { ferry_telegram::webhook_paths(id) } else { Vec::new() };
-        let start = Account { config: config.clone(), dispatcher: dispatcher.clone(), id: id.to_owned() };
+        let start = Account {
+            config: config.clone(),
+            dispatcher: dispatcher.clone(),
+            id: id.to_owned(),
+            state_dir: state_dir.to_owned(),
+        };
         routes.extend(supervised(registry, ferry_telegram::CHANNEL_NAME, start, paths, start_telegram).await);
     }
     #[cfg(feature = "discord")]
@@ -151,7 +158,12 @@ pub async fn start_channels(
         if !discord.enabled {
             continue;
         }
-        let start = Account { config: config.clone(), dispatcher: dispatcher.clone(), id: id.to_owned() };
+        let start = Account {
+            config: config.clone(),
+            dispatcher: dispatcher.clone(),
+            id: id.to_owned(),
+            state_dir: state_dir.to_owned(),
+        };
         routes.extend(supervised(registry, ferry_discord::CHANNEL_NAME, start, Vec::new(), start_discord).await);
     }
     #[cfg(feature = "slack")]
@@ -161,7 +173,12 @@ pub async fn start_channels(
         }
         let http = slack.mode == ferry::config::SlackMode::Http;
         let paths = if http { ferry_slack::events_paths(id) } else { Vec::new() };
-        let start = Account { config: config.clone(), dispatcher: dispatcher.clone(), id: id.to_owned() };
+        let start = Account {
+            config: config.clone(),
+            dispatcher: dispatcher.clone(),
+            id: id.to_owned(),
+            state_dir: state_dir.to_owned(),
+        };
         routes.extend(supervised(registry, ferry_slack::CHANNEL_NAME, start, paths, start_slack).await);
     }
     routes
@@ -174,6 +191,8 @@ struct Account {
     config: Arc<Config>,
     dispatcher: Dispatcher,
     id: String,
+    /// The state directory, for what an adapter keeps across restarts on one machine.
+    state_dir: std::path::PathBuf,
 }
 
 /// Starts one account with `start` under a supervisor. Returns the routes for its webhook
@@ -279,6 +298,10 @@ async fn start_discord(account: Account) -> Result<(Option<axum::Router>, Runnin
     discord.account_id.clone_from(&account.id);
     discord.api_url.clone_from(&settings.api_url);
     discord.gateway_url.clone_from(&settings.gateway_url);
+    // The last message seen per channel, for catching up after a restart. On a replica the
+    // shard lease's cursor is used instead (shared by the replicas).
+    let positions = account.state_dir.join("channels").join(format!("discord.{}.positions.json", account.id));
+    discord.positions = Some(Arc::new(ferry::channel::FileCursor::new(positions)));
     let channel = DiscordChannel::connect(discord).await.map_err(|error| {
         let permanent = matches!(error, DiscordError::Unauthorized { .. } | DiscordError::InvalidConfig { .. });
         start_failure(error, permanent)

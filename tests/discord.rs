@@ -391,3 +391,78 @@ async fn a_gateway_event_that_panics_serenity_restarts_the_shard_and_later_messa
     assert_eq!(shown.len(), 2, "the poisoned event was not answered: {shown:?}");
     daemon::assert_running(gateway.port, "discord").await;
 }
+
+/// The catch-up positions the gateway saved in `home` (one machine: a file in the state
+/// directory), once they name `message` as the last seen in `channel`.
+async fn positions_saved(home: &std::path::Path, channel: u64, message: u64) {
+    let file = home.join(".local/share/ferry/channels/discord.default.positions.json");
+    let expected = format!("\"{channel}\":{{\"last\":\"{message}\"");
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            if std::fs::read_to_string(&file).is_ok_and(|saved| saved.contains(&expected)) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{} never named {message} in {channel}", file.display()));
+}
+
+/// The text of the last message of a model request: the one it answers.
+fn asked(request: &ferry_fakes::RecordedRequest) -> String {
+    request.body["messages"].as_array().and_then(|messages| messages.last()).map(|m| m.to_string()).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn messages_written_while_the_gateway_was_down_are_answered_once_each_in_order_after_it_starts() {
+    let (discord, openai) = fakes().await;
+    // One run per message, so each is answered on its own and in order.
+    let access = format!("{ACCESS}\n\n[messages.queue]\nmode = \"followup\"\ndebounce_ms = 0");
+    let first = daemon(&discord, &openai, &access).await;
+    let dm = warmed_up_dm(&discord, &openai).await;
+    sentinel(&discord, &openai).await;
+    let home = first.home.as_ref().expect("home").path().to_owned();
+    let ping = discord.calls().len(); // nothing read back yet: no history call before the crash
+    let last_in_30 = discord.guild_message(GUILD, 30, &user(), "one more", Mention::None);
+    wait_for_inbound(first.port, "discord", 3).await;
+    positions_saved(&home, 30, last_in_30).await;
+    let home = first.crash(); // SIGKILL: the gateway is down until the next start
+
+    // Only the channels' history has these: Discord's gateway never delivers them.
+    let bot = discord.bot_id();
+    let while_down = [
+        (dm, discord.history_only_message(dm, &user(), "first while down")),
+        (dm, discord.history_only_message(dm, &user(), "second while down")),
+        (30, discord.history_only_message(30, &user(), &format!("<@{bot}> third while down"))),
+        (30, discord.history_only_message(30, &DiscordUser::bot(555, "another-bot"), &format!("<@{bot}> a bot"))),
+    ];
+    assert!(while_down.iter().all(|(_, id)| *id > last_in_30));
+    // Discord asks for patience on the first read: it is waited out, not skipped.
+    discord.fail_next_history_read(dm, Duration::from_millis(200));
+    for answer in ["answer A", "answer B", "answer C"] {
+        openai.push(Turn::text([answer]));
+    }
+    let second = daemon_in(home, &config(TOKEN, &discord, &access), &openai, "discord").await;
+    wait_for(&discord, dm, |shown| shown.len() >= 3).await;
+    wait_for(&discord, 30, |shown| shown.len() >= 2).await;
+    // A message after the catch-up: anything run twice would have shown by its answer.
+    openai.push(Turn::text(["after"]));
+    discord.guild_message(GUILD, 30, &user(), "and now?", Mention::Plain);
+    wait_for(&discord, 30, |shown| shown.iter().any(|m| m.content == "after")).await;
+
+    let questions: Vec<String> = openai.requests().iter().map(asked).collect();
+    let position = |text: &str| {
+        let found: Vec<usize> = (0..questions.len()).filter(|&i| questions[i].contains(text)).collect();
+        assert_eq!(found.len(), 1, "{text:?} answered once: {questions:#?}");
+        found[0]
+    };
+    assert!(position("first while down") < position("second while down"), "in order: {questions:#?}");
+    position("third while down");
+    // Another bot's message (also missed) is ignored as on the gateway: no seventh run.
+    assert_eq!(questions.len(), 6, "warm-up, ping, three missed messages, and now: {questions:#?}");
+    assert_eq!(discord.messages_in(dm).len(), 3);
+    assert!(discord.rate_limited_count() >= 1, "the 429 was met");
+    assert!(discord.calls()[..ping].iter().all(|call| call.method != "GET" || !call.path.ends_with("/messages")));
+    drop(second);
+}

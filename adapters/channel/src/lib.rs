@@ -37,8 +37,10 @@
 
 mod ack;
 mod capabilities;
+pub mod catch_up;
 mod channel;
 mod error;
+mod file_cursor;
 mod inbound;
 pub mod memory;
 mod outbound;
@@ -49,6 +51,7 @@ pub use capabilities::{ChannelCapabilities, MarkupDialect, Rate, SendBudget, Sen
 pub use channel::DEFAULT_ACCOUNT_ID;
 pub use channel::{Channel, Download, InboundStream};
 pub use error::ChannelError;
+pub use file_cursor::FileCursor;
 pub use inbound::{
     Attachment, AttachmentKind, ChatKind, ChatRef, ClientRequest, Delivery, InboundDelivery, InboundMessage,
     ScheduledFire, Sender,

@@ -29,7 +29,7 @@ use tracing::{error, info};
 use crate::config::DiscordConfig;
 use crate::download::Downloader;
 use crate::error::{DiscordError, channel_error};
-use crate::gateway::{Forwarder, Handler};
+use crate::gateway::{Forwarder, GatewayEvent, Handler};
 use crate::nonce::nonce_for;
 use crate::normalize::BotIdentity;
 use crate::rest::{CallError, Rest};
@@ -61,6 +61,9 @@ pub struct DiscordChannel {
     gateway: GatewaySettings,
     /// What the first [`Channel::start`] takes; a second start finds `None`.
     pending: Mutex<Option<PendingStart>>,
+    /// Where catch-up positions are kept when the channel is not started under a lease
+    /// ([`DiscordConfig::positions`]).
+    positions: Option<Arc<dyn IngressCursor>>,
 }
 
 /// What building a gateway client takes.
@@ -76,7 +79,7 @@ struct GatewaySettings {
 struct PendingStart {
     client: Client,
     forwarder: Forwarder,
-    messages: mpsc::UnboundedReceiver<serenity::all::Message>,
+    messages: mpsc::UnboundedReceiver<GatewayEvent>,
 }
 
 impl DiscordChannel {
@@ -128,6 +131,7 @@ impl DiscordChannel {
             downloader,
             gateway,
             pending: Mutex::new(Some(pending)),
+            positions: config.positions,
         })
     }
 
@@ -167,7 +171,7 @@ impl Channel for DiscordChannel {
         let pending = self
             .take_pending()
             .ok_or(ChannelError::Rejected { reason: "the Discord channel was already started".to_owned() })?;
-        Ok(self.launch(pending, false))
+        Ok(self.launch(pending, false, self.positions.clone()))
     }
 
     /// One gateway connection per shard: when the core runs as several replicas, the one
@@ -178,15 +182,16 @@ impl Channel for DiscordChannel {
 
     /// Connects a fresh gateway client (the first start uses the one `connect` built). The
     /// client is shut down when the returned stream is dropped, so a replica that lost the
-    /// lease stops receiving. Discord keeps no position to save: the cursor is not used.
-    async fn start_singleton(&self, _cursor: Arc<dyn IngressCursor>) -> Result<InboundStream, ChannelError> {
+    /// lease stops receiving. The cursor keeps the catch-up positions (the last message seen
+    /// per channel), so the replica taking the shard over reads what was written in between.
+    async fn start_singleton(&self, cursor: Arc<dyn IngressCursor>) -> Result<InboundStream, ChannelError> {
         let pending = match self.take_pending() {
             Some(pending) => pending,
             None => build_client(&self.gateway, &self.rest, &self.identity, &self.account_id)
                 .await
                 .map_err(|error| ChannelError::Transient { reason: error.to_string() })?,
         };
-        Ok(self.launch(pending, true))
+        Ok(self.launch(pending, true, Some(cursor)))
     }
 
     async fn send(&self, message: OutboundMessage) -> Result<SentMessage, ChannelError> {
@@ -265,12 +270,18 @@ impl DiscordChannel {
     }
 
     /// Runs `pending`'s gateway client and forwarder; the stream ends when the client stops.
-    /// With `shut_down_on_drop`, dropping the stream also shuts the client down.
-    fn launch(&self, pending: PendingStart, shut_down_on_drop: bool) -> InboundStream {
+    /// With `shut_down_on_drop`, dropping the stream also shuts the client down. Catch-up
+    /// positions are kept in `positions`.
+    fn launch(
+        &self,
+        pending: PendingStart,
+        shut_down_on_drop: bool,
+        positions: Option<Arc<dyn IngressCursor>>,
+    ) -> InboundStream {
         let PendingStart { mut client, forwarder, messages } = pending;
         let (tx, rx) = mpsc::channel::<InboundDelivery>(INBOUND_BUFFER);
         let (client_gone, gone) = tokio::sync::oneshot::channel();
-        tokio::spawn(forwarder.run(messages, tx, gone));
+        tokio::spawn(forwarder.run(messages, tx, gone, positions));
         let account_id = self.account_id.clone();
         crate::shard_watch::restart_shards_after_panics(client.shard_manager.clone(), account_id.clone());
         let guard = shut_down_on_drop.then(|| ShutDownOnDrop(client.shard_manager.clone()));

@@ -1,6 +1,9 @@
 //! What the core's wiring hands the adapter: credentials, endpoints and which account.
 
 use std::fmt;
+use std::sync::Arc;
+
+use ferry_channel::IngressCursor;
 
 /// Discord's public API host, the default of `channels.discord.api_url`. Serenity builds every
 /// REST URL from it; any other value is used as a proxy prefix (tests point it at a fake).
@@ -21,6 +24,11 @@ pub struct DiscordConfig {
     /// Pass group-DM messages to the core (as `group` chats). Off by default: bots are rarely
     /// in group DMs, and a group DM has no guild allowlist to gate it.
     pub group_dms: bool,
+    /// Where the last message seen per channel is kept across restarts, for catching up
+    /// after a reconnect (`catch_up.rs`) when the channel is started without a lease (one
+    /// machine: a file in the state directory). Under a lease the lease's cursor is used
+    /// instead. `None`: kept in memory, so only reconnects within the process catch up.
+    pub positions: Option<Arc<dyn IngressCursor>>,
 }
 
 impl DiscordConfig {
@@ -32,6 +40,7 @@ impl DiscordConfig {
             gateway_url: None,
             account_id: "default".to_owned(),
             group_dms: false,
+            positions: None,
         }
     }
 
@@ -50,6 +59,7 @@ impl fmt::Debug for DiscordConfig {
             .field("gateway_url", &self.gateway_url)
             .field("account_id", &self.account_id)
             .field("group_dms", &self.group_dms)
+            .field("positions", &self.positions.is_some())
             .finish()
     }
 }

@@ -60,7 +60,7 @@ impl Failure {
     }
 
     /// How long Discord asked us to wait: the body's `retry_after` is the most precise.
-    fn retry_after(&self) -> Option<Duration> {
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
         let seconds = self
             .body
             .get("retry_after")

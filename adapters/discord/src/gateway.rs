@@ -18,19 +18,27 @@
 //!    confirmation to hold back, so an abandoned ack is only logged; the core's persisted
 //!    dedupe (by channel, account, chat, thread and message id) is what keeps a replayed
 //!    message from running twice across restarts.
+//!
+//! READY and RESUMED are queued too, as [`GatewayEvent::Connected`]: after each, the
+//! forwarder first reads what the channels it saw lately missed (`catch_up.rs`), then goes
+//! on with what the gateway delivers. It keeps the last message it saw per channel in a
+//! [`PositionKeeper`], moved only past what the core accepted (or the adapter skipped).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::num::NonZeroU64;
+use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_channel::{Ack, AckOutcome, InboundDelivery};
+use ferry_channel::catch_up::PositionKeeper;
+use ferry_channel::{Ack, AckOutcome, InboundDelivery, IngressCursor};
 use serde_json::Value;
 use serenity::all::{Context, EventHandler, Message, Ready, ResumedEvent};
-use serenity::model::id::ChannelId;
+use serenity::model::id::{ChannelId, MessageId};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
 use crate::CHANNEL_NAME;
+use crate::catch_up::{missed, snowflake_order, written_ms};
 use crate::normalize::{BotIdentity, Place, normalize};
 use crate::rest::{CallError, Rest};
 
@@ -46,9 +54,18 @@ const DM: u64 = 1;
 const GROUP_DM: u64 = 3;
 const THREAD_TYPES: [u64; 3] = [10, 11, 12];
 
+/// What the handler queues for the forwarder.
+#[derive(Debug)]
+pub(crate) enum GatewayEvent {
+    /// A `MESSAGE_CREATE`.
+    Message(Box<Message>),
+    /// The session is live again (READY or RESUMED): time to catch up on history.
+    Connected,
+}
+
 /// Serenity's event handler: hands messages over and returns at once.
 pub(crate) struct Handler {
-    pub(crate) tx: mpsc::UnboundedSender<Message>,
+    pub(crate) tx: mpsc::UnboundedSender<GatewayEvent>,
     pub(crate) account_id: String,
 }
 
@@ -56,17 +73,19 @@ pub(crate) struct Handler {
 impl EventHandler for Handler {
     async fn message(&self, _ctx: Context, message: Message) {
         // Never awaits: the forwarder does the rest on its own task.
-        if self.tx.send(message).is_err() {
+        if self.tx.send(GatewayEvent::Message(Box::new(message))).is_err() {
             debug!(channel = CHANNEL_NAME, account_id = %self.account_id, "message after the channel stopped; dropped");
         }
     }
 
     async fn ready(&self, _ctx: Context, ready: Ready) {
         info!(channel = CHANNEL_NAME, account_id = %self.account_id, guilds = ready.guilds.len(), "Discord gateway session ready");
+        let _ = self.tx.send(GatewayEvent::Connected);
     }
 
     async fn resume(&self, _ctx: Context, _resumed: ResumedEvent) {
         info!(channel = CHANNEL_NAME, account_id = %self.account_id, "Discord gateway session resumed");
+        let _ = self.tx.send(GatewayEvent::Connected);
     }
 }
 
@@ -79,6 +98,20 @@ pub(crate) struct Forwarder {
     places: HashMap<ChannelId, Place>,
     seen: HashSet<u64>,
     seen_order: VecDeque<u64>,
+    /// The last message seen per channel, for catching up after a reconnect; loaded from
+    /// the cursor [`Forwarder::run`] is given.
+    positions: PositionKeeper,
+}
+
+/// What became of one message the forwarder was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Forwarded {
+    /// Handed to the core.
+    Delivered,
+    /// Seen before, or not for the core (skipped).
+    Dropped,
+    /// The core's side is gone: stop.
+    CoreGone,
 }
 
 impl Forwarder {
@@ -91,19 +124,25 @@ impl Forwarder {
             places: HashMap::new(),
             seen: HashSet::new(),
             seen_order: VecDeque::new(),
+            positions: PositionKeeper::in_memory(snowflake_order),
         }
     }
 
     /// Runs until the handler's queue or the core's side closes, or the gateway client gave
     /// up (`client_gone` fires): then what is queued is forwarded and the core's stream ends,
     /// which tells the core this channel no longer receives. (serenity keeps the handler, and
-    /// with it the queue's sender, alive after its client stopped.)
+    /// with it the queue's sender, alive after its client stopped.) Catch-up positions are
+    /// loaded from `cursor` and saved there; without one they last as long as the process.
     pub(crate) async fn run(
         mut self,
-        mut rx: mpsc::UnboundedReceiver<Message>,
+        mut rx: mpsc::UnboundedReceiver<GatewayEvent>,
         core: mpsc::Sender<InboundDelivery>,
         mut client_gone: oneshot::Receiver<()>,
+        cursor: Option<Arc<dyn IngressCursor>>,
     ) {
+        if let Some(cursor) = cursor {
+            self.positions = PositionKeeper::load(cursor, snowflake_order, CHANNEL_NAME).await;
+        }
         loop {
             let first = tokio::select! {
                 message = rx.recv() => match message {
@@ -131,50 +170,119 @@ impl Forwarder {
         }
     }
 
-    /// Forwards `batch` in message id order; `false` once the core's side is gone.
-    async fn forward_batch(&mut self, mut batch: Vec<Message>, core: &mpsc::Sender<InboundDelivery>) -> bool {
-        batch.sort_by_key(|message| message.id.get());
-        for message in batch {
-            if !self.forward(message, core).await {
+    /// Catches up if the batch holds a (re)connect, then forwards its messages in id order;
+    /// `false` once the core's side is gone.
+    async fn forward_batch(&mut self, batch: Vec<GatewayEvent>, core: &mpsc::Sender<InboundDelivery>) -> bool {
+        let mut connected = false;
+        let mut messages = Vec::with_capacity(batch.len());
+        for event in batch {
+            match event {
+                GatewayEvent::Message(message) => messages.push(message),
+                GatewayEvent::Connected => connected = true,
+            }
+        }
+        if connected && !self.catch_up(core).await {
+            return false;
+        }
+        messages.sort_by_key(|message| message.id.get());
+        for message in messages {
+            if self.forward(*message, core).await == Forwarded::CoreGone {
                 return false;
             }
         }
         true
     }
 
-    /// Forwards one message; `false` once the core's side is gone.
-    async fn forward(&mut self, message: Message, core: &mpsc::Sender<InboundDelivery>) -> bool {
-        let id = message.id.get();
-        if self.seen.contains(&id) {
-            debug!(channel = CHANNEL_NAME, message_id = id, "message seen before (a replay after resume); skipped");
+    /// Reads each recently active channel's history since the last message seen there and
+    /// forwards what the gateway did not deliver, oldest first (see `catch_up.rs`); `false`
+    /// once the core's side is gone. A channel whose history cannot be read is skipped.
+    async fn catch_up(&mut self, core: &mpsc::Sender<InboundDelivery>) -> bool {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let channels = self.positions.recent(now_ms);
+        if channels.is_empty() {
             return true;
         }
+        let (mut read, mut delivered, mut failed) = (0usize, 0usize, 0usize);
+        for (channel, seen) in &channels {
+            let (Ok(channel_id), Ok(after)) = (channel.parse::<NonZeroU64>(), seen.last.parse::<NonZeroU64>()) else {
+                continue;
+            };
+            let messages = match missed(&self.rest, ChannelId::from(channel_id), MessageId::from(after), now_ms).await {
+                Ok(messages) => messages,
+                Err(error) => {
+                    failed += 1;
+                    warn!(
+                        channel = CHANNEL_NAME,
+                        account_id = %self.account_id,
+                        chat_id = %channel,
+                        %error,
+                        "reading a Discord channel's history after a reconnect failed; what it missed is not answered"
+                    );
+                    continue;
+                }
+            };
+            read += messages.len();
+            for message in messages {
+                match self.forward(message, core).await {
+                    Forwarded::Delivered => delivered += 1,
+                    Forwarded::Dropped => {}
+                    Forwarded::CoreGone => return false,
+                }
+            }
+        }
+        info!(
+            channel = CHANNEL_NAME,
+            account_id = %self.account_id,
+            channels = channels.len(),
+            read,
+            delivered,
+            failed,
+            "caught up on Discord history after a (re)connect"
+        );
+        true
+    }
+
+    /// Forwards one message.
+    async fn forward(&mut self, message: Message, core: &mpsc::Sender<InboundDelivery>) -> Forwarded {
+        let id = message.id.get();
+        if self.seen.contains(&id) {
+            debug!(
+                channel = CHANNEL_NAME,
+                message_id = id,
+                "message seen before (a replay, or read in a catch-up); skipped"
+            );
+            return Forwarded::Dropped;
+        }
+        let (conversation, written) = (message.channel_id.to_string(), written_ms(&message));
         let place = self.place(&message).await;
         let inbound = match normalize(&message, &place, &self.bot, &self.account_id, self.group_dms) {
             Ok(inbound) => inbound,
             Err(reason) => {
                 debug!(channel = CHANNEL_NAME, message_id = id, chat_id = %message.channel_id, reason, "message skipped");
                 self.remember(id);
-                return true;
+                self.positions.seen(&conversation, &id.to_string(), written);
+                return Forwarded::Dropped;
             }
         };
         let (ack, receiver) = Ack::pair();
         if core.send(InboundDelivery { message: inbound, ack }).await.is_err() {
-            return false;
+            return Forwarded::CoreGone;
         }
         self.remember(id);
         let account_id = self.account_id.clone();
+        let positions = self.positions.clone();
         tokio::spawn(async move {
-            if receiver.outcome().await == AckOutcome::Abandoned {
-                warn!(
+            match receiver.outcome().await {
+                AckOutcome::Accepted => positions.seen(&conversation, &id.to_string(), written),
+                AckOutcome::Abandoned => warn!(
                     channel = CHANNEL_NAME,
                     %account_id,
                     message_id = id,
-                    "the core let go of a Discord message without recording it; Discord does not redeliver, so it is lost"
-                );
+                    "the core let go of a Discord message without recording it; the next catch-up reads it again"
+                ),
             }
         });
-        true
+        Forwarded::Delivered
     }
 
     fn remember(&mut self, id: u64) {

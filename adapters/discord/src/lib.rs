@@ -21,6 +21,8 @@
 //!   and the outbound calls of the `Channel` trait;
 //! - `gateway`: serenity's event handler, which only enqueues, and the forwarder that orders,
 //!   dedupes, resolves channels (threads, DMs) and hands messages to the core;
+//! - `catch_up`: after every (re)connect, each recently active channel's history since the
+//!   last message seen there, for what the gateway never delivered;
 //! - `normalize`: Discord messages → `InboundMessage` (DMs, channels, threads, mentions,
 //!   attachments by their CDN link, type, size and pixel size);
 //! - `nonce`: the `nonce` + `enforce_nonce` a create carries, derived from the message's
@@ -42,6 +44,7 @@ use std::time::Duration;
 
 use ferry_channel::{ChannelCapabilities, MarkupDialect, Rate, SendBudget};
 
+mod catch_up;
 mod channel;
 mod config;
 mod download;

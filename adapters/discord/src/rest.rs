@@ -75,6 +75,22 @@ impl Rest {
         self.call(Route::Channel { channel_id }, LightMethod::Get, None).await
     }
 
+    /// `GET /channels/{id}/messages?after={id}&limit={n}`: up to `limit` (at most 100)
+    /// messages written after `after`, the oldest of them; Discord lists them newest first.
+    pub(crate) async fn messages_after(
+        &self,
+        channel_id: ChannelId,
+        after: MessageId,
+        limit: usize,
+    ) -> Result<Value, CallError> {
+        let params = vec![("after", after.to_string()), ("limit", limit.to_string())];
+        let request = Request::new(Route::ChannelMessages { channel_id }, LightMethod::Get)
+            .params(Some(params))
+            .build(&self.client, &self.authorization, self.proxy.as_deref())
+            .map_err(|error| CallError::Network(redact(&error.to_string(), &self.token)))?;
+        self.send(request).await
+    }
+
     /// `POST /channels/{id}/messages`.
     pub(crate) async fn create_message(&self, channel_id: ChannelId, body: &Value) -> Result<Value, CallError> {
         self.call(Route::ChannelMessages { channel_id }, LightMethod::Post, Some(body)).await

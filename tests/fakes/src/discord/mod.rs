@@ -32,13 +32,18 @@
 //! signed links that expire, and the bot uploads files with a `multipart/form-data` create,
 //! checked against Discord's limits (`media.rs`).
 //!
+//! A channel's history is served as Discord serves it (`history.rs`); a message can be put
+//! there without any gateway event ([`FakeDiscord::history_only_message`]), as when it was
+//! written while the bot's gateway was down.
+//!
 //! Layout: `state.rs` holds channels, messages, faults, limits and the session log;
-//! `rest.rs` serves the HTTP API; `media.rs` the CDN and uploads; `gateway.rs` the WebSocket.
+//! `rest.rs` serves the HTTP API; `history.rs` its message history; `media.rs` the CDN and uploads; `gateway.rs` the WebSocket.
 //!
 //! Not served: embeds, slash commands and interactions, guild and member endpoints,
 //! zlib-compressed gateway frames.
 
 mod gateway;
+mod history;
 mod media;
 mod rest;
 mod state;
@@ -347,6 +352,22 @@ impl FakeDiscord {
         self.shared.notify();
     }
 
+    /// A message from `author` in `channel` (which must exist) that only the channel's
+    /// history has: no gateway event is dispatched, now or later, as for a message written
+    /// while the bot was not connected. Returns its id.
+    pub fn history_only_message(&self, channel: u64, author: &DiscordUser, content: &str) -> u64 {
+        let id = {
+            let mut state = lock(&self.shared.state);
+            assert!(state.channels.contains_key(&channel), "fake Discord: channel {channel} was never created");
+            let id = state.next_id();
+            let json = state.message_json(id, channel, author, content, None);
+            state.messages.insert(id, StoredMessage { json, sent: None });
+            id
+        };
+        self.shared.notify();
+        id
+    }
+
     fn inject_with(
         &self,
         channel: u64,
@@ -484,6 +505,17 @@ impl FakeDiscord {
         let storm = state::Storm { until, retry_after: retry_after.as_secs_f64() };
         lock(&self.shared.state).storms.insert(channel, storm);
         until
+    }
+
+    /// The next history read of `channel` gets a 429 with this `retry_after`. Queued per
+    /// channel, each used once.
+    pub fn fail_next_history_read(&self, channel: u64, retry_after: Duration) {
+        lock(&self.shared.state).history_faults.entry(channel).or_default().push_back(retry_after.as_secs_f64());
+    }
+
+    /// History reads (`GET …/messages`) answered with a page so far.
+    pub fn history_reads(&self) -> usize {
+        lock(&self.shared.state).history_reads
     }
 
     // --- The gateway ------------------------------------------------------------------------

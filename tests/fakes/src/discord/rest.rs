@@ -35,7 +35,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v10/channels/{channel}", get(channel))
         .route(
             "/api/v10/channels/{channel}/messages",
-            post(create_message).layer(DefaultBodyLimit::max(media::BODY_LIMIT)),
+            post(create_message).layer(DefaultBodyLimit::max(media::BODY_LIMIT)).get(super::history::list_messages),
         )
         .route("/api/v10/channels/{channel}/messages/{message}", patch(edit_message).delete(delete_message))
         .route("/api/v10/channels/{channel}/typing", post(typing))
@@ -53,7 +53,7 @@ pub(crate) fn error(status: u16, code: i64, message: &str) -> Response {
     (status, axum::Json(json!({ "code": code, "message": message }))).into_response()
 }
 
-fn rate_limited(retry_after: f64) -> Response {
+pub(crate) fn rate_limited(retry_after: f64) -> Response {
     let body = json!({ "message": "You are being rate limited.", "retry_after": retry_after, "global": false });
     let mut response = (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
     let headers = response.headers_mut();
@@ -73,7 +73,7 @@ fn rate_limited(retry_after: f64) -> Response {
 
 impl Shared {
     /// Records the call; returns its index.
-    fn record(&self, method: &Method, path: String, channel_id: Option<u64>, body: Value) -> usize {
+    pub(crate) fn record(&self, method: &Method, path: String, channel_id: Option<u64>, body: Value) -> usize {
         let index = {
             let mut state = lock(&self.state);
             state.calls.push(Call {
@@ -92,7 +92,7 @@ impl Shared {
         index
     }
 
-    fn answer(&self, index: usize, response: Response) -> Response {
+    pub(crate) fn answer(&self, index: usize, response: Response) -> Response {
         {
             let mut state = lock(&self.state);
             if response.status() == StatusCode::TOO_MANY_REQUESTS {
@@ -130,7 +130,7 @@ impl Shared {
         dropped_response()
     }
 
-    fn authorized(&self, headers: &HeaderMap) -> bool {
+    pub(crate) fn authorized(&self, headers: &HeaderMap) -> bool {
         let header = headers.get("authorization").and_then(|value| value.to_str().ok());
         header.and_then(|value| value.strip_prefix("Bot ")).is_some_and(|token| self.accepts(token))
     }

@@ -86,6 +86,10 @@ pub(crate) struct State {
     pub(crate) calls: Vec<Call>,
     pub(crate) typing: Vec<u64>,
     pub(crate) faults: HashMap<u64, VecDeque<Fault>>,
+    /// Scripted 429s (`retry_after` in seconds) for the next history reads of a channel.
+    pub(crate) history_faults: HashMap<u64, VecDeque<f64>>,
+    /// History reads answered with a page.
+    pub(crate) history_reads: usize,
     /// Channels answering every message call with 429 until the storm ends.
     pub(crate) storms: HashMap<u64, Storm>,
     /// The nonces of the bot's creates, by (channel, nonce): what `enforce_nonce` checks.
@@ -133,6 +137,8 @@ impl State {
             calls: Vec::new(),
             typing: Vec::new(),
             faults: HashMap::new(),
+            history_faults: HashMap::new(),
+            history_reads: 0,
             storms: HashMap::new(),
             nonces: HashMap::new(),
             nonce_replays: Vec::new(),
