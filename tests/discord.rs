@@ -466,3 +466,32 @@ async fn messages_written_while_the_gateway_was_down_are_answered_once_each_in_o
     assert!(discord.calls()[..ping].iter().all(|call| call.method != "GET" || !call.path.ends_with("/messages")));
     drop(second);
 }
+
+#[tokio::test]
+async fn a_session_that_starts_anew_says_why_in_the_log_at_warn() {
+    let (discord, openai) = fakes().await;
+    let daemon = daemon::gateway_at_trace(&config(TOKEN, &discord, ACCESS), &openai, "discord").await;
+    tokio::time::timeout(PATIENCE, discord.wait_for_session()).await.expect("the gateway session is live");
+    // 4009 (session timed out): serenity cannot resume and identifies again, as after a
+    // heartbeat that was not acknowledged in time.
+    discord.close_with(4009);
+    tokio::time::timeout(PATIENCE, async {
+        while discord.identify_count() < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("a second session");
+    let log_path = daemon.home.as_ref().unwrap().path().join("stderr.log");
+    let warned = |needle: &str| {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        log.lines().any(|line| line.contains("WARN") && line.contains(needle))
+    };
+    tokio::time::timeout(PATIENCE, async {
+        while !warned("session started anew") {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("a WARN line for the new session");
+}

@@ -333,7 +333,7 @@ async fn build_client(
         http = http.proxy(proxy);
     }
     let (tx, messages) = mpsc::unbounded_channel();
-    let handler = Handler { tx, account_id: account_id.to_owned() };
+    let handler = Handler::new(tx, account_id);
     let client = serenity::client::ClientBuilder::new_with_http(http.build(), intents())
         .event_handler(handler)
         .await

@@ -67,6 +67,14 @@ pub(crate) enum GatewayEvent {
 pub(crate) struct Handler {
     pub(crate) tx: mpsc::UnboundedSender<GatewayEvent>,
     pub(crate) account_id: String,
+    /// READYs seen: a second one means the session was lost and a new one started.
+    pub(crate) sessions: std::sync::atomic::AtomicU32,
+}
+
+impl Handler {
+    pub(crate) fn new(tx: mpsc::UnboundedSender<GatewayEvent>, account_id: &str) -> Self {
+        Self { tx, account_id: account_id.to_owned(), sessions: std::sync::atomic::AtomicU32::new(0) }
+    }
 }
 
 #[serenity::async_trait]
@@ -79,7 +87,18 @@ impl EventHandler for Handler {
     }
 
     async fn ready(&self, _ctx: Context, ready: Ready) {
-        info!(channel = CHANNEL_NAME, account_id = %self.account_id, guilds = ready.guilds.len(), "Discord gateway session ready");
+        let before = self.sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if before == 0 {
+            info!(channel = CHANNEL_NAME, account_id = %self.account_id, guilds = ready.guilds.len(), "Discord gateway session ready");
+        } else {
+            // Serenity logs only "Error heartbeating" (or nothing) when it drops a session.
+            warn!(
+                channel = CHANNEL_NAME,
+                account_id = %self.account_id,
+                sessions = before + 1,
+                "Discord gateway session started anew: the previous one could not be resumed (serenity restarts a shard whose last heartbeat was not acknowledged within one heartbeat interval, as on a loaded host or a stalled network, or after Discord invalidated the session); messages sent in between are read back from channel history"
+            );
+        }
         let _ = self.tx.send(GatewayEvent::Connected);
     }
 

@@ -259,9 +259,12 @@ pub struct FakeDiscord {
 
 impl FakeDiscord {
     /// Starts the server for a bot with this token, with Discord's per-channel limits on
-    /// and a 1 s heartbeat interval (short, so tests see heartbeats quickly).
+    /// and a 3 s heartbeat interval: short, so tests see heartbeats quickly, yet long enough
+    /// that a loaded 2-core machine acknowledges each in time (serenity drops a session
+    /// whose heartbeat was not acknowledged within one interval; at 1 s that restarted
+    /// healthy sessions while the test suite ran beside a build).
     pub async fn start(token: &str) -> io::Result<Self> {
-        Self::start_with_heartbeat(token, Duration::from_secs(1)).await
+        Self::start_with_heartbeat(token, Duration::from_secs(3)).await
     }
 
     /// [`FakeDiscord::start`] with the heartbeat interval Hello announces.
