@@ -50,6 +50,7 @@ mod keys;
 mod model_script;
 mod model_server;
 mod openai;
+pub mod pdfs;
 mod postgres;
 mod recorded;
 mod server;
