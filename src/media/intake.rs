@@ -14,7 +14,7 @@
 //! A file that is refused (too large, a refused type, lost in download) is also told to its
 //! sender ([`Received::refusals`]); the message's text runs all the same.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,6 +32,12 @@ use super::{
 use crate::agent::tools::web::WebFetch;
 use crate::config::{Environment, MediaConfig};
 use crate::types::conversation::{ImagePart, MediaRef};
+
+/// The binary that parses users' files: the running daemon's own, through the kernel's link
+/// to it. Unlike its path (`current_exe`), this still runs after the file was replaced by an
+/// upgrade or a rebuild, and it is always the very version of the daemon, so both sides of
+/// the reader's pipe speak the same protocol.
+const OWN_BINARY: &str = "/proc/self/exe";
 
 /// The daemon's media: the store, the operator's `[media]` settings and the transcription
 /// service. Shared by the dispatcher (inbound files), the agent (images replayed from
@@ -79,16 +85,13 @@ pub enum MediaSetupError {
     Store(#[from] MediaStoreError),
     #[error(transparent)]
     Transcription(#[from] TranscribeError),
-    /// Ferry's own binary, which parses users' files in a child process, cannot be found.
-    #[error("cannot find Ferry's own binary (it parses users' files): {0}")]
-    OwnBinary(std::io::Error),
 }
 
 impl Media {
     /// The media of a daemon whose store is at `root`, with `config`'s settings (the
     /// transcription key may come from `env`). Files are parsed by this very binary started
-    /// again as a child. Fails when the directory cannot be used or the transcription key
-    /// cannot be found.
+    /// again as a child ([`OWN_BINARY`]). Fails when the directory cannot be used or the
+    /// transcription key cannot be found.
     pub fn open(root: &Path, config: &MediaConfig, env: &Environment) -> Result<Self, MediaSetupError> {
         let ttl = Duration::from_secs(config.ttl_days.saturating_mul(24 * 60 * 60));
         let transcriber = config.transcription.as_ref().map(|settings| Transcriber::new(settings, env)).transpose()?;
@@ -96,7 +99,7 @@ impl Media {
             timeout: Duration::from_secs(config.parse_timeout_seconds),
             memory_bytes: config.parse_memory_mb.saturating_mul(1024 * 1024),
         };
-        let reader = FileReader::new(std::env::current_exe().map_err(MediaSetupError::OwnBinary)?, limits);
+        let reader = FileReader::new(PathBuf::from(OWN_BINARY), limits);
         Ok(Self { store: MediaStore::open(root, ttl)?, config: config.clone(), web: None, transcriber, reader })
     }
 

@@ -264,13 +264,16 @@ async fn a_pdf_that_makes_the_parser_loop_is_told_in_seconds_and_costs_the_gatew
     assert_eq!(told[1], "📎 I could not read \"endless.pdf\": reading the PDF took longer than 2 s.");
     assert_eq!(told[2], "it loops");
     let asked = request(&openai, 2).await;
-    let note = "read this\n\n[\"endless.pdf\" (application/pdf, 1 KB) could not be read: reading the PDF took \
+    let note = "read this\n\n[\"endless.pdf\" (application/pdf, 7 KB) could not be read: reading the PDF took \
                 longer than 2 s]";
     assert_eq!(asked.last_user_text().as_deref(), Some(note));
 
     telegram.media_message(ADA, (ADA, "Ada"), pdf("bomb.pdf", ferry_fakes::pdfs::cmap_bomb_pdf()), None);
     let told = shown(&telegram, 5).await;
-    assert_eq!(told[3], "📎 I could not read \"bomb.pdf\": reading the PDF needed more than 256 MB of memory.");
+    // Whichever limit the child meets first: a debug build fills 256 MB in about 2 s.
+    let endings = ["needed more than 256 MB of memory.", "took longer than 2 s."];
+    let told_bomb = told[3].strip_prefix("📎 I could not read \"bomb.pdf\": reading the PDF ");
+    assert!(told_bomb.is_some_and(|ending| endings.contains(&ending)), "{}", told[3]);
 
     // Nothing of either parse is left in the gateway: no thread still busy with it, no
     // thread more than before, its memory where it was.
