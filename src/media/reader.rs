@@ -153,12 +153,14 @@ impl FileReader {
             open_files: PARSER_OPEN_FILES,
         };
         let job = ReadJob { parser, limits, keep_chars: keep };
-        let spec = LaunchSpec { confinement: confined.then(|| reader_confinement(limits)), program: Program::Read(job) };
+        let spec =
+            LaunchSpec { confinement: confined.then(|| reader_confinement(limits)), program: Program::Read(job) };
         let mut child = reader_command(&self.launcher, &spec)
             .spawn()
             .map_err(|error| Ended::Other(format!("cannot start the parser: {error}")))?;
         let answer_cap = keep.saturating_mul(JSON_BYTES_PER_CHAR).saturating_add(ANSWER_SLACK);
-        let (Some(mut stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        let (Some(mut stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             return Err(Ended::Other("the parser's pipes are missing".to_owned()));
         };

@@ -43,7 +43,9 @@ fn the_cpu_limit_is_too_slow() {
 #[test]
 fn a_launcher_that_could_not_confine_is_a_setup_failure_only_when_confinement_was_asked() {
     let stderr = "sandbox: cannot create the namespaces: EPERM; the command did not run";
-    assert!(matches!(judge(exited(SETUP_FAILED), b"", stderr, true), Err(Ended::SetupFailed(ref why)) if why == stderr));
+    assert!(
+        matches!(judge(exited(SETUP_FAILED), b"", stderr, true), Err(Ended::SetupFailed(ref why)) if why == stderr)
+    );
     assert!(matches!(judge(exited(SETUP_FAILED), b"", stderr, false), Err(Ended::Other(_))));
     // Anything written on stdout means the parser ran: never taken for a setup failure.
     assert!(matches!(judge(exited(SETUP_FAILED), b"{", stderr, true), Err(Ended::Other(_))));

@@ -63,7 +63,7 @@ pub const ENDLESS_FAN_OUT: usize = 8;
 /// itself and none nests too deeply, but pdf-extract follows every `Do` by recursion
 /// without remembering what it has drawn, so the last form runs 8^29 times (about 10^26).
 pub fn endless_pdf() -> Vec<u8> {
-    let calls = vec!["/N Do"; ENDLESS_FAN_OUT].join(" ");
+    let calls = ["/N Do"; ENDLESS_FAN_OUT].join(" ");
     let forms = (0..ENDLESS_DEPTH)
         .map(|level| {
             let id = 5 + level;
