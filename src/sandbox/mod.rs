@@ -8,6 +8,9 @@
 //! [`probe`] checks from inside a real sandbox that all of it holds; if it does not,
 //! sandboxed sessions are not offered commands at all. Nothing falls back to the host.
 //!
+//! The launcher also runs the parsers of users' files ([`reader_confinement`]: no path at
+//! all, no network), for `crate::media::reader`.
+//!
 //! The file tools do not need the launcher: they resolve every path inside the session's
 //! workspace with `openat2(RESOLVE_BENEATH)` (see `agent::tools::fs`).
 
