@@ -22,7 +22,7 @@
 //! use std::time::Duration;
 //! use ferry::media::{FileReader, ReaderLimits};
 //! let limits = ReaderLimits { timeout: Duration::from_secs(20), memory_bytes: 512 << 20 };
-//! let reader = FileReader::new(std::env::current_exe().unwrap(), limits);
+//! let reader = FileReader::new("/proc/self/exe".into(), limits);
 //! match reader.pdf_text(bytes, 20_000).await {
 //!     Ok(read) => println!("{} (and {} more characters)", read.text, read.more_chars),
 //!     Err(error) => println!("[PDF not read: {error}]"),
