@@ -1,7 +1,8 @@
 //! Media end to end (issue 23): the real `ferry gateway` binary against the fake platforms
 //! and the fake model. Users' photos, documents and voice notes reach the model as images,
 //! text and transcripts; files over the limit are refused with a message while their
-//! caption still runs; the agent's own images go back to the chat.
+//! caption still runs; the agent's own images go back to the chat; PDFs are read in a child
+//! process, so one that makes the parser loop or eat memory costs that child alone.
 
 use std::path::Path;
 use std::time::Duration;
@@ -13,6 +14,8 @@ mod daemon;
 
 #[path = "media/discord.rs"]
 mod discord;
+#[path = "media/reader.rs"]
+mod reader;
 #[path = "media/slack.rs"]
 mod slack;
 #[path = "media/telegram.rs"]

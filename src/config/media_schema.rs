@@ -28,6 +28,13 @@ pub struct MediaConfig {
     /// MIME types refused outright (sniffed from the bytes; `*` matches anything, so
     /// `video/*` refuses every video). The sender is told.
     pub deny_types: Vec<String>,
+    /// Seconds a parser of a user's file (a PDF's text) may take. Parsers run in a child
+    /// process that is killed then, so a file that makes the parser loop costs this long
+    /// and no more; the sender is told the file could not be read.
+    pub parse_timeout_seconds: u64,
+    /// Megabytes of memory a parser's child process may use (`RLIMIT_DATA`); a file that
+    /// needs more is not read, and the daemon's own memory is never touched.
+    pub parse_memory_mb: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transcription: Option<TranscriptionConfig>,
 }
@@ -41,6 +48,8 @@ impl Default for MediaConfig {
             history_images: 3,
             inline_text_chars: 20_000,
             deny_types: DEFAULT_DENY_TYPES.iter().map(|&mime| mime.to_owned()).collect(),
+            parse_timeout_seconds: 20,
+            parse_memory_mb: 512,
             transcription: None,
         }
     }

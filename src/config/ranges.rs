@@ -95,6 +95,8 @@ pub(crate) const RANGES: &[NumericRange] = &[
     NumericRange::new("media.ttl_days", 1, 3_650),
     NumericRange::new("media.history_images", 0, 100),
     NumericRange::new("media.inline_text_chars", 0, 1_000_000),
+    NumericRange::new("media.parse_timeout_seconds", 1, 600),
+    NumericRange::new("media.parse_memory_mb", 64, 65_536),
     NumericRange::new("media.transcription.timeout", 1, 3_600),
     NumericRange::new("memory.max_document_bytes", 1_000, 10_000_000),
     NumericRange::new("memory.max_scope_bytes", 1_000, 10_000_000_000),

@@ -6,14 +6,15 @@
 //!   encoding, shown to models with image input;
 //! - a **voice note or audio file** is transcribed when `[media.transcription]` is set;
 //! - a **text document** (and a PDF's text) is put in the prompt up to
-//!   `media.inline_text_chars`, with its name;
+//!   `media.inline_text_chars`, with its name; a PDF is read in a child process
+//!   ([`FileReader`]), and one that cannot be read is also told to its sender;
 //! - anything else, and whatever failed, becomes a one-line note, so the model knows a file
 //!   came and can say what it cannot read.
 //!
 //! A file that is refused (too large, a refused type, lost in download) is also told to its
 //! sender ([`Received::refusals`]); the message's text runs all the same.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,7 +22,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use ferry_channel::{Attachment, AttachmentKind, Channel};
 
-use super::pdf::{PdfError, pdf_text_within};
+use super::pdf::PdfError;
+use super::reader::{FileReader, ReaderLimits};
 use super::transcribe::{TranscribeError, Transcriber};
 use super::{
     FetchError, ImageError, MediaStore, MediaStoreError, StoredMedia, fetch, human_size as megabytes, prepare_image,
@@ -31,8 +33,11 @@ use crate::agent::tools::web::WebFetch;
 use crate::config::{Environment, MediaConfig};
 use crate::types::conversation::{ImagePart, MediaRef};
 
-/// How long extracting one PDF's text may take before it becomes a note.
-const PDF_DEADLINE: Duration = Duration::from_secs(20);
+/// The binary that parses users' files: the running daemon's own, through the kernel's link
+/// to it. Unlike its path (`current_exe`), this still runs after the file was replaced by an
+/// upgrade or a rebuild, and it is always the very version of the daemon, so both sides of
+/// the reader's pipe speak the same protocol.
+const OWN_BINARY: &str = "/proc/self/exe";
 
 /// The daemon's media: the store, the operator's `[media]` settings and the transcription
 /// service. Shared by the dispatcher (inbound files), the agent (images replayed from
@@ -44,6 +49,8 @@ pub struct Media {
     web: Option<Arc<WebFetch>>,
     /// `[media.transcription]`, when configured.
     transcriber: Option<Transcriber>,
+    /// Parses users' files (PDFs) in child processes, within `[media]`'s parse limits.
+    reader: FileReader,
 }
 
 /// What one message's attachments gave.
@@ -82,12 +89,18 @@ pub enum MediaSetupError {
 
 impl Media {
     /// The media of a daemon whose store is at `root`, with `config`'s settings (the
-    /// transcription key may come from `env`). Fails when the directory cannot be used or
-    /// the transcription key cannot be found.
+    /// transcription key may come from `env`). Files are parsed by this very binary started
+    /// again as a child ([`OWN_BINARY`]). Fails when the directory cannot be used or the
+    /// transcription key cannot be found.
     pub fn open(root: &Path, config: &MediaConfig, env: &Environment) -> Result<Self, MediaSetupError> {
         let ttl = Duration::from_secs(config.ttl_days.saturating_mul(24 * 60 * 60));
         let transcriber = config.transcription.as_ref().map(|settings| Transcriber::new(settings, env)).transpose()?;
-        Ok(Self { store: MediaStore::open(root, ttl)?, config: config.clone(), web: None, transcriber })
+        let limits = ReaderLimits {
+            timeout: Duration::from_secs(config.parse_timeout_seconds),
+            memory_bytes: config.parse_memory_mb.saturating_mul(1024 * 1024),
+        };
+        let reader = FileReader::new(PathBuf::from(OWN_BINARY), limits);
+        Ok(Self { store: MediaStore::open(root, ttl)?, config: config.clone(), web: None, transcriber, reader })
     }
 
     /// Lets the agent attach files by URL, fetched by `web` (under its SSRF guard).
@@ -181,14 +194,20 @@ impl Media {
             self.transcript(bytes, attachment, &sniffed.mime_type, &described).await
         } else if sniffed.is_text {
             let text = String::from_utf8_lossy(&bytes);
-            self.inlined(&described, &text)
+            self.inlined(&described, &text, 0)
         } else if sniffed.mime_type == "application/pdf" {
-            match pdf_text_within(bytes, PDF_DEADLINE).await {
-                Ok(text) => self.inlined(&format!("{described}, its text"), &text),
+            // One character more than is shown, so `inlined` notes the cut.
+            let keep = self.config.inline_text_chars.saturating_add(1);
+            match self.reader.pdf_text(bytes, keep).await {
+                Ok(read) => self.inlined(&format!("{described}, its text"), &read.text, read.more_chars),
                 Err(PdfError::NoText) => {
                     format!("[{described}: the PDF has no text layer (a scan?), so it cannot be read]")
                 }
-                Err(error) => format!("[{described} could not be read: {error}]"),
+                Err(error) => {
+                    tracing::info!(channel = channel.name(), file = %name, %error, "a PDF could not be read");
+                    received.refusals.push(format!("📎 I could not read {name}: {error}."));
+                    format!("[{described} could not be read: {error}]")
+                }
             }
         } else {
             if sniffed.kind == AttachmentKind::Video {
@@ -217,12 +236,13 @@ impl Media {
         }
     }
 
-    /// A document's text in the prompt, cut at `media.inline_text_chars`.
-    fn inlined(&self, described: &str, text: &str) -> String {
+    /// A document's text in the prompt, cut at `media.inline_text_chars`; `more` characters
+    /// after `text` were already left out.
+    fn inlined(&self, described: &str, text: &str, more: usize) -> String {
         let cap = self.config.inline_text_chars;
         let (shown, left) = match text.char_indices().nth(cap) {
-            Some((cut, _)) => (&text[..cut], text[cut..].chars().count()),
-            None => (text, 0),
+            Some((cut, _)) => (&text[..cut], text[cut..].chars().count() + more),
+            None => (text, more),
         };
         let mut block = format!("[file {described}]\n{}", shown.trim_end());
         if left > 0 {

@@ -9,8 +9,9 @@
 //! downscaled, re-encoded and measured. What comes out is an
 //! [`ImagePart`](crate::types::conversation::ImagePart) that every provider can send as is.
 //!
-//! Documents and voice notes reach a model as text: a PDF through [`pdf_text_within`]
-//! (fenced against hostile files: panics, self-drawing forms, slowness), a recording through
+//! Documents and voice notes reach a model as text: a PDF through [`pdf_text`] (fenced against
+//! hostile files: panics, self-drawing forms), run by a [`FileReader`] in a sandboxed child
+//! process so that endless loops and memory bombs cost that child alone, a recording through
 //! a [`Transcriber`] for the OpenAI-compatible endpoint of `[media.transcription]`.
 //!
 //! ```
@@ -27,6 +28,7 @@ mod image;
 mod intake;
 mod outgoing;
 mod pdf;
+pub(crate) mod reader;
 mod sniff;
 mod store;
 pub(crate) mod transcribe;
@@ -39,7 +41,8 @@ pub use self::image::{
 };
 pub use self::intake::{Media, MediaSetupError, Received};
 pub use self::outgoing::{OUTGOING_MAX_BYTES, Outgoing, dimensions};
-pub use self::pdf::{MAX_FORM_DEPTH, PdfError, pdf_text, pdf_text_within};
+pub use self::pdf::{MAX_FORM_DEPTH, PdfError, pdf_text};
+pub use self::reader::{FileReader, PdfText, ReaderLimits};
 pub use self::sniff::{Sniffed, sniff};
 pub use self::store::{MediaStore, MediaStoreError, StoredMedia, Swept, hex_digest};
 pub use self::transcribe::{TranscribeError, Transcriber};

@@ -2,7 +2,7 @@
 //!
 //! The text comes from [`pdf_extract`] (on `lopdf`), which reads fonts' ToUnicode maps and the
 //! standard encodings. A PDF from a chat is hostile input, and the parser is not hardened for
-//! it, so [`pdf_text`] fences it in three ways:
+//! it, so it is fenced in three ways:
 //!
 //! - a panic inside the parser (it unwraps freely) is caught and becomes
 //!   [`PdfError::Unreadable`];
@@ -11,36 +11,29 @@
 //!   file whose form draws itself would overflow the stack, and a stack overflow aborts the
 //!   whole process (no `catch_unwind` can stop that). Deeper than [`MAX_FORM_DEPTH`], or
 //!   cyclic, is refused;
-//! - [`pdf_text_within`] runs it on a blocking thread under a deadline.
+//! - the daemon never runs it itself: [`FileReader`](super::FileReader) runs it in a child
+//!   process (sandboxed, with CPU and memory limits, killed at a deadline), because a parser
+//!   loop that never ends or a memory bomb cannot be fenced inside a process: a thread
+//!   cannot be killed, and an allocation that fails aborts the whole process.
 //!
-//! What it cannot fence: a parser loop that never ends keeps its blocking thread busy after
-//! the deadline has answered [`PdfError::TooSlow`] (threads cannot be killed). Running the
-//! parser in a sandboxed child process would bound that too.
-//!
-//! ```no_run
-//! # async fn demo(bytes: Vec<u8>) {
-//! use std::time::Duration;
-//! match ferry::media::pdf_text_within(bytes, Duration::from_secs(10)).await {
-//!     Ok(text) => println!("{text}"),
-//!     Err(error) => println!("[PDF not read: {error}]"),
-//! }
-//! # }
-//! ```
+//! [`pdf_text`] is what that child runs.
 
 use std::collections::{HashMap, HashSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use pdf_extract::content::Content;
 use pdf_extract::{Dictionary, Document, Object, ObjectId, PlainTextOutput};
 
 /// How deeply Form XObjects may nest (a form drawing a form drawing …). Real documents nest a
-/// few levels; each level costs the parser a few kilobytes of stack, and a blocking thread has
-/// 2 MiB, so this leaves a wide margin.
+/// few levels; each level costs the parser a few kilobytes of stack, and the reader's main
+/// thread has at least 2 MiB, so this leaves a wide margin.
 pub const MAX_FORM_DEPTH: usize = 32;
 
-/// Why a PDF gave no text.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a PDF gave no text. Serialized: the child process that reads a PDF sends it back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum PdfError {
     /// Not a PDF, truncated, corrupt, or built in a way the parser cannot follow (it
     /// panicked, or its forms nest too deeply). The reason is for logs.
@@ -53,14 +46,19 @@ pub enum PdfError {
     /// Read, but it holds no text: a scan or a document of images only.
     #[error("the PDF has no text layer (a scan or images only)")]
     NoText,
-    /// Reading took longer than the deadline given to [`pdf_text_within`].
+    /// Reading took longer than the reader's deadline (`[media] parse_timeout_seconds`).
     #[error("reading the PDF took longer than {} s", .0.as_secs_f32())]
     TooSlow(Duration),
+    /// Reading needed more memory than the reader's limit, in megabytes
+    /// (`[media] parse_memory_mb`).
+    #[error("reading the PDF needed more than {0} MB of memory")]
+    OutOfMemory(u64),
 }
 
 /// The text of the PDF in `bytes`, lines as the parser lays them out, runs of blank lines
 /// squeezed, trimmed. Never empty: no text is [`PdfError::NoText`]. Never panics.
-/// CPU-bound (a large document can take seconds): async callers use [`pdf_text_within`].
+/// CPU-bound, and on a hostile file unbounded in time and memory: the daemon calls it only
+/// through [`FileReader`](super::FileReader), in a child process.
 pub fn pdf_text(bytes: &[u8]) -> Result<String, PdfError> {
     let text = catch_unwind(AssertUnwindSafe(|| extract(bytes))).map_err(|panic| {
         let reason = panic
@@ -72,25 +70,6 @@ pub fn pdf_text(bytes: &[u8]) -> Result<String, PdfError> {
     })??;
     let text = tidy(&text);
     if text.is_empty() { Err(PdfError::NoText) } else { Ok(text) }
-}
-
-/// [`pdf_text`] on a blocking thread, answering [`PdfError::TooSlow`] once `deadline` has
-/// passed. The thread is not stopped then (it cannot be): it finishes its work in the
-/// background and its result is dropped.
-pub async fn pdf_text_within(bytes: Vec<u8>, deadline: Duration) -> Result<String, PdfError> {
-    run_within(deadline, move || pdf_text(&bytes)).await
-}
-
-async fn run_within<F>(deadline: Duration, work: F) -> Result<String, PdfError>
-where
-    F: FnOnce() -> Result<String, PdfError> + Send + 'static,
-{
-    match tokio::time::timeout(deadline, tokio::task::spawn_blocking(work)).await {
-        Ok(Ok(result)) => result,
-        // Only if the runtime is shutting down: `pdf_text` catches panics itself.
-        Ok(Err(join)) => Err(PdfError::Unreadable(format!("the reading task ended: {join}"))),
-        Err(_) => Err(PdfError::TooSlow(deadline)),
-    }
 }
 
 fn extract(bytes: &[u8]) -> Result<String, PdfError> {

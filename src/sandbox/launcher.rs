@@ -15,7 +15,8 @@
 //! 5. `restrict_self` (Landlock, which also sets no-new-privileges);
 //! 6. fork: the command becomes PID 1 of its namespace, so when it ends or Ferry kills the
 //!    launcher, the kernel kills everything it started;
-//! 7. exec `/bin/sh -c COMMAND`.
+//! 7. exec `/bin/sh -c COMMAND` (or, for the probe and the file parsers, run Rust code of
+//!    this binary: no exec, the process already holds it).
 
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -65,6 +66,12 @@ fn launch(spec: Option<&OsString>) -> Result<Never, String> {
             let report = probe::inside(&targets);
             let _ = writeln!(io::stdout(), "{}", serde_json::to_string(&report).unwrap_or_default());
             std::process::exit(0)
+        }
+        Program::Read(job) => {
+            // Confined, these are already in force (the same values); unconfined (no sandbox
+            // on this host), they are all that bounds the parser besides its deadline.
+            set_limits(&job.limits)?;
+            std::process::exit(crate::media::reader::serve(&job))
         }
     }
 }

@@ -8,6 +8,9 @@
 //! [`probe`] checks from inside a real sandbox that all of it holds; if it does not,
 //! sandboxed sessions are not offered commands at all. Nothing falls back to the host.
 //!
+//! The launcher also runs the parsers of users' files ([`reader_confinement`]: no path at
+//! all, no network), for `crate::media::reader`.
+//!
 //! The file tools do not need the launcher: they resolve every path inside the session's
 //! workspace with `openat2(RESOLVE_BENEATH)` (see `agent::tools::fs`).
 
@@ -20,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::OnceLock;
 
-pub use spec::{Confinement, LaunchSpec, Limits, Program};
+pub use spec::{Confinement, FileParser, LaunchSpec, Limits, Program, ReadJob};
 
 use crate::config::{SandboxConfig, SandboxMode, SandboxScope};
 use crate::routing::is_main_session;
@@ -214,6 +217,40 @@ impl Sandbox {
         }
         command
     }
+}
+
+/// The confinement of a file parser (`crate::media::reader`): nothing of the filesystem,
+/// no network, `limits`. It reads its file on stdin and answers on stdout, both open before
+/// the sandbox closes, so it needs no path at all.
+pub fn reader_confinement(limits: Limits) -> Confinement {
+    Confinement {
+        writable: Vec::new(),
+        readable: Vec::new(),
+        devices: Vec::new(),
+        hidden: Vec::new(),
+        network: false,
+        limits,
+        run_as: sandbox_user(),
+    }
+}
+
+/// The launcher process for a file parser's `spec`, not yet started: `launcher` (Ferry's own
+/// binary) with an empty environment, in `/`, its stdin, stdout and stderr piped, its own
+/// process group (so a deadline kills the parser and the launcher together), killed if
+/// dropped.
+pub fn reader_command(launcher: &Path, spec: &LaunchSpec) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(launcher);
+    command
+        .arg(launcher::LAUNCHER_ARG)
+        .arg(serde_json::to_string(spec).unwrap_or_default())
+        .current_dir("/")
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    command
 }
 
 /// The user sandboxed commands run as: nobody when Ferry is root, else Ferry's own user.

@@ -21,6 +21,28 @@ pub enum Program {
     Shell(String),
     /// The start-up probe's checks, run in Rust inside the real sandbox ([`super::probe`]).
     Probe(ProbeTargets),
+    /// A parser of a user's file, run in Rust: the file's bytes on stdin, the answer on
+    /// stdout (`crate::media::reader`). A parser that loops or eats memory then costs one
+    /// process, never a thread of the daemon.
+    Read(ReadJob),
+}
+
+/// One file to parse out of process: which parser, and the limits it runs under even when
+/// the sandbox cannot be set up on this host (then the launcher applies them itself).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadJob {
+    pub parser: FileParser,
+    pub limits: Limits,
+    /// The most characters of text to send back: what the prompt can take, plus one so the
+    /// caller can tell that it was cut.
+    pub keep_chars: usize,
+}
+
+/// The parsers that run out of process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FileParser {
+    /// A PDF's text (`crate::media::pdf_text`).
+    Pdf,
 }
 
 /// What the probe tries to reach from inside, each of which must fail (or succeed) for the

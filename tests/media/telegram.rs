@@ -185,3 +185,103 @@ async fn the_agents_photo_waits_out_a_429_and_arrives_once() {
     assert_eq!(photos.len(), 1, "exactly one photo: {photos:?}");
     assert_eq!(telegram.calls_to("sendPhoto").len(), 2, "refused once, then sent");
 }
+
+/// The gateway's threads (`/proc/<pid>/task`).
+fn threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task")).map(Iterator::count).unwrap_or(0)
+}
+
+/// The gateway's resident memory in KiB (`VmRSS` of `/proc/<pid>/status`).
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let line = status.lines().find(|line| line.starts_with("VmRSS:")).unwrap_or_default();
+    line.split_whitespace().nth(1).and_then(|kib| kib.parse().ok()).unwrap_or(u64::MAX)
+}
+
+/// Whether no thread of the gateway is running or waiting to run (state `R` in
+/// `/proc/<pid>/task/<tid>/stat`): an idle gateway sleeps; one whose thread is stuck in a
+/// parser loop never does.
+fn idle(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    tasks.filter_map(Result::ok).all(|task| {
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // The state follows the command name, which is in parentheses and may hold spaces.
+        stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()) != Some("R")
+    })
+}
+
+/// Waits until `done` holds, polling; panics with `what` if it never does.
+async fn until(what: &str, done: impl Fn() -> bool) {
+    tokio::time::timeout(super::daemon::PATIENCE, async {
+        while !done() {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{what}"));
+}
+
+/// How much the gateway's resident memory may differ after the hostile files: allocator
+/// noise on a loaded machine, far below what one in-process parse of them would hold.
+const RSS_TOLERANCE_KIB: u64 = 24 * 1024;
+
+fn pdf(name: &str, bytes: Vec<u8>) -> TgMedia {
+    TgMedia::Document { file_name: name.into(), mime_type: "application/pdf".into(), bytes }
+}
+
+#[tokio::test]
+async fn a_pdf_that_makes_the_parser_loop_is_told_in_seconds_and_costs_the_gateway_nothing() {
+    let (telegram, openai) = fakes().await;
+    for answer in ["read it", "it loops", "it is too big"] {
+        openai.push(Turn::text([answer]));
+    }
+    let workspace = tempfile::tempdir().expect("workspace");
+    let config = format!(
+        "[media]\nparse_timeout_seconds = 2\nparse_memory_mb = 256\n\n\
+         [channels.telegram]\nenabled = true\nbot_token = \"{TOKEN}\"\napi_url = \"{}\"\n\
+         dm_policy = \"open\"\nallow_from = [\"*\"]\n\n{}",
+        telegram.url(),
+        model_tables(&openai, true, workspace.path())
+    );
+    let daemon = daemon_in(tempfile::tempdir().expect("home"), &config, &openai, "telegram").await;
+    let pid = daemon.child.id();
+
+    // A normal PDF first: its text reaches the model, and the reader's one-time check of
+    // the sandbox is behind us before anything is measured.
+    let invoice = ferry_fakes::pdfs::text_pdf(&["Invoice 42", "Total: 10 EUR"]);
+    telegram.media_message(ADA, (ADA, "Ada"), pdf("invoice.pdf", invoice), None);
+    let asked = request(&openai, 1).await;
+    assert_eq!(
+        asked.last_user_text().as_deref(),
+        Some("[file \"invoice.pdf\" (application/pdf, 1 KB), its text]\nInvoice 42\nTotal: 10 EUR\n[end of file]")
+    );
+    assert_eq!(shown(&telegram, 1).await, ["read it"]);
+    until("the gateway goes idle after the first file", || idle(pid)).await;
+    let (threads_before, rss_before) = (threads(pid), rss_kib(pid));
+
+    telegram.media_message(ADA, (ADA, "Ada"), pdf("endless.pdf", ferry_fakes::pdfs::endless_pdf()), Some("read this"));
+    let told = shown(&telegram, 3).await;
+    assert_eq!(told[1], "📎 I could not read \"endless.pdf\": reading the PDF took longer than 2 s.");
+    assert_eq!(told[2], "it loops");
+    let asked = request(&openai, 2).await;
+    let note = "read this\n\n[\"endless.pdf\" (application/pdf, 7 KB) could not be read: reading the PDF took \
+                longer than 2 s]";
+    assert_eq!(asked.last_user_text().as_deref(), Some(note));
+
+    telegram.media_message(ADA, (ADA, "Ada"), pdf("bomb.pdf", ferry_fakes::pdfs::cmap_bomb_pdf()), None);
+    let told = shown(&telegram, 5).await;
+    // Whichever limit the child meets first: a debug build fills 256 MB in about 2 s.
+    let endings = ["needed more than 256 MB of memory.", "took longer than 2 s."];
+    let told_bomb = told[3].strip_prefix("📎 I could not read \"bomb.pdf\": reading the PDF ");
+    assert!(told_bomb.is_some_and(|ending| endings.contains(&ending)), "{}", told[3]);
+
+    // Nothing of either parse is left in the gateway: no thread still busy with it, no
+    // thread more than before, its memory where it was.
+    until("no thread of the gateway stays busy", || idle(pid)).await;
+    until("the gateway's threads return to where they were", || threads(pid) <= threads_before).await;
+    let rss_after = rss_kib(pid);
+    assert!(
+        rss_after <= rss_before + RSS_TOLERANCE_KIB,
+        "the gateway's memory grew from {rss_before} KiB to {rss_after} KiB"
+    );
+}

@@ -143,17 +143,6 @@ fn sizes_read_as_people_say_them() {
 }
 
 #[tokio::test]
-async fn a_pdf_is_inlined_as_its_text() {
-    let (_dir, media) = media(MediaConfig::default());
-    let channel = served("p", crate::media::pdf::tests::text_pdf(&["Invoice 42", "Total: 10 EUR"]));
-    let received = media.receive(&channel, &[file(AttachmentKind::Document, "p", Some("invoice.pdf"))]).await;
-    let [block] = received.text.as_slice() else { panic!("{received:?}") };
-    assert!(block.starts_with("[file \"invoice.pdf\" (application/pdf, 1 KB), its text]\n"), "{block}");
-    assert!(block.contains("Invoice 42") && block.contains("Total: 10 EUR"), "{block}");
-    assert_eq!(received.media[0].mime_type, "application/pdf");
-}
-
-#[tokio::test]
 async fn a_voice_note_is_transcribed_by_the_configured_service() {
     let openai = ferry_fakes::FakeOpenAi::start().await.expect("fake OpenAI");
     openai.set_transcript("Buy milk on the way home.");

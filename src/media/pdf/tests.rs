@@ -1,8 +1,6 @@
 //! PDFs written by hand, byte for byte, so the tests do not trust the parser to build what it
 //! then reads.
 
-use std::sync::mpsc;
-
 use super::*;
 
 /// A PDF of `objects` (numbered from 1; object 1 is the catalog), with a correct cross
@@ -52,8 +50,8 @@ fn one_page(content: &str, xobjects: &str, more: &[&[u8]]) -> Vec<u8> {
     pdf(&objects)
 }
 
-/// A one-page PDF with `lines` of text; the intake tests send it too.
-pub(in crate::media) fn text_pdf(lines: &[&str]) -> Vec<u8> {
+/// A one-page PDF with `lines` of text.
+fn text_pdf(lines: &[&str]) -> Vec<u8> {
     let mut content = String::from("BT /F1 12 Tf 72 720 Td 14 TL\n");
     for line in lines {
         content.push_str(&format!("({line}) Tj T*\n"));
@@ -207,26 +205,4 @@ fn forms_nested_deeper_than_the_limit_are_refused() {
 fn tidy_trims_lines_and_squeezes_blank_runs() {
     assert_eq!(tidy("\n\n  a  \n\n\n\nb\nc   \n\n"), "  a\n\nb\nc");
     assert_eq!(tidy(" \n\t\n"), "");
-}
-
-#[tokio::test]
-async fn the_async_wrapper_reads_on_a_blocking_thread() {
-    let text = pdf_text_within(text_pdf(&["hello"]), Duration::from_secs(30)).await;
-    assert_eq!(text.as_deref(), Ok("hello"));
-}
-
-#[tokio::test]
-async fn past_the_deadline_the_answer_is_too_slow_while_the_thread_finishes_alone() {
-    let (release, wait) = mpsc::channel::<()>();
-    let (finished, done) = mpsc::channel::<()>();
-    let deadline = Duration::from_millis(50);
-    let result = run_within(deadline, move || {
-        let _ = wait.recv();
-        let _ = finished.send(());
-        Ok("late".into())
-    })
-    .await;
-    assert_eq!(result, Err(PdfError::TooSlow(deadline)));
-    release.send(()).unwrap();
-    done.recv_timeout(Duration::from_secs(10)).expect("the blocking work still runs to its end");
 }

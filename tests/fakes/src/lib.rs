@@ -35,6 +35,9 @@
 //! `events_api` envelopes must be acknowledged (redelivered after a reconnect otherwise), and
 //! [`SlackEventsClient`], which POSTs signed Events API requests (or badly signed, or stale).
 //!
+//! [`pdfs`] writes PDFs byte for byte: one with text, and hostile ones that make the
+//! extractor run without end or allocate without bound, for the out-of-process reader.
+//!
 //! PostgreSQL is the one service not faked: the state backend's tests need the real server's
 //! locking and transactions. [`test_database`] gives a test a fresh database of its own on the
 //! cluster `tests/postgres/setup` started (one per CI run; a database per test keeps parallel
@@ -50,6 +53,7 @@ mod keys;
 mod model_script;
 mod model_server;
 mod openai;
+pub mod pdfs;
 mod postgres;
 mod recorded;
 mod server;
