@@ -36,7 +36,7 @@ async fn send(socket: &mut Socket, payload: Value) {
 pub(crate) async fn identified(discord: &FakeDiscord) -> (Socket, String) {
     let mut socket = open(discord).await;
     let hello = frame(&mut socket).await.unwrap();
-    assert_eq!((hello["op"].as_u64(), hello["d"]["heartbeat_interval"].as_u64()), (Some(10), Some(1000)));
+    assert_eq!((hello["op"].as_u64(), hello["d"]["heartbeat_interval"].as_u64()), (Some(10), Some(3000)));
     send(&mut socket, json!({"op": 2, "d": {"token": format!("Bot {TOKEN}"), "intents": 37376, "properties": {}}}))
         .await;
     let ready = frame(&mut socket).await.unwrap();
