@@ -157,6 +157,9 @@ pub struct RunRequest {
     pub tools: ToolFilter,
     /// The outbound schedulers the `message` tool sends through (the dispatcher's).
     pub schedulers: Option<Schedulers>,
+    /// The delivery ledger's record of the reply's sends while the run goes on (see
+    /// [`crate::reply::ledger::sends`]); `None` where the reply is not recorded.
+    pub send_ledger: Option<crate::reply::ledger::RunSends>,
 }
 
 impl RunRequest {
@@ -182,6 +185,7 @@ impl RunRequest {
             reasoning: ReasoningDisplay::Off,
             tools: ToolFilter::everything(),
             schedulers: None,
+            send_ledger: None,
         }
     }
 }
@@ -805,6 +809,7 @@ impl AgentRunner {
             updates: Some(updates),
             outgoing: self.outgoing(),
             schedulers: request.schedulers.clone(),
+            send_ledger: request.send_ledger.clone(),
         };
         let started = std::time::Instant::now();
         let outcome = match parts.tools.not_offered(call, &request.tools) {

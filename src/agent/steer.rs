@@ -13,10 +13,22 @@ struct Inbox {
     closed: bool,
     /// The run is compacting its context: it cannot take a message now (SPEC §5).
     paused: bool,
-    /// Waiting messages, each with the gateway client's run id when it has one.
-    messages: Vec<(String, Option<String>)>,
+    /// Waiting messages.
+    messages: Vec<Steered>,
     /// Client run ids of the messages the run took.
     taken: Vec<String>,
+    /// Journal ids of the messages the run took that its reply answers.
+    taken_seqs: Vec<i64>,
+}
+
+#[derive(Debug)]
+struct Steered {
+    text: String,
+    /// The gateway client's run id, when it has one.
+    client_run_id: Option<String>,
+    /// The message's journal id, when the run's reply answers it (`steer`, not
+    /// `steer-backlog`, whose queued copy gets its own answer).
+    seq: Option<i64>,
 }
 
 /// A run's steering inbox. Clones share it: the queue keeps one, the run the other.
@@ -34,17 +46,18 @@ impl SteerInbox {
     /// Offers a message to the run. Refused (the message comes back) when the run is not
     /// streaming yet or has finished.
     pub fn push(&self, message: String) -> Result<(), String> {
-        self.push_for(message, None)
+        self.push_for(message, None, None)
     }
 
-    /// [`SteerInbox::push`] for a gateway client's message: the run names `client_run_id`
-    /// among those it answered once it takes the message.
-    pub fn push_for(&self, message: String, client_run_id: Option<String>) -> Result<(), String> {
+    /// [`SteerInbox::push`] for a queued message: the run names `client_run_id` (a gateway
+    /// client's) among those it answered once it takes the message, and its reply answers
+    /// the journal entry `seq` ([`SteerInbox::taken_seqs`]).
+    pub fn push_for(&self, message: String, client_run_id: Option<String>, seq: Option<i64>) -> Result<(), String> {
         let mut inbox = self.lock();
         if !inbox.open || inbox.closed || inbox.paused {
             return Err(message);
         }
-        inbox.messages.push((message, client_run_id));
+        inbox.messages.push(Steered { text: message, client_run_id, seq });
         Ok(())
     }
 
@@ -71,8 +84,12 @@ impl SteerInbox {
     pub(crate) fn drain(&self) -> Vec<String> {
         let mut inbox = self.lock();
         let messages = std::mem::take(&mut inbox.messages);
-        let (texts, run_ids): (Vec<String>, Vec<Option<String>>) = messages.into_iter().unzip();
-        inbox.taken.extend(run_ids.into_iter().flatten());
+        let mut texts = Vec::with_capacity(messages.len());
+        for Steered { text, client_run_id, seq } in messages {
+            inbox.taken.extend(client_run_id);
+            inbox.taken_seqs.extend(seq);
+            texts.push(text);
+        }
         texts
     }
 
@@ -80,12 +97,17 @@ impl SteerInbox {
     pub(crate) fn close(&self) -> Vec<String> {
         let mut inbox = self.lock();
         inbox.closed = true;
-        std::mem::take(&mut inbox.messages).into_iter().map(|(text, _)| text).collect()
+        std::mem::take(&mut inbox.messages).into_iter().map(|steered| steered.text).collect()
     }
 
     /// Client run ids of the messages the run took.
     pub(crate) fn taken_run_ids(&self) -> Vec<String> {
         self.lock().taken.clone()
+    }
+
+    /// Journal ids of the messages the run took whose answer is its reply.
+    pub fn taken_seqs(&self) -> Vec<i64> {
+        self.lock().taken_seqs.clone()
     }
 
     fn lock(&self) -> MutexGuard<'_, Inbox> {
@@ -110,6 +132,18 @@ mod tests {
         assert_eq!(inbox.push("after".into()), Err("after".into()));
         inbox.open();
         assert!(!inbox.is_accepting(), "a closed inbox never reopens");
+    }
+
+    #[test]
+    fn only_taken_messages_count_as_answered_by_the_run() {
+        let inbox = SteerInbox::new();
+        inbox.open();
+        inbox.push_for("steered".into(), None, Some(7)).unwrap();
+        inbox.push_for("backlog copy".into(), None, None).unwrap();
+        assert_eq!(inbox.drain().len(), 2);
+        inbox.push_for("too late".into(), None, Some(9)).unwrap();
+        assert_eq!(inbox.close(), ["too late"]);
+        assert_eq!(inbox.taken_seqs(), [7], "a message handed back is not the run's to answer");
     }
 
     #[test]

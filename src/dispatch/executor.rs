@@ -104,7 +104,7 @@ impl RunExecutor for AgentExecutor {
         }
         // Replies a killed process left unfinished are completed first, in this lane.
         let count = job.messages.len();
-        let Settled { messages, preview: left_preview, answered } =
+        let Settled { messages, preview: left_preview, answered, sent: recovered_sends } =
             recovered::settle(&self.ledger, &self.channels, &self.schedulers, std::mem::take(&mut job.messages)).await;
         if messages.is_empty() {
             return RunReport { answered, ..RunReport::default() };
@@ -146,6 +146,8 @@ impl RunExecutor for AgentExecutor {
         // `/stop`) from one the store refused.
         let stopped = job.cancel.clone();
         request.cancel = job.cancel;
+        // Kept to tell the ledger which steered messages the reply answers.
+        let steer = job.steer.clone();
         request.steer = Some(job.steer);
         // A gateway client names its run (and waits on that name); requests collected
         // into this run are answered by it too.
@@ -225,9 +227,12 @@ impl RunExecutor for AgentExecutor {
         let answers: Vec<i64> =
             job.messages.iter().map(|message| message.id).chain(job.summarized.iter().copied()).collect();
         let recorder = self.ledger.recorder(answers.clone());
+        let sends = self.ledger.sends(recorder.clone(), recovered_sends);
+        request.send_ledger = Some(sends.clone());
         let mut turn = ReplyTurn::new(scheduler.clone(), origin, &run_id, answering, style)
             .with_hooks(runner.hooks().clone())
-            .with_recorder(recorder);
+            .with_recorder(recorder.clone())
+            .with_sends(sends);
         if let Some(left) = left_preview {
             if left.channel == channel.name()
                 && left.account_id == channel.account_id()
@@ -282,8 +287,12 @@ impl RunExecutor for AgentExecutor {
             if let Some(notice) = outcome.payloads.iter_mut().rev().find(|payload| payload.is_error) {
                 notice.text = kept;
             }
+            self.ledger.kept(&recorder).await;
             turn = turn.without_recorder();
         }
+        // Messages steered into the run are answered by its reply: the record that completes
+        // it marks them, so a restart does not run them again.
+        recorder.join(&steer.taken_seqs());
         let delivered = turn.deliver(&outcome).await;
         let retry_later = if keep { job.messages } else { Vec::new() };
         RunReport { unconsumed_steer: outcome.unconsumed_steer, answered: delivered && answered && !keep, retry_later }

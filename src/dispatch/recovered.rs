@@ -7,7 +7,8 @@
 //!   only, the send that may have been in flight reconciled), and its messages are not run
 //!   again;
 //! - a reply that was still streaming leaves its preview, which the new run streams into
-//!   ([`Settled::preview`]) rather than leaving it frozen beside a second reply.
+//!   ([`Settled::preview`]) rather than leaving it frozen beside a second reply, and what
+//!   it sent while it ran ([`Settled::sent`]), which the new run does not send again.
 //!
 //! It runs inside the session's lane, so the recovered reply keeps its place in the chat's
 //! order.
@@ -20,7 +21,7 @@ use crate::channels::ChannelRegistry;
 use crate::metrics::{PreviewAction, metrics};
 use crate::queue::QueuedMessage;
 use crate::reply::finals::FinalsPlan;
-use crate::reply::ledger::{DeliveryLedger, OrphanPreview, RecoveredReply};
+use crate::reply::ledger::{DeliveryLedger, OrphanPreview, RecoveredReply, SentKeys};
 use crate::reply::outbound::Schedulers;
 
 /// What is left of a run after its recovered replies were dealt with.
@@ -31,6 +32,9 @@ pub(super) struct Settled {
     pub preview: Option<Recovered>,
     /// Every recovered reply delivered also answered its messages in the ledger.
     pub answered: bool,
+    /// What killed attempts at these messages sent while they ran (`message` tool sends,
+    /// streamed blocks): the new run does not send them again.
+    pub sent: SentKeys,
 }
 
 /// A recovered preview and where it is.
@@ -52,7 +56,11 @@ pub(super) async fn settle(
     let recovered = ledger.take(&ids);
     let mut answered = true;
     let mut preview = None;
+    let mut sent = SentKeys::new();
     for reply in &recovered {
+        if reply.finals.is_none() {
+            sent.extend(reply.sent.iter().map(|(key, id)| (key.clone(), id.clone())));
+        }
         match (&reply.finals, &reply.preview) {
             (Some(_), _) => answered &= finish(ledger, channels, schedulers, reply).await,
             (None, Some(message)) if preview.is_none() => {
@@ -75,7 +83,7 @@ pub(super) async fn settle(
         }
     }
     let messages: Vec<QueuedMessage> = messages.into_iter().filter(|message| !ledger.is_finished(message.id)).collect();
-    Settled { messages, preview, answered }
+    Settled { messages, preview, answered, sent }
 }
 
 /// Delivers a recovered reply's recorded finals. Returns whether the record completing it
@@ -86,9 +94,11 @@ async fn finish(
     schedulers: &Schedulers,
     reply: &Arc<RecoveredReply>,
 ) -> bool {
-    // Delivered or not, these messages are not run again: their answer was written.
-    ledger.finished(&reply.seqs);
     let Some(finals) = &reply.finals else { return false };
+    // Delivered or not, these messages (and those steered into the run) are not run
+    // again: their answer was written.
+    ledger.finished(&reply.seqs);
+    ledger.finished(&finals.joined);
     let Some(channel) = channels.get(&reply.channel, Some(&reply.account_id)) else {
         tracing::warn!(channel = %reply.channel, account = %reply.account_id, "a reply left unfinished cannot be completed: its channel is not connected");
         return false;
@@ -100,6 +110,7 @@ async fn finish(
         .map(|_| if plan.edit_in_place { PreviewAction::Finalized } else { PreviewAction::Deleted });
     tracing::info!(channel = %reply.channel, seqs = ?reply.seqs, delivered = reply.delivered.len(), of = finals.messages.len(), "completing a reply left unfinished by the last shutdown");
     let recorder = ledger.recorder(reply.seqs.clone());
+    recorder.join(&finals.joined);
     let outcome = plan.deliver(&schedulers.for_channel(&channel), Some(&recorder)).await;
     if let Some(action) = action {
         metrics().preview_recovered(&reply.channel, action);

@@ -285,17 +285,19 @@ impl Scheduler {
         };
         match mode {
             QueueMode::Collect | QueueMode::Followup => Self::enqueue(lane, message, effects),
-            QueueMode::Steer => match active.steer.push_for(message.prompt.clone(), client_run_id(&message)) {
-                Ok(()) => {
-                    active.steered.push(message);
-                    Submitted { admission: Admission::Steered, dropped: Vec::new() }
+            QueueMode::Steer => {
+                match active.steer.push_for(message.prompt.clone(), client_run_id(&message), Some(message.id)) {
+                    Ok(()) => {
+                        active.steered.push(message);
+                        Submitted { admission: Admission::Steered, dropped: Vec::new() }
+                    }
+                    // Not streaming yet, or finishing: fall back to a follow-up.
+                    Err(_) => Self::enqueue(lane, message, effects),
                 }
-                // Not streaming yet, or finishing: fall back to a follow-up.
-                Err(_) => Self::enqueue(lane, message, effects),
-            },
+            }
             QueueMode::SteerBacklog => {
                 // Steered now; the queued copy keeps the journal entry until its own run.
-                let steered = active.steer.push_for(message.prompt.clone(), client_run_id(&message)).is_ok();
+                let steered = active.steer.push_for(message.prompt.clone(), client_run_id(&message), None).is_ok();
                 let mut submitted = Self::enqueue(lane, message, effects);
                 if steered && submitted.admission != Admission::Rejected {
                     submitted.admission = Admission::SteeredAndQueued;

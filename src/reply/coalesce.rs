@@ -14,6 +14,7 @@ use rand::RngExt;
 use tokio::time::Instant;
 
 use super::format;
+use super::ledger::RunSends;
 use super::outbound::OutboundScheduler;
 use crate::config::HumanDelay;
 
@@ -54,6 +55,9 @@ pub struct Coalescer {
     last_block: Option<Instant>,
     sent: usize,
     stopped: bool,
+    /// The delivery ledger's record of the reply's sends: each block message is recorded
+    /// once sent, and a run re-done after a crash skips those a killed attempt sent.
+    ledger: Option<RunSends>,
 }
 
 impl Coalescer {
@@ -78,7 +82,13 @@ impl Coalescer {
             last_block: None,
             sent: 0,
             stopped: false,
+            ledger: None,
         }
+    }
+
+    /// Sends every block under the delivery ledger ([`RunSends`]).
+    pub fn record_with(&mut self, ledger: RunSends) {
+        self.ledger = Some(ledger);
     }
 
     /// A block from the chunker, and the break the chunker cut before it (`"\n\n"`, `"\n"`
@@ -150,11 +160,22 @@ impl Coalescer {
         for part in format::split(&format::render(&text, markup), markup, self.text_limit, max_lines) {
             let mut message = OutboundMessage::text(self.target.clone(), part);
             message.format = text_format;
-            message.idempotency_key = Some(format!("{}:block:{}", self.run_id, self.sent));
             let (first, rest) = &self.reply_to;
             message.reply_to_message_id = if self.sent == 0 { first.clone() } else { rest.clone() };
-            match tokio::time::timeout(BLOCK_SEND_TIMEOUT, self.scheduler.send_or_plain(message, markup)).await {
-                Ok(Ok(_)) => self.sent += 1,
+            let send = async {
+                match &self.ledger {
+                    Some(ledger) => {
+                        message.idempotency_key = Some(ledger.block_key(self.sent));
+                        ledger.send_or_plain(&self.scheduler, message, markup).await.map(|_| ())
+                    }
+                    None => {
+                        message.idempotency_key = Some(format!("{}:block:{}", self.run_id, self.sent));
+                        self.scheduler.send_or_plain(message, markup).await.map(|_| ())
+                    }
+                }
+            };
+            match tokio::time::timeout(BLOCK_SEND_TIMEOUT, send).await {
+                Ok(Ok(())) => self.sent += 1,
                 Ok(Err(error)) => {
                     tracing::warn!(%error, "a streamed block could not be sent; the reply will be sent whole");
                     self.stopped = true;

@@ -69,8 +69,9 @@ impl FinalsPlan {
         }
     }
 
-    /// The ledger record of this plan, written before anything is delivered.
-    pub fn event(&self, channel: &str, account_id: &str) -> LedgerEvent {
+    /// The ledger record of this plan, written before anything is delivered; `joined`: the
+    /// messages steered into the run ([`Recorder::joined`]).
+    pub fn event(&self, channel: &str, account_id: &str, joined: Vec<i64>) -> LedgerEvent {
         LedgerEvent::Finals {
             channel: channel.to_owned(),
             account_id: account_id.to_owned(),
@@ -78,6 +79,7 @@ impl FinalsPlan {
             preview: self.preview.clone(),
             edit_in_place: self.edit_in_place,
             markup: self.markup,
+            joined,
         }
     }
 

@@ -16,7 +16,7 @@ use super::coalesce::{BlockFormat, BlocksOutcome, Coalescer};
 use super::directive::{self, ReplyTarget};
 use super::finals::{FinalsOutcome, FinalsPlan};
 use super::format;
-use super::ledger::Recorder;
+use super::ledger::{LedgerEvent, Recorder, RunSends};
 use super::media_lines;
 use super::outbound::OutboundScheduler;
 use super::preview::PreviewStream;
@@ -166,6 +166,15 @@ impl ReplyTurn {
             .take()
             .map(|preview| preview.with_recorder(recorder.clone(), &self.origin.channel, &self.origin.account_id));
         self.recorder = Some(recorder);
+        self
+    }
+
+    /// Sends the streamed blocks under the delivery ledger ([`RunSends`]): each recorded
+    /// once sent, and those a killed attempt at this reply sent are not sent again.
+    pub fn with_sends(mut self, sends: RunSends) -> Self {
+        if let Some((_, coalescer)) = &mut self.blocks {
+            coalescer.record_with(sends);
+        }
         self
     }
 
@@ -386,14 +395,21 @@ impl ReplyTurn {
             && coalescer.finish().await == BlocksOutcome::Delivered
         {
             // The blocks were the reply; sending the finals too would say it twice. Its files
-            // still go.
+            // still go, as finals: a restart sends only those not delivered yet.
             let files = self.with_files(Vec::new(), outcome);
-            if !files.is_empty() {
-                FinalsPlan::new(files, None, self.style.text_limit, self.style.markup)
-                    .deliver(&self.scheduler, None)
-                    .await;
+            let Some(recorder) = &self.recorder else {
+                if !files.is_empty() {
+                    let plan = FinalsPlan::new(files, None, self.style.text_limit, self.style.markup);
+                    plan.deliver(&self.scheduler, None).await;
+                }
+                return false;
+            };
+            if files.is_empty() {
+                return recorder.record(&LedgerEvent::Completed, true).await;
             }
-            return false;
+            let plan = FinalsPlan::new(files, None, self.style.text_limit, self.style.markup);
+            recorder.record(&plan.event(&self.origin.channel, &self.origin.account_id, recorder.joined()), false).await;
+            return plan.deliver(&self.scheduler, Some(recorder)).await.answered;
         }
         let mut shaped = shape_reply(
             &outcome.payloads,
@@ -428,7 +444,8 @@ impl ReplyTurn {
             return false;
         }
         if let Some(recorder) = &self.recorder {
-            recorder.record(&plan.event(&self.origin.channel, &self.origin.account_id), false).await;
+            let event = plan.event(&self.origin.channel, &self.origin.account_id, recorder.joined());
+            recorder.record(&event, false).await;
         }
         // Kept for `message_sent` only when a plugin listens.
         let texts: Vec<String> = if self.hooks.has_plugins() {

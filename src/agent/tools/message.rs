@@ -107,14 +107,20 @@ impl TypedTool for MessageTool {
         {
             outbound.reply_to_message_id = Some(id);
         }
-        outbound.idempotency_key = Some(format!("{}:{}", context.run_id, context.call_id));
+        // Named by its place in the reply when the ledger records it: a run re-done after a
+        // crash makes the same send under the same key, and it is not repeated.
+        let key = match &context.send_ledger {
+            Some(ledger) => ledger.next_message_key(),
+            None => format!("{}:{}", context.run_id, context.call_id),
+        };
+        outbound.idempotency_key = Some(key.clone());
         outbound.attachments.extend(file.map(|(file, _)| file));
         let sent = send(context, &channel, outbound)
             .await
             .map_err(|error| ToolError::new(format!("sending failed: {error}")))?;
         if let Some(rest) = rest {
             let mut more = OutboundMessage::text(target.clone(), rest);
-            more.idempotency_key = Some(format!("{}:{}:rest", context.run_id, context.call_id));
+            more.idempotency_key = Some(format!("{key}:rest"));
             send(context, &channel, more)
                 .await
                 .map_err(|error| ToolError::new(format!("sending the rest of the caption failed: {error}")))?;
@@ -134,15 +140,19 @@ impl TypedTool for MessageTool {
 }
 
 /// Sends through the account's outbound scheduler (its rate limits, 429s and retries),
-/// shared with the replies, when the run has one.
+/// shared with the replies, when the run has one, and under the delivery ledger when the
+/// reply is recorded.
 async fn send(
     context: &ToolContext,
     channel: &Arc<dyn Channel>,
     message: OutboundMessage,
 ) -> Result<SentMessage, ChannelError> {
-    match &context.schedulers {
-        Some(schedulers) => schedulers.for_channel(channel).send(message).await,
-        None => channel.send(message).await,
+    match (&context.schedulers, &context.send_ledger) {
+        (Some(schedulers), Some(ledger)) => {
+            Ok(ledger.send(&schedulers.for_channel(channel), message).await?.message().clone())
+        }
+        (Some(schedulers), None) => schedulers.for_channel(channel).send(message).await,
+        (None, _) => channel.send(message).await,
     }
 }
 

@@ -84,6 +84,10 @@ pub struct ToolContext {
     /// The outbound schedulers (rate limits, 429s) `message` sends through, shared with the
     /// replies; `None` (embedders, tests): straight to the channel.
     pub schedulers: Option<crate::reply::outbound::Schedulers>,
+    /// The delivery ledger's record of the reply's sends (`message` sends go under it, so
+    /// a run re-done after a crash does not repeat them); `None` where no reply is
+    /// recorded (the web chat, scheduled runs without a chat, tests).
+    pub send_ledger: Option<crate::reply::ledger::RunSends>,
 }
 
 /// A tool failure, worded for the model.

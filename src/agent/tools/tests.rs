@@ -26,6 +26,7 @@ pub(crate) fn context(origin: Option<Origin>, channels: ChannelRegistry) -> Tool
         updates: None,
         outgoing: None,
         schedulers: None,
+        send_ledger: None,
     }
 }
 

@@ -20,6 +20,7 @@
 
 pub mod record;
 pub mod recovery;
+pub mod sends;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -28,6 +29,7 @@ use ferry_channel::MessageRef;
 
 pub use record::LedgerEvent;
 pub use recovery::{OrphanPreview, RecordedFinals, RecoveredReply};
+pub use sends::{RunSends, SentKeys};
 
 use crate::state::inbound::LoggedDelivery;
 use crate::state::outage::through_outages;
@@ -54,6 +56,9 @@ struct Recovered {
     /// Messages of sessions taken over from another replica, which may likewise have
     /// started their replies.
     adopted: HashSet<i64>,
+    /// How many runs kept each message for later ([`LedgerEvent::Kept`]): the generation
+    /// of the next run's send keys ([`sends`]).
+    generations: HashMap<i64, u32>,
 }
 
 impl DeliveryLedger {
@@ -70,6 +75,7 @@ impl DeliveryLedger {
         let mut recovered = self.lock();
         recovered.adopted.extend(ids.iter().copied());
         for (seq, reply) in recovery.by_seq {
+            recovered.generations.insert(seq, reply.kept);
             recovered.by_seq.insert(seq, reply);
         }
         recovery.orphans
@@ -97,7 +103,9 @@ impl DeliveryLedger {
                 "replies left unfinished by the last shutdown will be completed"
             );
         }
-        self.lock().by_seq = recovery.by_seq;
+        let mut recovered = self.lock();
+        recovered.generations = recovery.by_seq.iter().map(|(seq, reply)| (*seq, reply.kept)).collect();
+        recovered.by_seq = recovery.by_seq;
         recovery.orphans
     }
 
@@ -133,13 +141,31 @@ impl DeliveryLedger {
         !recovered.finished.is_empty() && recovered.finished.contains(&seq)
     }
 
+    /// The run answering `recorder`'s messages failed for a passing reason and keeps them
+    /// for a later run: recorded, so that run's sends never pass for this one's, even after
+    /// a restart.
+    pub async fn kept(&self, recorder: &Recorder) {
+        recorder.record(&LedgerEvent::Kept, false).await;
+        let mut recovered = self.lock();
+        for seq in recorder.seqs() {
+            *recovered.generations.entry(*seq).or_default() += 1;
+        }
+    }
+
+    /// The sends of the reply `recorder` writes, with what a killed attempt at it sent
+    /// (`recovered`, from [`RecoveredReply::sent`]).
+    pub fn sends(&self, recorder: Recorder, recovered: SentKeys) -> RunSends {
+        let generation = recorder.seqs().first().and_then(|seq| self.lock().generations.get(seq).copied());
+        RunSends::new(recorder, recovered, generation.unwrap_or_default())
+    }
+
     /// A recorder for the reply to the messages `seqs`.
     pub fn recorder(&self, seqs: Vec<i64>) -> Recorder {
         let recovered = self.lock();
         let inherited =
             seqs.iter().any(|seq| *seq < recovered.first_of_this_process || recovered.adopted.contains(seq));
         drop(recovered);
-        Recorder { log: self.log.clone(), seqs: seqs.into(), inherited }
+        Recorder { log: self.log.clone(), seqs: seqs.into(), inherited, joined: Arc::default() }
     }
 
     /// A run answering `to` streams into `preview`, which a reply answering `from` left.
@@ -180,6 +206,9 @@ pub struct Recorder {
     /// The reply answers messages an earlier process accepted: it may have sent part of
     /// this reply without recording it.
     inherited: bool,
+    /// Messages steered into the run ([`Recorder::join`]): the record that completes the
+    /// reply answers them too.
+    joined: Arc<Mutex<Vec<i64>>>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -207,6 +236,21 @@ impl Recorder {
         format!("m{}", self.seqs.first().copied().unwrap_or_default())
     }
 
+    /// Messages the run took in while it went on (steering): its reply answers them, so
+    /// the record that completes it marks them answered too, and a restart does not run
+    /// them again.
+    pub fn join(&self, seqs: &[i64]) {
+        let mut joined = self.joined.lock().unwrap_or_else(PoisonError::into_inner);
+        joined.extend(seqs.iter().filter(|seq| !self.seqs.contains(seq)));
+        joined.sort_unstable();
+        joined.dedup();
+    }
+
+    /// The messages [`Recorder::join`] added.
+    pub fn joined(&self) -> Vec<i64> {
+        self.joined.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
     /// Records `event`; with `done`, the same write marks the reply's messages answered.
     /// Returns whether it was written. While the store is unreachable the write is tried
     /// again (`state::outage`): a reply whose finals or completion went unrecorded would be
@@ -215,7 +259,13 @@ impl Recorder {
     /// still has the messages.
     pub async fn record(&self, event: &LedgerEvent, done: bool) -> bool {
         let body = event.encode();
-        let write = || self.log.record_delivery(&self.seqs, body.clone(), done);
+        let joined = if done { self.joined() } else { Vec::new() };
+        let seqs: std::borrow::Cow<'_, [i64]> = if joined.is_empty() {
+            std::borrow::Cow::Borrowed(&self.seqs)
+        } else {
+            std::borrow::Cow::Owned(self.seqs.iter().copied().chain(joined).collect())
+        };
+        let write = || self.log.record_delivery(&seqs, body.clone(), done);
         match through_outages("a delivery record", None, StorageError::is_unavailable, write).await {
             Ok(()) => true,
             Err(error) => {

@@ -27,11 +27,24 @@ pub enum LedgerEvent {
         edit_in_place: bool,
         /// The channel's markup, for the plain-text resend of a rejected final.
         markup: MarkupDialect,
+        /// Messages steered into the run while it went on: the reply answers them too.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        joined: Vec<i64>,
     },
     /// Final `index` is on the platform as `message_id`.
     Delivered { index: usize, message_id: String },
     /// The preview was deleted (the finals were sent as messages of their own).
     PreviewGone,
+    /// A send made while the run went on (a `message` tool send, a streamed block) is on
+    /// the platform as `message_id`; `key` names it across a restart (`super::sends`).
+    Sent { key: String, message_id: String },
+    /// The run failed for a passing reason and its messages were kept for a later run,
+    /// which knows from the saved transcript what this one sent: its sends get keys of
+    /// their own (`super::sends`), never taken for this run's.
+    Kept,
+    /// The reply needed no finals (its streamed blocks were the whole answer): written
+    /// with the record that answers its messages.
+    Completed,
 }
 
 impl LedgerEvent {

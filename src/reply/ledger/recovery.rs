@@ -7,6 +7,7 @@ use std::sync::Arc;
 use ferry_channel::{MarkupDialect, MessageRef, OutboundMessage};
 
 use super::record::LedgerEvent;
+use super::sends::SentKeys;
 use crate::state::inbound::LoggedDelivery;
 
 /// A reply a previous process left unfinished.
@@ -22,6 +23,12 @@ pub struct RecoveredReply {
     pub finals: Option<RecordedFinals>,
     /// Finals already on the platform: index → message id.
     pub delivered: BTreeMap<usize, String>,
+    /// What the run sent while it went on (`message` tool sends, streamed blocks), by key:
+    /// a run re-done for these messages does not send them again.
+    pub sent: SentKeys,
+    /// How many runs for these messages failed for a passing reason and kept them for
+    /// later ([`LedgerEvent::Kept`]): the next run's sends are of a later generation.
+    pub kept: u32,
 }
 
 /// The final messages of a finished run, as recorded before the first was sent.
@@ -30,6 +37,8 @@ pub struct RecordedFinals {
     pub messages: Vec<OutboundMessage>,
     pub edit_in_place: bool,
     pub markup: MarkupDialect,
+    /// Messages steered into the run: the reply answers them too.
+    pub joined: Vec<i64>,
 }
 
 /// A preview nothing will stream into or finalize any more: it is deleted at start-up.
@@ -84,15 +93,21 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
                 }
                 (reply.channel, reply.account_id) = (channel, account_id);
             }
-            LedgerEvent::Finals { channel, account_id, messages, preview, edit_in_place, markup } => {
+            LedgerEvent::Finals { channel, account_id, messages, preview, edit_in_place, markup, joined } => {
                 (reply.channel, reply.account_id) = (channel, account_id);
                 reply.preview = preview;
-                reply.finals = Some(RecordedFinals { messages, edit_in_place, markup });
+                reply.finals = Some(RecordedFinals { messages, edit_in_place, markup, joined });
             }
             LedgerEvent::Delivered { index, message_id } => {
                 reply.delivered.insert(index, message_id);
             }
             LedgerEvent::PreviewGone => reply.preview = None,
+            LedgerEvent::Sent { key, message_id } => {
+                reply.sent.insert(key, message_id);
+            }
+            LedgerEvent::Kept => reply.kept += 1,
+            // Written with the record that answered the messages: never among the unanswered.
+            LedgerEvent::Completed => {}
         }
     }
     // Each message goes with the reply written to last.
@@ -106,6 +121,28 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
         }
     }
     let live: Vec<bool> = (0..replies.len()).map(|index| latest.values().any(|&chosen| chosen == index)).collect();
+    // A run killed twice, its messages batched differently the second time, recorded its
+    // sends under two replies: what either sent stays sent (and a kept run counts for both).
+    let of_others: Vec<(SentKeys, u32)> = replies
+        .iter()
+        .enumerate()
+        .map(|(index, (_, reply))| {
+            let (mut sent, mut kept) = (SentKeys::new(), 0);
+            for (other, (_, older)) in replies.iter().enumerate() {
+                if other != index && older.seqs.iter().any(|seq| reply.seqs.contains(seq)) {
+                    sent.extend(older.sent.iter().map(|(key, id)| (key.clone(), id.clone())));
+                    kept = kept.max(older.kept);
+                }
+            }
+            (sent, kept)
+        })
+        .collect();
+    for ((_, reply), (sent, kept)) in replies.iter_mut().zip(of_others) {
+        for (key, id) in sent {
+            reply.sent.entry(key).or_insert(id);
+        }
+        reply.kept = reply.kept.max(kept);
+    }
     let live_previews: Vec<MessageRef> = replies
         .iter()
         .zip(&live)
@@ -139,6 +176,8 @@ impl RecoveredReply {
             preview: None,
             finals: None,
             delivered: BTreeMap::new(),
+            sent: SentKeys::new(),
+            kept: 0,
         }
     }
 }
@@ -185,6 +224,7 @@ mod tests {
             preview: Some(preview("100")),
             edit_in_place: false,
             markup: MarkupDialect::TelegramHtml,
+            joined: vec![],
         };
         let recovery = fold(vec![
             record(&[5], shown("100")),
@@ -216,6 +256,15 @@ mod tests {
         assert_eq!(recovery.by_seq[&6].preview, Some(preview("200")));
         let orphans: Vec<&str> = recovery.orphans.iter().map(|orphan| orphan.message.message_id.as_str()).collect();
         assert_eq!(orphans, ["100"], "replaced by 300 and reused by nothing");
+    }
+
+    #[test]
+    fn sends_of_a_run_killed_twice_and_batched_anew_stay_sent() {
+        let sent = |key: &str| LedgerEvent::Sent { key: key.into(), message_id: format!("id-{key}") };
+        let recovery = fold(vec![record(&[5], sent("m5:message:0")), record(&[5, 6], sent("m5:message:1"))]);
+        let keys: Vec<&str> = recovery.by_seq[&5].sent.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["m5:message:0", "m5:message:1"]);
+        assert_eq!(recovery.by_seq[&6].sent.len(), 2);
     }
 
     #[test]

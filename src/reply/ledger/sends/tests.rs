@@ -1,0 +1,163 @@
+use std::sync::Arc;
+
+use ferry_channel::memory::MemoryChannel;
+use ferry_channel::{ChannelCapabilities, ChatKind, ChatRef, SendReconciliation, Target};
+
+use super::*;
+use crate::reply::ledger::DeliveryLedger;
+use crate::state::inbound::{Accepted, MessageKey};
+use crate::state::sqlite::inbound_log::InboundLog;
+
+async fn accept(log: &InboundLog, message_id: &str) -> i64 {
+    let key = MessageKey { channel: "memory", account_id: "default", chat_id: "42", thread_id: "", message_id };
+    let entry = Accepted { session_key: "s".into(), prompt: "q".into(), message: "{}".into(), enqueued_at: 0 };
+    log.accept(&key, 1, 0, &entry).await.unwrap().unwrap()
+}
+
+fn text(body: &str) -> OutboundMessage {
+    OutboundMessage::text(Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None }, body)
+}
+
+/// What a restart finds in `log` for the reply to `seqs`, as the executor hands it on.
+async fn restarted(log: &InboundLog, seqs: &[i64]) -> (DeliveryLedger, SentKeys) {
+    let ledger = DeliveryLedger::new(Arc::new(log.clone()));
+    ledger.recover(log.unanswered().unwrap().deliveries).await;
+    let sent = ledger.take(seqs).first().map(|reply| reply.sent.clone()).unwrap_or_default();
+    (ledger, sent)
+}
+
+/// A run that sent two `message` tool messages and a block, then was killed, is re-done
+/// after a restart: the model makes the same sends, and only the one never sent goes out.
+#[tokio::test(start_paused = true)]
+async fn a_run_redone_after_a_kill_sends_only_what_the_killed_attempt_did_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
+    let seq = accept(&log, "1").await;
+    let channel = Arc::new(MemoryChannel::new("memory", "default"));
+
+    let first = DeliveryLedger::new(Arc::new(log.clone()));
+    let sends = RunSends::new(first.recorder(vec![seq]), SentKeys::new(), 0);
+    let scheduler = OutboundScheduler::new(channel.clone());
+    for body in ["tool one", "tool two"] {
+        let mut message = text(body);
+        message.idempotency_key = Some(sends.next_message_key());
+        assert!(matches!(sends.send(&scheduler, message).await.unwrap(), Outcome::Sent(_)));
+    }
+    let mut block = text("block zero");
+    block.idempotency_key = Some(sends.block_key(0));
+    let block_sent = sends.send_or_plain(&scheduler, block, MarkupDialect::Plain).await.unwrap();
+    // Killed here: nothing answered the message.
+
+    let (second, recovered) = restarted(&log, &[seq]).await;
+    assert_eq!(recovered.len(), 3, "{recovered:?}");
+    let sends = RunSends::new(second.recorder(vec![seq]), recovered, 0);
+    let scheduler = OutboundScheduler::new(channel.clone());
+    let mut outcomes = Vec::new();
+    for body in ["tool one again", "tool two again", "tool three"] {
+        let mut message = text(body);
+        message.idempotency_key = Some(sends.next_message_key());
+        outcomes.push(sends.send(&scheduler, message).await.unwrap());
+    }
+    let mut block = text("block zero again");
+    block.idempotency_key = Some(sends.block_key(0));
+    let block_again = sends.send_or_plain(&scheduler, block, MarkupDialect::Plain).await.unwrap();
+
+    assert_eq!(channel.sent_texts(), ["tool one", "tool two", "block zero", "tool three"]);
+    assert!(matches!(outcomes[0], Outcome::Recorded(_)) && matches!(outcomes[2], Outcome::Sent(_)));
+    assert_eq!(block_again, Outcome::Recorded(block_sent.message().clone()), "the first attempt's message");
+}
+
+/// Killed between the platform's answer and the ledger write: the re-done run's send is
+/// looked up by its key where the platform allows (Slack), found, and not repeated.
+#[tokio::test(start_paused = true)]
+async fn a_send_the_killed_attempt_made_without_recording_it_is_found_by_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
+    let seq = accept(&log, "1").await;
+    let capabilities =
+        ChannelCapabilities { send_reconciliation: SendReconciliation::Lookup, ..ChannelCapabilities::unrestricted() };
+    let channel = Arc::new(MemoryChannel::with_capabilities("memory", "default", capabilities));
+    let key = RunSends::new(DeliveryLedger::new(Arc::new(log.clone())).recorder(vec![seq]), SentKeys::new(), 0)
+        .next_message_key();
+    let mut unrecorded = text("sent, never recorded");
+    unrecorded.idempotency_key = Some(key);
+    OutboundScheduler::new(channel.clone()).send(unrecorded).await.unwrap();
+
+    let (second, recovered) = restarted(&log, &[seq]).await;
+    assert!(recovered.is_empty());
+    let recorder = second.recorder(vec![seq]);
+    assert!(recorder.inherited(), "accepted by the process that was killed");
+    let sends = RunSends::new(recorder, recovered, 0);
+    let mut again = text("sent, never recorded");
+    again.idempotency_key = Some(sends.next_message_key());
+    sends.send(&OutboundScheduler::new(channel.clone()), again).await.unwrap();
+    assert_eq!(channel.sent_texts(), ["sent, never recorded"]);
+}
+
+/// A message steered into a run is answered by the run's reply: the record completing it
+/// marks the steered message answered too, so a restart does not run it again.
+#[tokio::test]
+async fn the_record_completing_a_reply_answers_the_messages_steered_into_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
+    let (first, steered) = (accept(&log, "1").await, accept(&log, "2").await);
+    let ledger = DeliveryLedger::new(Arc::new(log.clone()));
+    let recorder = ledger.recorder(vec![first]);
+    recorder.join(&[steered, first]);
+    assert_eq!(recorder.joined(), [steered]);
+    assert!(recorder.record(&LedgerEvent::Sent { key: "m1:block:0".into(), message_id: "9".into() }, false).await);
+    assert_eq!(log.unanswered().unwrap().messages.len(), 2, "only a completing record answers");
+    assert!(recorder.record(&LedgerEvent::Completed, true).await);
+    assert!(log.unanswered().unwrap().messages.is_empty());
+}
+
+/// Recorded finals carry the steered messages: a restart that completes the reply from
+/// the record answers them too.
+#[tokio::test]
+async fn recorded_finals_name_the_messages_steered_into_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
+    let (first, steered) = (accept(&log, "1").await, accept(&log, "2").await);
+    let ledger = DeliveryLedger::new(Arc::new(log.clone()));
+    let recorder = ledger.recorder(vec![first]);
+    recorder.join(&[steered]);
+    let plan = crate::reply::finals::FinalsPlan::new(vec![text("answer")], None, 4096, MarkupDialect::Plain);
+    assert!(recorder.record(&plan.event("memory", "default", recorder.joined()), false).await);
+
+    let ledger = DeliveryLedger::new(Arc::new(log.clone()));
+    ledger.recover(log.unanswered().unwrap().deliveries).await;
+    let reply = ledger.take(&[first]).pop().unwrap();
+    assert_eq!(reply.finals.as_ref().map(|finals| finals.joined.clone()), Some(vec![steered]));
+}
+
+/// A run that failed for a passing reason kept its messages for the next run, whose
+/// transcript shows what the first sent: the next run's sends are new ones, not taken for
+/// the first run's, in this process and after a restart.
+#[tokio::test(start_paused = true)]
+async fn sends_of_a_run_after_one_that_kept_its_messages_are_new_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
+    let seq = accept(&log, "1").await;
+    let channel = Arc::new(MemoryChannel::new("memory", "default"));
+    let scheduler = OutboundScheduler::new(channel.clone());
+    let ledger = DeliveryLedger::new(Arc::new(log.clone()));
+    let send = |sends: RunSends, body: &'static str| {
+        let scheduler = scheduler.clone();
+        async move {
+            let mut message = text(body);
+            message.idempotency_key = Some(sends.next_message_key());
+            sends.send(&scheduler, message).await.unwrap()
+        }
+    };
+    let first = ledger.sends(ledger.recorder(vec![seq]), SentKeys::new());
+    send(first, "from the kept run").await;
+    ledger.kept(&ledger.recorder(vec![seq])).await;
+    let second = ledger.sends(ledger.recorder(vec![seq]), SentKeys::new());
+    assert!(matches!(send(second, "from the next run").await, Outcome::Sent(_)));
+    // Killed now; the run after the restart is the second's attempt again.
+    let (restarted, recovered) = restarted(&log, &[seq]).await;
+    let third = restarted.sends(restarted.recorder(vec![seq]), recovered);
+    assert!(matches!(send(third.clone(), "from the next run, again").await, Outcome::Recorded(_)));
+    assert!(matches!(send(third, "one more").await, Outcome::Sent(_)));
+    assert_eq!(channel.sent_texts(), ["from the kept run", "from the next run", "one more"]);
+}
