@@ -11,6 +11,11 @@
 //! case (a fresh send whose outcome was unknown, which Telegram cannot deduplicate): a
 //! repeat of the very same message, counted and reported.
 //!
+//! A second run per platform ([`Mode::Sends`]) answers through what happens while a run goes
+//! on: each message's first token is sent by the `message` tool, its second in a reply
+//! streamed in blocks, and messages arriving mid-run are steered into it. Killed at the
+//! worst moment there, a send was just recorded and the next is under way.
+//!
 //! Seeded and bounded: `FERRY_CHAOS_SEED` replays a run (the seed is printed, and named in
 //! every failure); `FERRY_CHAOS_SECONDS` sets how long faults are injected (default 40).
 
@@ -38,7 +43,7 @@ use conformance::slack::Slack;
 use conformance::telegram::Telegram;
 use conformance::{Harness, Platform, Shown};
 use daemon::{PATIENCE, wait_for_inbound};
-use oracle::{Verdict, answer, asked_about, check_chat, duration_from_env, is_whole, seed};
+use oracle::{Verdict, answer, asked_about, check_chat, check_chat_of, duration_from_env, is_whole, seed};
 
 const USERS: u64 = 5;
 
@@ -162,6 +167,97 @@ fn responder(faults: Arc<ModelFaults>, counter: Arc<AtomicU32>) -> impl Fn(&Reco
     }
 }
 
+/// What the chaos loop sends and how the model answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Each message names one token, answered in a streamed (previewed) reply.
+    Replies,
+    /// Each message names two tokens: the even one is sent with the `message` tool, the
+    /// odd one in a reply streamed in blocks; steer mode.
+    Sends,
+}
+
+impl Mode {
+    /// The ledger record a worst-moment kill waits for.
+    fn worst_moment(self) -> &'static str {
+        match self {
+            Self::Replies => "\"event\":\"finals\"",
+            Self::Sends => "\"event\":\"sent\"",
+        }
+    }
+}
+
+/// The model in [`Mode::Sends`]: sends the even tokens of the conversation that no
+/// `message` call of its own named yet with the `message` tool, then answers the odd ones
+/// no text of its own named yet in two paragraphs (block streaming sends them apart or
+/// merged), and `NO_REPLY` when nothing is left. Like a real model, it sees in its
+/// transcript what it already sent; a send it made in a run killed before it was saved it
+/// makes again, which the ledger must not repeat.
+fn sends_responder(
+    faults: Arc<ModelFaults>,
+    counter: Arc<AtomicU32>,
+) -> impl Fn(&RecordedRequest) -> Turn + Send + Sync {
+    move |request| {
+        let (said_by_tool, said_in_text) = said(request);
+        let asked: Vec<String> = request.user_texts().iter().flat_map(|text| oracle::tokens(text)).collect();
+        let pending = |even: bool, said: &[String]| -> Vec<String> {
+            let mut pending: Vec<String> = Vec::new();
+            for token in &asked {
+                if is_even(token) == even && !said.contains(token) && !pending.contains(token) {
+                    pending.push(token.clone());
+                }
+            }
+            pending
+        };
+        // The same request gets the same answer (no counter in the text): a block a resumed
+        // run streams again is recognized.
+        let number = counter.fetch_add(1, Ordering::SeqCst);
+        let to_send = pending(true, &said_by_tool);
+        if !to_send.is_empty() {
+            let text = format!("{}tool {} done.", oracle::PREAMBLE, to_send.join(" "));
+            let arguments = serde_json::json!({ "text": text }).to_string();
+            return Turn::tool_calls([ferry_fakes::ToolCall::new(format!("call-{number}"), "message", arguments)]);
+        }
+        let to_answer = pending(false, &said_in_text);
+        if to_answer.is_empty() {
+            return Turn::text(["NO_", "REPLY"]);
+        }
+        let text = format!(
+            "{preamble}first part for {first} done.\n\n{preamble}ack {} done.",
+            to_answer.join(" "),
+            first = to_answer[0].replace("tok-", "t").replace("end-", "e"),
+            preamble = oracle::PREAMBLE,
+        );
+        let reply = ferry_fakes::Reply::text(oracle::split_in_four(&text)).with_chunk_delay(Duration::from_millis(150));
+        if take(&faults.stalls) {
+            Turn::stall(reply, 2)
+        } else if take(&faults.cuts) {
+            Turn::cut(reply, 2)
+        } else {
+            Turn::Reply(reply)
+        }
+    }
+}
+
+/// The tokens the assistant's `message` calls and its texts named in the request.
+fn said(request: &RecordedRequest) -> (Vec<String>, Vec<String>) {
+    let (mut by_tool, mut in_text) = (Vec::new(), Vec::new());
+    let messages = request.body.get("messages").and_then(serde_json::Value::as_array).cloned().unwrap_or_default();
+    for message in messages.iter().filter(|message| message["role"] == "assistant") {
+        if let Some(text) = message["content"].as_str() {
+            in_text.extend(oracle::tokens(text));
+        }
+        for call in message["tool_calls"].as_array().into_iter().flatten() {
+            by_tool.extend(oracle::tokens(call["function"]["arguments"].as_str().unwrap_or_default()));
+        }
+    }
+    (by_tool, in_text)
+}
+
+fn is_even(token: &str) -> bool {
+    token.rsplit('-').next().and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| n % 2 == 0)
+}
+
 fn take(counter: &AtomicU32) -> bool {
     counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
 }
@@ -179,17 +275,30 @@ struct Tally {
     model_cuts: usize,
 }
 
-async fn chaos<P: ChaosPlatform>() {
+async fn chaos<P: ChaosPlatform>(mode: Mode) {
     let seed = seed();
-    println!("chaos seed for {}: {seed} (FERRY_CHAOS_SEED={seed} replays it)", P::NAME);
+    println!("chaos seed for {} ({mode:?}): {seed} (FERRY_CHAOS_SEED={seed} replays it)", P::NAME);
     let mut rng = StdRng::seed_from_u64(seed);
     let keys = "dm_policy = \"open\"\nallow_from = [\"*\"]\nstreaming = \"partial\"";
-    let tables = "[agents.defaults]\nmodel_idle_timeout_seconds = 1\nmodel_retry_after_output_ms = 200\n\n\
-                  [messages]\ndelivery_deadline_seconds = 120\n\n[messages.queue]\ndebounce_ms = 200\n\n\
-                  [session]\ndm_scope = \"per-channel-peer\"";
-    let mut h = Harness::<P>::start_with(keys, tables).await;
+    let (agent_keys, queue_keys) = match mode {
+        Mode::Replies => ("", ""),
+        Mode::Sends => (
+            "block_streaming = true\nblock_streaming_chunk = { min_chars = 20, max_chars = 400 }\n\
+             block_streaming_coalesce = { idle_ms = 100 }\n",
+            "mode = \"steer\"\n",
+        ),
+    };
+    let tables = format!(
+        "[agents.defaults]\nmodel_idle_timeout_seconds = 1\nmodel_retry_after_output_ms = 200\n{agent_keys}\n\
+         [messages]\ndelivery_deadline_seconds = 120\n\n[messages.queue]\ndebounce_ms = 200\n{queue_keys}\n\
+         [session]\ndm_scope = \"per-channel-peer\""
+    );
+    let mut h = Harness::<P>::start_with(keys, &tables).await;
     let faults = Arc::new(ModelFaults::default());
-    h.openai.set_responder(responder(faults.clone(), Arc::new(AtomicU32::new(0))));
+    match mode {
+        Mode::Replies => h.openai.set_responder(responder(faults.clone(), Arc::new(AtomicU32::new(0)))),
+        Mode::Sends => h.openai.set_responder(sends_responder(faults.clone(), Arc::new(AtomicU32::new(0)))),
+    }
 
     let mut tally = Tally::default();
     let mut sent: BTreeMap<u64, Vec<String>> = (1..=USERS).map(|user| (user, Vec::new())).collect();
@@ -200,6 +309,10 @@ async fn chaos<P: ChaosPlatform>() {
         let user = rng.random_range(1..=USERS);
         if rng.random_bool(0.1) {
             h.platform.dm(user, "shh, nothing to answer here").await;
+        } else if mode == Mode::Sends {
+            let tokens = [format!("tok-{}", 2 * tally.messages), format!("tok-{}", 2 * tally.messages + 1)];
+            h.platform.dm(user, &format!("{} {} what do you think?", tokens[0], tokens[1])).await;
+            sent.entry(user).or_default().extend(tokens);
         } else {
             let token = format!("tok-{}", tally.messages);
             h.platform.dm(user, &format!("{token} what do you think?")).await;
@@ -238,10 +351,11 @@ async fn chaos<P: ChaosPlatform>() {
                 wait_for_inbound(port, P::NAME, handled_since_start).await;
             }
             if rng.random_bool(0.4) {
-                // The worst moment: a reply's finals were just recorded and are being sent.
-                let before = h.ledger_count("\"event\":\"finals\"");
+                // The worst moment: a reply's finals were just recorded and are being sent,
+                // or a send was recorded and the run goes on.
+                let before = h.ledger_count(mode.worst_moment());
                 let recorded = tokio::time::timeout(Duration::from_secs(3), async {
-                    while h.ledger_count("\"event\":\"finals\"") <= before {
+                    while h.ledger_count(mode.worst_moment()) <= before {
                         tokio::time::sleep(Duration::from_millis(5)).await;
                     }
                 })
@@ -298,7 +412,16 @@ async fn chaos<P: ChaosPlatform>() {
             !is_whole(message.visible.trim()) && h.ledger_count(&recorded) == 0
         });
         verdict.unknown_previews.extend(unknown.into_iter().map(|message| message.visible));
-        check_chat(&known, tokens, &mut verdict);
+        match mode {
+            Mode::Replies => check_chat(&known, tokens, &mut verdict),
+            // Steering interleaves one message's tool send with another's reply: each kind
+            // keeps its own order.
+            Mode::Sends => {
+                let (even, odd): (Vec<String>, Vec<String>) = tokens.iter().cloned().partition(|t| is_even(t));
+                check_chat_of(&known, &even, is_even, &mut verdict);
+                check_chat_of(&known, &odd, |token| !is_even(token), &mut verdict);
+            }
+        }
     }
     println!("{} (seed {seed}): {tally:?}", P::NAME);
     println!("{} (seed {seed}): {verdict}", P::NAME);
@@ -323,15 +446,30 @@ async fn chaos<P: ChaosPlatform>() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn telegram_answers_every_message_exactly_once_through_kills_and_faults() {
-    chaos::<Telegram>().await;
+    chaos::<Telegram>(Mode::Replies).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discord_answers_every_message_exactly_once_through_kills_and_faults() {
-    chaos::<Discord>().await;
+    chaos::<Discord>(Mode::Replies).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slack_answers_every_message_exactly_once_through_kills_and_faults() {
-    chaos::<Slack>().await;
+    chaos::<Slack>(Mode::Replies).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telegram_sends_tool_messages_and_blocks_exactly_once_through_kills_and_faults() {
+    chaos::<Telegram>(Mode::Sends).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discord_sends_tool_messages_and_blocks_exactly_once_through_kills_and_faults() {
+    chaos::<Discord>(Mode::Sends).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_sends_tool_messages_and_blocks_exactly_once_through_kills_and_faults() {
+    chaos::<Slack>(Mode::Sends).await;
 }

@@ -11,6 +11,7 @@
 mod compact;
 mod images;
 mod memory_flush;
+mod resume;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -160,6 +161,10 @@ pub struct RunRequest {
     /// The delivery ledger's record of the reply's sends while the run goes on (see
     /// [`crate::reply::ledger::sends`]); `None` where the reply is not recorded.
     pub send_ledger: Option<crate::reply::ledger::RunSends>,
+    /// The run's own messages as a killed attempt at it recorded them (its user message
+    /// first): the run resumes from them, and `message` (when not empty) follows them as
+    /// messages that arrived since.
+    pub resume: Vec<ChatMessage>,
 }
 
 impl RunRequest {
@@ -186,6 +191,7 @@ impl RunRequest {
             tools: ToolFilter::everything(),
             schedulers: None,
             send_ledger: None,
+            resume: Vec::new(),
         }
     }
 }
@@ -278,6 +284,9 @@ struct RunState {
     notices: Vec<String>,
     /// Files the reply's `MEDIA:` lines attached.
     attachments: Vec<Attachment>,
+    /// Messages up to here are in the delivery ledger ([`resume`]): recorded by a killed
+    /// attempt this run resumes, or by this run's last step.
+    recorded: usize,
 }
 
 impl RunState {
@@ -295,6 +304,7 @@ impl RunState {
             answered: None,
             notices: Vec::new(),
             attachments: Vec::new(),
+            recorded: first_new,
         }
     }
 }
@@ -441,11 +451,18 @@ impl AgentRunner {
         // A transcript saved before stopped runs were repaired may hold unanswered calls.
         answer_open_tool_calls(&mut history, 0, INTERRUPTED_TOOL);
         let first_new = history.len();
-        history.push(ChatMessage::User { text: request.message.clone(), media: std::mem::take(&mut request.media) });
+        // A run a crash cut short resumes from what it recorded ([`resume`]).
+        history.append(&mut request.resume);
+        let recorded = history.len();
+        if recorded == first_new || !request.message.is_empty() {
+            let media = std::mem::take(&mut request.media);
+            history.push(ChatMessage::User { text: request.message.clone(), media });
+        }
         if let Some(media) = &parts.media {
             load_recent_images(media, &mut history, first_new, media.config().history_images).await;
         }
         let mut state = RunState::new(history, first_new);
+        state.recorded = recorded;
         let timeout = request.timeout.unwrap_or(parts.settings.timeout);
         let cancel = request.cancel.clone();
         let result = tokio::select! {
@@ -537,7 +554,7 @@ impl AgentRunner {
         }
         let mut system =
             parts.hooks.before_agent_start(&request.run_id, &request.session_key, &request.message, system).await;
-        let mut rounds = 0;
+        let mut rounds = self.resume(state, request, events, &skills).await;
         loop {
             if request.memory_flush
                 && let Some(compactor) = compactor
@@ -615,7 +632,11 @@ impl AgentRunner {
                     steered = drain(&mut request.steer);
                 }
                 if steered.is_empty() {
-                    self.execute_tool(call, state, request, events, &skills).await;
+                    // Done once (a message sent, a job scheduled): a crash from now on resumes
+                    // after it.
+                    if self.execute_tool(call, state, request, events, &skills).await {
+                        self.record_step(state, request).await;
+                    }
                 } else {
                     events.tool(ToolEvent::Result {
                         name: call.name.clone(),
@@ -788,7 +809,7 @@ impl AgentRunner {
         request: &RunRequest,
         events: &RunEvents,
         skills: &Arc<SkillsSnapshot>,
-    ) {
+    ) -> bool {
         let parts = &self.inner.parts;
         let args =
             parse_arguments(&call.arguments).unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
@@ -850,6 +871,7 @@ impl AgentRunner {
             is_error: outcome.is_error,
             result: shown,
         });
+        let mutates = outcome.mutates;
         state.messages.push(ChatMessage::ToolResult {
             call_id: call.id.clone(),
             name: call.name.clone(),
@@ -857,6 +879,7 @@ impl AgentRunner {
             is_error: outcome.is_error,
             images: outcome.images,
         });
+        mutates
     }
 }
 

@@ -104,14 +104,26 @@ impl RunExecutor for AgentExecutor {
         }
         // Replies a killed process left unfinished are completed first, in this lane.
         let count = job.messages.len();
-        let Settled { messages, preview: left_preview, answered, sent: recovered_sends } =
+        let Settled { messages, preview: left_preview, answered, resumed } =
             recovered::settle(&self.ledger, &self.channels, &self.schedulers, std::mem::take(&mut job.messages)).await;
         if messages.is_empty() {
             return RunReport { answered, ..RunReport::default() };
         }
         job.messages = messages;
+        // Messages steered into a resumed run are in its recorded messages already; one
+        // that waits in a later batch is answered by this run, not run again.
+        job.messages.retain(|message| !resumed.joined.contains(&message.id));
+        self.ledger.finished(&resumed.joined);
+        let Some(_) = job.messages.first() else { return RunReport { answered, ..RunReport::default() } };
+        // What arrived since the resumed run began follows its recorded messages.
+        let arrived: Vec<QueuedMessage> =
+            job.messages.iter().filter(|message| !resumed.seqs.contains(&message.id)).cloned().collect();
+        let resuming = !resumed.steps.is_empty();
+        if resuming {
+            job.prompt = if arrived.is_empty() { String::new() } else { follow_up_prompt(&arrived, &job.summaries) };
+        }
         let media = self.take_in_files(&mut job.messages).await;
-        if job.messages.len() != count || !media.is_empty() {
+        if !resuming && (job.messages.len() != count || !media.is_empty()) {
             job.prompt = follow_up_prompt(&job.messages, &job.summaries);
         }
         let fires = fires_of(&job.messages);
@@ -141,6 +153,7 @@ impl RunExecutor for AgentExecutor {
 
         let mut request = RunRequest::new(key, job.prompt);
         request.media = media.files;
+        request.resume = resumed.steps;
         request.schedulers = Some(self.schedulers.clone());
         // Kept to tell a run stopped while it waited for the store (its lease lost, or
         // `/stop`) from one the store refused.
@@ -227,7 +240,8 @@ impl RunExecutor for AgentExecutor {
         let answers: Vec<i64> =
             job.messages.iter().map(|message| message.id).chain(job.summarized.iter().copied()).collect();
         let recorder = self.ledger.recorder(answers.clone());
-        let sends = self.ledger.sends(recorder.clone(), recovered_sends);
+        recorder.join(&resumed.joined);
+        let sends = self.ledger.sends(recorder.clone(), resumed.sends);
         request.send_ledger = Some(sends.clone());
         let mut turn = ReplyTurn::new(scheduler.clone(), origin, &run_id, answering, style)
             .with_hooks(runner.hooks().clone())

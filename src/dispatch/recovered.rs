@@ -8,7 +8,8 @@
 //!   again;
 //! - a reply that was still streaming leaves its preview, which the new run streams into
 //!   ([`Settled::preview`]) rather than leaving it frozen beside a second reply, and what
-//!   it sent while it ran ([`Settled::sent`]), which the new run does not send again.
+//!   it did while it ran ([`Settled::resumed`]): the new run resumes from its last step
+//!   and does not send again what it sent.
 //!
 //! It runs inside the session's lane, so the recovered reply keeps its place in the chat's
 //! order.
@@ -21,8 +22,9 @@ use crate::channels::ChannelRegistry;
 use crate::metrics::{PreviewAction, metrics};
 use crate::queue::QueuedMessage;
 use crate::reply::finals::FinalsPlan;
-use crate::reply::ledger::{DeliveryLedger, OrphanPreview, RecoveredReply, SentKeys};
+use crate::reply::ledger::{DeliveryLedger, OrphanPreview, RecoveredReply, RecoveredSends};
 use crate::reply::outbound::Schedulers;
+use crate::types::conversation::ChatMessage;
 
 /// What is left of a run after its recovered replies were dealt with.
 pub(super) struct Settled {
@@ -32,9 +34,22 @@ pub(super) struct Settled {
     pub preview: Option<Recovered>,
     /// Every recovered reply delivered also answered its messages in the ledger.
     pub answered: bool,
-    /// What killed attempts at these messages sent while they ran (`message` tool sends,
-    /// streamed blocks): the new run does not send them again.
-    pub sent: SentKeys,
+    /// What a killed attempt at these messages did while it ran: the new run resumes it.
+    pub resumed: Resumed,
+}
+
+/// What a killed attempt at a run did while it ran, for the run that takes it up again.
+#[derive(Default)]
+pub(super) struct Resumed {
+    /// Its sends (`message` tool sends, block messages): not sent again.
+    pub sends: RecoveredSends,
+    /// Its own messages as far as its last step: the new run starts from them.
+    pub steps: Vec<ChatMessage>,
+    /// The messages it answered (those it was started for, and those steered into it
+    /// before its last step), when it has steps.
+    pub seqs: Vec<i64>,
+    /// Messages steered into it before its last step: they are in `steps` already.
+    pub joined: Vec<i64>,
 }
 
 /// A recovered preview and where it is.
@@ -56,10 +71,19 @@ pub(super) async fn settle(
     let recovered = ledger.take(&ids);
     let mut answered = true;
     let mut preview = None;
-    let mut sent = SentKeys::new();
+    let mut resumed = Resumed::default();
     for reply in &recovered {
         if reply.finals.is_none() {
-            sent.extend(reply.sent.iter().map(|(key, id)| (key.clone(), id.clone())));
+            let sends = &mut resumed.sends;
+            sends.sent.extend(reply.sent.iter().map(|(key, id)| (key.clone(), id.clone())));
+            sends.blocks.extend(reply.blocks.iter().cloned());
+            // One run resumes; a second reply's steps (its messages batched with the
+            // first's after the restart) are answered anew.
+            if resumed.steps.is_empty() && !reply.steps.is_empty() {
+                resumed.steps.clone_from(&reply.steps);
+                resumed.joined.clone_from(&reply.joined);
+                resumed.seqs = reply.seqs.iter().chain(&reply.joined).copied().collect();
+            }
         }
         match (&reply.finals, &reply.preview) {
             (Some(_), _) => answered &= finish(ledger, channels, schedulers, reply).await,
@@ -83,7 +107,7 @@ pub(super) async fn settle(
         }
     }
     let messages: Vec<QueuedMessage> = messages.into_iter().filter(|message| !ledger.is_finished(message.id)).collect();
-    Settled { messages, preview, answered, sent }
+    Settled { messages, preview, answered, resumed }
 }
 
 /// Delivers a recovered reply's recorded finals. Returns whether the record completing it

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use super::format;
 use super::ledger::RunSends;
+use super::ledger::sends::block_digest;
 use super::outbound::OutboundScheduler;
 use crate::config::HumanDelay;
 
@@ -56,8 +57,12 @@ pub struct Coalescer {
     sent: usize,
     stopped: bool,
     /// The delivery ledger's record of the reply's sends: each block message is recorded
-    /// once sent, and a run re-done after a crash skips those a killed attempt sent.
+    /// once sent, and a resumed run sends only the text beyond what a killed attempt sent.
     ledger: Option<RunSends>,
+    /// Digests of the waiting blocks ([`block_digest`]), recorded with their message.
+    buffer_blocks: Vec<String>,
+    /// Blocks a killed attempt had sent, pushed again by the resumed run and not sent.
+    resent_skipped: usize,
 }
 
 impl Coalescer {
@@ -83,6 +88,8 @@ impl Coalescer {
             sent: 0,
             stopped: false,
             ledger: None,
+            buffer_blocks: Vec::new(),
+            resent_skipped: 0,
         }
     }
 
@@ -98,6 +105,15 @@ impl Coalescer {
         if self.stopped || block.trim().is_empty() {
             return;
         }
+        // A resumed run streams again what its killed attempt streamed: a block that
+        // attempt sent is not sent again.
+        let digest = self.ledger.as_ref().map(|_| block_digest(&block));
+        if let (Some(ledger), Some(digest)) = (&self.ledger, &digest)
+            && ledger.block_was_sent(digest)
+        {
+            self.resent_skipped += 1;
+            return;
+        }
         let joined_len = self.buffer.chars().count() + joiner.chars().count() + block.chars().count();
         if !self.buffer.is_empty() && (self.idle_passed() || joined_len > self.text_limit) {
             self.send_buffer().await;
@@ -106,6 +122,7 @@ impl Coalescer {
             self.buffer.push_str(joiner);
         }
         self.buffer.push_str(&block);
+        self.buffer_blocks.extend(digest);
         self.last_block = Some(Instant::now());
     }
 
@@ -133,7 +150,7 @@ impl Coalescer {
         if !self.buffer.is_empty() {
             self.send_buffer().await;
         }
-        match (self.stopped, self.sent) {
+        match (self.stopped, self.sent + self.resent_skipped) {
             (true, _) => BlocksOutcome::Stopped,
             (false, 0) => BlocksOutcome::NothingSent,
             (false, _) => BlocksOutcome::Delivered,
@@ -146,6 +163,7 @@ impl Coalescer {
 
     async fn send_buffer(&mut self) {
         let text = std::mem::take(&mut self.buffer);
+        let blocks = std::mem::take(&mut self.buffer_blocks);
         if self.stopped {
             return;
         }
@@ -157,7 +175,9 @@ impl Coalescer {
         }
         let BlockFormat { markup, max_lines, .. } = self.format;
         let text_format = if markup == MarkupDialect::Plain { TextFormat::Plain } else { TextFormat::Markup };
-        for part in format::split(&format::render(&text, markup), markup, self.text_limit, max_lines) {
+        let parts = format::split(&format::render(&text, markup), markup, self.text_limit, max_lines);
+        let count = parts.len();
+        for (index, part) in parts.into_iter().enumerate() {
             let mut message = OutboundMessage::text(self.target.clone(), part);
             message.format = text_format;
             let (first, rest) = &self.reply_to;
@@ -165,8 +185,8 @@ impl Coalescer {
             let send = async {
                 match &self.ledger {
                     Some(ledger) => {
-                        message.idempotency_key = Some(ledger.block_key(self.sent));
-                        ledger.send_or_plain(&self.scheduler, message, markup).await.map(|_| ())
+                        let place = (blocks.as_slice(), index, index + 1 == count);
+                        ledger.send_block(&self.scheduler, message, markup, place).await.map(|_| ())
                     }
                     None => {
                         message.idempotency_key = Some(format!("{}:block:{}", self.run_id, self.sent));

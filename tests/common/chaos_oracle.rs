@@ -105,11 +105,18 @@ pub fn is_whole(text: &str) -> bool {
 
 /// Checks one chat's final state against the tokens its user sent, in order.
 pub fn check_chat(shown: &[Shown], expected: &[String], verdict: &mut Verdict) {
+    check_chat_of(shown, expected, |_| true, verdict);
+}
+
+/// [`check_chat`] for the tokens `counted` picks (`expected` are the sent ones of them):
+/// the rest of each message is not looked at for order or loss. Several calls over one
+/// chat report a half-written message or a leak once.
+pub fn check_chat_of(shown: &[Shown], expected: &[String], counted: impl Fn(&str) -> bool, verdict: &mut Verdict) {
     let mut seen: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     for message in shown {
         let text = message.visible.trim();
-        if text.contains("NO_") {
+        if text.contains("NO_") && !verdict.leaks.iter().any(|known| known == text) {
             verdict.leaks.push(text.to_owned());
         }
         if text.contains("kept your message") {
@@ -117,10 +124,12 @@ pub fn check_chat(shown: &[Shown], expected: &[String], verdict: &mut Verdict) {
             continue;
         }
         if !is_whole(text) {
-            verdict.half_written.push(text.to_owned());
+            if !verdict.half_written.iter().any(|known| known == text) {
+                verdict.half_written.push(text.to_owned());
+            }
             continue;
         }
-        for token in tokens(text) {
+        for token in tokens(text).into_iter().filter(|token| counted(token)) {
             if !order.contains(&token) {
                 order.push(token.clone());
             }

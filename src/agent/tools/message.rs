@@ -107,10 +107,10 @@ impl TypedTool for MessageTool {
         {
             outbound.reply_to_message_id = Some(id);
         }
-        // Named by its place in the reply when the ledger records it: a run re-done after a
-        // crash makes the same send under the same key, and it is not repeated.
+        // Named by the reply and the call when the ledger records it: a run resumed after a
+        // crash makes a recorded call again under the same id, and the send is reconciled.
         let key = match &context.send_ledger {
-            Some(ledger) => ledger.next_message_key(),
+            Some(ledger) => ledger.message_key(&context.call_id),
             None => format!("{}:{}", context.run_id, context.call_id),
         };
         outbound.idempotency_key = Some(key.clone());

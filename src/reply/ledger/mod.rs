@@ -29,6 +29,7 @@ use ferry_channel::MessageRef;
 
 pub use record::LedgerEvent;
 pub use recovery::{OrphanPreview, RecordedFinals, RecoveredReply};
+pub use sends::Recovered as RecoveredSends;
 pub use sends::{RunSends, SentKeys};
 
 use crate::state::inbound::LoggedDelivery;
@@ -152,9 +153,9 @@ impl DeliveryLedger {
         }
     }
 
-    /// The sends of the reply `recorder` writes, with what a killed attempt at it sent
-    /// (`recovered`, from [`RecoveredReply::sent`]).
-    pub fn sends(&self, recorder: Recorder, recovered: SentKeys) -> RunSends {
+    /// The sends of the reply `recorder` writes, with what a killed attempt at it did
+    /// (`recovered`, from [`RecoveredReply`]).
+    pub fn sends(&self, recorder: Recorder, recovered: RecoveredSends) -> RunSends {
         let generation = recorder.seqs().first().and_then(|seq| self.lock().generations.get(seq).copied());
         RunSends::new(recorder, recovered, generation.unwrap_or_default())
     }

@@ -7,8 +7,10 @@
 use ferry_channel::{MarkupDialect, MessageRef, OutboundMessage};
 use serde::{Deserialize, Serialize};
 
+use crate::types::conversation::ChatMessage;
+
 /// One step in the delivery of a run's reply.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum LedgerEvent {
     /// The run's preview message exists on the platform (written as soon as its id is known,
@@ -37,7 +39,24 @@ pub enum LedgerEvent {
     PreviewGone,
     /// A send made while the run went on (a `message` tool send, a streamed block) is on
     /// the platform as `message_id`; `key` names it across a restart (`super::sends`).
-    Sent { key: String, message_id: String },
+    Sent {
+        key: String,
+        message_id: String,
+        /// A block message: the digests of the streamed blocks it carried
+        /// ([`super::sends::block_digest`]).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        blocks: Vec<String>,
+    },
+    /// The run's own messages since its last step (its user message, assistant turns, tool
+    /// results, messages steered into it), written after each tool call that changes
+    /// something: a run re-done after a crash resumes from here instead of asking the
+    /// model to do it all again.
+    Step {
+        messages: Vec<ChatMessage>,
+        /// Messages steered into the run so far.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        joined: Vec<i64>,
+    },
     /// The run failed for a passing reason and its messages were kept for a later run,
     /// which knows from the saved transcript what this one sent: its sends get keys of
     /// their own (`super::sends`), never taken for this run's.

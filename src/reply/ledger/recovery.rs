@@ -1,7 +1,7 @@
 //! Reading the ledger back after a restart: what each unanswered message's reply had come
 //! to when the previous process stopped.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use ferry_channel::{MarkupDialect, MessageRef, OutboundMessage};
@@ -9,9 +9,10 @@ use ferry_channel::{MarkupDialect, MessageRef, OutboundMessage};
 use super::record::LedgerEvent;
 use super::sends::SentKeys;
 use crate::state::inbound::LoggedDelivery;
+use crate::types::conversation::ChatMessage;
 
 /// A reply a previous process left unfinished.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RecoveredReply {
     /// The messages the reply answers.
     pub seqs: Vec<i64>,
@@ -29,6 +30,13 @@ pub struct RecoveredReply {
     /// How many runs for these messages failed for a passing reason and kept them for
     /// later ([`LedgerEvent::Kept`]): the next run's sends are of a later generation.
     pub kept: u32,
+    /// The run's own messages as far as its last step ([`LedgerEvent::Step`]): a run
+    /// re-done for these messages resumes from them.
+    pub steps: Vec<ChatMessage>,
+    /// Messages steered into the run before its last step.
+    pub joined: Vec<i64>,
+    /// Digests of the streamed blocks its block messages carried.
+    pub blocks: BTreeSet<String>,
 }
 
 /// The final messages of a finished run, as recorded before the first was sent.
@@ -102,10 +110,24 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
                 reply.delivered.insert(index, message_id);
             }
             LedgerEvent::PreviewGone => reply.preview = None,
-            LedgerEvent::Sent { key, message_id } => {
+            LedgerEvent::Sent { key, message_id, blocks } => {
                 reply.sent.insert(key, message_id);
+                reply.blocks.extend(blocks);
             }
-            LedgerEvent::Kept => reply.kept += 1,
+            LedgerEvent::Step { messages, joined } => {
+                reply.steps.extend(messages);
+                for seq in joined {
+                    if !reply.joined.contains(&seq) {
+                        reply.joined.push(seq);
+                    }
+                }
+            }
+            // The kept run's transcript was saved with the session: the next run starts anew.
+            LedgerEvent::Kept => {
+                reply.kept += 1;
+                reply.steps.clear();
+                reply.blocks.clear();
+            }
             // Written with the record that answered the messages: never among the unanswered.
             LedgerEvent::Completed => {}
         }
@@ -178,6 +200,9 @@ impl RecoveredReply {
             delivered: BTreeMap::new(),
             sent: SentKeys::new(),
             kept: 0,
+            steps: Vec::new(),
+            joined: Vec::new(),
+            blocks: BTreeSet::new(),
         }
     }
 }
@@ -260,7 +285,7 @@ mod tests {
 
     #[test]
     fn sends_of_a_run_killed_twice_and_batched_anew_stay_sent() {
-        let sent = |key: &str| LedgerEvent::Sent { key: key.into(), message_id: format!("id-{key}") };
+        let sent = |key: &str| LedgerEvent::Sent { key: key.into(), message_id: format!("id-{key}"), blocks: vec![] };
         let recovery = fold(vec![record(&[5], sent("m5:message:0")), record(&[5, 6], sent("m5:message:1"))]);
         let keys: Vec<&str> = recovery.by_seq[&5].sent.keys().map(String::as_str).collect();
         assert_eq!(keys, ["m5:message:0", "m5:message:1"]);

@@ -1,31 +1,38 @@
-//! Sends a run makes while it goes on — the `message` tool's, streamed blocks — under the
-//! delivery ledger, so a run re-done after a crash does not send them twice.
+//! What a run does while it goes on — the `message` tool's sends, streamed blocks, the
+//! steps of its tool loop — under the delivery ledger, so a run re-done after a crash
+//! neither sends anything twice nor loses what it had done.
 //!
-//! A finished run's finals are recorded before they are sent; these sends happen while the
-//! model is still answering, so there is nothing to record ahead. Instead each one is
-//! named by the reply and its place in the run (the reply's [`Recorder::reply_key`], what
-//! kind of send, and how many of that kind came before it) and recorded as
-//! [`LedgerEvent::Sent`] once the platform has it: one ledger write per send, sharing the
-//! log's group commit. A run re-done after a restart asks the model again, and its sends
-//! come in the same places: one the killed attempt recorded is not sent again (the run
-//! gets the recorded message back); one it may have sent without recording it (killed
-//! between the platform's answer and the write) is reconciled under the same key —
-//! Discord's nonce, Slack's metadata lookup — and only on Telegram, which has neither,
-//! repeated blind (`ferry_outbound_unknown_outcome_total`).
+//! A finished run's finals are recorded before they are sent; these happen while the
+//! model is still answering, so there is nothing to record ahead:
+//! - after each tool call that changes something (a `message` send, a memory write, a
+//!   scheduled job), the run's new messages are recorded as a [`LedgerEvent::Step`]. A run
+//!   re-done after a restart resumes from its last step: the model sees what it had
+//!   already done instead of doing it again, and a call the step recorded but did not
+//!   answer is made again with the same call id;
+//! - each send is named by the reply and the model's call id, so the send of a call made
+//!   again is reconciled under the same key — Discord's nonce, Slack's metadata lookup —
+//!   and only on Telegram, which has neither, repeated blind
+//!   (`ferry_outbound_unknown_outcome_total`);
+//! - each block message is recorded as [`LedgerEvent::Sent`] with the digests of the
+//!   blocks it carried; a resumed run streams its recorded text again, and a block whose
+//!   text was sent is not sent again (a model asked again that words a block differently
+//!   sends it: a repeat in other words rather than a lost block).
+//!
+//! That is one ledger write per send, sharing the log's group commit.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ferry_channel::{ChannelError, MarkupDialect, OutboundMessage, SentMessage};
 
 use super::{LedgerEvent, Recorder};
 use crate::reply::outbound::OutboundScheduler;
+use crate::types::conversation::ChatMessage;
 
 /// What a killed attempt at a reply had sent while it ran: key → platform message id.
 pub type SentKeys = BTreeMap<String, String>;
 
-/// The sends of one reply's run. Cheap to clone; clones share the counter.
+/// The sends of one reply's run. Cheap to clone.
 #[derive(Clone)]
 pub struct RunSends {
     recorder: Recorder,
@@ -36,10 +43,17 @@ struct Inner {
     /// What every key starts with: the reply's key, and the generation when earlier runs
     /// for its messages were kept for later.
     prefix: String,
-    /// Sends of a killed attempt at this reply, recorded before it died.
-    recovered: SentKeys,
-    /// How many `message` tool sends the run made so far.
-    messages: AtomicUsize,
+    /// What a killed attempt at this reply recorded.
+    recovered: Recovered,
+}
+
+/// What a killed attempt at a reply recorded while it ran.
+#[derive(Debug, Clone, Default)]
+pub struct Recovered {
+    /// Its sends, by key.
+    pub sent: SentKeys,
+    /// Digests of the streamed blocks its block messages carried.
+    pub blocks: std::collections::BTreeSet<String>,
 }
 
 impl std::fmt::Debug for RunSends {
@@ -67,49 +81,60 @@ impl Outcome {
 
 impl RunSends {
     /// The sends of the reply `recorder` writes; `recovered`: what a killed attempt at it
-    /// recorded ([`super::RecoveredReply::sent`]); `generation`: how many runs for its
-    /// messages were kept for later (their transcripts show what they sent, so this run's
-    /// sends are new ones, under keys of their own).
-    pub fn new(recorder: Recorder, recovered: SentKeys, generation: u32) -> Self {
+    /// recorded; `generation`: how many runs for its messages were kept for later (their
+    /// transcripts were saved, so this run's sends are new ones, under keys of their own).
+    pub fn new(recorder: Recorder, recovered: Recovered, generation: u32) -> Self {
         let prefix = match generation {
             0 => recorder.reply_key(),
             generation => format!("{}.{generation}", recorder.reply_key()),
         };
-        Self { recorder, inner: Arc::new(Inner { prefix, recovered, messages: AtomicUsize::new(0) }) }
+        Self { recorder, inner: Arc::new(Inner { prefix, recovered }) }
     }
 
-    /// The key of the run's next `message` tool send (its caption's rest adds a suffix):
-    /// the n-th send of the tool in this reply.
-    pub fn next_message_key(&self) -> String {
-        let index = self.inner.messages.fetch_add(1, Ordering::Relaxed);
-        format!("{}:message:{index}", self.inner.prefix)
+    /// The key of the `message` tool send of the model's call `call_id` (its caption's rest
+    /// adds a suffix). A resumed run makes a recorded call again with the same id.
+    pub fn message_key(&self, call_id: &str) -> String {
+        format!("{}:message:{call_id}", self.inner.prefix)
     }
 
-    /// The key of the reply's `index`-th streamed block message.
-    pub fn block_key(&self, index: usize) -> String {
-        format!("{}:block:{index}", self.inner.prefix)
+    /// Whether a killed attempt at this reply sent the streamed block with `digest`
+    /// ([`block_digest`]).
+    pub fn block_was_sent(&self, digest: &str) -> bool {
+        self.inner.recovered.blocks.contains(digest)
     }
 
-    /// Sends `message` (its idempotency key made by [`RunSends::next_message_key`] or
-    /// [`RunSends::block_key`]) unless a killed attempt at the reply sent it, and records
-    /// it. A send repeated within this process returns the first delivery (the outbound
-    /// scheduler remembers delivered keys).
+    /// Records the run's messages since its last step (and the messages steered into it so
+    /// far): a run re-done after a crash resumes from here.
+    pub async fn step(&self, messages: Vec<ChatMessage>, joined: Vec<i64>) {
+        self.recorder.join(&joined);
+        self.recorder.record(&LedgerEvent::Step { messages, joined }, false).await;
+    }
+
+    /// Sends `message` (its idempotency key made by [`RunSends::message_key`]) unless a
+    /// killed attempt at the reply sent it, and records it. A send repeated within this
+    /// process returns the first delivery (the outbound scheduler remembers delivered keys).
     pub async fn send(&self, scheduler: &OutboundScheduler, message: OutboundMessage) -> Result<Outcome, ChannelError> {
-        self.send_with(message, |message, inherited| async move {
+        self.send_with(message, Vec::new(), |message, inherited| async move {
             if inherited { scheduler.send_after_unknown_outcome(message).await } else { scheduler.send(message).await }
         })
         .await
     }
 
-    /// [`RunSends::send`] for rendered text, sent again as plain text if the platform
-    /// rejects its markup ([`OutboundScheduler::send_or_plain`]).
-    pub async fn send_or_plain(
+    /// Sends part `part` of the block message carrying the streamed blocks `blocks` (their
+    /// digests; a message over the platform's limit goes in parts), as plain text again if
+    /// the platform rejects its markup ([`OutboundScheduler::send_or_plain`]), and records
+    /// it; the last part records the blocks.
+    pub async fn send_block(
         &self,
         scheduler: &OutboundScheduler,
-        message: OutboundMessage,
+        mut message: OutboundMessage,
         markup: MarkupDialect,
+        (blocks, part, last): (&[String], usize, bool),
     ) -> Result<Outcome, ChannelError> {
-        self.send_with(message, |message, inherited| async move {
+        let first = blocks.first().map_or("", String::as_str);
+        message.idempotency_key = Some(format!("{}:block:{first}:{part}", self.inner.prefix));
+        let recorded = if last { blocks.to_vec() } else { Vec::new() };
+        self.send_with(message, recorded, |message, inherited| async move {
             if inherited {
                 scheduler.send_or_plain_after_unknown_outcome(message, markup).await
             } else {
@@ -119,7 +144,12 @@ impl RunSends {
         .await
     }
 
-    async fn send_with<F, Fut>(&self, message: OutboundMessage, send: F) -> Result<Outcome, ChannelError>
+    async fn send_with<F, Fut>(
+        &self,
+        message: OutboundMessage,
+        blocks: Vec<String>,
+        send: F,
+    ) -> Result<Outcome, ChannelError>
     where
         F: FnOnce(OutboundMessage, bool) -> Fut,
         Fut: Future<Output = Result<SentMessage, ChannelError>>,
@@ -128,16 +158,23 @@ impl RunSends {
             // Nothing names it across a restart: an ordinary send.
             return send(message, false).await.map(Outcome::Sent);
         };
-        if let Some(message_id) = self.inner.recovered.get(&key) {
+        if let Some(message_id) = self.inner.recovered.sent.get(&key) {
             tracing::info!(key, message_id, "a killed attempt at this reply sent this already; not sending it again");
             return Ok(Outcome::Recorded(SentMessage { message_id: message_id.clone() }));
         }
         // A reply an earlier process began may have sent it without recording it.
         let sent = send(message, self.recorder.inherited()).await?;
-        let event = LedgerEvent::Sent { key, message_id: sent.message_id.clone() };
+        let event = LedgerEvent::Sent { key, message_id: sent.message_id.clone(), blocks };
         self.recorder.record(&event, false).await;
         Ok(Outcome::Sent(sent))
     }
+}
+
+/// A streamed block's name across a restart: the first 16 hex digits of its text's
+/// SHA-256 (stable across versions and processes, unlike the standard library's hasher).
+pub fn block_digest(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(text.as_bytes()).iter().take(8).map(|byte| format!("{byte:02x}")).collect()
 }
 
 #[cfg(test)]

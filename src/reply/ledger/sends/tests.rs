@@ -5,6 +5,7 @@ use ferry_channel::{ChannelCapabilities, ChatKind, ChatRef, SendReconciliation, 
 
 use super::*;
 use crate::reply::ledger::DeliveryLedger;
+use crate::reply::ledger::LedgerEvent;
 use crate::state::inbound::{Accepted, MessageKey};
 use crate::state::sqlite::inbound_log::InboundLog;
 
@@ -19,11 +20,15 @@ fn text(body: &str) -> OutboundMessage {
 }
 
 /// What a restart finds in `log` for the reply to `seqs`, as the executor hands it on.
-async fn restarted(log: &InboundLog, seqs: &[i64]) -> (DeliveryLedger, SentKeys) {
+async fn restarted(log: &InboundLog, seqs: &[i64]) -> (DeliveryLedger, Recovered) {
     let ledger = DeliveryLedger::new(Arc::new(log.clone()));
     ledger.recover(log.unanswered().unwrap().deliveries).await;
-    let sent = ledger.take(seqs).first().map(|reply| reply.sent.clone()).unwrap_or_default();
-    (ledger, sent)
+    let recovered = ledger
+        .take(seqs)
+        .first()
+        .map(|reply| Recovered { sent: reply.sent.clone(), blocks: reply.blocks.clone() })
+        .unwrap_or_default();
+    (ledger, recovered)
 }
 
 /// A run that sent two `message` tool messages and a block, then was killed, is re-done
@@ -36,31 +41,31 @@ async fn a_run_redone_after_a_kill_sends_only_what_the_killed_attempt_did_not() 
     let channel = Arc::new(MemoryChannel::new("memory", "default"));
 
     let first = DeliveryLedger::new(Arc::new(log.clone()));
-    let sends = RunSends::new(first.recorder(vec![seq]), SentKeys::new(), 0);
+    let sends = RunSends::new(first.recorder(vec![seq]), Recovered::default(), 0);
     let scheduler = OutboundScheduler::new(channel.clone());
-    for body in ["tool one", "tool two"] {
+    for (call, body) in [("call-a", "tool one"), ("call-b", "tool two")] {
         let mut message = text(body);
-        message.idempotency_key = Some(sends.next_message_key());
+        message.idempotency_key = Some(sends.message_key(call));
         assert!(matches!(sends.send(&scheduler, message).await.unwrap(), Outcome::Sent(_)));
     }
-    let mut block = text("block zero");
-    block.idempotency_key = Some(sends.block_key(0));
-    let block_sent = sends.send_or_plain(&scheduler, block, MarkupDialect::Plain).await.unwrap();
+    let zero = [block_digest("block zero")];
+    let block_sent =
+        sends.send_block(&scheduler, text("block zero"), MarkupDialect::Plain, (&zero, 0, true)).await.unwrap();
     // Killed here: nothing answered the message.
 
     let (second, recovered) = restarted(&log, &[seq]).await;
-    assert_eq!(recovered.len(), 3, "{recovered:?}");
+    assert_eq!(recovered.sent.len(), 3, "{recovered:?}");
     let sends = RunSends::new(second.recorder(vec![seq]), recovered, 0);
+    assert!(sends.block_was_sent(&zero[0]) && !sends.block_was_sent(&block_digest("block one")));
     let scheduler = OutboundScheduler::new(channel.clone());
     let mut outcomes = Vec::new();
-    for body in ["tool one again", "tool two again", "tool three"] {
+    for (call, body) in [("call-a", "tool one again"), ("call-b", "tool two again"), ("call-c", "tool three")] {
         let mut message = text(body);
-        message.idempotency_key = Some(sends.next_message_key());
+        message.idempotency_key = Some(sends.message_key(call));
         outcomes.push(sends.send(&scheduler, message).await.unwrap());
     }
-    let mut block = text("block zero again");
-    block.idempotency_key = Some(sends.block_key(0));
-    let block_again = sends.send_or_plain(&scheduler, block, MarkupDialect::Plain).await.unwrap();
+    let block_again =
+        sends.send_block(&scheduler, text("block zero again"), MarkupDialect::Plain, (&zero, 0, true)).await.unwrap();
 
     assert_eq!(channel.sent_texts(), ["tool one", "tool two", "block zero", "tool three"]);
     assert!(matches!(outcomes[0], Outcome::Recorded(_)) && matches!(outcomes[2], Outcome::Sent(_)));
@@ -77,19 +82,19 @@ async fn a_send_the_killed_attempt_made_without_recording_it_is_found_by_its_key
     let capabilities =
         ChannelCapabilities { send_reconciliation: SendReconciliation::Lookup, ..ChannelCapabilities::unrestricted() };
     let channel = Arc::new(MemoryChannel::with_capabilities("memory", "default", capabilities));
-    let key = RunSends::new(DeliveryLedger::new(Arc::new(log.clone())).recorder(vec![seq]), SentKeys::new(), 0)
-        .next_message_key();
+    let key = RunSends::new(DeliveryLedger::new(Arc::new(log.clone())).recorder(vec![seq]), Recovered::default(), 0)
+        .message_key("call-a");
     let mut unrecorded = text("sent, never recorded");
     unrecorded.idempotency_key = Some(key);
     OutboundScheduler::new(channel.clone()).send(unrecorded).await.unwrap();
 
     let (second, recovered) = restarted(&log, &[seq]).await;
-    assert!(recovered.is_empty());
+    assert!(recovered.sent.is_empty());
     let recorder = second.recorder(vec![seq]);
     assert!(recorder.inherited(), "accepted by the process that was killed");
     let sends = RunSends::new(recorder, recovered, 0);
     let mut again = text("sent, never recorded");
-    again.idempotency_key = Some(sends.next_message_key());
+    again.idempotency_key = Some(sends.message_key("call-a"));
     sends.send(&OutboundScheduler::new(channel.clone()), again).await.unwrap();
     assert_eq!(channel.sent_texts(), ["sent, never recorded"]);
 }
@@ -105,7 +110,8 @@ async fn the_record_completing_a_reply_answers_the_messages_steered_into_it() {
     let recorder = ledger.recorder(vec![first]);
     recorder.join(&[steered, first]);
     assert_eq!(recorder.joined(), [steered]);
-    assert!(recorder.record(&LedgerEvent::Sent { key: "m1:block:0".into(), message_id: "9".into() }, false).await);
+    let sent = LedgerEvent::Sent { key: "m1:block:0".into(), message_id: "9".into(), blocks: vec!["ab".into()] };
+    assert!(recorder.record(&sent, false).await);
     assert_eq!(log.unanswered().unwrap().messages.len(), 2, "only a completing record answers");
     assert!(recorder.record(&LedgerEvent::Completed, true).await);
     assert!(log.unanswered().unwrap().messages.is_empty());
@@ -141,23 +147,21 @@ async fn sends_of_a_run_after_one_that_kept_its_messages_are_new_ones() {
     let channel = Arc::new(MemoryChannel::new("memory", "default"));
     let scheduler = OutboundScheduler::new(channel.clone());
     let ledger = DeliveryLedger::new(Arc::new(log.clone()));
-    let send = |sends: RunSends, body: &'static str| {
+    // Block messages are named by their first block: the next run's may be the same text.
+    let block = |sends: RunSends, body: &'static str| {
         let scheduler = scheduler.clone();
-        async move {
-            let mut message = text(body);
-            message.idempotency_key = Some(sends.next_message_key());
-            sends.send(&scheduler, message).await.unwrap()
-        }
+        let digests = [block_digest("the same block")];
+        async move { sends.send_block(&scheduler, text(body), MarkupDialect::Plain, (&digests, 0, true)).await.unwrap() }
     };
-    let first = ledger.sends(ledger.recorder(vec![seq]), SentKeys::new());
-    send(first, "from the kept run").await;
+    let first = ledger.sends(ledger.recorder(vec![seq]), Recovered::default());
+    block(first, "from the kept run").await;
     ledger.kept(&ledger.recorder(vec![seq])).await;
-    let second = ledger.sends(ledger.recorder(vec![seq]), SentKeys::new());
-    assert!(matches!(send(second, "from the next run").await, Outcome::Sent(_)));
+    let second = ledger.sends(ledger.recorder(vec![seq]), Recovered::default());
+    assert!(matches!(block(second, "from the next run").await, Outcome::Sent(_)));
     // Killed now; the run after the restart is the second's attempt again.
     let (restarted, recovered) = restarted(&log, &[seq]).await;
     let third = restarted.sends(restarted.recorder(vec![seq]), recovered);
-    assert!(matches!(send(third.clone(), "from the next run, again").await, Outcome::Recorded(_)));
-    assert!(matches!(send(third, "one more").await, Outcome::Sent(_)));
-    assert_eq!(channel.sent_texts(), ["from the kept run", "from the next run", "one more"]);
+    assert!(third.block_was_sent(&block_digest("the same block")));
+    assert!(matches!(block(third, "from the next run, again").await, Outcome::Recorded(_)));
+    assert_eq!(channel.sent_texts(), ["from the kept run", "from the next run"]);
 }

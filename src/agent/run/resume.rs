@@ -1,0 +1,111 @@
+//! Resuming a run a crash cut short (issue 41): the delivery ledger recorded the run's own
+//! messages after each tool call that changed something ([`crate::reply::ledger::sends`]),
+//! and the run re-done for the same messages starts from there rather than asking the
+//! model to do it all again — a `message` it had sent, a job it had scheduled, is not done
+//! twice.
+//!
+//! What the killed attempt said is streamed to the reply again (the reply sends only what
+//! its block messages had not reached, and a preview shows the whole answer), its texts are
+//! the start of this run's reply, and calls it had made but not answered when it was
+//! killed are made again under the same call ids, so their sends are reconciled by key.
+
+use std::sync::Arc;
+
+use super::super::events::{AssistantEvent, RunEvents};
+use super::super::skills::SkillsSnapshot;
+use super::{AgentRunner, Payload, RunRequest, RunState};
+use crate::types::conversation::ChatMessage;
+
+impl AgentRunner {
+    /// Takes the resumed messages (`state.messages[state.first_new..state.recorded]`) up
+    /// again: shows their texts, makes the calls left unanswered. Returns the tool rounds
+    /// they hold, which count against the run's limit.
+    pub(super) async fn resume(
+        &self,
+        state: &mut RunState,
+        request: &RunRequest,
+        events: &RunEvents,
+        skills: &Arc<SkillsSnapshot>,
+    ) -> u32 {
+        let resumed: Vec<ChatMessage> = state.messages[state.first_new..state.recorded].to_vec();
+        let mut rounds = 0;
+        for message in &resumed {
+            let ChatMessage::Assistant { text, tool_calls, .. } = message else { continue };
+            rounds += u32::from(!tool_calls.is_empty());
+            if text.trim().is_empty() {
+                continue;
+            }
+            events.assistant(AssistantEvent::Delta { delta: text.clone() });
+            events.assistant(AssistantEvent::TextEnd { text: text.clone() });
+            events.assistant(AssistantEvent::MessageEnd { text: text.clone() });
+            state.reply_chars += text.chars().count();
+            let text = self.attach_media_lines(text, &request.session_key, state).await;
+            state.payloads.push(Payload { text, is_error: false });
+        }
+        for call in unanswered_calls(&resumed) {
+            tracing::info!(tool = %call.name, call_id = %call.id, "making a call again that a killed attempt at this run had made");
+            if self.execute_tool(&call, state, request, events, skills).await {
+                self.record_step(state, request).await;
+            }
+        }
+        rounds
+    }
+
+    /// Records the run's messages since its last step in the delivery ledger, when the run's
+    /// reply is recorded: a crash from now on resumes here.
+    pub(super) async fn record_step(&self, state: &mut RunState, request: &RunRequest) {
+        let Some(sends) = &request.send_ledger else { return };
+        if state.recorded >= state.messages.len() {
+            return;
+        }
+        let messages = state.messages[state.recorded..].to_vec();
+        state.recorded = state.messages.len();
+        let joined = request.steer.as_ref().map(super::super::SteerInbox::taken_seqs).unwrap_or_default();
+        sends.step(messages, joined).await;
+    }
+}
+
+/// The calls of the last assistant turn in `messages` that no tool result answers.
+fn unanswered_calls(messages: &[ChatMessage]) -> Vec<crate::types::conversation::ToolCall> {
+    let Some(last) = messages.iter().rposition(|message| matches!(message, ChatMessage::Assistant { .. })) else {
+        return Vec::new();
+    };
+    let ChatMessage::Assistant { tool_calls, .. } = &messages[last] else { return Vec::new() };
+    tool_calls
+        .iter()
+        .filter(|call| {
+            !messages[last..]
+                .iter()
+                .any(|message| matches!(message, ChatMessage::ToolResult { call_id, .. } if *call_id == call.id))
+        })
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::conversation::ToolCall;
+
+    #[test]
+    fn only_the_last_turns_unanswered_calls_are_made_again() {
+        let call = |id: &str| ToolCall { id: id.into(), name: "message".into(), arguments: "{}".into() };
+        let result = |id: &str| ChatMessage::ToolResult {
+            call_id: id.into(),
+            name: "message".into(),
+            content: "ok".into(),
+            is_error: false,
+            images: Vec::new(),
+        };
+        let messages = vec![
+            ChatMessage::user("hi"),
+            ChatMessage::Assistant { text: String::new(), tool_calls: vec![call("a")], thinking: Vec::new() },
+            result("a"),
+            ChatMessage::Assistant { text: "and".into(), tool_calls: vec![call("b"), call("c")], thinking: Vec::new() },
+            result("b"),
+        ];
+        let ids: Vec<String> = unanswered_calls(&messages).into_iter().map(|call| call.id).collect();
+        assert_eq!(ids, ["c"]);
+        assert!(unanswered_calls(&messages[..3]).is_empty());
+    }
+}
