@@ -547,7 +547,9 @@ impl FakeTelegram {
     /// reports `RequestError::Api(ApiError::Unknown("Bad Gateway"))`. The poll loop treats that
     /// as an outage: it logs once, waits its backoff (1 s, doubling up to 30 s) and polls again,
     /// so each failed `getUpdates` costs about 10 s plus the backoff and an 8 s storm sees a
-    /// single poll; the loop resumes within roughly 10 s + backoff after the storm ends. No
+    /// single poll; the loop resumes within roughly 10 s + backoff after the storm ends (a storm
+    /// outlasting five polls in a row, about a minute, ends the loop and the channel is
+    /// restarted). No
     /// update is confirmed during the storm, so none is lost. An outbound call hit by the storm
     /// is reported as transient (the 10 s fit in the client's 17 s timeout).
     pub fn server_error_storm(&self, method: &str, duration: Duration) -> Instant {
