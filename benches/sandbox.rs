@@ -12,6 +12,9 @@ use ferry::config::{SandboxConfig, SandboxMode, SandboxScope};
 use ferry::sandbox::{Sandbox, SandboxPaths};
 use tokio::io::AsyncReadExt;
 
+#[path = "common/interleaved.rs"]
+mod interleaved;
+
 fn sandbox(mode: SandboxMode, state: &std::path::Path) -> Sandbox {
     let config = SandboxConfig { mode, scope: SandboxScope::Session, ..SandboxConfig::default() };
     let paths = SandboxPaths {
@@ -35,14 +38,9 @@ async fn first_output(sandbox: &Sandbox, session: &str) -> Duration {
     took
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index].as_secs_f64() * 1000.0
-}
-
 #[tokio::main]
 async fn main() {
-    let rounds: usize = std::env::var("SANDBOX_BENCH_N").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
+    let rounds = interleaved::rounds("SANDBOX_BENCH_N", 200);
     let state = tempfile::tempdir().expect("tempdir");
     let host = sandbox(SandboxMode::Off, state.path());
     let confined = sandbox(SandboxMode::All, state.path());
@@ -51,20 +49,9 @@ async fn main() {
         std::process::exit(1);
     }
     let session = "agent:main:telegram:group:-1";
-    for _ in 0..10 {
-        first_output(&host, session).await;
-        first_output(&confined, session).await;
-    }
-    let (mut on_host, mut in_sandbox) = (Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        on_host.push(first_output(&host, session).await);
-        in_sandbox.push(first_output(&confined, session).await);
-    }
-    on_host.sort();
-    in_sandbox.sort();
+    let (on_host, in_sandbox) =
+        interleaved::interleaved(10, rounds, || first_output(&host, session), || first_output(&confined, session))
+            .await;
     println!("exec spawn-to-first-output, {rounds} rounds each, interleaved (ms)");
-    for (name, samples) in [("host (launcher, no sandbox)", &on_host), ("sandbox", &in_sandbox)] {
-        println!("{name:<30} p50 {:>6.2}  p99 {:>6.2}", percentile(samples, 0.5), percentile(samples, 0.99));
-    }
-    println!("{:<30} p50 {:>+6.2}", "added by the sandbox", percentile(&in_sandbox, 0.5) - percentile(&on_host, 0.5));
+    interleaved::report(("host (launcher, no sandbox)", &on_host), ("sandbox", &in_sandbox), "added by the sandbox");
 }

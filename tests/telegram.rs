@@ -5,7 +5,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use ferry_fakes::{FakeOpenAi, FakeTelegram, Reply, Turn};
+use ferry_fakes::{CallOutcome, FakeOpenAi, FakeTelegram, Reply, Turn};
 
 #[path = "common/daemon.rs"]
 mod daemon;
@@ -411,4 +411,52 @@ async fn under_a_shared_dm_session_one_persons_stop_and_reset_leave_the_others_a
     assert_eq!(messages(&telegram, 7, 1).await[0].visible_text, "⏹️ Stopped.");
     telegram.private_message(7, "Cy", "/reset");
     assert_eq!(messages(&telegram, 7, 2).await[1].visible_text, "🆕 Started a new conversation.");
+}
+
+#[tokio::test]
+async fn a_long_poll_that_keeps_breaking_shows_retrying_and_the_channel_comes_back_by_itself() {
+    let (telegram, openai) = fakes().await;
+    openai.set_responder(|request| Turn::text([format!("seen: {}", request.last_user_text().unwrap_or_default())]));
+    let home = tempfile::tempdir().unwrap();
+    let log = std::fs::File::create(home.path().join("stderr.log")).unwrap();
+    let (child, port) = spawn_gateway(home.path(), &config(TOKEN, &telegram, OPEN), &openai, Stdio::from(log));
+    let gateway = Daemon { child, port, home: Some(home) };
+    daemon::channel_in_state(port, "telegram", "running").await;
+    telegram.private_message(42, "Ada", "before");
+    messages(&telegram, 42, 1).await;
+
+    // The long poll breaks six times in a row (a body cut off mid-JSON, a closed connection),
+    // more than the poller retries by itself, then Telegram is fine again.
+    for _ in 0..3 {
+        telegram.malformed_next("getUpdates");
+        telegram.drop_next_connection("getUpdates");
+    }
+    let malformed =
+        || telegram.calls_to("getUpdates").iter().filter(|call| call.outcome == CallOutcome::Malformed).count();
+    tokio::time::timeout(PATIENCE, async {
+        while malformed() == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the outage begins");
+    telegram.private_message(42, "Ada", "during the outage");
+
+    let retrying = daemon::channel_in_state(port, "telegram", "retrying").await;
+    assert_eq!(retrying["ok"], false, "{retrying}");
+    daemon::channel_in_state(port, "telegram", "running").await;
+    let shown = messages(&telegram, 42, 2).await;
+    assert_eq!(shown[1].visible_text.trim(), "seen: during the outage", "Telegram kept it; answered after recovery");
+    telegram.private_message(42, "Ada", "after");
+    let shown = messages(&telegram, 42, 3).await;
+    let texts: Vec<&str> = shown.iter().map(|m| m.visible_text.trim()).collect();
+    assert_eq!(texts, ["seen: before", "seen: during the outage", "seen: after"], "each answered once");
+    assert_eq!(openai.requests().len(), 3, "each message ran once");
+    assert_eq!(malformed(), 3, "every scripted fault was met");
+
+    let home = gateway.home.as_ref().unwrap();
+    let log = std::fs::read_to_string(home.path().join("stderr.log")).unwrap();
+    assert_eq!(log.matches("Telegram polling stopped").count(), 1, "{log}");
+    assert!(log.contains("the telegram channel is running again"), "{log}");
+    assert!(!log.contains(TOKEN), "the token is not logged");
 }

@@ -107,26 +107,15 @@ where
     channel.set(ChannelHealth::Starting);
     // Attempts since the channel last ran healthily.
     let mut attempts = 0u32;
-    let mut next = match connect().await {
-        Ok(running) => {
-            channel.set(ChannelHealth::Running);
-            Ok(running)
-        }
-        Err(StartFailure::Permanent(reason)) => {
-            channel.stop(reason);
-            return None;
-        }
-        Err(StartFailure::Transient(reason)) => {
-            tracing::warn!(channel = %name, account = %account_id, "the {name} channel did not start: {reason}; retrying with backoff (up to every {} s) until it does", backoff.max.as_secs());
-            attempts = 1;
-            Err(channel.retrying(reason, attempts, &backoff))
-        }
+    let mut next = match channel.attempt(connect(), &mut attempts, &backoff).await {
+        Attempt::Stopped => return None,
+        attempt => attempt,
     };
     Some(tokio::spawn(async move {
         let mut outage_began = tokio::time::Instant::now();
         loop {
             let delay = match next {
-                Ok(running) => {
+                Attempt::Started(running) => {
                     if attempts > 0 {
                         let down_for_s = outage_began.elapsed().as_secs();
                         let name = &channel.name;
@@ -143,24 +132,23 @@ where
                     attempts = attempts.saturating_add(1);
                     channel.retrying(why, attempts, &backoff)
                 }
-                Err(delay) => delay,
+                Attempt::RetryIn(delay) => delay,
+                Attempt::Stopped => return,
             };
             tokio::time::sleep(delay).await;
-            next = match connect().await {
-                Ok(running) => {
-                    channel.set(ChannelHealth::Running);
-                    Ok(running)
-                }
-                Err(StartFailure::Permanent(reason)) => return channel.stop(reason),
-                Err(StartFailure::Transient(reason)) => {
-                    let name = &channel.name;
-                    tracing::debug!(channel = %name, account = %channel.account_id, attempts, "the {name} channel still cannot start: {reason}");
-                    attempts = attempts.saturating_add(1);
-                    Err(channel.retrying(reason, attempts, &backoff))
-                }
-            };
+            next = channel.attempt(connect(), &mut attempts, &backoff).await;
         }
     }))
+}
+
+/// What one start attempt came to, already recorded in the registry.
+enum Attempt {
+    /// The channel started and runs.
+    Started(Running),
+    /// It failed in a way that may pass: the next attempt is due after this long.
+    RetryIn(Duration),
+    /// It failed for good (see [`StartFailure::Permanent`]).
+    Stopped,
 }
 
 /// A channel under supervision, as the registry knows it.
@@ -173,6 +161,37 @@ struct Supervised {
 impl Supervised {
     fn set(&self, health: ChannelHealth) {
         self.registry.set_health(&self.name, &self.account_id, health);
+    }
+
+    /// Awaits one start attempt and records what came of it. `attempts` counts the failures
+    /// since the channel last ran healthily; a transient failure adds one. The first failure
+    /// of an outage is a warning, the ones after it debug lines.
+    async fn attempt(
+        &self,
+        connect: impl Future<Output = Result<Running, StartFailure>>,
+        attempts: &mut u32,
+        backoff: &Backoff,
+    ) -> Attempt {
+        match connect.await {
+            Ok(running) => {
+                self.set(ChannelHealth::Running);
+                Attempt::Started(running)
+            }
+            Err(StartFailure::Permanent(reason)) => {
+                self.stop(reason);
+                Attempt::Stopped
+            }
+            Err(StartFailure::Transient(reason)) => {
+                let (name, account) = (&self.name, &self.account_id);
+                if *attempts == 0 {
+                    tracing::warn!(channel = %name, %account, "the {name} channel did not start: {reason}; retrying with backoff (up to every {} s) until it does", backoff.max.as_secs());
+                } else {
+                    tracing::debug!(channel = %name, %account, attempts = *attempts, "the {name} channel still cannot start: {reason}");
+                }
+                *attempts = attempts.saturating_add(1);
+                Attempt::RetryIn(self.retrying(reason, *attempts, backoff))
+            }
+        }
     }
 
     fn stop(&self, reason: String) {

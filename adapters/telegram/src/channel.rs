@@ -88,7 +88,8 @@ fn receiving(rx: mpsc::Receiver<InboundDelivery>) -> InboundStream {
 
 impl TelegramChannel {
     /// Starts a poll loop (polling mode), unless one runs: it ends when the returned stream
-    /// is dropped, and the channel can then be started again.
+    /// is dropped, or by itself when `getUpdates` keeps failing (the stream ends then), and
+    /// the channel can then be started again.
     fn start_polling(&self, cursor: Option<Arc<dyn IngressCursor>>) -> Result<InboundStream, ChannelError> {
         let Some(poller) = self.poller.clone() else {
             return Err(ChannelError::Rejected { reason: "the Telegram channel is not in polling mode".to_owned() });
@@ -98,9 +99,16 @@ impl TelegramChannel {
         }
         let (tx, rx) = mpsc::channel(INBOUND_BUFFER);
         let polling = self.polling.clone();
+        let account_id = self.account_id.clone();
         tokio::spawn(async move {
-            poller.run(tx, cursor).await;
+            let stopped = poller.run(&tx, cursor).await;
+            // Free for the next start before the stream ends, so whoever sees it end can start
+            // the channel again (the core's supervisor starts a new one).
             polling.store(false, Ordering::Release);
+            drop(tx);
+            if let Err(error) = stopped {
+                warn!(channel = CHANNEL_NAME, %account_id, %error, "Telegram polling stopped; the channel's inbound ends and the channel is started again");
+            }
         });
         Ok(receiving(rx))
     }

@@ -9,10 +9,19 @@
 //! 3. wait for the acks in order and settle the ledger: the offset moves past the accepted
 //!    prefix; an abandoned update and the ones after it are fetched again.
 //!
-//! Failures of `getUpdates` itself (network, 5xx, 409 Conflict when another instance polls
-//! the same bot or a webhook is set) are waited out with exponential backoff. They are
-//! logged once when an incident starts and once when polling recovers, not per retry.
-//! The loop ends when the core drops the inbound stream.
+//! Failures of `getUpdates` itself (network, 5xx, a body that is not a batch of updates, 409
+//! Conflict when another instance polls the same bot or a webhook is set) are waited out with
+//! exponential backoff, logged once when an incident starts and once when polling recovers,
+//! not per retry. An incident that outlasts [`GIVE_UP_AFTER`] attempts ends the loop with
+//! [`PollingStopped`]: the inbound stream ends, and the core's channel supervisor starts the
+//! channel again with its own, longer backoff, showing it `retrying` in `/healthz` meanwhile.
+//! Retrying here forever would hide an outage behind a channel that looks `running`. A token
+//! Telegram refuses (401) ends the loop at once, and the reconnect's `getMe` stops the channel
+//! for good. Nothing is confirmed while `getUpdates` fails, so the updates of the outage (and
+//! any accepted ones the failed call would have confirmed) are fetched by the next poller;
+//! the core drops the ones it already has by message id.
+//!
+//! Otherwise the loop ends when the core drops the inbound stream.
 //!
 //! The next `getUpdates` waits for the whole batch's acks, so the core should accept as
 //! soon as a message is recorded, not when its run ends: a held ack pauses this bot's
@@ -41,8 +50,28 @@ use crate::salvage::{Fetched, salvage};
 pub(crate) const BACKOFF_MIN: Duration = Duration::from_secs(1);
 /// The longest wait between two `getUpdates` attempts during an outage.
 pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// Failed `getUpdates` calls in a row after which the loop stops (see the module doc). With
+/// the backoff above the fifth failure comes about 15 s into an outage (longer when each call
+/// waits for its timeout, or Telegram asks for more with `retry_after`).
+pub(crate) const GIVE_UP_AFTER: u32 = 5;
 /// The Bot API's maximum batch size.
 const BATCH_LIMIT: u8 = 100;
+
+/// Why a poll loop stopped by itself. The inbound stream ends with it, and the channel's
+/// supervisor decides what happens next.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PollingStopped {
+    /// Telegram answered `getUpdates` with 401: the token was revoked. Polling on with it
+    /// cannot help; the reconnect checks it with `getMe`.
+    #[error("Telegram refused the bot token (401) while polling")]
+    TokenRefused,
+    /// `getUpdates` failed [`GIVE_UP_AFTER`] times in a row.
+    #[error("getUpdates failed {attempts} times in a row over {down_for_s} s; the last failure: {last_error}")]
+    GaveUp { attempts: u32, down_for_s: u64, last_error: String },
+    /// The offset the previous holder of the poller lease saved cannot be read.
+    #[error("cannot read the saved getUpdates offset: {0}")]
+    CursorUnreadable(CursorError),
+}
 
 /// What the loop needs; a copy is owned by each spawned loop.
 #[derive(Clone)]
@@ -92,12 +121,16 @@ enum InFlight {
 }
 
 impl Poller {
-    /// Polls until the core drops the receiving end of `tx`. With a `cursor` (the core runs
-    /// as several replicas and this one holds the bot's poller lease), polling starts from
-    /// the offset the previous holder saved, and each batch's offset is saved there before
-    /// the next `getUpdates` confirms it to Telegram; a save refused because the lease moved
-    /// ends the loop.
-    pub(crate) async fn run(self, tx: mpsc::Sender<InboundDelivery>, cursor: Option<Arc<dyn IngressCursor>>) {
+    /// Polls until the core drops the receiving end of `tx`, or `getUpdates` keeps failing
+    /// ([`PollingStopped`]). With a `cursor` (the core runs as several replicas and this one
+    /// holds the bot's poller lease), polling starts from the offset the previous holder
+    /// saved, and each batch's offset is saved there before the next `getUpdates` confirms it
+    /// to Telegram; a save refused because the lease moved ends the loop.
+    pub(crate) async fn run(
+        self,
+        tx: &mpsc::Sender<InboundDelivery>,
+        cursor: Option<Arc<dyn IngressCursor>>,
+    ) -> Result<(), PollingStopped> {
         let mut ledger = OffsetLedger::default();
         if let Some(cursor) = &cursor {
             match cursor.load().await {
@@ -108,10 +141,7 @@ impl Poller {
                     }
                 },
                 Ok(None) => {}
-                Err(error) => {
-                    warn!(channel = CHANNEL_NAME, account_id = %self.account_id, %error, "cannot read the saved getUpdates offset; not polling");
-                    return;
-                }
+                Err(error) => return Err(PollingStopped::CursorUnreadable(error)),
             }
         }
         let mut backoff = Backoff::default();
@@ -155,7 +185,7 @@ impl Poller {
                 }
                 Err(error) => {
                     let delay = backoff.next_delay(&error);
-                    self.report_failure(&error, delay, &mut outage);
+                    self.failed(&error, delay, &mut outage)?;
                     tokio::select! {
                         () = tokio::time::sleep(delay) => continue,
                         () = tx.closed() => break,
@@ -163,7 +193,7 @@ impl Poller {
                 }
             };
 
-            let Some(in_flight) = self.deliver(updates, &tx).await else { break };
+            let Some(in_flight) = self.deliver(updates, tx).await else { break };
             let mut outcomes = Vec::with_capacity(in_flight.len());
             for update in in_flight {
                 let (id, outcome) = match update {
@@ -177,7 +207,7 @@ impl Poller {
             }
             let settled = ledger.settle(outcomes);
             if let (Some(cursor), Some(offset)) = (&cursor, ledger.offset())
-                && !save_offset(cursor.as_ref(), offset, &self.account_id, &tx).await
+                && !save_offset(cursor.as_ref(), offset, &self.account_id, tx).await
             {
                 break;
             }
@@ -195,6 +225,7 @@ impl Poller {
             }
         }
         debug!(channel = CHANNEL_NAME, account_id = %self.account_id, "inbound stream dropped; polling stopped");
+        Ok(())
     }
 
     /// Hands a batch to the core in update order. `None` when the core is gone.
@@ -231,11 +262,24 @@ impl Poller {
         Some(in_flight)
     }
 
-    fn report_failure(&self, error: &RequestError, delay: Duration, outage: &mut Option<Outage>) {
+    /// Records a failed `getUpdates`: logs the start of an outage (the later failures are
+    /// debug lines), and stops polling when retrying here cannot help (the token was refused)
+    /// or has not helped [`GIVE_UP_AFTER`] times in a row.
+    fn failed(&self, error: &RequestError, delay: Duration, outage: &mut Option<Outage>) -> Result<(), PollingStopped> {
+        if matches!(error, RequestError::Api(ApiError::InvalidToken)) {
+            return Err(PollingStopped::TokenRefused);
+        }
         if let Some(outage) = outage {
             outage.attempts += 1;
+            if outage.attempts >= GIVE_UP_AFTER {
+                return Err(PollingStopped::GaveUp {
+                    attempts: outage.attempts,
+                    down_for_s: outage.since.elapsed().as_secs(),
+                    last_error: self.describe(error),
+                });
+            }
             debug!(channel = CHANNEL_NAME, account_id = %self.account_id, attempts = outage.attempts, retry_in_ms = delay.as_millis() as u64, "getUpdates still failing");
-            return;
+            return Ok(());
         }
         *outage = Some(Outage { since: Instant::now(), attempts: 1 });
         let hint = match error {
@@ -246,24 +290,28 @@ impl Poller {
             RequestError::Api(ApiError::Unknown(text)) if text.starts_with("Conflict") => {
                 "another process is polling this bot token"
             }
-            RequestError::Api(ApiError::InvalidToken) => "the bot token was revoked",
             _ => "network or Telegram trouble",
-        };
-        let error = match error {
-            // Not the body itself: it holds users' messages, and may be megabytes long.
-            RequestError::InvalidJson { source, raw } => {
-                format!("a response Ferry cannot read ({} bytes): {source}", raw.len())
-            }
-            error => redact(&error.to_string(), &self.token),
         };
         warn!(
             channel = CHANNEL_NAME,
             account_id = %self.account_id,
-            %error,
+            error = %self.describe(error),
             hint,
-            "Telegram getUpdates failed; retrying with backoff (up to {}s apart) and logging again when it recovers",
-            BACKOFF_MAX.as_secs()
+            "Telegram getUpdates failed; retrying with backoff, logging again when it recovers; after {GIVE_UP_AFTER} failures in a row polling stops and the channel is started again"
         );
+        Ok(())
+    }
+
+    /// A failed call for the log: never the token (teloxide's network errors carry the request
+    /// URL, `/bot<TOKEN>/GetUpdates`), nor the body of an unreadable answer (it holds users'
+    /// messages, and may be megabytes long).
+    fn describe(&self, error: &RequestError) -> String {
+        match error {
+            RequestError::InvalidJson { source, raw } => {
+                format!("a response Ferry cannot read ({} bytes): {source}", raw.len())
+            }
+            error => redact(&error.to_string(), &self.token),
+        }
     }
 }
 
@@ -303,7 +351,51 @@ impl Backoff {
 
 #[cfg(test)]
 mod tests {
+    use teloxide::types::UserId;
+
     use super::*;
+
+    const TOKEN: &str = "123456:SECRET-token";
+
+    fn poller() -> Poller {
+        Poller {
+            bot: Bot::new(TOKEN),
+            token: TOKEN.to_owned(),
+            identity: BotIdentity { id: UserId(1), username: "ferry_bot".to_owned() },
+            account_id: "default".to_owned(),
+            timeout: Duration::from_secs(30),
+        }
+    }
+
+    #[test]
+    fn polling_stops_after_five_failures_in_a_row_naming_the_last_without_token_or_body() {
+        let poller = poller();
+        let mut outage = None;
+        let network = RequestError::Api(ApiError::Unknown(format!("Bad Gateway at /bot{TOKEN}/GetUpdates")));
+        for _ in 1..GIVE_UP_AFTER {
+            assert!(poller.failed(&network, BACKOFF_MIN, &mut outage).is_ok(), "retried");
+        }
+        let source = serde_json::from_str::<serde_json::Value>("{\"ok\":true,\"result\":[{").unwrap_err();
+        let malformed = RequestError::InvalidJson {
+            source: source.into(),
+            raw: "{\"ok\":true,\"result\":[{\"text\":\"private\"".into(),
+        };
+        match poller.failed(&malformed, BACKOFF_MIN, &mut outage) {
+            Err(PollingStopped::GaveUp { attempts, last_error, .. }) => {
+                assert_eq!(attempts, GIVE_UP_AFTER);
+                assert!(last_error.contains("cannot read"), "{last_error}");
+                assert!(!last_error.contains("private") && !last_error.contains(TOKEN), "{last_error}");
+            }
+            other => panic!("polling should stop, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_refused_token_stops_polling_at_once() {
+        let refused = RequestError::Api(ApiError::InvalidToken);
+        let stopped = poller().failed(&refused, BACKOFF_MIN, &mut None);
+        assert!(matches!(stopped, Err(PollingStopped::TokenRefused)), "{stopped:?}");
+    }
 
     #[test]
     fn backoff_doubles_from_one_second_to_thirty_and_resets_after_success() {

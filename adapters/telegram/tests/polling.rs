@@ -5,7 +5,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use ferry_channel::{Channel, ChatKind, ChatRef, InboundDelivery, InboundStream};
-use ferry_fakes::{BOT_USER_ID, FakeTelegram, TgUser};
+use ferry_fakes::{BOT_USER_ID, CallOutcome, FakeTelegram, TgUser};
 use ferry_telegram::{TelegramChannel, TelegramConfig, TelegramError};
 use futures::StreamExt;
 
@@ -215,6 +215,59 @@ async fn a_dropped_connection_is_retried() {
     let delivery = next(&mut inbound).await;
     delivery.ack.accept();
     within("the offset to pass the update", telegram.wait_for_offset(update_id + 1)).await;
+}
+
+/// Waits until the fake has answered a `getUpdates` with a malformed body: the outage began.
+async fn outage_began(telegram: &FakeTelegram) {
+    while !telegram.calls_to("getUpdates").iter().any(|call| call.outcome == CallOutcome::Malformed) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_long_poll_that_keeps_breaking_ends_the_stream_and_a_restart_fetches_the_outages_updates() {
+    let telegram = fake().await;
+    let (channel, mut inbound) = started(&telegram).await;
+    let before = telegram.private_message(42, "Ada", "before");
+    next(&mut inbound).await.ack.accept();
+    // Confirmed by the poll that now waits for more. (Had the outage begun before that poll
+    // arrived, a restart would fetch `before` again, which the core drops as a duplicate.)
+    within("the offset to pass the update", telegram.wait_for_offset(before + 1)).await;
+    // Six broken polls in a row, more than the poller retries by itself (five).
+    for _ in 0..3 {
+        telegram.malformed_next("getUpdates");
+        telegram.drop_next_connection("getUpdates");
+    }
+    within("the outage to begin", outage_began(&telegram)).await;
+    let during = telegram.private_message(42, "Ada", "during the outage");
+
+    // Five failures with 1, 2, 4 and 8 s of backoff between them, then the stream ends.
+    let ended = tokio::time::timeout(Duration::from_secs(40), inbound.next()).await;
+    assert!(matches!(ended, Ok(None)), "the inbound stream should end by itself");
+    assert_eq!(telegram.calls_to("getUpdates").iter().filter(|call| call.outcome == CallOutcome::Malformed).count(), 3);
+
+    // Started again, as the supervisor does: past the last broken poll, the update of the
+    // outage arrives, once, and is confirmed.
+    let mut inbound = channel.start().await.expect("the channel starts again");
+    let delivery = next(&mut inbound).await;
+    assert_eq!(delivery.message.text, "during the outage");
+    delivery.ack.accept();
+    within("the offset to pass the update", telegram.wait_for_offset(during + 1)).await;
+    let after = telegram.private_message(42, "Ada", "after");
+    let delivery = next(&mut inbound).await;
+    assert_eq!(delivery.message.text, "after", "nothing redelivered, nothing skipped");
+    delivery.ack.accept();
+    within("the offset to pass the update", telegram.wait_for_offset(after + 1)).await;
+}
+
+#[tokio::test]
+async fn a_token_revoked_while_polling_ends_the_stream_at_once() {
+    let telegram = fake().await;
+    let (_channel, mut inbound) = started(&telegram).await;
+    telegram.fail_next("getUpdates", 401, "Unauthorized");
+    let ended = within("the inbound stream to end", inbound.next()).await;
+    assert!(ended.is_none(), "no retrying with a refused token");
+    assert_eq!(telegram.calls_to("getUpdates").iter().filter(|call| call.status() == Some(401)).count(), 1);
 }
 
 #[tokio::test]

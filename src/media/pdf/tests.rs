@@ -1,37 +1,9 @@
-//! PDFs written by hand, byte for byte, so the tests do not trust the parser to build what it
-//! then reads.
+//! PDFs written by hand, byte for byte (with `ferry_fakes::pdfs`, the one PDF writer of the
+//! tests), so the tests do not trust the parser to build what it then reads.
+
+use ferry_fakes::pdfs::{pdf, pdf_with_trailer, stream};
 
 use super::*;
-
-/// A PDF of `objects` (numbered from 1; object 1 is the catalog), with a correct cross
-/// reference table and `trailer_extra` added to the trailer dictionary.
-fn pdf_with_trailer(objects: &[&[u8]], trailer_extra: &str) -> Vec<u8> {
-    let mut bytes = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n".to_vec();
-    let mut offsets = Vec::new();
-    for (index, object) in objects.iter().enumerate() {
-        offsets.push(bytes.len());
-        bytes.extend_from_slice(format!("{} 0 obj\n", index + 1).as_bytes());
-        bytes.extend_from_slice(object);
-        bytes.extend_from_slice(b"\nendobj\n");
-    }
-    let xref = bytes.len();
-    bytes.extend_from_slice(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
-    for offset in offsets {
-        bytes.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
-    }
-    let trailer =
-        format!("trailer\n<< /Size {} /Root 1 0 R {trailer_extra} >>\nstartxref\n{xref}\n%%EOF\n", objects.len() + 1);
-    bytes.extend_from_slice(trailer.as_bytes());
-    bytes
-}
-
-fn pdf(objects: &[&[u8]]) -> Vec<u8> {
-    pdf_with_trailer(objects, "")
-}
-
-fn stream(dict: &str, content: &str) -> Vec<u8> {
-    format!("<< {dict} /Length {} >>\nstream\n{content}\nendstream", content.len()).into_bytes()
-}
 
 const CATALOG: &[u8] = b"<< /Type /Catalog /Pages 2 0 R >>";
 const PAGES: &[u8] = b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>";

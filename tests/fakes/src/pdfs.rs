@@ -1,10 +1,13 @@
 //! PDFs for the media tests, written byte for byte: a normal one with text, and hostile ones
 //! that make the extractor (pdf-extract 0.12 on lopdf 0.42) run without end or eat memory
-//! without bound, each with how it does so.
+//! without bound, each with how it does so. [`pdf_with_trailer`] and [`stream`] are the
+//! builder underneath, shared with the extractor's unit tests in `src/media/pdf/tests.rs`.
 
 /// A PDF of `objects` (numbered from 1; object 1 is the catalog) with a correct cross
-/// reference table.
-fn pdf(objects: &[Vec<u8>]) -> Vec<u8> {
+/// reference table and `trailer_extra` added to the trailer dictionary (`/Encrypt 6 0 R`, say).
+/// The one writer of PDF bytes for every test, so a file the parser gets is never one the
+/// parser's own library built.
+pub fn pdf_with_trailer(objects: &[&[u8]], trailer_extra: &str) -> Vec<u8> {
     let mut bytes = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n".to_vec();
     let mut offsets = Vec::new();
     for (index, object) in objects.iter().enumerate() {
@@ -19,11 +22,20 @@ fn pdf(objects: &[Vec<u8>]) -> Vec<u8> {
         bytes.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
     }
     let size = objects.len() + 1;
-    bytes.extend_from_slice(format!("trailer\n<< /Size {size} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n").as_bytes());
+    let extra = if trailer_extra.is_empty() { String::new() } else { format!(" {trailer_extra}") };
+    bytes.extend_from_slice(
+        format!("trailer\n<< /Size {size} /Root 1 0 R{extra} >>\nstartxref\n{xref}\n%%EOF\n").as_bytes(),
+    );
     bytes
 }
 
-fn stream(dict: &str, content: &str) -> Vec<u8> {
+/// [`pdf_with_trailer`] with nothing added to the trailer.
+pub fn pdf(objects: &[&[u8]]) -> Vec<u8> {
+    pdf_with_trailer(objects, "")
+}
+
+/// A stream object: `dict`'s entries plus its `/Length`, then `content`.
+pub fn stream(dict: &str, content: &str) -> Vec<u8> {
     format!("<< {dict} /Length {} >>\nstream\n{content}\nendstream", content.len()).into_bytes()
 }
 
@@ -38,7 +50,7 @@ fn one_page(resources: &str, content: &str, more: Vec<Vec<u8>>) -> Vec<u8> {
         stream("", content),
     ];
     objects.extend(more);
-    pdf(&objects)
+    pdf(&objects.iter().map(Vec::as_slice).collect::<Vec<_>>())
 }
 
 /// A one-page PDF in Helvetica with `lines` of text.

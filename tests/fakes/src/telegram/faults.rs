@@ -1,9 +1,9 @@
 //! Faults a test scripts into the fake Telegram: one-shot faults for the next call of a method,
 //! and storms that answer every call of a method with the same error for a while.
 //!
-//! One-shot faults ([`Fault`]) model a single bad moment: an error, a slow answer, a socket that
-//! closes before the method ran, or one that closes after it ran (the case a client cannot tell
-//! from the first, and the one that makes "send exactly once" hard). Storms model an incident:
+//! One-shot faults ([`Fault`]) model a single bad moment: an error, a slow answer, a body cut off
+//! mid-JSON, a socket that closes before the method ran, or one that closes after it ran (the case
+//! a client cannot tell from the first, and the one that makes "send exactly once" hard). Storms model an incident:
 //! flood control that keeps refusing longer than the `retry_after` it announces, or a backend
 //! outage answering 5xx. Storm time is `tokio::time::Instant`, like flood control, so a test on
 //! a paused clock can step through one.
@@ -24,6 +24,9 @@ pub(crate) enum Fault {
     Delay(Duration),
     /// Close the connection without a complete answer, before the method runs.
     Drop,
+    /// Answer 200 with a body cut off mid-JSON (a proxy or a connection that truncated it),
+    /// before the method runs.
+    Malformed,
     /// Run the method (its effects stay), then close the connection without the answer.
     ApplyThenDrop,
 }
@@ -66,6 +69,12 @@ impl Faults {
         self.take_at(method, Instant::now())
     }
 
+    /// Whether a one-shot fault waits for the next call of `method` (lowercase): a long poll
+    /// waiting for updates then ends early, so the fault meets the next poll.
+    pub(crate) fn queued_for(&self, method: &str) -> bool {
+        self.queued.iter().any(|(name, _)| name == method)
+    }
+
     fn take_at(&mut self, method: &str, now: Instant) -> Option<Fault> {
         self.storms.retain(|storm| storm.until > now);
         if let Some(storm) = self.storms.iter().find(|storm| storm.method == method) {
@@ -101,5 +110,18 @@ mod tests {
         // After the storm, the queued fault comes next, once.
         assert_eq!(status(faults.take_at("sendmessage", end)), Some(403));
         assert_eq!(status(faults.take_at("sendmessage", end)), None);
+    }
+
+    #[test]
+    fn malformed_answers_queue_per_method_and_are_used_once_each() {
+        let mut faults = Faults::default();
+        faults.push("getUpdates", Fault::Malformed);
+        faults.push("getUpdates", Fault::Drop);
+        assert!(faults.queued_for("getupdates"));
+        assert!(!faults.queued_for("sendmessage"));
+        assert!(matches!(faults.take("getupdates"), Some(Fault::Malformed)));
+        assert!(matches!(faults.take("getupdates"), Some(Fault::Drop)));
+        assert!(!faults.queued_for("getupdates"), "both used up");
+        assert!(faults.take("getupdates").is_none());
     }
 }

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::faults::Fault;
-use super::methods::{ApiError, MethodResult, dropped_response, error_response};
+use super::methods::{ApiError, MethodResult, dropped_response, error_response, malformed_response};
 use super::params::Params;
 use super::state::State;
 use super::{Call, CallOutcome, Shared, lock};
@@ -144,6 +144,7 @@ async fn serve(shared: &Shared, bot: &str, path: &str) -> (CallOutcome, Response
     let fault = lock(&shared.state).faults.take(FILE_METHOD);
     match fault {
         Some(Fault::Drop | Fault::ApplyThenDrop) => return (CallOutcome::Dropped, dropped_response()),
+        Some(Fault::Malformed) => return (CallOutcome::Malformed, malformed_response()),
         Some(Fault::Error { status, description, retry_after }) => {
             let error = ApiError { status, description, retry_after };
             shared.count_if_rate_limited(&error);

@@ -134,6 +134,12 @@ pub(crate) fn error_response(error: &ApiError) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
+/// A `200 OK` whose JSON body stops short, as a truncating proxy leaves an answer.
+pub(crate) fn malformed_response() -> Response {
+    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], r#"{"ok":true,"result":[{"update_id":"#)
+        .into_response()
+}
+
 /// A response whose body fails at once: the client sees the connection close mid-answer.
 pub(crate) fn dropped_response() -> Response {
     let failed = futures::stream::once(async {
@@ -214,6 +220,7 @@ async fn answer(shared: &Arc<Shared>, bot: &str, method: &str, parsed: Parsed) -
     let mut drop_answer = false;
     match fault {
         Some(Fault::Drop) => return (CallOutcome::Dropped, dropped_response()),
+        Some(Fault::Malformed) => return (CallOutcome::Malformed, malformed_response()),
         Some(Fault::Error { status, description, retry_after }) => {
             let error = ApiError { status, description, retry_after };
             shared.count_if_rate_limited(&error);
@@ -311,7 +318,8 @@ fn webhook_info(state: &State) -> Value {
 
 /// `getUpdates`: confirm below `offset`, then answer at once if anything is pending, else wait
 /// up to `timeout` seconds for an update. A newer `getUpdates` ends this one with a 409, as on
-/// Telegram, where the older request is the one terminated.
+/// Telegram, where the older request is the one terminated. A one-shot fault scripted for
+/// `getUpdates` meanwhile ends the wait early, so it hits the next poll.
 async fn get_updates(shared: &Arc<Shared>, params: &Params) -> MethodResult {
     let limit = params.int("limit").unwrap_or(100).clamp(1, 100) as usize;
     let timeout = Duration::from_secs(params.int("timeout").unwrap_or(0).clamp(0, MAX_POLL_TIMEOUT as i64) as u64);
@@ -343,7 +351,8 @@ async fn get_updates(shared: &Arc<Shared>, params: &Params) -> MethodResult {
                 return Err(ApiError::new(409, POLL_CONFLICT));
             }
             let updates = state.deliverable(limit);
-            if !updates.is_empty() || Instant::now() >= deadline || *closing.borrow() {
+            let faulted = state.faults.queued_for("getupdates");
+            if !updates.is_empty() || faulted || Instant::now() >= deadline || *closing.borrow() {
                 return Ok(Value::Array(updates));
             }
         }

@@ -129,6 +129,9 @@ pub enum CallOutcome {
     /// The method ran (its effects are visible) and would have answered with this status, but
     /// the connection was closed instead ([`FakeTelegram::apply_then_drop_next`]).
     AppliedThenDropped(u16),
+    /// Answered 200 with a body cut off mid-JSON, and the method did not run
+    /// ([`FakeTelegram::malformed_next`]).
+    Malformed,
 }
 
 impl Call {
@@ -136,6 +139,7 @@ impl Call {
     pub fn status(&self) -> Option<u16> {
         match self.outcome {
             CallOutcome::Answered(status) => Some(status),
+            CallOutcome::Malformed => Some(200),
             CallOutcome::InFlight | CallOutcome::Dropped | CallOutcome::AppliedThenDropped(_) => None,
         }
     }
@@ -454,8 +458,12 @@ impl FakeTelegram {
 
     // --- Faults -----------------------------------------------------------------------------
 
+    /// Queues a one-shot fault. A `getUpdates` waiting for updates now answers at once (with
+    /// what is pending, often nothing, as a long poll may), so the fault meets the next poll
+    /// instead of one up to a poll timeout later.
     fn push_fault(&self, method: &str, fault: Fault) {
         lock(&self.shared.state).faults.push(method, fault);
+        self.shared.notify_updates();
     }
 
     /// The next call of `method` fails with `{"ok":false,"error_code":status,"description":…}`.
@@ -485,6 +493,15 @@ impl FakeTelegram {
     /// error either way, and cannot tell which of the two happened.
     pub fn drop_next_connection(&self, method: &str) {
         self.push_fault(method, Fault::Drop);
+    }
+
+    /// The next call of `method` is answered `200 OK` with a body cut off mid-JSON
+    /// (`{"ok":true,"result":[{"update_id":`), as a proxy or a connection that truncates an
+    /// answer leaves it; the method does not run (a `getUpdates` confirms nothing). Recorded as
+    /// [`CallOutcome::Malformed`]. Call it `n` times for the next `n` calls: with
+    /// [`FakeTelegram::drop_next_connection`], a long poll that keeps breaking and then recovers.
+    pub fn malformed_next(&self, method: &str) {
+        self.push_fault(method, Fault::Malformed);
     }
 
     /// The next call of `method` runs exactly as a normal call would (a `sendMessage` creates
@@ -530,7 +547,9 @@ impl FakeTelegram {
     /// reports `RequestError::Api(ApiError::Unknown("Bad Gateway"))`. The poll loop treats that
     /// as an outage: it logs once, waits its backoff (1 s, doubling up to 30 s) and polls again,
     /// so each failed `getUpdates` costs about 10 s plus the backoff and an 8 s storm sees a
-    /// single poll; the loop resumes within roughly 10 s + backoff after the storm ends. No
+    /// single poll; the loop resumes within roughly 10 s + backoff after the storm ends (a storm
+    /// outlasting five polls in a row, about a minute, ends the loop and the channel is
+    /// restarted). No
     /// update is confirmed during the storm, so none is lost. An outbound call hit by the storm
     /// is reported as transient (the 10 s fit in the client's 17 s timeout).
     pub fn server_error_storm(&self, method: &str, duration: Duration) -> Instant {

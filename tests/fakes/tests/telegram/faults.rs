@@ -178,3 +178,34 @@ async fn faults_can_be_scripted_from_another_task_while_a_client_uses_the_api() 
     assert_eq!(call(&telegram, "editMessageText", edit).await.0, 429);
     assert_eq!(texts(&telegram, 42), [(2, "x".to_owned())]);
 }
+
+#[tokio::test]
+async fn malformed_answers_cut_the_waiting_long_poll_short_and_confirm_nothing() {
+    let telegram = fake().await;
+    let before = telegram.private_message(42, "Ada", "before");
+    assert_eq!(ok(&telegram, "getUpdates", json!({})).await[0]["update_id"], before);
+    // A poll confirming `before` waits for more; the faults scripted meanwhile end it early.
+    let waiting = call(&telegram, "getUpdates", json!({ "offset": before + 1, "timeout": 30 }));
+    let script = async {
+        telegram.wait_for_arrivals("getUpdates", 2).await;
+        telegram.malformed_next("getUpdates");
+        telegram.malformed_next("getUpdates");
+    };
+    let ((status, body), ()) = soon(async { tokio::join!(waiting, script) }).await;
+    assert_eq!((status, &body["result"]), (200, &json!([])), "answered early, empty");
+
+    let during = telegram.private_message(42, "Ada", "during");
+    let url = format!("{}/bot{TOKEN}/getUpdates", telegram.url());
+    for _ in 0..2 {
+        let response = reqwest::Client::new().post(&url).json(&json!({ "offset": during + 1 })).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        let text = response.text().await.unwrap();
+        assert!(serde_json::from_str::<Value>(&text).is_err(), "not JSON: {text}");
+    }
+    // Neither malformed poll confirmed `during`, though each asked to: the next poll gets it.
+    assert_eq!((telegram.pending_updates(), telegram.current_offset()), (1, during));
+    let updates = ok(&telegram, "getUpdates", json!({ "offset": before + 1 })).await;
+    assert_eq!(updates[0]["message"]["text"], "during");
+    let outcomes: Vec<CallOutcome> = telegram.calls_to("getUpdates").iter().map(|call| call.outcome).collect();
+    assert_eq!(outcomes[2..4], [CallOutcome::Malformed, CallOutcome::Malformed]);
+}
