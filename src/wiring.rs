@@ -334,6 +334,10 @@ async fn start_slack(account: Account) -> Result<(Option<axum::Router>, Running)
         CoreReplyToMode::First => ReplyToMode::First,
         CoreReplyToMode::All => ReplyToMode::All,
     };
+    // The last message seen per conversation, for catching up on history after a restart
+    // (Socket Mode). Every replica runs its own socket, so each keeps its own file.
+    let positions = account.state_dir.join("channels").join(format!("slack.{}.positions.json", account.id));
+    slack.positions = Some(Arc::new(ferry::channel::FileCursor::new(positions)));
     let channel = SlackChannel::connect(slack).await.map_err(|error| {
         let permanent = matches!(error, SlackError::Unauthorized { .. } | SlackError::InvalidConfig { .. });
         start_failure(error, permanent)

@@ -387,3 +387,129 @@ async fn no_log_level_writes_a_token_the_signing_secret_or_the_model_key() {
         daemon::assert_log_free_of(&gateway, &secrets);
     }
 }
+
+/// One run per message, so each missed message is answered on its own and in order.
+fn one_run_each() -> String {
+    format!("{OPEN}\n\n[messages.queue]\nmode = \"followup\"\ndebounce_ms = 0")
+}
+
+/// The text of the last message of each model request: the one it answers.
+fn questions(openai: &FakeOpenAi) -> Vec<String> {
+    openai
+        .requests()
+        .iter()
+        .map(|r| {
+            r.body["messages"].as_array().and_then(|m| m.last()).map(|m| m["content"].to_string()).unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Where `text` was asked among `questions`, checking it was asked exactly once.
+fn asked_once(questions: &[String], text: &str) -> usize {
+    let found: Vec<usize> = (0..questions.len()).filter(|&i| questions[i].contains(text)).collect();
+    assert_eq!(found.len(), 1, "{text:?} answered once: {questions:#?}");
+    found[0]
+}
+
+/// A DM and a channel mention answered, so both conversations are recently active; the
+/// channel's answer is in its history too (the bot's own message, which a catch-up reads
+/// and must not answer).
+async fn warm_up(slack: &FakeSlack, openai: &FakeOpenAi) -> (String, String) {
+    openai.push(Turn::text(["Hello Ada."]));
+    openai.push(Turn::text(["Hello team."]));
+    let dm = slack.dm("U1", "hello");
+    messages(slack, "DU1", 1).await;
+    let (mention, _) = slack.mention("C0TEAM", "U1", "hi all");
+    messages(slack, "C0TEAM", 1).await;
+    for event in [&dm.event_id, &mention.event_id] {
+        tokio::time::timeout(PATIENCE, slack.wait_for_ack(event)).await.expect("accepted, so acked");
+    }
+    (dm.ts, mention.ts)
+}
+
+/// Waits until the catch-up positions saved in `home` (one machine: a file in the state
+/// directory) name `ts` as the last seen in `conversation`.
+async fn positions_saved(home: &std::path::Path, conversation: &str, ts: &str) {
+    let file = home.join(".local/share/ferry/channels/slack.default.positions.json");
+    let expected = format!("\"{conversation}\":{{\"last\":\"{ts}\"");
+    tokio::time::timeout(PATIENCE, async {
+        while !std::fs::read_to_string(&file).is_ok_and(|saved| saved.contains(&expected)) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{} never named {ts} in {conversation}", file.display()));
+}
+
+/// Writes, to history only, what Slack would never push: two DMs, a channel mention, a
+/// channel message without one (mention rules: not answered), and another app's message
+/// mentioning the bot (bots are not answered).
+fn written_while_disconnected(slack: &FakeSlack) {
+    slack.history_only_message("DU1", "U1", "first while away");
+    slack.history_only_message("DU1", "U1", "second while away");
+    slack.history_only_message("C0TEAM", "U2", &mention("third while away"));
+    slack.history_only_message("C0TEAM", "U2", "chatter nobody asked the bot about");
+    slack.history_only_bot_message("C0TEAM", "B0OTHER", &mention("a bot asking"));
+}
+
+/// After the catch-up, one more DM: anything run twice would have shown by its answer.
+/// Then checks the three missed messages and it ran once each, in order, and nothing else.
+async fn assert_caught_up_once_each(slack: &FakeSlack, openai: &FakeOpenAi) {
+    messages(slack, "DU1", 3).await;
+    messages(slack, "C0TEAM", 2).await;
+    openai.push(Turn::text(["After."]));
+    slack.dm("U1", "and now?");
+    tokio::time::timeout(PATIENCE, slack.wait_until(|s| s.messages_in("DU1").iter().any(|m| m.text == "After.")))
+        .await
+        .expect("the message after the catch-up is answered");
+    let questions = questions(openai);
+    assert!(asked_once(&questions, "first while away") < asked_once(&questions, "second while away"), "in order");
+    asked_once(&questions, "third while away");
+    asked_once(&questions, "and now?");
+    assert_eq!(questions.len(), 6, "warm-up DM and mention, three missed, and now: {questions:#?}");
+    assert!(!questions.iter().any(|q| q.contains("a bot asking")), "another bot is not answered");
+    assert_eq!((slack.messages_in("DU1").len(), slack.messages_in("C0TEAM").len()), (4, 2));
+}
+
+#[tokio::test]
+async fn messages_written_while_the_socket_was_closed_are_answered_once_each_in_order_after_the_reconnect() {
+    let (slack, openai) = fakes().await;
+    let _daemon = daemon(&slack, &openai, &one_run_each()).await;
+    warm_up(&slack, &openai).await;
+    slack.close_sockets();
+    tokio::time::timeout(PATIENCE, slack.wait_until(|s| s.connections().1 == 0)).await.expect("the socket is closed");
+    let reads_before = slack.calls_to("conversations.history").len();
+
+    written_while_disconnected(&slack);
+    // Slack asks for patience on the first read: it is waited out, not skipped.
+    slack.rate_limit_next("conversations.history", 1, 1);
+    for answer in ["Answer A.", "Answer B.", "Answer C."] {
+        openai.push(Turn::text([answer]));
+    }
+    let opened = slack.connections().0;
+    slack.open_sockets();
+    tokio::time::timeout(PATIENCE, slack.wait_for_connections(opened + 1)).await.expect("the socket reconnects");
+    assert_caught_up_once_each(&slack, &openai).await;
+    assert_eq!(slack.rate_limited_count(), 1, "the 429 was met");
+    let reads = slack.calls_to("conversations.history");
+    assert!(reads.len() >= reads_before + 3, "two conversations read, one of them twice: {reads:#?}");
+    assert!(reads[reads_before..].iter().all(|read| read.params["oldest"].as_str().is_some_and(|ts| !ts.is_empty())));
+}
+
+#[tokio::test]
+async fn messages_written_while_the_gateway_was_down_are_answered_once_each_in_order_after_it_starts() {
+    let (slack, openai) = fakes().await;
+    let first = daemon(&slack, &openai, &one_run_each()).await;
+    let (dm_ts, mention_ts) = warm_up(&slack, &openai).await;
+    let home = first.home.as_ref().expect("home").path().to_owned();
+    positions_saved(&home, "DU1", &dm_ts).await;
+    positions_saved(&home, "C0TEAM", &mention_ts).await;
+    let home = first.crash(); // SIGKILL: the gateway is down until the next start
+
+    written_while_disconnected(&slack);
+    for answer in ["Answer A.", "Answer B.", "Answer C."] {
+        openai.push(Turn::text([answer]));
+    }
+    let _second = daemon_in(home, &slack, &openai, "", &one_run_each()).await;
+    assert_caught_up_once_each(&slack, &openai).await;
+}

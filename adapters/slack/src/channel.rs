@@ -11,6 +11,7 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use ferry_channel::catch_up::PositionKeeper;
 use ferry_channel::{
     Attachment, Channel, ChannelCapabilities, ChannelError, Download, InboundDelivery, InboundStream, MessageRef,
     OutboundMessage, SentMessage, TextFormat,
@@ -25,6 +26,7 @@ use slack_morphism::{SlackApiToken, SlackApiTokenValue, SlackChannelId, SlackFil
 use tokio::sync::mpsc;
 use tracing::info;
 
+use crate::catch_up::ts_order;
 use crate::client::{self, Client};
 use crate::config::{ReplyToMode, SlackConfig, SlackMode};
 use crate::download::{self, Downloads};
@@ -132,9 +134,21 @@ impl SlackChannel {
             SlackMode::Http { .. } => None,
         };
 
+        // Catch-up positions matter only in Socket Mode, which loses what is written while no
+        // socket is open; they are read before the first `hello` asks for them.
+        let positions = match (&config.mode, config.positions.clone()) {
+            (SlackMode::Socket { .. }, Some(cursor)) => PositionKeeper::load(cursor, ts_order, CHANNEL_NAME).await,
+            _ => PositionKeeper::in_memory(ts_order),
+        };
         let (tx, rx) = mpsc::channel(INBOUND_BUFFER);
-        let inbound =
-            Arc::new(Inbound::new(config.account_id.clone(), identity.clone(), tx, client.clone(), token.clone()));
+        let inbound = Arc::new(Inbound::new(
+            config.account_id.clone(),
+            identity.clone(),
+            tx,
+            client.clone(),
+            token.clone(),
+            positions,
+        ));
         let events = match &config.mode {
             SlackMode::Http { signing_secret } => Some(Arc::new(EventsState::new(signing_secret, inbound.clone()))),
             SlackMode::Socket { .. } => None,

@@ -2,6 +2,9 @@
 //! replies thread.
 
 use std::fmt;
+use std::sync::Arc;
+
+use ferry_channel::IngressCursor;
 
 /// Slack's public Web API endpoint, the default of `channels.slack.api_url`.
 pub const DEFAULT_API_URL: &str = "https://slack.com/api";
@@ -22,6 +25,12 @@ pub struct SlackConfig {
     /// (`messages.reply_to_mode`). A message that arrived in a thread is always answered in
     /// that thread, whatever this says.
     pub reply_to_mode: ReplyToMode,
+    /// Where the last message seen per conversation is kept across restarts, for catching up
+    /// on history after each Socket Mode (re)connect (`catch_up.rs`): a file in the state
+    /// directory. Every replica runs its own socket (Slack's Socket Mode is not a singleton),
+    /// so each keeps its own. `None`: kept in memory, so only reconnects within the process
+    /// catch up. Not used in HTTP mode, where Slack retries what it could not deliver.
+    pub positions: Option<Arc<dyn IngressCursor>>,
 }
 
 /// How events reach the adapter (`channels.slack.mode`).
@@ -67,6 +76,7 @@ impl SlackConfig {
             account_id: "default".to_owned(),
             mode,
             reply_to_mode: ReplyToMode::Off,
+            positions: None,
         }
     }
 }
@@ -79,6 +89,7 @@ impl fmt::Debug for SlackConfig {
             .field("account_id", &self.account_id)
             .field("mode", &self.mode)
             .field("reply_to_mode", &self.reply_to_mode)
+            .field("positions", &self.positions.is_some())
             .finish()
     }
 }

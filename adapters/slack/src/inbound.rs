@@ -15,22 +15,30 @@
 //!
 //! The same message arriving as both `message` and `app_mention` (two event ids) has the
 //! same channel and `ts`, so the core's dedupe runs it once too.
+//!
+//! Messages Socket Mode never pushed, read back from history after a reconnect
+//! (`catch_up.rs`), take [`Inbound::deliver_missed`]: the same normalization and the same
+//! way to the core, without an event id or Slack's deadline. Every message the core accepts
+//! moves its conversation's position (the last `ts` seen there), which is where the next
+//! catch-up starts.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use ferry_channel::{Ack, AckOutcome, ChatKind, InboundDelivery};
+use ferry_channel::catch_up::PositionKeeper;
+use ferry_channel::{Ack, AckOutcome, AckReceiver, ChatKind, InboundDelivery};
 use slack_morphism::api::SlackApiConversationsInfoRequest;
-use slack_morphism::events::SlackPushEventCallback;
+use slack_morphism::events::{SlackEventCallbackBody, SlackMessageEvent, SlackPushEventCallback};
 use slack_morphism::{SlackApiToken, SlackChannelId};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::CHANNEL_NAME;
+use crate::catch_up::written_ms;
 use crate::client::Client;
-use crate::normalize::{BotIdentity, Skip, normalize};
+use crate::normalize::{BotIdentity, Normalized, Skip, normalize};
 
 /// How long a delivery waits for the core's accept before it is left unconfirmed. Slack
 /// wants an answer within 3 seconds; the rest is margin for the network.
@@ -64,17 +72,35 @@ impl Received {
     }
 }
 
+/// What became of one message read back in a catch-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Delivered {
+    /// Handed to the core.
+    Sent,
+    /// Not a message for the core (the bot's own, an edit…); its position moved past it.
+    Skipped,
+    /// The core dropped the inbound stream.
+    CoreGone,
+}
+
 /// Shared by the transports: who the bot is, where messages go, and what was seen.
 pub(crate) struct Inbound {
     pub(crate) account_id: String,
     pub(crate) bot: BotIdentity,
     /// The core's side of the inbound stream; closed when the core drops the stream.
     pub(crate) tx: mpsc::Sender<InboundDelivery>,
-    client: Arc<Client>,
-    token: SlackApiToken,
+    pub(crate) client: Arc<Client>,
+    /// The bot token: `conversations.info` and `conversations.history`.
+    pub(crate) token: SlackApiToken,
     recent: Mutex<RecentEvents>,
     /// Conversation kinds learnt from `conversations.info`, by channel id.
     kinds: Mutex<HashMap<String, ChatKind>>,
+    /// The last message the core accepted in each recently active conversation: where a
+    /// catch-up after a reconnect starts reading (`catch_up.rs`).
+    pub(crate) positions: PositionKeeper,
+    /// Held by the catch-up that runs, so two reconnects in a row do not read the same
+    /// history side by side.
+    pub(crate) catching_up: tokio::sync::Mutex<()>,
 }
 
 impl Inbound {
@@ -84,6 +110,7 @@ impl Inbound {
         tx: mpsc::Sender<InboundDelivery>,
         client: Arc<Client>,
         token: SlackApiToken,
+        positions: PositionKeeper,
     ) -> Self {
         Self {
             account_id,
@@ -93,6 +120,8 @@ impl Inbound {
             token,
             recent: Mutex::new(RecentEvents::default()),
             kinds: Mutex::new(HashMap::new()),
+            positions,
+            catching_up: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -113,31 +142,77 @@ impl Inbound {
                 return Received::Skipped(skip);
             }
         };
-        let mut message = normalized.message;
-        if normalized.kind_unknown {
-            message.chat.kind = self.kind_of(&message.chat.id, deadline).await;
-        }
         debug!(
             channel = CHANNEL_NAME,
             account_id = %self.account_id,
-            chat_id = %message.chat.id,
+            chat_id = %normalized.message.chat.id,
             event_id,
-            ts = %message.message_id,
+            ts = %normalized.message.message_id,
             "message received"
         );
-        let (ack, receiver) = Ack::pair();
+        let position = Position::of(&normalized);
         let decided = tokio::time::timeout_at(deadline, async {
-            self.tx.send(InboundDelivery { message, ack }).await.ok()?;
+            let receiver = self.send(normalized, deadline).await?;
             Some(receiver.outcome().await)
         })
         .await;
         if let Ok(Some(AckOutcome::Accepted)) = decided {
             lock(&self.recent).insert(event_id);
+            position.record(&self.positions);
             Received::Accepted
         } else {
             debug!(channel = CHANNEL_NAME, account_id = %self.account_id, event_id, "event not accepted by the core in time; Slack will deliver it again");
             Received::NotAccepted
         }
+    }
+
+    /// Takes one message read back from history to the core, as a pushed `message` event
+    /// would go; its conversation's position moves once the core accepts it (or at once if
+    /// it is skipped). No event id (history has none): the core's dedupe by `ts` keeps a
+    /// message it already took from running twice.
+    pub(crate) async fn deliver_missed(&self, event: SlackMessageEvent) -> Delivered {
+        let (conversation, ts) = (event.origin.channel.as_ref().map(|c| c.0.clone()), event.origin.ts.0.clone());
+        let normalized = match normalize(&SlackEventCallbackBody::Message(event), &self.bot, &self.account_id) {
+            Ok(normalized) => normalized,
+            Err(skip) => {
+                debug!(channel = CHANNEL_NAME, account_id = %self.account_id, chat_id = ?conversation, %ts, reason = skip, "missed message skipped");
+                if let Some(conversation) = conversation {
+                    self.positions.seen(&conversation, &ts, written_ms(&ts));
+                }
+                return Delivered::Skipped;
+            }
+        };
+        debug!(channel = CHANNEL_NAME, account_id = %self.account_id, chat_id = %normalized.message.chat.id, %ts, "missed message read from history");
+        let position = Position::of(&normalized);
+        let Some(receiver) = self.send(normalized, Instant::now() + ACK_TIMEOUT).await else {
+            return Delivered::CoreGone;
+        };
+        let (positions, account_id) = (self.positions.clone(), self.account_id.clone());
+        tokio::spawn(async move {
+            match receiver.outcome().await {
+                AckOutcome::Accepted => position.record(&positions),
+                AckOutcome::Abandoned => warn!(
+                    channel = CHANNEL_NAME,
+                    %account_id,
+                    chat_id = %position.conversation,
+                    ts = %position.ts,
+                    "the core let go of a missed Slack message without recording it; the next catch-up reads it again"
+                ),
+            }
+        });
+        Delivered::Sent
+    }
+
+    /// Learns the conversation's kind if the message did not tell (within `deadline`), then
+    /// hands the message to the core; its ack's receiver, or `None` if the core is gone.
+    async fn send(&self, normalized: Normalized, deadline: Instant) -> Option<AckReceiver> {
+        let mut message = normalized.message;
+        if normalized.kind_unknown {
+            message.chat.kind = self.kind_of(&message.chat.id, deadline).await;
+        }
+        let (ack, receiver) = Ack::pair();
+        self.tx.send(InboundDelivery { message, ack }).await.ok()?;
+        Some(receiver)
     }
 
     /// A private channel or a group DM, by `conversations.info`; a channel if Slack does not
@@ -171,6 +246,22 @@ impl Inbound {
                 ChatKind::Channel
             }
         }
+    }
+}
+
+/// Where a message sits in its conversation: what its acceptance records.
+struct Position {
+    conversation: String,
+    ts: String,
+}
+
+impl Position {
+    fn of(normalized: &Normalized) -> Self {
+        Self { conversation: normalized.message.chat.id.clone(), ts: normalized.message.message_id.clone() }
+    }
+
+    fn record(&self, positions: &PositionKeeper) {
+        positions.seen(&self.conversation, &self.ts, written_ms(&self.ts));
     }
 }
 

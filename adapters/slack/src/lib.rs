@@ -24,6 +24,8 @@
 //!   so a send whose outcome was unknown is not repeated;
 //! - `inbound`: one event's way to the core, its ack, and redelivery dedupe by `event_id`;
 //! - `socket`: Socket Mode, acknowledging an envelope only after the core's ack;
+//! - `catch_up`: after every Socket Mode (re)connect, each recently active conversation's
+//!   history since the last message seen there, for what no socket was open to receive;
 //! - `events`: the `/slack/events` route for the Events API (signature, replay window,
 //!   `url_verification`);
 //! - `normalize`: Slack events → `InboundMessage` (DMs, group DMs, channels, threads, the
@@ -41,6 +43,7 @@ use std::time::Duration;
 
 use ferry_channel::{ChannelCapabilities, MarkupDialect, Rate, SendBudget};
 
+mod catch_up;
 mod channel;
 mod client;
 mod config;

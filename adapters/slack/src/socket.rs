@@ -8,6 +8,13 @@
 //! redelivery); otherwise it returns [`NotAccepted`], the error handler answers with a
 //! non-success status, and the envelope stays unacknowledged so Slack redelivers it.
 //!
+//! Every connection opens with `hello`: the first after start-up, and each after a reconnect.
+//! Whatever was written while no socket was open is never pushed, so on each `hello` the
+//! conversations seen lately are read back from history (`catch_up.rs`). Their positions are
+//! taken in the `hello` callback itself, before slack-morphism reads the connection's next
+//! frame, so an event pushed on the new socket cannot move a position past what was missed;
+//! the reading runs in its own task, and the socket goes on meanwhile.
+//!
 //! One connection only: with slack-morphism's default of two, every event arrives twice.
 //! Callbacks are plain `fn` pointers, so the adapter's state travels in the listener's user
 //! state as an `Arc<Inbound>`.
@@ -24,9 +31,9 @@ use slack_morphism::socket_mode::{
 use slack_morphism::{SlackApiToken, UserCallbackResult};
 use tracing::{debug, error, warn};
 
-use crate::CHANNEL_NAME;
 use crate::client::Client;
 use crate::inbound::Inbound;
+use crate::{CHANNEL_NAME, catch_up};
 
 /// Seconds between attempts to open a connection while Slack (or the network) is down.
 const RECONNECT_SECONDS: u64 = 3;
@@ -41,7 +48,7 @@ pub(crate) async fn run(client: Arc<Client>, app_token: SlackApiToken, inbound: 
     let environment = Arc::new(
         SlackClientEventsListenerEnvironment::new(client).with_error_handler(on_error).with_user_state(inbound.clone()),
     );
-    let callbacks = SlackSocketModeListenerCallbacks::new().with_push_events(on_push_event);
+    let callbacks = SlackSocketModeListenerCallbacks::new().with_hello_events(on_hello).with_push_events(on_push_event);
     let config = SlackClientSocketModeConfig::new()
         .with_max_connections_count(1)
         .with_reconnect_timeout_in_seconds(RECONNECT_SECONDS);
@@ -55,6 +62,21 @@ pub(crate) async fn run(client: Arc<Client>, app_token: SlackApiToken, inbound: 
     inbound.tx.closed().await;
     listener.shutdown().await;
     debug!(channel = CHANNEL_NAME, account_id = %inbound.account_id, "inbound stream dropped; Socket Mode stopped");
+}
+
+/// A connection is open: catch up on what was written while none was. Generic over the
+/// event because slack-morphism 2.31 does not export `SlackSocketModeHelloEvent` under a
+/// nameable path (its two `socket_mode` modules collide); nothing in it is needed.
+async fn on_hello<Hello: Send>(
+    _event: Hello,
+    _client: Arc<slack_morphism::SlackClient<SlackClientHyperHttpsConnector>>,
+    state: SlackClientEventsUserState,
+) {
+    let inbound = state.read().await.get_user_state::<Arc<Inbound>>().cloned();
+    let Some(inbound) = inbound else { return };
+    debug!(channel = CHANNEL_NAME, account_id = %inbound.account_id, "Socket Mode connection open (hello)");
+    let conversations = inbound.positions.recent(catch_up::now_ms());
+    tokio::spawn(catch_up::run(inbound, conversations));
 }
 
 async fn on_push_event(

@@ -12,7 +12,12 @@
 //!   ([`FakeSlack::drop_next_before_apply`]).
 //! - **Socket Mode**: `apps.connections.open` hands out a `ws://` URL; a connection gets
 //!   `hello`, then `events_api` envelopes that must be acknowledged; unacknowledged envelopes
-//!   are redelivered on the next connection; [`FakeSlack::disconnect`] sends `disconnect`.
+//!   are redelivered on the next connection; [`FakeSlack::disconnect`] sends `disconnect`;
+//!   [`FakeSlack::close_sockets`] keeps the app off the socket until
+//!   [`FakeSlack::open_sockets`], and [`FakeSlack::history_only_message`] writes a message
+//!   that only `conversations.history` shows (one written while the app was not connected).
+//!   A history read can be refused or rate-limited like any call
+//!   ([`FakeSlack::rate_limit_next`]`("conversations.history", …)`).
 //! - **Events API**: [`SlackEventsClient`] POSTs the same event payloads to an app's request URL,
 //!   signed (or badly signed, or stale).
 //! - **Files**: users' files shared in `file_share` messages and served only with the bot
@@ -303,6 +308,22 @@ impl FakeSlack {
         let _ = self.shared.control.send(SocketControl::Drop);
     }
 
+    /// Takes Socket Mode down: open sockets are dropped (no close frame) and new ones are
+    /// refused with HTTP 503 on the WebSocket upgrade until [`Self::open_sockets`]. Events
+    /// queued meanwhile wait; messages meant to be missed are written with
+    /// [`Self::history_only_message`].
+    pub fn close_sockets(&self) {
+        self.state().sockets_closed = true;
+        let _ = self.shared.control.send(SocketControl::Drop);
+        self.shared.bump();
+    }
+
+    /// Lets clients open sockets again after [`Self::close_sockets`].
+    pub fn open_sockets(&self) {
+        self.state().sockets_closed = false;
+        self.shared.bump();
+    }
+
     /// The next `count` envelope acks are lost on the wire (the envelopes stay unacked).
     pub fn lose_next_acks(&self, count: usize) {
         self.state().acks_to_lose += count;
@@ -423,7 +444,38 @@ impl FakeSlack {
             thread_ts: event["thread_ts"].as_str().map(str::to_owned),
             user: user.to_owned(),
             text: event["text"].as_str().unwrap_or_default().to_owned(),
+            from_bot: false,
         });
+    }
+
+    /// A top-level message from `user` in `channel` that only `conversations.history` shows:
+    /// no event is pushed for it, as for a message written while no Socket Mode connection
+    /// was open (Slack does not push those later). Returns its `ts`.
+    pub fn history_only_message(&self, channel: &str, user: &str, text: &str) -> String {
+        self.history_only(channel, user, text, false)
+    }
+
+    /// [`Self::history_only_message`] from another app: a `bot_message` with `bot_id`.
+    pub fn history_only_bot_message(&self, channel: &str, bot_id: &str, text: &str) -> String {
+        self.history_only(channel, bot_id, text, true)
+    }
+
+    fn history_only(&self, channel: &str, user: &str, text: &str, from_bot: bool) -> String {
+        let ts = {
+            let mut state = self.state();
+            let ts = state.next_ts();
+            state.user_messages.push(state::UserMessage {
+                channel: channel.to_owned(),
+                ts: ts.clone(),
+                thread_ts: None,
+                user: user.to_owned(),
+                text: text.to_owned(),
+                from_bot,
+            });
+            ts
+        };
+        self.shared.bump();
+        ts
     }
 
     fn push(&self, body: Value) -> SlackEvent {

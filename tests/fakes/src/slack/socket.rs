@@ -5,19 +5,25 @@
 //! `{"envelope_id": …}`. An envelope written to a connection that closes unacknowledged is
 //! written again (with `retry_attempt` raised) to the next connection, as Slack does.
 //! Tests can make the fake send `disconnect` (e.g. `refresh_requested`), drop the socket
-//! without a close frame, or lose acks on the wire.
+//! without a close frame, lose acks on the wire, or close Socket Mode for a while (sockets
+//! dropped, upgrades answered 503), so that messages written meanwhile reach the app only
+//! through `conversations.history`.
 
 use std::sync::Arc;
 
 use axum::extract::State as AxumState;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::response::Response;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use super::{APP_ID, Shared, SocketControl, lock};
 
 pub(crate) async fn upgrade(AxumState(shared): AxumState<Arc<Shared>>, ws: WebSocketUpgrade) -> Response {
+    if lock(&shared.state).sockets_closed {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
     ws.on_upgrade(move |socket| serve(shared, socket))
 }
 

@@ -24,16 +24,20 @@ pub(crate) enum Fault {
     ApplyThenDrop,
 }
 
-/// A user's message, kept from a `message` event the fake made, so that
-/// `conversations.history` and `conversations.replies` show the conversation around the
+/// A user's message, kept from a `message` event the fake made (or written only to the
+/// history, [`FakeSlack::history_only_message`](super::FakeSlack::history_only_message)), so
+/// that `conversations.history` and `conversations.replies` show the conversation around the
 /// bot's messages (thread parents, their reply counts).
 #[derive(Clone, Debug)]
 pub(crate) struct UserMessage {
     pub(crate) channel: String,
     pub(crate) ts: String,
     pub(crate) thread_ts: Option<String>,
+    /// The user's id; for another app's `bot_message`, its bot id.
     pub(crate) user: String,
     pub(crate) text: String,
+    /// Another app's message (`subtype: bot_message` with `bot_id`), not a user's.
+    pub(crate) from_bot: bool,
 }
 
 /// One message of a conversation as `conversations.history` / `.replies` show it.
@@ -102,6 +106,9 @@ pub(crate) struct State {
     pub(crate) active_connections: HashSet<u64>,
     /// Connections that ever got `hello`.
     pub(crate) connections_opened: u64,
+    /// Socket Mode is out: open sockets were dropped and new ones are refused (HTTP 503 on
+    /// the WebSocket upgrade) until it is back.
+    pub(crate) sockets_closed: bool,
     pub(crate) next_connection: u64,
     /// Acks to throw away as if lost on the wire.
     pub(crate) acks_to_lose: usize,
@@ -137,7 +144,12 @@ impl State {
     /// Every message of `channel`, the users' and the bot's, oldest first.
     pub(crate) fn conversation(&self, channel: &str) -> Vec<Listed> {
         let users = self.user_messages.iter().filter(|m| m.channel == channel).map(|m| {
-            let mut json = json!({"type": "message", "user": m.user, "text": m.text, "ts": m.ts});
+            let mut json = if m.from_bot {
+                json!({"type": "message", "subtype": "bot_message", "bot_id": m.user, "username": "another-bot",
+                       "text": m.text, "ts": m.ts})
+            } else {
+                json!({"type": "message", "user": m.user, "text": m.text, "ts": m.ts})
+            };
             if let Some(thread_ts) = &m.thread_ts {
                 json["thread_ts"] = thread_ts.clone().into();
             }

@@ -164,3 +164,29 @@ async fn drop_next_before_apply_loses_the_call_and_applies_nothing() {
     // Used once: the next call is answered.
     assert_eq!(call(&slack, "chat.delete", json!({"channel": "C1", "ts": ts})).await["ok"], true);
 }
+
+#[tokio::test]
+async fn a_history_only_message_is_listed_but_never_pushed_and_another_apps_is_a_bot_message() {
+    let slack = FakeSlack::start().await.unwrap();
+    let seen = slack.channel_message("C1", "U1", "pushed");
+    let missed = slack.history_only_message("C1", "U2", "only in history");
+    let from_bot = slack.history_only_bot_message("C1", "B0OTHER", "beep");
+    assert_eq!(slack.unacked(), 1, "only the pushed message has an envelope");
+
+    let since = get(&slack, "conversations.history", &[("channel", "C1"), ("oldest", seen.ts.as_str())]).await;
+    assert_eq!(texts(&since), ["beep", "only in history"], "newest first, after `oldest`");
+    let messages = since["messages"].as_array().unwrap();
+    assert_eq!((messages[1]["ts"].as_str(), messages[1]["user"].as_str()), (Some(missed.as_str()), Some("U2")));
+    assert_eq!(messages[0]["ts"].as_str(), Some(from_bot.as_str()));
+    assert_eq!(
+        (messages[0]["subtype"].as_str(), messages[0]["bot_id"].as_str()),
+        (Some("bot_message"), Some("B0OTHER"))
+    );
+    assert!(messages[0].get("user").is_none(), "{:?}", messages[0]);
+    let inclusive =
+        get(&slack, "conversations.history", &[("channel", "C1"), ("oldest", missed.as_str()), ("inclusive", "true")])
+            .await;
+    assert_eq!(texts(&inclusive), ["beep", "only in history"], "inclusive keeps `oldest` itself");
+    let parsed: SlackApiConversationsHistoryResponse = serde_json::from_value(since).unwrap();
+    assert_eq!(parsed.messages.len(), 2, "slack-morphism reads both");
+}

@@ -118,3 +118,20 @@ async fn disconnect_asks_the_client_to_reconnect_and_lost_acks_leave_envelopes_u
     let mut fresh = connect(&slack).await;
     assert_eq!(next(&mut fresh).await["payload"]["event_id"], event.event_id.as_str());
 }
+
+#[tokio::test]
+async fn closed_sockets_are_dropped_and_refused_until_they_open_again() {
+    let slack = FakeSlack::start().await.unwrap();
+    let mut socket = connect(&slack).await;
+    soon(slack.wait_for_connections(1)).await;
+    slack.close_sockets();
+    assert!(matches!(soon(socket.next()).await, None | Some(Ok(Message::Close(_))) | Some(Err(_))), "dropped");
+    soon(slack.wait_until(|slack| slack.connections().1 == 0)).await;
+    let (_, _, opened) = call_with(&slack, FakeSlack::APP_TOKEN, "apps.connections.open", json!({})).await;
+    let url = opened["url"].as_str().unwrap().to_owned();
+    let refused = tokio_tungstenite::connect_async(url.clone()).await;
+    assert!(refused.is_err(), "the upgrade is refused while closed");
+    slack.open_sockets();
+    let _socket = connect(&slack).await;
+    soon(slack.wait_for_connections(2)).await;
+}
