@@ -150,6 +150,7 @@ fn context() -> ToolContext {
         updates: None,
         outgoing: None,
         schedulers: None,
+        send_ledger: None,
     }
 }
 

@@ -60,6 +60,7 @@ fn context(session_key: &str, channels: ChannelRegistry, origin: Option<Origin>)
         updates: None,
         outgoing: None,
         schedulers: None,
+        send_ledger: None,
     }
 }
 

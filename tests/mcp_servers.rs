@@ -104,6 +104,7 @@ fn context() -> ToolContext {
         updates: None,
         outgoing: None,
         schedulers: None,
+        send_ledger: None,
     }
 }
 

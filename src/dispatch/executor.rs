@@ -120,7 +120,11 @@ impl RunExecutor for AgentExecutor {
             job.messages.iter().filter(|message| !resumed.seqs.contains(&message.id)).cloned().collect();
         let resuming = !resumed.steps.is_empty();
         if resuming {
-            job.prompt = if arrived.is_empty() { String::new() } else { follow_up_prompt(&arrived, &job.summaries) };
+            job.prompt = if arrived.is_empty() && job.summaries.is_empty() {
+                String::new()
+            } else {
+                follow_up_prompt(&arrived, &job.summaries)
+            };
         }
         let media = self.take_in_files(&mut job.messages).await;
         if !resuming && (job.messages.len() != count || !media.is_empty()) {
