@@ -481,3 +481,52 @@ async fn discord_sends_tool_messages_and_blocks_exactly_once_through_kills_and_f
 async fn slack_sends_tool_messages_and_blocks_exactly_once_through_kills_and_faults() {
     chaos::<Slack>(Mode::Sends).await;
 }
+
+/// A run killed after its `message` call was recorded, while the model writes the answer,
+/// resumes after the restart from that call: the message is in the chat once and the answer
+/// follows it. Re-run from the start instead, the model would send the message again (a new
+/// call, a new key: Telegram has no way to tell it is a repeat).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_after_a_message_send_resumes_from_it_without_sending_it_again() {
+    let keys = "dm_policy = \"open\"\nallow_from = [\"*\"]";
+    let mut h = Harness::<Telegram>::start_with(keys, "").await;
+    h.openai.set_responder(|request: &RecordedRequest| {
+        let messages = request.body["messages"].as_array().cloned().unwrap_or_default();
+        if messages.iter().any(|message| message["role"] == "tool") {
+            // Slow enough to be killed in the middle of.
+            let pieces = ["The answer ", "comes ", "after ", "the note."];
+            return Turn::Reply(ferry_fakes::Reply::text(pieces).with_chunk_delay(Duration::from_millis(700)));
+        }
+        let arguments = serde_json::json!({ "text": "A note sent by the tool." }).to_string();
+        Turn::tool_calls([ferry_fakes::ToolCall::new(format!("call-{}", messages.len()), "message", arguments)])
+    });
+    h.platform.dm(1, "please send me a note, then answer").await;
+    tokio::time::timeout(PATIENCE, async {
+        while h.ledger_count("\"event\":\"step\"") == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the message call is recorded as a step");
+    h.crash_and_restart().await;
+    let shown = || h.platform.dm_messages(1).into_iter().map(|message| message.visible).collect::<Vec<_>>();
+    tokio::time::timeout(PATIENCE, async {
+        while !shown().iter().any(|text| text.contains("after the note.")) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the resumed run answered: {:?}", shown()));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let notes = shown().iter().filter(|text| text.contains("A note sent by the tool.")).count();
+    assert_eq!(notes, 1, "the note once: {:?}", shown());
+    let answers = shown().iter().filter(|text| text.contains("after the note.")).count();
+    assert_eq!(answers, 1, "{:?}", shown());
+    let message_calls = h
+        .openai
+        .requests()
+        .iter()
+        .filter(|request| !request.body["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["role"] == "tool")))
+        .count();
+    assert_eq!(message_calls, 1, "the model was not asked to send the note again");
+}

@@ -238,6 +238,26 @@ mod tests {
         std::iter::repeat_n(letter, 900).collect()
     }
 
+    /// A resumed run streams again what its killed attempt streamed: the block that attempt
+    /// sent is not sent again, the rest is, and the blocks count as the reply.
+    #[tokio::test(start_paused = true)]
+    async fn a_block_a_killed_attempt_sent_is_not_sent_again() {
+        use crate::reply::ledger::{DeliveryLedger, RecoveredSends};
+        use crate::state::sqlite::inbound_log::InboundLog;
+
+        let dir = tempfile::tempdir().unwrap();
+        let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
+        let recorder = DeliveryLedger::new(Arc::new(log)).recorder(vec![1]);
+        let recovered = RecoveredSends { blocks: [block_digest(&paragraph('a'))].into(), ..RecoveredSends::default() };
+        let (channel, mut coalescer) = setup(HumanDelay::Off);
+        coalescer.record_with(RunSends::new(recorder, recovered, 0));
+        coalescer.push(paragraph('a'), "").await;
+        tokio::time::advance(IDLE * 2).await;
+        coalescer.push(paragraph('b'), "\n\n").await;
+        assert_eq!(coalescer.finish().await, BlocksOutcome::Delivered);
+        assert_eq!(channel.sent_texts(), [paragraph('b')]);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn blocks_more_than_idle_apart_are_separate_messages() {
         let (channel, mut coalescer) = setup(HumanDelay::Off);

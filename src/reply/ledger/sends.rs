@@ -18,7 +18,8 @@
 //!   text was sent is not sent again (a model asked again that words a block differently
 //!   sends it: a repeat in other words rather than a lost block).
 //!
-//! That is one ledger write per send, sharing the log's group commit.
+//! That is one ledger write per send (a `message` send's is the step after its call),
+//! sharing the log's group commit.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -164,8 +165,12 @@ impl RunSends {
         }
         // A reply an earlier process began may have sent it without recording it.
         let sent = send(message, self.recorder.inherited()).await?;
-        let event = LedgerEvent::Sent { key, message_id: sent.message_id.clone(), blocks };
-        self.recorder.record(&event, false).await;
+        // A `message` send is recorded by the step that follows its call (its result holds
+        // the message id): one write per send either way.
+        if !blocks.is_empty() {
+            let event = LedgerEvent::Sent { key, message_id: sent.message_id.clone(), blocks };
+            self.recorder.record(&event, false).await;
+        }
         Ok(Outcome::Sent(sent))
     }
 }
