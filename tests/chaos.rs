@@ -19,7 +19,8 @@
 //! assertions).
 //!
 //! Seeded and bounded: `FERRY_CHAOS_SEED` replays a run (the seed is printed, and named in
-//! every failure); `FERRY_CHAOS_SECONDS` sets how long faults are injected (default 40).
+//! every failure); `FERRY_CHAOS_SECONDS` sets how long faults are injected (default 40, 25 in
+//! the sends mode).
 
 #[path = "common/daemon.rs"]
 mod daemon;
@@ -305,7 +306,10 @@ async fn chaos<P: ChaosPlatform>(mode: Mode) {
     let mut tally = Tally::default();
     let mut sent: BTreeMap<u64, Vec<String>> = (1..=USERS).map(|user| (user, Vec::new())).collect();
     let mut handled_since_start = 0;
-    let deadline = tokio::time::Instant::now() + duration_from_env("FERRY_CHAOS_SECONDS", 40);
+    // The sends mode's runs are longer (a tool round, then a reply): fewer seconds of faults
+    // give it about as many kills and messages.
+    let default_seconds = if mode == Mode::Sends { 25 } else { 40 };
+    let deadline = tokio::time::Instant::now() + duration_from_env("FERRY_CHAOS_SECONDS", default_seconds);
     let mut next_kill = tokio::time::Instant::now() + Duration::from_millis(rng.random_range(1500..4000));
     while tokio::time::Instant::now() < deadline {
         let user = rng.random_range(1..=USERS);

@@ -544,11 +544,18 @@ impl Scheduler {
                 // after the restart.
                 return;
             }
+            // A run kept for later (the model failed for a passing reason) answered nothing,
+            // the messages steered into it included: they wait with its own.
+            let kept_for_later = !report.retry_later.is_empty();
             lane.parked.extend(report.retry_later);
             let mut steered = active.steered;
             let unconsumed = report.unconsumed_steer.len().min(steered.len());
             let returned = steered.split_off(steered.len() - unconsumed);
-            effects.remove.extend(steered.iter().map(|item| item.id));
+            if kept_for_later {
+                lane.parked.extend(steered);
+            } else {
+                effects.remove.extend(steered.iter().map(|item| item.id));
+            }
             for item in returned.into_iter().rev() {
                 lane.pending.push_front(item);
             }

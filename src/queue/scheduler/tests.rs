@@ -224,6 +224,28 @@ async fn steer_hands_the_message_to_a_streaming_run() {
     assert_eq!(h.journaled().await, 0, "the steered message was answered by the run");
 }
 
+/// A run that steered a message in and then failed for a passing reason answered neither:
+/// the steered message stays journaled and waits with the run's own for the next run.
+#[tokio::test(start_paused = true)]
+async fn a_message_steered_into_a_run_kept_for_later_is_kept_too() {
+    let mut h = Harness::new().await;
+    let steer = settings(QueueMode::Steer);
+    let first = h.message("a", "first").await;
+    h.scheduler.submit(first.clone(), steer).await;
+    let run = h.next_run().await;
+    run.steer.open();
+    let steered = h.message("a", "change of plan").await;
+    assert_eq!(h.scheduler.submit(steered.clone(), steer).await.admission, Admission::Steered);
+    assert_eq!(run.steer.drain(), ["change of plan"]);
+    run.finish.send(RunReport { retry_later: vec![first.clone()], ..RunReport::default() }).unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(h.journaled().await, 2, "neither was answered");
+
+    h.scheduler.submit(h.message("a", "next").await, steer).await;
+    let run = h.next_run().await;
+    assert_eq!(run.ids, [first.id, steered.id, steered.id + 1], "the kept ones come first");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_message_with_files_is_never_steered_but_gets_a_run_that_takes_them() {
     let mut h = Harness::new().await;
