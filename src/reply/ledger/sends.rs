@@ -115,7 +115,7 @@ impl RunSends {
     /// killed attempt at the reply sent it, and records it. A send repeated within this
     /// process returns the first delivery (the outbound scheduler remembers delivered keys).
     pub async fn send(&self, scheduler: &OutboundScheduler, message: OutboundMessage) -> Result<Outcome, ChannelError> {
-        self.send_with(message, Vec::new(), |message, inherited| async move {
+        self.send_with(message, None, |message, inherited| async move {
             if inherited { scheduler.send_after_unknown_outcome(message).await } else { scheduler.send(message).await }
         })
         .await
@@ -135,7 +135,7 @@ impl RunSends {
         let first = blocks.first().map_or("", String::as_str);
         message.idempotency_key = Some(format!("{}:block:{first}:{part}", self.inner.prefix));
         let recorded = if last { blocks.to_vec() } else { Vec::new() };
-        self.send_with(message, recorded, |message, inherited| async move {
+        self.send_with(message, Some(recorded), |message, inherited| async move {
             if inherited {
                 scheduler.send_or_plain_after_unknown_outcome(message, markup).await
             } else {
@@ -148,7 +148,9 @@ impl RunSends {
     async fn send_with<F, Fut>(
         &self,
         message: OutboundMessage,
-        blocks: Vec<String>,
+        // `Some` for a block message part (recorded, with its blocks on the last part); `None`
+        // for a `message` send, which the step after its call records.
+        blocks: Option<Vec<String>>,
         send: F,
     ) -> Result<Outcome, ChannelError>
     where
@@ -167,7 +169,7 @@ impl RunSends {
         let sent = send(message, self.recorder.inherited()).await?;
         // A `message` send is recorded by the step that follows its call (its result holds
         // the message id): one write per send either way.
-        if !blocks.is_empty() {
+        if let Some(blocks) = blocks {
             let event = LedgerEvent::Sent { key, message_id: sent.message_id.clone(), blocks };
             self.recorder.record(&event, false).await;
         }

@@ -160,3 +160,26 @@ async fn sends_of_a_run_after_one_that_kept_its_messages_are_new_ones() {
     assert!(matches!(block(third, "from the next run, again").await, Outcome::Recorded(_)));
     assert_eq!(channel.sent_texts(), ["from the kept run", "from the next run"]);
 }
+
+/// A block message over the platform's limit goes in parts: a part sent before the kill
+/// is recorded on its own, so the resumed run does not send it again.
+#[tokio::test(start_paused = true)]
+async fn each_part_of_a_long_block_message_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
+    let seq = accept(&log, "1").await;
+    let channel = Arc::new(MemoryChannel::new("memory", "default"));
+    let blocks = [block_digest("a long block")];
+    let sends = RunSends::new(DeliveryLedger::new(Arc::new(log.clone())).recorder(vec![seq]), Recovered::default(), 0);
+    let first = OutboundScheduler::new(channel.clone());
+    sends.send_block(&first, text("part one"), MarkupDialect::Plain, (&blocks, 0, false)).await.unwrap();
+    // Killed before the second part.
+
+    let (second, recovered) = restarted(&log, &[seq]).await;
+    let sends = RunSends::new(second.recorder(vec![seq]), recovered, 0);
+    let scheduler = OutboundScheduler::new(channel.clone());
+    let again = sends.send_block(&scheduler, text("part one"), MarkupDialect::Plain, (&blocks, 0, false)).await;
+    assert!(matches!(again.unwrap(), Outcome::Recorded(_)));
+    sends.send_block(&scheduler, text("part two"), MarkupDialect::Plain, (&blocks, 1, true)).await.unwrap();
+    assert_eq!(channel.sent_texts(), ["part one", "part two"]);
+}
