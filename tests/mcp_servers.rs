@@ -105,6 +105,7 @@ fn context() -> ToolContext {
         outgoing: None,
         schedulers: None,
         send_ledger: None,
+        call_index: 0,
     }
 }
 

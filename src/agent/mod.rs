@@ -27,7 +27,8 @@ pub use crate::types::conversation::{ChatMessage, ToolCall, Usage};
 pub use events::{AgentEvent, AgentStream, AssistantEvent, CompactionEvent, EventBus, LifecycleEvent, ToolEvent};
 pub use roster::Agents;
 pub use run::{
-    AbortReason, AgentRunner, Payload, RunHandle, RunOutcome, RunRequest, RunSettings, RunStatus, RunnerParts,
+    AbortReason, AgentRunner, Payload, Resumption, RunHandle, RunOutcome, RunRequest, RunSettings, RunStatus,
+    RunnerParts,
 };
 pub use steer::SteerInbox;
 pub use turn::AssistantTurn;

@@ -25,6 +25,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use self::images::load_recent_images;
+pub use self::resume::Resumption;
+use self::resume::call_index;
 use super::compaction::Compactor;
 use super::events::{
     AgentEvent, AssistantEvent, EventBus, LifecycleEvent, RunEvents, ToolEvent, tool_result_for_event,
@@ -161,10 +163,9 @@ pub struct RunRequest {
     /// The delivery ledger's record of the reply's sends while the run goes on (see
     /// [`crate::reply::ledger::sends`]); `None` where the reply is not recorded.
     pub send_ledger: Option<crate::reply::ledger::RunSends>,
-    /// The run's own messages as a killed attempt at it recorded them (its user message
-    /// first): the run resumes from them, and `message` (when not empty) follows them as
-    /// messages that arrived since.
-    pub resume: Vec<ChatMessage>,
+    /// What a killed attempt at this run recorded ([`Resumption`]): the run resumes from it,
+    /// and `message` (when not empty) follows as messages that arrived since.
+    pub resume: Resumption,
 }
 
 impl RunRequest {
@@ -191,7 +192,7 @@ impl RunRequest {
             tools: ToolFilter::everything(),
             schedulers: None,
             send_ledger: None,
-            resume: Vec::new(),
+            resume: Resumption::default(),
         }
     }
 }
@@ -452,8 +453,10 @@ impl AgentRunner {
         answer_open_tool_calls(&mut history, 0, INTERRUPTED_TOOL);
         let first_new = history.len();
         // A run a crash cut short resumes from what it recorded ([`resume`]).
-        history.append(&mut request.resume);
+        history.append(&mut request.resume.messages);
         let recorded = history.len();
+        // The session saved what the killed attempt said: only what this run adds is saved.
+        let saved_from = if request.resume.saved { recorded } else { first_new };
         if recorded == first_new || !request.message.is_empty() {
             let media = std::mem::take(&mut request.media);
             history.push(ChatMessage::User { text: request.message.clone(), media });
@@ -472,6 +475,7 @@ impl AgentRunner {
             result = self.turns(&mut state, &mut request, &events, compactor).instrument(span.clone()) => Ok(result),
         };
 
+        let completed = matches!(result, Ok(Ok(())));
         let ended_at = Utc::now();
         let unconsumed_steer = request.steer.as_ref().map(SteerInbox::close).unwrap_or_default();
         let merged_run_ids = request.steer.as_ref().map(SteerInbox::taken_run_ids).unwrap_or_default();
@@ -507,6 +511,10 @@ impl AgentRunner {
         };
         let tool_sends = std::mem::take(&mut *state.sends.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
         parts.hooks.tool_result_persist(&request.session_key, &mut state.messages[state.first_new..]);
+        if completed {
+            // Before its transcript is saved: a crash from now on finds what it said.
+            self.record_end(&mut state, &request, saved_from).await;
+        }
         let agent_end = parts.hooks.has_plugins().then(|| agent_end(&request, &state, &status, started_at, ended_at));
         let outcome = RunOutcome {
             run_id: request.run_id,
@@ -523,7 +531,8 @@ impl AgentRunner {
             notices: state.notices,
             attachments: state.attachments,
         };
-        persist(outcome.transcript.clone(), outcome.usage).await;
+        let unsaved = outcome.transcript.get(saved_from - first_new..).unwrap_or_default();
+        persist(unsaved.to_vec(), outcome.usage).await;
         events.lifecycle(terminal);
         run_metrics.finish(end);
         if let Some(event) = agent_end {
@@ -555,6 +564,11 @@ impl AgentRunner {
         let mut system =
             parts.hooks.before_agent_start(&request.run_id, &request.session_key, &request.message, system).await;
         let mut rounds = self.resume(state, request, events, &skills).await;
+        if request.resume.ended && state.messages.len() == state.recorded {
+            // The killed attempt had ended and nothing arrived since: what it said is the
+            // answer, and the model is not asked again.
+            return Ok(());
+        }
         loop {
             if request.memory_flush
                 && let Some(compactor) = compactor
@@ -831,6 +845,7 @@ impl AgentRunner {
             outgoing: self.outgoing(),
             schedulers: request.schedulers.clone(),
             send_ledger: request.send_ledger.clone(),
+            call_index: call_index(&state.messages[state.first_new..], call),
         };
         let started = std::time::Instant::now();
         let outcome = match parts.tools.not_offered(call, &request.tools) {

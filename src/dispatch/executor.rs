@@ -12,7 +12,7 @@ use super::models::chosen_model;
 use super::overrides::OverridesCache;
 use super::recovered::{self, Settled, delete_orphan};
 use crate::agent::tools::{AgentToolPolicies, Origin};
-use crate::agent::{Agents, RunRequest, RunStatus};
+use crate::agent::{Agents, Resumption, RunRequest, RunStatus};
 use crate::channels::ChannelRegistry;
 use crate::config::{Config, StreamingMode};
 use crate::metrics::{PreviewAction, metrics};
@@ -157,7 +157,12 @@ impl RunExecutor for AgentExecutor {
 
         let mut request = RunRequest::new(key, job.prompt);
         request.media = media.files;
-        request.resume = resumed.steps;
+        request.resume = Resumption {
+            messages: resumed.steps,
+            runs: resumed.runs,
+            ended: resumed.ended,
+            saved: false,
+        };
         request.schedulers = Some(self.schedulers.clone());
         // Kept to tell a run stopped while it waited for the store (its lease lost, or
         // `/stop`) from one the store refused.

@@ -50,6 +50,10 @@ pub(super) struct Resumed {
     pub seqs: Vec<i64>,
     /// Messages steered into it before its last step: they are in `steps` already.
     pub joined: Vec<i64>,
+    /// The runs that recorded `steps`: whatever of theirs the session saved, `steps` holds.
+    pub runs: Vec<String>,
+    /// The killed attempt had ended: `steps` is all it said.
+    pub ended: bool,
 }
 
 /// A recovered preview and where it is.
@@ -82,6 +86,8 @@ pub(super) async fn settle(
             if resumed.steps.is_empty() && !reply.steps.is_empty() {
                 resumed.steps.clone_from(&reply.steps);
                 resumed.joined.clone_from(&reply.joined);
+                resumed.runs.clone_from(&reply.runs);
+                resumed.ended = reply.ended;
                 resumed.seqs = reply.seqs.iter().chain(&reply.joined).copied().collect();
             }
         }

@@ -479,7 +479,7 @@ impl Scheduler {
             for key in keys {
                 if let Some(lane) = lanes.get_mut(&key)
                     && lane.active.is_none()
-                    && let Some(batch) = Self::next_batch(lane)
+                    && let Some(batch) = Self::restored_batch(lane)
                 {
                     starts.push(self.start_job(&key, lane, batch));
                 }
@@ -496,6 +496,19 @@ impl Scheduler {
         let first = lane.pending.pop_front()?;
         let mut batch = Batch::of(first);
         if lane.settings.mode == QueueMode::Collect {
+            batch.messages.extend(lane.pending.take_all(|item| batch.place.holds(item)));
+        }
+        Some(batch)
+    }
+
+    /// The first run after a restart: [`Scheduler::next_batch`], except that in steer mode
+    /// it answers every restored message of its place too. They arrived while the killed
+    /// run went on and would have been steered into it; one run each would answer the
+    /// oldest only after everything sent since (steered into the first), and a backlog that
+    /// grows with every restart would overflow the queue.
+    fn restored_batch(lane: &mut Lane) -> Option<Batch> {
+        let mut batch = Self::next_batch(lane)?;
+        if lane.settings.mode == QueueMode::Steer {
             batch.messages.extend(lane.pending.take_all(|item| batch.place.holds(item)));
         }
         Some(batch)

@@ -16,6 +16,22 @@ use super::super::skills::SkillsSnapshot;
 use super::{AgentRunner, Payload, RunRequest, RunState};
 use crate::types::conversation::ChatMessage;
 
+/// What a killed attempt at a run recorded in the delivery ledger, for the run that takes
+/// it up again.
+#[derive(Debug, Clone, Default)]
+pub struct Resumption {
+    /// Its own messages as far as its last step (its user message first).
+    pub messages: Vec<ChatMessage>,
+    /// The runs that recorded them (a run killed twice recorded under two ids).
+    pub runs: Vec<String>,
+    /// It had ended: `messages` is all it said, and the model is not asked again unless
+    /// messages arrived since.
+    pub ended: bool,
+    /// The session saved its transcript (found under one of `runs`, and left out of the
+    /// history this run is given): this run saves only what it adds.
+    pub saved: bool,
+}
+
 impl AgentRunner {
     /// Takes the resumed messages (`state.messages[state.first_new..state.recorded]`) up
     /// again: shows their texts, makes the calls left unanswered. Returns the tool rounds
@@ -61,8 +77,39 @@ impl AgentRunner {
         let messages = state.messages[state.recorded..].to_vec();
         state.recorded = state.messages.len();
         let joined = request.steer.as_ref().map(super::super::SteerInbox::taken_seqs).unwrap_or_default();
-        sends.step(messages, joined).await;
+        sends.step(messages, joined, &request.run_id, false).await;
     }
+
+    /// Records that the run ended, with what it said since its last step, before its
+    /// transcript is saved: a run re-done for its messages after a crash delivers that
+    /// rather than asking the model again, and leaves the saved transcript out of its
+    /// history instead of being told twice. Nothing is written when the run has nothing to
+    /// save (`saved_from`: where what it saves starts).
+    pub(super) async fn record_end(&self, state: &mut RunState, request: &RunRequest, saved_from: usize) {
+        let Some(sends) = &request.send_ledger else { return };
+        if saved_from >= state.messages.len() {
+            return;
+        }
+        let messages = state.messages.get(state.recorded..).unwrap_or_default().to_vec();
+        state.recorded = state.messages.len();
+        let joined = request.steer.as_ref().map(super::super::SteerInbox::taken_seqs).unwrap_or_default();
+        sends.step(messages, joined, &request.run_id, true).await;
+    }
+}
+
+/// `call`'s place among the calls of its tool in `messages` (the run's own), 0 for the
+/// first.
+pub(super) fn call_index(messages: &[ChatMessage], call: &crate::types::conversation::ToolCall) -> usize {
+    messages
+        .iter()
+        .filter_map(|message| match message {
+            ChatMessage::Assistant { tool_calls, .. } => Some(tool_calls),
+            _ => None,
+        })
+        .flatten()
+        .filter(|other| other.name == call.name)
+        .take_while(|other| other.id != call.id)
+        .count()
 }
 
 /// The calls of the last assistant turn in `messages` that no tool result answers.

@@ -88,6 +88,10 @@ pub struct ToolContext {
     /// a run re-done after a crash does not repeat them); `None` where no reply is
     /// recorded (the web chat, scheduled runs without a chat, tests).
     pub send_ledger: Option<crate::reply::ledger::RunSends>,
+    /// This call's place among the run's calls of the same tool (0 for the first), resumed
+    /// calls included: what names a `message` send across a restart, where the call id
+    /// does not (a model asked again makes the same call under a new id).
+    pub call_index: usize,
 }
 
 /// A tool failure, worded for the model.

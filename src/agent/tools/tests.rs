@@ -27,6 +27,7 @@ pub(crate) fn context(origin: Option<Origin>, channels: ChannelRegistry) -> Tool
         outgoing: None,
         schedulers: None,
         send_ledger: None,
+        call_index: 0,
     }
 }
 

@@ -458,6 +458,28 @@ async fn journaled_messages_are_restored_and_run_in_order() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn in_steer_mode_the_messages_restored_after_a_restart_run_together() {
+    let mut h = Harness::new().await;
+    for text in ["one", "two", "three"] {
+        h.message("a", text).await;
+    }
+    let pending = h.journal.unanswered.lock().unwrap().clone();
+    h.scheduler.restore(pending, |_| settings(QueueMode::Steer)).await;
+    let run = h.next_run().await;
+    assert_eq!(run.ids.len(), 3, "they would all have been steered into the killed run");
+    assert!(run.prompt.contains("one") && run.prompt.contains("three"), "{}", run.prompt);
+
+    // Later, steer mode runs what could not be steered one message at a time, as before.
+    let steer = settings(QueueMode::Steer);
+    run.finish.send(RunReport::default()).unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    h.scheduler.submit(h.message("a", "four").await, steer).await;
+    let run = h.next_run().await;
+    h.scheduler.submit(h.message("a", "five").await, steer).await;
+    assert_eq!(run.ids.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
 async fn messages_a_failed_run_kept_stay_journaled_and_join_the_sessions_next_run() {
     let mut h = Harness::new().await;
     let first = h.message("a", "first").await;

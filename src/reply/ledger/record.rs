@@ -56,6 +56,16 @@ pub enum LedgerEvent {
         /// Messages steered into the run so far.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         joined: Vec<i64>,
+        /// The run that wrote it: the session store files the run's transcript under this
+        /// id, so a run re-done after a crash can tell whether the killed attempt's
+        /// transcript was saved (and must not be told twice what it did).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        run_id: Option<String>,
+        /// The run ended here (its messages are all it said; written before its transcript
+        /// is saved): a run re-done for these messages delivers what it said rather than
+        /// asking the model again.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        ended: bool,
     },
     /// The run failed for a passing reason and its messages were kept for a later run,
     /// which knows from the saved transcript what this one sent: its sends get keys of

@@ -37,6 +37,12 @@ pub struct RecoveredReply {
     pub joined: Vec<i64>,
     /// Digests of the streamed blocks its block messages carried.
     pub blocks: BTreeSet<String>,
+    /// The runs that wrote its steps: their saved transcripts, if any, hold what the steps
+    /// hold.
+    pub runs: Vec<String>,
+    /// Its run ended (the last step holds all it said): a run re-done for its messages
+    /// delivers that instead of asking the model again.
+    pub ended: bool,
 }
 
 /// The final messages of a finished run, as recorded before the first was sent.
@@ -114,8 +120,14 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
                 reply.sent.insert(key, message_id);
                 reply.blocks.extend(blocks);
             }
-            LedgerEvent::Step { messages, joined } => {
+            LedgerEvent::Step { messages, joined, run_id, ended } => {
                 reply.steps.extend(messages);
+                if let Some(run_id) = run_id
+                    && !reply.runs.contains(&run_id)
+                {
+                    reply.runs.push(run_id);
+                }
+                reply.ended |= ended;
                 for seq in joined {
                     if !reply.joined.contains(&seq) {
                         reply.joined.push(seq);
@@ -127,6 +139,8 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
                 reply.kept += 1;
                 reply.steps.clear();
                 reply.blocks.clear();
+                reply.runs.clear();
+                reply.ended = false;
             }
             // Written with the record that answered the messages: never among the unanswered.
             LedgerEvent::Completed => {}
@@ -203,6 +217,8 @@ impl RecoveredReply {
             steps: Vec::new(),
             joined: Vec::new(),
             blocks: BTreeSet::new(),
+            runs: Vec::new(),
+            ended: false,
         }
     }
 }
@@ -290,6 +306,25 @@ mod tests {
         let keys: Vec<&str> = recovery.by_seq[&5].sent.keys().map(String::as_str).collect();
         assert_eq!(keys, ["m5:message:0", "m5:message:1"]);
         assert_eq!(recovery.by_seq[&6].sent.len(), 2);
+    }
+
+    #[test]
+    fn steps_name_their_runs_and_an_ended_run_is_ended_until_a_kept_run_starts_anew() {
+        let step = |run: &str, ended: bool| LedgerEvent::Step {
+            messages: vec![ChatMessage::user(run)],
+            joined: vec![],
+            run_id: Some(run.into()),
+            ended,
+        };
+        let recovery = fold(vec![record(&[5], step("a", false)), record(&[5], step("b", true))]);
+        let reply = &recovery.by_seq[&5];
+        assert_eq!(reply.runs, ["a", "b"]);
+        assert!(reply.ended);
+        assert_eq!(reply.steps.len(), 2);
+
+        let recovery = fold(vec![record(&[5], step("a", true)), record(&[5], LedgerEvent::Kept)]);
+        let reply = &recovery.by_seq[&5];
+        assert!(!reply.ended && reply.runs.is_empty() && reply.steps.is_empty(), "{reply:?}");
     }
 
     #[test]

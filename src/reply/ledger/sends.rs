@@ -9,17 +9,21 @@
 //!   re-done after a restart resumes from its last step: the model sees what it had
 //!   already done instead of doing it again, and a call the step recorded but did not
 //!   answer is made again with the same call id;
-//! - each send is named by the reply and the model's call id, so the send of a call made
-//!   again is reconciled under the same key — Discord's nonce, Slack's metadata lookup —
-//!   and only on Telegram, which has neither, repeated blind
-//!   (`ferry_outbound_unknown_outcome_total`);
+//! - each `message` send is named by the reply and its place among the run's sends, so a
+//!   send made again (a call the last step did not answer, or the model asked again from
+//!   the last step, under a new call id) is reconciled under the same key — Discord's
+//!   nonce, Slack's metadata lookup — and only on Telegram, which has neither, repeated
+//!   blind (`ferry_outbound_unknown_outcome_total`);
+//! - a run that ends records its last step before its transcript is saved: a run re-done
+//!   for its messages after a crash knows what it said (and whether the session has it),
+//!   and delivers that instead of asking the model again;
 //! - each block message is recorded as [`LedgerEvent::Sent`] with the digests of the
 //!   blocks it carried; a resumed run streams its recorded text again, and a block whose
 //!   text was sent is not sent again (a model asked again that words a block differently
 //!   sends it: a repeat in other words rather than a lost block).
 //!
-//! That is one ledger write per send (a `message` send's is the step after its call),
-//! sharing the log's group commit.
+//! That is one ledger write per send (a `message` send's is the step after its call) and
+//! one per run (its last step), sharing the log's group commit.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -92,10 +96,12 @@ impl RunSends {
         Self { recorder, inner: Arc::new(Inner { prefix, recovered }) }
     }
 
-    /// The key of the `message` tool send of the model's call `call_id` (its caption's rest
-    /// adds a suffix). A resumed run makes a recorded call again with the same id.
-    pub fn message_key(&self, call_id: &str) -> String {
-        format!("{}:message:{call_id}", self.inner.prefix)
+    /// The key of the run's `message` tool send number `ordinal` (0 for its first; its
+    /// caption's rest adds a suffix). Counted over the run's calls, resumed ones included:
+    /// a run re-done after a crash that makes a send again — the model asked again from the
+    /// last step, under a new call id — makes it under the same key, and it is reconciled.
+    pub fn message_key(&self, ordinal: usize) -> String {
+        format!("{}:message:{ordinal}", self.inner.prefix)
     }
 
     /// Whether a killed attempt at this reply sent the streamed block with `digest`
@@ -105,10 +111,12 @@ impl RunSends {
     }
 
     /// Records the run's messages since its last step (and the messages steered into it so
-    /// far): a run re-done after a crash resumes from here.
-    pub async fn step(&self, messages: Vec<ChatMessage>, joined: Vec<i64>) {
+    /// far), written by run `run_id`: a run re-done after a crash resumes from here. With
+    /// `ended`, the run is over and these are the last of what it said.
+    pub async fn step(&self, messages: Vec<ChatMessage>, joined: Vec<i64>, run_id: &str, ended: bool) {
         self.recorder.join(&joined);
-        self.recorder.record(&LedgerEvent::Step { messages, joined }, false).await;
+        let event = LedgerEvent::Step { messages, joined, run_id: Some(run_id.to_owned()), ended };
+        self.recorder.record(&event, false).await;
     }
 
     /// Sends `message` (its idempotency key made by [`RunSends::message_key`]) unless a
