@@ -61,7 +61,6 @@ fn context(session_key: &str, channels: ChannelRegistry, origin: Option<Origin>)
         outgoing: None,
         schedulers: None,
         send_ledger: None,
-        call_index: 0,
     }
 }
 

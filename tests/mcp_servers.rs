@@ -105,7 +105,6 @@ fn context() -> ToolContext {
         outgoing: None,
         schedulers: None,
         send_ledger: None,
-        call_index: 0,
     }
 }
 

@@ -26,7 +26,6 @@ use tracing::Instrument;
 
 use self::images::load_recent_images;
 pub use self::resume::Resumption;
-use self::resume::call_index;
 use super::compaction::Compactor;
 use super::events::{
     AgentEvent, AssistantEvent, EventBus, LifecycleEvent, RunEvents, ToolEvent, tool_result_for_event,
@@ -646,11 +645,14 @@ impl AgentRunner {
                     steered = drain(&mut request.steer);
                 }
                 if steered.is_empty() {
-                    // Done once (a message sent, a job scheduled): a crash from now on resumes
-                    // after it.
-                    if self.execute_tool(call, state, request, events, &skills).await {
+                    if parts.tools.mutates(&call.name) {
+                        // Written ahead of a call that changes something (a message sent, a
+                        // job scheduled): a crash during or after it makes this same call
+                        // again, its send reconciled by its key, instead of asking the model
+                        // anew (which would make it again under a new id, or differently).
                         self.record_step(state, request).await;
                     }
+                    self.execute_tool(call, state, request, events, &skills).await;
                 } else {
                     events.tool(ToolEvent::Result {
                         name: call.name.clone(),
@@ -823,7 +825,7 @@ impl AgentRunner {
         request: &RunRequest,
         events: &RunEvents,
         skills: &Arc<SkillsSnapshot>,
-    ) -> bool {
+    ) {
         let parts = &self.inner.parts;
         let args =
             parse_arguments(&call.arguments).unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
@@ -845,7 +847,6 @@ impl AgentRunner {
             outgoing: self.outgoing(),
             schedulers: request.schedulers.clone(),
             send_ledger: request.send_ledger.clone(),
-            call_index: call_index(&state.messages[state.first_new..], call),
         };
         let started = std::time::Instant::now();
         let outcome = match parts.tools.not_offered(call, &request.tools) {
@@ -886,7 +887,6 @@ impl AgentRunner {
             is_error: outcome.is_error,
             result: shown,
         });
-        let mutates = outcome.mutates;
         state.messages.push(ChatMessage::ToolResult {
             call_id: call.id.clone(),
             name: call.name.clone(),
@@ -894,7 +894,6 @@ impl AgentRunner {
             is_error: outcome.is_error,
             images: outcome.images,
         });
-        mutates
     }
 }
 

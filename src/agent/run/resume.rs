@@ -60,15 +60,14 @@ impl AgentRunner {
         }
         for call in unanswered_calls(&resumed) {
             tracing::info!(tool = %call.name, call_id = %call.id, "making a call again that a killed attempt at this run had made");
-            if self.execute_tool(&call, state, request, events, skills).await {
-                self.record_step(state, request).await;
-            }
+            self.execute_tool(&call, state, request, events, skills).await;
         }
         rounds
     }
 
     /// Records the run's messages since its last step in the delivery ledger, when the run's
-    /// reply is recorded: a crash from now on resumes here.
+    /// reply is recorded: a crash from now on resumes here (and makes the calls of its last
+    /// turn that no result answers again, under the same ids).
     pub(super) async fn record_step(&self, state: &mut RunState, request: &RunRequest) {
         let Some(sends) = &request.send_ledger else { return };
         if state.recorded >= state.messages.len() {
@@ -95,21 +94,6 @@ impl AgentRunner {
         let joined = request.steer.as_ref().map(super::super::SteerInbox::taken_seqs).unwrap_or_default();
         sends.step(messages, joined, &request.run_id, true).await;
     }
-}
-
-/// `call`'s place among the calls of its tool in `messages` (the run's own), 0 for the
-/// first.
-pub(super) fn call_index(messages: &[ChatMessage], call: &crate::types::conversation::ToolCall) -> usize {
-    messages
-        .iter()
-        .filter_map(|message| match message {
-            ChatMessage::Assistant { tool_calls, .. } => Some(tool_calls),
-            _ => None,
-        })
-        .flatten()
-        .filter(|other| other.name == call.name)
-        .take_while(|other| other.id != call.id)
-        .count()
 }
 
 /// The calls of the last assistant turn in `messages` that no tool result answers.

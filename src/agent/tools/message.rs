@@ -107,11 +107,11 @@ impl TypedTool for MessageTool {
         {
             outbound.reply_to_message_id = Some(id);
         }
-        // Named by the reply and the send's place in the run when the ledger records it: a
-        // run re-done after a crash that makes the send again makes it under the same key,
-        // and it is reconciled.
+        // Named by the reply and the call when the ledger records it: the call is recorded
+        // before it is made, so a run resumed after a crash makes it again under the same
+        // id, and the send is reconciled.
         let key = match &context.send_ledger {
-            Some(ledger) => ledger.message_key(context.call_index),
+            Some(ledger) => ledger.message_key(&context.call_id),
             None => format!("{}:{}", context.run_id, context.call_id),
         };
         outbound.idempotency_key = Some(key.clone());

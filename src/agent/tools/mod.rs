@@ -88,10 +88,6 @@ pub struct ToolContext {
     /// a run re-done after a crash does not repeat them); `None` where no reply is
     /// recorded (the web chat, scheduled runs without a chat, tests).
     pub send_ledger: Option<crate::reply::ledger::RunSends>,
-    /// This call's place among the run's calls of the same tool (0 for the first), resumed
-    /// calls included: what names a `message` send across a restart, where the call id
-    /// does not (a model asked again makes the same call under a new id).
-    pub call_index: usize,
 }
 
 /// A tool failure, worded for the model.
@@ -390,6 +386,16 @@ impl ToolRegistry {
         let mut outcome = self.execute_uncapped(call, context).await;
         outcome.content = cap_result(outcome.content, self.max_result_chars);
         outcome
+    }
+
+    /// Whether a call of the tool `name` changes something outside the run
+    /// ([`Tool::mutates`]; a source's tool it cannot vouch for counts as yes). An unknown
+    /// tool does not: it is not run.
+    pub fn mutates(&self, name: &str) -> bool {
+        match self.tools.get(name) {
+            Some(tool) => tool.mutates(),
+            None => self.source_of(name).is_some_and(|source| source.mutates(name)),
+        }
     }
 
     async fn execute_uncapped(&self, call: &ToolCall, context: ToolContext) -> ToolOutcome {

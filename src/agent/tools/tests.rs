@@ -27,7 +27,6 @@ pub(crate) fn context(origin: Option<Origin>, channels: ChannelRegistry) -> Tool
         outgoing: None,
         schedulers: None,
         send_ledger: None,
-        call_index: 0,
     }
 }
 

@@ -3,17 +3,16 @@
 //! neither sends anything twice nor loses what it had done.
 //!
 //! A finished run's finals are recorded before they are sent; these happen while the
-//! model is still answering, so there is nothing to record ahead:
-//! - after each tool call that changes something (a `message` send, a memory write, a
-//!   scheduled job), the run's new messages are recorded as a [`LedgerEvent::Step`]. A run
-//!   re-done after a restart resumes from its last step: the model sees what it had
-//!   already done instead of doing it again, and a call the step recorded but did not
-//!   answer is made again with the same call id;
-//! - each `message` send is named by the reply and its place among the run's sends, so a
-//!   send made again (a call the last step did not answer, or the model asked again from
-//!   the last step, under a new call id) is reconciled under the same key — Discord's
-//!   nonce, Slack's metadata lookup — and only on Telegram, which has neither, repeated
-//!   blind (`ferry_outbound_unknown_outcome_total`);
+//! model is still answering:
+//! - before each tool call that changes something (a `message` send, a memory write, a
+//!   scheduled job), the run's new messages — the model's turn that makes the call, the
+//!   results before it — are recorded as a [`LedgerEvent::Step`]. A run re-done after a
+//!   restart resumes from its last step: the model sees what it had already done instead
+//!   of doing it again, and a recorded call no result answers is made again with the same
+//!   call id;
+//! - each `message` send is named by the reply and the call id, so a send made again is
+//!   reconciled under the same key — Discord's nonce, Slack's metadata lookup — and only on
+//!   Telegram, which has neither, repeated blind (`ferry_outbound_unknown_outcome_total`);
 //! - a run that ends records its last step before its transcript is saved: a run re-done
 //!   for its messages after a crash knows what it said (and whether the session has it),
 //!   and delivers that instead of asking the model again;
@@ -22,7 +21,7 @@
 //!   text was sent is not sent again (a model asked again that words a block differently
 //!   sends it: a repeat in other words rather than a lost block).
 //!
-//! That is one ledger write per send (a `message` send's is the step after its call) and
+//! That is one ledger write per send (a `message` send's is the step before its call) and
 //! one per run (its last step), sharing the log's group commit.
 
 use std::collections::BTreeMap;
@@ -96,12 +95,11 @@ impl RunSends {
         Self { recorder, inner: Arc::new(Inner { prefix, recovered }) }
     }
 
-    /// The key of the run's `message` tool send number `ordinal` (0 for its first; its
-    /// caption's rest adds a suffix). Counted over the run's calls, resumed ones included:
-    /// a run re-done after a crash that makes a send again — the model asked again from the
-    /// last step, under a new call id — makes it under the same key, and it is reconciled.
-    pub fn message_key(&self, ordinal: usize) -> String {
-        format!("{}:message:{ordinal}", self.inner.prefix)
+    /// The key of the `message` tool send of the model's call `call_id` (its caption's rest
+    /// adds a suffix). The call is recorded before it is made ([`RunSends::step`]): a run
+    /// resumed after a crash makes it again with the same id, and its send is reconciled.
+    pub fn message_key(&self, call_id: &str) -> String {
+        format!("{}:message:{call_id}", self.inner.prefix)
     }
 
     /// Whether a killed attempt at this reply sent the streamed block with `digest`
@@ -175,8 +173,8 @@ impl RunSends {
         }
         // A reply an earlier process began may have sent it without recording it.
         let sent = send(message, self.recorder.inherited()).await?;
-        // A `message` send is recorded by the step that follows its call (its result holds
-        // the message id): one write per send either way.
+        // A `message` send is recorded by the step before its call (made again after a
+        // crash, it is reconciled by key): one write per send either way.
         if let Some(blocks) = blocks {
             let event = LedgerEvent::Sent { key, message_id: sent.message_id.clone(), blocks };
             self.recorder.record(&event, false).await;

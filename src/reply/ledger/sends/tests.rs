@@ -45,7 +45,7 @@ async fn a_resumed_run_sends_only_the_blocks_the_killed_attempt_did_not() {
     let sends = RunSends::new(first.recorder(vec![seq]), Recovered::default(), 0);
     let scheduler = OutboundScheduler::new(channel.clone());
     let mut message = text("tool one");
-    message.idempotency_key = Some(sends.message_key(0));
+    message.idempotency_key = Some(sends.message_key("call-a"));
     assert!(matches!(sends.send(&scheduler, message).await.unwrap(), Outcome::Sent(_)));
     let zero = [block_digest("block zero")];
     let block_sent =
@@ -78,7 +78,7 @@ async fn a_send_the_killed_attempt_made_without_recording_it_is_found_by_its_key
         ChannelCapabilities { send_reconciliation: SendReconciliation::Lookup, ..ChannelCapabilities::unrestricted() };
     let channel = Arc::new(MemoryChannel::with_capabilities("memory", "default", capabilities));
     let key = RunSends::new(DeliveryLedger::new(Arc::new(log.clone())).recorder(vec![seq]), Recovered::default(), 0)
-        .message_key(0);
+        .message_key("call-a");
     let mut unrecorded = text("sent, never recorded");
     unrecorded.idempotency_key = Some(key);
     OutboundScheduler::new(channel.clone()).send(unrecorded).await.unwrap();
@@ -89,7 +89,7 @@ async fn a_send_the_killed_attempt_made_without_recording_it_is_found_by_its_key
     assert!(recorder.inherited(), "accepted by the process that was killed");
     let sends = RunSends::new(recorder, recovered, 0);
     let mut again = text("sent, never recorded");
-    again.idempotency_key = Some(sends.message_key(0));
+    again.idempotency_key = Some(sends.message_key("call-a"));
     sends.send(&OutboundScheduler::new(channel.clone()), again).await.unwrap();
     assert_eq!(channel.sent_texts(), ["sent, never recorded"]);
 }
