@@ -910,3 +910,27 @@ async fn a_run_stopped_during_its_tools_leaves_no_call_unanswered() {
         fake.push(Turn::text(["Back."]));
     }
 }
+
+/// A run resumed after a crash makes again the call its killed attempt recorded but did not
+/// answer; its result goes right after that call, before the messages that arrived since,
+/// or the model would be sent a tool result answering nothing (which providers refuse).
+#[tokio::test]
+async fn a_resumed_call_is_answered_before_the_messages_that_arrived_since() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::text(["It is noon, and hello."]));
+    let (runner, _workspace) = runner(openai(&fake), settings());
+    let mut request = RunRequest::new("k", "and hello");
+    let call = ferry::agent::ToolCall { id: "call_time".into(), name: "current_time".into(), arguments: "{}".into() };
+    request.resume.messages =
+        vec![ChatMessage::user("what time is it?"), ChatMessage::assistant("", vec![call])];
+    let (outcome, _) = run(&runner, request).await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{:?}", outcome.status);
+    let roles: Vec<String> = fake.requests()[0].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["role"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "user"]);
+    assert_eq!(fake.requests().len(), 1, "the model is asked once, after the call was made again");
+}

@@ -399,6 +399,7 @@ async fn chaos<P: ChaosPlatform>(mode: Mode) {
         })
         .await;
         if waited.is_err() {
+            keep_for_inspection(&h, seed);
             panic!(
                 "{} (seed {seed}): user {user}'s last message was never answered; the chat shows {:?}",
                 P::NAME,

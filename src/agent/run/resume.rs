@@ -58,10 +58,14 @@ impl AgentRunner {
             let text = self.attach_media_lines(text, &request.session_key, state).await;
             state.payloads.push(Payload { text, is_error: false });
         }
+        // Their results follow the calls, before the messages that arrived since (already
+        // after the resumed ones): a tool result must answer the turn just before it.
+        let arrived = state.messages.split_off(state.recorded.min(state.messages.len()));
         for call in unanswered_calls(&resumed) {
             tracing::info!(tool = %call.name, call_id = %call.id, "making a call again that a killed attempt at this run had made");
             self.execute_tool(&call, state, request, events, skills).await;
         }
+        state.messages.extend(arrived);
         rounds
     }
 
