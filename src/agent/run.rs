@@ -568,6 +568,9 @@ impl AgentRunner {
             // answer, and the model is not asked again.
             return Ok(());
         }
+        // This run's first step records what it resumed again, whole: its reply may answer
+        // a different batch than the killed attempt's, under which that was recorded.
+        state.recorded = state.first_new;
         loop {
             if request.memory_flush
                 && let Some(compactor) = compactor

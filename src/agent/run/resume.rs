@@ -14,6 +14,7 @@ use std::sync::Arc;
 use super::super::events::{AssistantEvent, RunEvents};
 use super::super::skills::SkillsSnapshot;
 use super::{AgentRunner, Payload, RunRequest, RunState};
+use crate::reply::ledger::StepKind;
 use crate::types::conversation::ChatMessage;
 
 /// What a killed attempt at a run recorded in the delivery ledger, for the run that takes
@@ -77,10 +78,11 @@ impl AgentRunner {
         if state.recorded >= state.messages.len() {
             return;
         }
+        let whole = state.recorded == state.first_new;
         let messages = state.messages[state.recorded..].to_vec();
         state.recorded = state.messages.len();
         let joined = request.steer.as_ref().map(super::super::SteerInbox::taken_seqs).unwrap_or_default();
-        sends.step(messages, joined, &request.run_id, false).await;
+        sends.step(messages, joined, &request.run_id, StepKind { ended: false, whole }).await;
     }
 
     /// Records that the run ended, with what it said since its last step, before its
@@ -93,10 +95,11 @@ impl AgentRunner {
         if saved_from >= state.messages.len() {
             return;
         }
+        let whole = state.recorded == state.first_new;
         let messages = state.messages.get(state.recorded..).unwrap_or_default().to_vec();
         state.recorded = state.messages.len();
         let joined = request.steer.as_ref().map(super::super::SteerInbox::taken_seqs).unwrap_or_default();
-        sends.step(messages, joined, &request.run_id, true).await;
+        sends.step(messages, joined, &request.run_id, StepKind { ended: true, whole }).await;
     }
 }
 

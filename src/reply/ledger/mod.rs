@@ -30,7 +30,7 @@ use ferry_channel::MessageRef;
 pub use record::LedgerEvent;
 pub use recovery::{OrphanPreview, RecordedFinals, RecoveredReply};
 pub use sends::Recovered as RecoveredSends;
-pub use sends::{RunSends, SentKeys};
+pub use sends::{RunSends, SentKeys, StepKind};
 
 use crate::state::inbound::LoggedDelivery;
 use crate::state::outage::through_outages;

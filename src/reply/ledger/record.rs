@@ -66,6 +66,11 @@ pub enum LedgerEvent {
         /// asking the model again.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         ended: bool,
+        /// It holds the run's messages from the start (its first step; a resumed run records
+        /// what it resumed again, as its messages may be a batch of other seqs): it replaces
+        /// what earlier attempts recorded rather than following it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        whole: bool,
     },
     /// The run failed for a passing reason and its messages were kept for a later run,
     /// which knows from the saved transcript what this one sent: its sends get keys of

@@ -120,8 +120,12 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
                 reply.sent.insert(key, message_id);
                 reply.blocks.extend(blocks);
             }
-            LedgerEvent::Step { messages, joined, run_id, ended } => {
-                reply.steps.extend(messages);
+            LedgerEvent::Step { messages, joined, run_id, ended, whole } => {
+                if whole {
+                    reply.steps = messages;
+                } else {
+                    reply.steps.extend(messages);
+                }
                 if let Some(run_id) = run_id
                     && !reply.runs.contains(&run_id)
                 {
@@ -159,25 +163,34 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
     let live: Vec<bool> = (0..replies.len()).map(|index| latest.values().any(|&chosen| chosen == index)).collect();
     // A run killed twice, its messages batched differently the second time, recorded its
     // sends under two replies: what either sent stays sent (and a kept run counts for both).
-    let of_others: Vec<(SentKeys, u32)> = replies
+    // What either sent stays sent, and a transcript either saved is either's to leave out.
+    let of_others: Vec<RecoveredReply> = replies
         .iter()
         .enumerate()
         .map(|(index, (_, reply))| {
-            let (mut sent, mut kept) = (SentKeys::new(), 0);
+            let mut others = RecoveredReply::empty(Vec::new());
             for (other, (_, older)) in replies.iter().enumerate() {
                 if other != index && older.seqs.iter().any(|seq| reply.seqs.contains(seq)) {
-                    sent.extend(older.sent.iter().map(|(key, id)| (key.clone(), id.clone())));
-                    kept = kept.max(older.kept);
+                    others.sent.extend(older.sent.iter().map(|(key, id)| (key.clone(), id.clone())));
+                    others.blocks.extend(older.blocks.iter().cloned());
+                    others.runs.extend(older.runs.iter().cloned());
+                    others.kept = others.kept.max(older.kept);
                 }
             }
-            (sent, kept)
+            others
         })
         .collect();
-    for ((_, reply), (sent, kept)) in replies.iter_mut().zip(of_others) {
-        for (key, id) in sent {
+    for ((_, reply), others) in replies.iter_mut().zip(of_others) {
+        for (key, id) in others.sent {
             reply.sent.entry(key).or_insert(id);
         }
-        reply.kept = reply.kept.max(kept);
+        reply.blocks.extend(others.blocks);
+        for run in others.runs {
+            if !reply.runs.contains(&run) {
+                reply.runs.push(run);
+            }
+        }
+        reply.kept = reply.kept.max(others.kept);
     }
     let live_previews: Vec<MessageRef> = replies
         .iter()
@@ -315,6 +328,7 @@ mod tests {
             joined: vec![],
             run_id: Some(run.into()),
             ended,
+            whole: false,
         };
         let recovery = fold(vec![record(&[5], step("a", false)), record(&[5], step("b", true))]);
         let reply = &recovery.by_seq[&5];
@@ -325,6 +339,41 @@ mod tests {
         let recovery = fold(vec![record(&[5], step("a", true)), record(&[5], LedgerEvent::Kept)]);
         let reply = &recovery.by_seq[&5];
         assert!(!reply.ended && reply.runs.is_empty() && reply.steps.is_empty(), "{reply:?}");
+    }
+
+    #[test]
+    fn a_resumed_run_recording_its_messages_whole_under_a_new_batch_stands_alone() {
+        let user = ChatMessage::user("q");
+        let call = ChatMessage::assistant("", vec![crate::types::conversation::ToolCall {
+            id: "c".into(),
+            name: "message".into(),
+            arguments: "{}".into(),
+        }]);
+        let result = ChatMessage::tool_result("c", "message", "ok", false);
+        let step = |messages: Vec<ChatMessage>, run: &str, whole: bool| LedgerEvent::Step {
+            messages,
+            joined: vec![],
+            run_id: Some(run.into()),
+            ended: false,
+            whole,
+        };
+        // Killed after its call was recorded; resumed in a batch with message 6, whose run
+        // records what it resumed again, then its result: message 5 goes with the newer.
+        let recovery = fold(vec![
+            record(&[5], step(vec![user.clone(), call.clone()], "a", true)),
+            record(&[5, 6], step(vec![user.clone(), call.clone(), result.clone()], "b", true)),
+        ]);
+        let reply = &recovery.by_seq[&5];
+        assert_eq!(reply.seqs, [5, 6]);
+        assert_eq!(reply.steps, [user.clone(), call.clone(), result], "whole, from the user's message");
+        assert_eq!(reply.runs, ["b", "a"], "the earlier attempt's transcript, if saved, is left out too");
+
+        // Within one reply, a whole step replaces what an earlier attempt recorded.
+        let recovery = fold(vec![
+            record(&[5], step(vec![user.clone(), call.clone()], "a", true)),
+            record(&[5], step(vec![user.clone()], "b", true)),
+        ]);
+        assert_eq!(recovery.by_seq[&5].steps, [user]);
     }
 
     #[test]

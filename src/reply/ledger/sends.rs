@@ -66,6 +66,15 @@ impl std::fmt::Debug for RunSends {
     }
 }
 
+/// What a step holds beyond the messages since the last one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StepKind {
+    /// The run is over: these are the last of what it said.
+    pub ended: bool,
+    /// The messages are the run's from its start ([`LedgerEvent::Step`]'s `whole`).
+    pub whole: bool,
+}
+
 /// How a send under the ledger went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -109,11 +118,11 @@ impl RunSends {
     }
 
     /// Records the run's messages since its last step (and the messages steered into it so
-    /// far), written by run `run_id`: a run re-done after a crash resumes from here. With
-    /// `ended`, the run is over and these are the last of what it said.
-    pub async fn step(&self, messages: Vec<ChatMessage>, joined: Vec<i64>, run_id: &str, ended: bool) {
+    /// far), written by run `run_id`: a run re-done after a crash resumes from here.
+    pub async fn step(&self, messages: Vec<ChatMessage>, joined: Vec<i64>, run_id: &str, how: StepKind) {
         self.recorder.join(&joined);
-        let event = LedgerEvent::Step { messages, joined, run_id: Some(run_id.to_owned()), ended };
+        let StepKind { ended, whole } = how;
+        let event = LedgerEvent::Step { messages, joined, run_id: Some(run_id.to_owned()), ended, whole };
         self.recorder.record(&event, false).await;
     }
 
