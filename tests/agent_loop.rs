@@ -921,8 +921,7 @@ async fn a_resumed_call_is_answered_before_the_messages_that_arrived_since() {
     let (runner, _workspace) = runner(openai(&fake), settings());
     let mut request = RunRequest::new("k", "and hello");
     let call = ferry::agent::ToolCall { id: "call_time".into(), name: "current_time".into(), arguments: "{}".into() };
-    request.resume.messages =
-        vec![ChatMessage::user("what time is it?"), ChatMessage::assistant("", vec![call])];
+    request.resume.messages = vec![ChatMessage::user("what time is it?"), ChatMessage::assistant("", vec![call])];
     let (outcome, _) = run(&runner, request).await;
     assert_eq!(outcome.status, RunStatus::Completed, "{:?}", outcome.status);
     let roles: Vec<String> = fake.requests()[0].body["messages"]

@@ -26,6 +26,7 @@ use tracing::Instrument;
 
 use self::images::load_recent_images;
 pub use self::resume::Resumption;
+use self::resume::saved_already;
 use super::compaction::Compactor;
 use super::events::{
     AgentEvent, AssistantEvent, EventBus, LifecycleEvent, RunEvents, ToolEvent, tool_result_for_event,
@@ -450,12 +451,15 @@ impl AgentRunner {
         let mut history = std::mem::take(&mut request.history);
         // A transcript saved before stopped runs were repaired may hold unanswered calls.
         answer_open_tool_calls(&mut history, 0, INTERRUPTED_TOOL);
+        // A run a crash cut short resumes from what it recorded ([`resume`]); what of that
+        // the session saved already (an attempt that ended) is taken out of the history and
+        // not saved again.
+        let saved = saved_already(&history, &request.resume.messages);
+        history.truncate(history.len() - saved);
         let first_new = history.len();
-        // A run a crash cut short resumes from what it recorded ([`resume`]).
         history.append(&mut request.resume.messages);
         let recorded = history.len();
-        // The session saved what the killed attempt said: only what this run adds is saved.
-        let saved_from = if request.resume.saved { recorded } else { first_new };
+        let saved_from = first_new + saved;
         if recorded == first_new || !request.message.is_empty() {
             let media = std::mem::take(&mut request.media);
             history.push(ChatMessage::User { text: request.message.clone(), media });

@@ -157,12 +157,7 @@ impl RunExecutor for AgentExecutor {
 
         let mut request = RunRequest::new(key, job.prompt);
         request.media = media.files;
-        request.resume = Resumption {
-            messages: resumed.steps,
-            runs: resumed.runs,
-            ended: resumed.ended,
-            saved: false,
-        };
+        request.resume = Resumption { messages: resumed.steps, ended: resumed.ended };
         request.schedulers = Some(self.schedulers.clone());
         // Kept to tell a run stopped while it waited for the store (its lease lost, or
         // `/stop`) from one the store refused.

@@ -50,8 +50,6 @@ pub(super) struct Resumed {
     pub seqs: Vec<i64>,
     /// Messages steered into it before its last step: they are in `steps` already.
     pub joined: Vec<i64>,
-    /// The runs that recorded `steps`: whatever of theirs the session saved, `steps` holds.
-    pub runs: Vec<String>,
     /// The killed attempt had ended: `steps` is all it said.
     pub ended: bool,
 }
@@ -86,7 +84,6 @@ pub(super) async fn settle(
             if resumed.steps.is_empty() && !reply.steps.is_empty() {
                 resumed.steps.clone_from(&reply.steps);
                 resumed.joined.clone_from(&reply.joined);
-                resumed.runs.clone_from(&reply.runs);
                 resumed.ended = reply.ended;
                 resumed.seqs = reply.seqs.iter().chain(&reply.joined).copied().collect();
             }

@@ -167,6 +167,8 @@ impl AgentRunner {
             });
             state.messages.splice(..compacted.keep_from, [compacted.summary]);
             state.first_new = state.first_new + 1 - compacted.keep_from;
+            // What the ledger recorded moved with the rest.
+            state.recorded = (state.recorded + 1).saturating_sub(compacted.keep_from).max(state.first_new);
             state.context.reported = None;
             state.context.flushed = false;
         });

@@ -23,14 +23,20 @@ use crate::types::conversation::ChatMessage;
 pub struct Resumption {
     /// Its own messages as far as its last step (its user message first).
     pub messages: Vec<ChatMessage>,
-    /// The runs that recorded them (a run killed twice recorded under two ids).
-    pub runs: Vec<String>,
     /// It had ended: `messages` is all it said, and the model is not asked again unless
     /// messages arrived since.
     pub ended: bool,
-    /// The session saved its transcript (found under one of `runs`, and left out of the
-    /// history this run is given): this run saves only what it adds.
-    pub saved: bool,
+}
+
+/// How many of the `resumed` messages the session saved already: the longest end of
+/// `history` that is also the start of `resumed` (a killed attempt that ended saved its
+/// transcript before its reply was delivered; one of several attempts may have). Those are
+/// taken out of the history, which the resumed messages continue, and are not saved again.
+pub(super) fn saved_already(history: &[ChatMessage], resumed: &[ChatMessage]) -> usize {
+    (1..=history.len().min(resumed.len()))
+        .rev()
+        .find(|&count| history[history.len() - count..] == resumed[..count])
+        .unwrap_or(0)
 }
 
 impl AgentRunner {
@@ -124,6 +130,22 @@ fn unanswered_calls(messages: &[ChatMessage]) -> Vec<crate::types::conversation:
 mod tests {
     use super::*;
     use crate::types::conversation::ToolCall;
+
+    #[test]
+    fn what_the_session_saved_of_the_resumed_messages_is_the_overlap_at_its_end() {
+        let (a, b, c, d) = (
+            ChatMessage::user("a"),
+            ChatMessage::assistant("b", Vec::new()),
+            ChatMessage::user("c"),
+            ChatMessage::assistant("d", Vec::new()),
+        );
+        let history = [a.clone(), b.clone(), c.clone(), d.clone()];
+        assert_eq!(saved_already(&history, &[c.clone(), d.clone(), a.clone()]), 2, "saved, then more");
+        assert_eq!(saved_already(&history, &[c.clone()]), 0, "not at the end: not this run's");
+        assert_eq!(saved_already(&history[..2], &[c.clone(), d.clone()]), 0, "never saved");
+        assert_eq!(saved_already(&history, &history), 4);
+        assert_eq!(saved_already(&[], &[a]), 0);
+    }
 
     #[test]
     fn only_the_last_turns_unanswered_calls_are_made_again() {

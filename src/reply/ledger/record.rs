@@ -56,9 +56,8 @@ pub enum LedgerEvent {
         /// Messages steered into the run so far.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         joined: Vec<i64>,
-        /// The run that wrote it: the session store files the run's transcript under this
-        /// id, so a run re-done after a crash can tell whether the killed attempt's
-        /// transcript was saved (and must not be told twice what it did).
+        /// The run that wrote it (the id its transcript and log lines carry): which attempt
+        /// recorded what, when a crash is looked into.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         run_id: Option<String>,
         /// The run ended here (its messages are all it said; written before its transcript

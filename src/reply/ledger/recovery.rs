@@ -37,9 +37,6 @@ pub struct RecoveredReply {
     pub joined: Vec<i64>,
     /// Digests of the streamed blocks its block messages carried.
     pub blocks: BTreeSet<String>,
-    /// The runs that wrote its steps: their saved transcripts, if any, hold what the steps
-    /// hold.
-    pub runs: Vec<String>,
     /// Its run ended (the last step holds all it said): a run re-done for its messages
     /// delivers that instead of asking the model again.
     pub ended: bool,
@@ -120,16 +117,11 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
                 reply.sent.insert(key, message_id);
                 reply.blocks.extend(blocks);
             }
-            LedgerEvent::Step { messages, joined, run_id, ended, whole } => {
+            LedgerEvent::Step { messages, joined, run_id: _, ended, whole } => {
                 if whole {
                     reply.steps = messages;
                 } else {
                     reply.steps.extend(messages);
-                }
-                if let Some(run_id) = run_id
-                    && !reply.runs.contains(&run_id)
-                {
-                    reply.runs.push(run_id);
                 }
                 reply.ended |= ended;
                 for seq in joined {
@@ -143,7 +135,6 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
                 reply.kept += 1;
                 reply.steps.clear();
                 reply.blocks.clear();
-                reply.runs.clear();
                 reply.ended = false;
             }
             // Written with the record that answered the messages: never among the unanswered.
@@ -163,7 +154,7 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
     let live: Vec<bool> = (0..replies.len()).map(|index| latest.values().any(|&chosen| chosen == index)).collect();
     // A run killed twice, its messages batched differently the second time, recorded its
     // sends under two replies: what either sent stays sent (and a kept run counts for both).
-    // What either sent stays sent, and a transcript either saved is either's to leave out.
+    // What either sent stays sent.
     let of_others: Vec<RecoveredReply> = replies
         .iter()
         .enumerate()
@@ -173,7 +164,6 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
                 if other != index && older.seqs.iter().any(|seq| reply.seqs.contains(seq)) {
                     others.sent.extend(older.sent.iter().map(|(key, id)| (key.clone(), id.clone())));
                     others.blocks.extend(older.blocks.iter().cloned());
-                    others.runs.extend(older.runs.iter().cloned());
                     others.kept = others.kept.max(older.kept);
                 }
             }
@@ -185,11 +175,6 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
             reply.sent.entry(key).or_insert(id);
         }
         reply.blocks.extend(others.blocks);
-        for run in others.runs {
-            if !reply.runs.contains(&run) {
-                reply.runs.push(run);
-            }
-        }
         reply.kept = reply.kept.max(others.kept);
     }
     let live_previews: Vec<MessageRef> = replies
@@ -230,7 +215,6 @@ impl RecoveredReply {
             steps: Vec::new(),
             joined: Vec::new(),
             blocks: BTreeSet::new(),
-            runs: Vec::new(),
             ended: false,
         }
     }
@@ -322,7 +306,7 @@ mod tests {
     }
 
     #[test]
-    fn steps_name_their_runs_and_an_ended_run_is_ended_until_a_kept_run_starts_anew() {
+    fn an_ended_run_is_ended_until_a_kept_run_starts_anew() {
         let step = |run: &str, ended: bool| LedgerEvent::Step {
             messages: vec![ChatMessage::user(run)],
             joined: vec![],
@@ -332,23 +316,25 @@ mod tests {
         };
         let recovery = fold(vec![record(&[5], step("a", false)), record(&[5], step("b", true))]);
         let reply = &recovery.by_seq[&5];
-        assert_eq!(reply.runs, ["a", "b"]);
         assert!(reply.ended);
         assert_eq!(reply.steps.len(), 2);
 
         let recovery = fold(vec![record(&[5], step("a", true)), record(&[5], LedgerEvent::Kept)]);
         let reply = &recovery.by_seq[&5];
-        assert!(!reply.ended && reply.runs.is_empty() && reply.steps.is_empty(), "{reply:?}");
+        assert!(!reply.ended && reply.steps.is_empty(), "{reply:?}");
     }
 
     #[test]
     fn a_resumed_run_recording_its_messages_whole_under_a_new_batch_stands_alone() {
         let user = ChatMessage::user("q");
-        let call = ChatMessage::assistant("", vec![crate::types::conversation::ToolCall {
-            id: "c".into(),
-            name: "message".into(),
-            arguments: "{}".into(),
-        }]);
+        let call = ChatMessage::assistant(
+            "",
+            vec![crate::types::conversation::ToolCall {
+                id: "c".into(),
+                name: "message".into(),
+                arguments: "{}".into(),
+            }],
+        );
         let result = ChatMessage::tool_result("c", "message", "ok", false);
         let step = |messages: Vec<ChatMessage>, run: &str, whole: bool| LedgerEvent::Step {
             messages,
@@ -366,7 +352,6 @@ mod tests {
         let reply = &recovery.by_seq[&5];
         assert_eq!(reply.seqs, [5, 6]);
         assert_eq!(reply.steps, [user.clone(), call.clone(), result], "whole, from the user's message");
-        assert_eq!(reply.runs, ["b", "a"], "the earlier attempt's transcript, if saved, is left out too");
 
         // Within one reply, a whole step replaces what an earlier attempt recorded.
         let recovery = fold(vec![
