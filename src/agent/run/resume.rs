@@ -141,7 +141,7 @@ mod tests {
         );
         let history = [a.clone(), b.clone(), c.clone(), d.clone()];
         assert_eq!(saved_already(&history, &[c.clone(), d.clone(), a.clone()]), 2, "saved, then more");
-        assert_eq!(saved_already(&history, &[c.clone()]), 0, "not at the end: not this run's");
+        assert_eq!(saved_already(&history, std::slice::from_ref(&c)), 0, "not at the end: not this run's");
         assert_eq!(saved_already(&history[..2], &[c.clone(), d.clone()]), 0, "never saved");
         assert_eq!(saved_already(&history, &history), 4);
         assert_eq!(saved_already(&[], &[a]), 0);
