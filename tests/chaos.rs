@@ -20,7 +20,8 @@
 //!
 //! Seeded and bounded: `FERRY_CHAOS_SEED` replays a run (the seed is printed, and named in
 //! every failure); `FERRY_CHAOS_SECONDS` sets how long faults are injected (default 40, 25 in
-//! the sends mode).
+//! the sends mode). `FERRY_CHAOS_KEEP=<dir>` keeps the gateway's state, the model's requests
+//! and the chats of a run there, for looking into one.
 
 #[path = "common/daemon.rs"]
 mod daemon;
