@@ -552,7 +552,8 @@ async fn three_replicas_answer_every_message_once_through_kills_freezes_and_data
         println!("seed {seed}, {kind:?}: {verdict}");
     }
     for (kind, verdict) in &verdicts {
-        for token in &verdict.lost {
+        let troubled = verdict.lost.iter().chain(&verdict.duplicated).chain(&verdict.repeated_sends);
+        for token in troubled {
             let asked = asked_about(&openai.requests(), token);
             let user = sent.iter().find(|message| message.token == *token).map_or(0, |message| message.user);
             let chat: Vec<String> = shared.platforms.dm_messages(*kind, user).into_iter().map(|m| m.visible).collect();

@@ -48,7 +48,9 @@ pub(super) struct Resumed {
     /// The messages it answered (those it was started for, and those steered into it
     /// before its last step), when it has steps.
     pub seqs: Vec<i64>,
-    /// Messages steered into it before its last step: they are in `steps` already.
+    /// Messages it answered that this run's batch does not hold: steered into it before
+    /// its last step, or batched with this run's messages by the killed attempt. They are
+    /// in `steps` already; this run answers them, and a later batch does not run them.
     pub joined: Vec<i64>,
     /// The killed attempt had ended: `steps` is all it said.
     pub ended: bool,
@@ -83,9 +85,14 @@ pub(super) async fn settle(
             // first's after the restart) are answered anew.
             if resumed.steps.is_empty() && !reply.steps.is_empty() {
                 resumed.steps.clone_from(&reply.steps);
-                resumed.joined.clone_from(&reply.joined);
+                // The killed attempt may have answered messages this batch does not hold
+                // (a replica taking a session over hands its messages on one at a time):
+                // its recorded messages answer them already, so they join this run as
+                // steered ones do, and are not run again in a later batch.
+                let batched_apart = reply.stepped.iter().filter(|seq| !ids.contains(seq));
+                resumed.joined = reply.joined.iter().chain(batched_apart).copied().collect();
                 resumed.ended = reply.ended;
-                resumed.seqs = reply.seqs.iter().chain(&reply.joined).copied().collect();
+                resumed.seqs = reply.stepped.iter().chain(&reply.joined).copied().collect();
             }
         }
         match (&reply.finals, &reply.preview) {
@@ -153,5 +160,53 @@ pub(super) async fn delete_orphan(channels: &ChannelRegistry, schedulers: &Sched
         Err(error) => {
             tracing::warn!(channel = %orphan.channel, %error, "cannot delete a preview left by the last shutdown")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ferry_channel::{ChatKind, ChatRef, InboundMessage, Sender};
+
+    use super::*;
+    use crate::reply::ledger::{RunSends, StepKind};
+    use crate::state::inbound::{Accepted, MessageKey};
+    use crate::state::sqlite::inbound_log::InboundLog;
+
+    async fn accept(log: &InboundLog, message_id: &str) -> i64 {
+        let key = MessageKey { channel: "memory", account_id: "default", chat_id: "42", thread_id: "", message_id };
+        let entry = Accepted { session_key: "s".into(), prompt: "q".into(), message: "{}".into(), enqueued_at: 0 };
+        log.accept(&key, 1, 0, &entry).await.unwrap().unwrap()
+    }
+
+    fn queued(id: i64) -> QueuedMessage {
+        let chat = ChatRef::new(ChatKind::Direct, "42");
+        let message = InboundMessage::new("memory", "default", chat, Sender::user("42"), "q", "q");
+        QueuedMessage { id, session_key: "s".into(), message, prompt: "q".into(), enqueued_at: chrono::Utc::now() }
+    }
+
+    /// A replica taking a session over hands its messages on one at a time. A killed
+    /// attempt had answered two of them in one run: the run resuming it, for the first,
+    /// answers the second too (it is in the resumed messages), so a later batch does not
+    /// ask the model about it again.
+    #[tokio::test]
+    async fn a_resumed_attempt_answers_the_messages_it_batched_that_this_batch_does_not_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
+        let (first, second) = (accept(&log, "1").await, accept(&log, "2").await);
+        let killed = DeliveryLedger::new(Arc::new(log.clone()));
+        let sends = RunSends::new(killed.recorder(vec![first, second]), RecoveredSends::default(), 0);
+        let said = vec![ChatMessage::user("one\ntwo"), ChatMessage::assistant("both answered", Vec::new())];
+        sends.step(said, Vec::new(), "run-1", StepKind { ended: true, whole: true }).await;
+
+        let ledger = DeliveryLedger::new(Arc::new(log.clone()));
+        let orphans = ledger.adopt(&[first, second], log.unanswered().unwrap().deliveries);
+        assert!(orphans.is_empty());
+        let settled = settle(&ledger, &ChannelRegistry::new(), &Schedulers::default(), vec![queued(first)]).await;
+
+        let left: Vec<i64> = settled.messages.iter().map(|message| message.id).collect();
+        assert_eq!(left, [first], "the batch's own message is still to answer");
+        assert!(settled.resumed.ended && settled.resumed.steps.len() == 2);
+        assert_eq!(settled.resumed.joined, [second], "the resumed run answers the other message");
+        assert_eq!(settled.resumed.seqs, [first, second]);
     }
 }

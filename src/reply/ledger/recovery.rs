@@ -33,6 +33,10 @@ pub struct RecoveredReply {
     /// The run's own messages as far as its last step ([`LedgerEvent::Step`]): a run
     /// re-done for these messages resumes from them.
     pub steps: Vec<ChatMessage>,
+    /// The messages `steps` answer: `seqs`, or those of an earlier attempt the run resumed
+    /// from and was killed before its own first step. Messages of `seqs` not among them
+    /// had arrived since, and the re-done run answers them after the steps.
+    pub stepped: Vec<i64>,
     /// Messages steered into the run before its last step.
     pub joined: Vec<i64>,
     /// Digests of the streamed blocks its block messages carried.
@@ -124,6 +128,7 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
                     reply.steps.extend(messages);
                 }
                 reply.ended |= ended;
+                reply.stepped.clone_from(&reply.seqs);
                 for seq in joined {
                     if !reply.joined.contains(&seq) {
                         reply.joined.push(seq);
@@ -134,6 +139,7 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
             LedgerEvent::Kept => {
                 reply.kept += 1;
                 reply.steps.clear();
+                reply.stepped.clear();
                 reply.blocks.clear();
                 reply.ended = false;
             }
@@ -170,6 +176,42 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
             others
         })
         .collect();
+    // A run resumed from an earlier attempt's steps and killed before its own first step
+    // (which would have held them, whole) still owes what that attempt said: it takes up the
+    // steps of the latest earlier attempt at any of its messages. A kept run starts anew.
+    let inherited: Vec<Option<RecoveredReply>> = replies
+        .iter()
+        .map(|(last, reply)| {
+            if !reply.steps.is_empty() || reply.kept > 0 {
+                return None;
+            }
+            replies
+                .iter()
+                .filter(|(order, older)| {
+                    order < last && !older.steps.is_empty() && older.seqs.iter().any(|seq| reply.seqs.contains(seq))
+                })
+                .max_by_key(|(order, _)| *order)
+                .map(|(_, older)| RecoveredReply {
+                    steps: older.steps.clone(),
+                    stepped: older.stepped.clone(),
+                    ended: older.ended,
+                    joined: older.joined.clone(),
+                    ..RecoveredReply::empty(Vec::new())
+                })
+        })
+        .collect();
+    for ((_, reply), older) in replies.iter_mut().zip(inherited) {
+        if let Some(older) = older {
+            reply.steps = older.steps;
+            reply.stepped = older.stepped;
+            reply.ended = older.ended;
+            for seq in older.joined {
+                if !reply.joined.contains(&seq) {
+                    reply.joined.push(seq);
+                }
+            }
+        }
+    }
     for ((_, reply), others) in replies.iter_mut().zip(of_others) {
         for (key, id) in others.sent {
             reply.sent.entry(key).or_insert(id);
@@ -213,6 +255,7 @@ impl RecoveredReply {
             sent: SentKeys::new(),
             kept: 0,
             steps: Vec::new(),
+            stepped: Vec::new(),
             joined: Vec::new(),
             blocks: BTreeSet::new(),
             ended: false,
@@ -359,6 +402,32 @@ mod tests {
             record(&[5], step(vec![user.clone()], "b", true)),
         ]);
         assert_eq!(recovery.by_seq[&5].steps, [user]);
+    }
+
+    /// Message 5's run ended and was killed before its reply was recorded; the run resuming
+    /// it in a batch with message 6 was killed before its own first step. What the first
+    /// said is still owed (for message 5 only), not asked of the model again.
+    #[test]
+    fn a_resumed_run_killed_before_its_first_step_still_owes_what_it_resumed() {
+        let said = vec![ChatMessage::user("five"), ChatMessage::assistant("answer to five", Vec::new())];
+        let ended = LedgerEvent::Step {
+            messages: said.clone(),
+            joined: vec![],
+            run_id: Some("a".into()),
+            ended: true,
+            whole: true,
+        };
+        let recovery = fold(vec![record(&[5], ended.clone()), record(&[5, 6], shown("200"))]);
+        let reply = &recovery.by_seq[&5];
+        assert_eq!(reply.seqs, [5, 6]);
+        assert_eq!(reply.steps, said);
+        assert!(reply.ended);
+        assert_eq!(reply.stepped, [5], "message 6 arrived since: the re-done run answers it after the steps");
+        assert_eq!(reply.preview, Some(preview("200")));
+
+        // A kept run starts anew.
+        let recovery = fold(vec![record(&[5], ended), record(&[5, 6], LedgerEvent::Kept)]);
+        assert!(recovery.by_seq[&5].steps.is_empty());
     }
 
     #[test]

@@ -121,6 +121,9 @@ impl RunSends {
     /// far), written by run `run_id`: a run re-done after a crash resumes from here.
     pub async fn step(&self, messages: Vec<ChatMessage>, joined: Vec<i64>, run_id: &str, how: StepKind) {
         self.recorder.join(&joined);
+        // Every message the reply answers beyond its own: also those a resumed attempt had
+        // answered in another batch ([`Recorder::join`]).
+        let joined = self.recorder.joined();
         let StepKind { ended, whole } = how;
         let event = LedgerEvent::Step { messages, joined, run_id: Some(run_id.to_owned()), ended, whole };
         self.recorder.record(&event, false).await;

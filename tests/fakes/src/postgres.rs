@@ -121,6 +121,12 @@ impl TestDatabase {
 
 impl Drop for TestDatabase {
     fn drop(&mut self) {
+        // Kept for a post-mortem (the chaos tests' `FERRY_CHAOS_KEEP`): the cluster's
+        // teardown removes it with everything else.
+        if std::env::var_os("FERRY_CHAOS_KEEP").is_some() {
+            eprintln!("test database kept for inspection: {}", self.url);
+            return;
+        }
         let (admin_url, name) = (self.admin_url.clone(), self.name.clone());
         let (done, finished) = std::sync::mpsc::channel();
         let spawned = std::thread::Builder::new().name("ferry-drop-test-db".to_owned()).spawn(move || {
