@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use ferry_fakes::{RecordedRequest, Turn};
+use ferry_fakes::{RecordedRequest, Reply, Turn};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -622,4 +622,63 @@ async fn a_run_killed_after_it_ended_delivers_what_it_said_without_asking_the_mo
     let history = serde_json::to_string(&requests.last().expect("a second request").body["messages"]).unwrap();
     assert_eq!(history.matches("The first block").count(), 1, "the session has the answer once: {history}");
     assert_eq!(history.matches("tell me two things").count(), 1, "and the question once: {history}");
+}
+
+/// A scheduled task's reply was recorded but not yet on the platform (a 429 storm held it)
+/// when the gateway was killed. The restart delivers it from the record, once, and records
+/// how the fire ended: the job fires again on schedule, rather than only after the sweep of
+/// fires that ended unreported (a minute or more) lets it.
+#[tokio::test]
+async fn a_scheduled_fire_killed_before_its_reply_landed_is_delivered_once_and_the_job_fires_again() {
+    let keys = "dm_policy = \"open\"\nallow_from = [\"*\"]\nstreaming = \"off\"";
+    let mut h = Harness::<Telegram>::start_with(keys, "").await;
+    let forecasts = Arc::new(AtomicU32::new(0));
+    let counter = forecasts.clone();
+    h.openai.set_responder(move |request: &RecordedRequest| {
+        let last_is_result = request.body["messages"]
+            .as_array()
+            .and_then(|messages| messages.last())
+            .is_some_and(|message| message["role"] == "tool");
+        if last_is_result {
+            return Turn::text(["Noted."]);
+        }
+        if request.last_user_text().is_some_and(|text| text.contains("every 10 seconds")) {
+            let arguments =
+                serde_json::json!({ "action": "add", "schedule": { "every": "10s" }, "task": "Check the weather" });
+            return Turn::tool_calls([ferry_fakes::ToolCall::new("call-cron", "cron", arguments.to_string())]);
+        }
+        // Slow enough to start a storm before the reply is sent.
+        let forecast = format!("Forecast {}.", counter.fetch_add(1, Ordering::SeqCst));
+        Turn::Reply(Reply::text(["", &forecast]).with_chunk_delay(Duration::from_millis(500)))
+    });
+    h.platform.dm(1, "check the weather every 10 seconds").await;
+    h.until(|platform| platform.dm_messages(1), |shown| shown.iter().any(|m| m.visible == "Noted.")).await;
+    // The first fire's reply is recorded, then held by a storm; the gateway dies under it.
+    let asked = tokio::time::timeout(PATIENCE, async {
+        while h.openai.requests().len() < 3 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(asked.is_ok(), "the job fired");
+    h.platform.fake().rate_limit_storm("sendMessage", Duration::from_secs(4), 1);
+    let recorded = tokio::time::timeout(PATIENCE, async {
+        while h.ledger_count("Forecast 0.") == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(recorded.is_ok(), "the first fire's reply was recorded");
+    assert!(!h.platform.dm_messages(1).iter().any(|m| m.visible.contains("Forecast")), "and not delivered yet");
+    h.crash_and_restart().await;
+
+    let fired_again = tokio::time::timeout(Duration::from_secs(25), async {
+        while !h.platform.dm_messages(1).iter().any(|m| m.visible == "Forecast 1.") {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let shown: Vec<String> = h.platform.dm_messages(1).into_iter().map(|m| m.visible).collect();
+    assert!(fired_again.is_ok(), "the job fired again on schedule after the restart: {shown:?}");
+    assert_eq!(shown.iter().filter(|text| *text == "Forecast 0.").count(), 1, "the recorded reply once: {shown:?}");
 }

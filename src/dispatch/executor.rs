@@ -104,16 +104,22 @@ impl RunExecutor for AgentExecutor {
         }
         // Replies a killed process left unfinished are completed first, in this lane.
         let count = job.messages.len();
+        let fired: Vec<(i64, ferry_channel::ScheduledFire)> = job
+            .messages
+            .iter()
+            .filter_map(|queued| Some((queued.id, queued.message.request.as_ref()?.scheduled.clone()?)))
+            .collect();
         let Settled { messages, preview: left_preview, answered, resumed } =
             recovered::settle(&self.ledger, &self.channels, &self.schedulers, std::mem::take(&mut job.messages)).await;
+        self.report_settled(fired, &messages, answered).await;
         if messages.is_empty() {
             return RunReport { answered, ..RunReport::default() };
         }
         job.messages = messages;
-        // Messages steered into a resumed run are in its recorded messages already; one
-        // that waits in a later batch is answered by this run, not run again.
+        // Messages steered into a resumed run (or batched with its messages) are in its
+        // recorded messages already; one that waits in a later batch is answered by this
+        // run, and is not run again once this run's reply is delivered.
         job.messages.retain(|message| !resumed.joined.contains(&message.id));
-        self.ledger.finished(&resumed.joined);
         let Some(_) = job.messages.first() else { return RunReport { answered, ..RunReport::default() } };
         // What arrived since the resumed run began follows its recorded messages.
         let arrived: Vec<QueuedMessage> =
@@ -312,6 +318,11 @@ impl RunExecutor for AgentExecutor {
         // it marks them, so a restart does not run them again.
         recorder.join(&steer.taken_seqs());
         let delivered = turn.deliver(&outcome).await;
+        if delivered && !keep {
+            // Not before, and not when it was not delivered: a run stopped (its lease lost)
+            // or kept for later leaves them to run in their own batch rather than lost.
+            self.ledger.finished(&resumed.joined);
+        }
         let retry_later = if keep { job.messages } else { Vec::new() };
         RunReport { unconsumed_steer: outcome.unconsumed_steer, answered: delivered && answered && !keep, retry_later }
     }

@@ -55,6 +55,26 @@ impl AgentExecutor {
         }
     }
 
+    /// Records how the fires among `fired` (message id, fire) that are not `left` ended: a
+    /// killed attempt had recorded their reply, which [`super::recovered::settle`] delivered
+    /// from the record (`answered`: and recorded), so no run reports them. Unreported, their
+    /// jobs would not fire again until the minute-long sweep of fires that ended unreported.
+    pub(super) async fn report_settled(
+        &self,
+        fired: Vec<(i64, ScheduledFire)>,
+        left: &[QueuedMessage],
+        answered: bool,
+    ) {
+        let settled: Vec<ScheduledFire> = fired
+            .into_iter()
+            .filter(|(id, _)| !left.iter().any(|queued| queued.id == *id))
+            .map(|(_, fire)| fire)
+            .collect();
+        if !settled.is_empty() {
+            self.report(&settled, Ended::Ok { delivered: answered, alert: None }, None).await;
+        }
+    }
+
     /// Whether a heartbeat has something to do: its job as kept, and the prompt with
     /// `HEARTBEAT.md` in it; or the report of a beat that makes no model call.
     pub(super) async fn heartbeat_gate(

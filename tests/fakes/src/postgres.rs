@@ -280,6 +280,10 @@ impl Drop for PrivateCluster {
                 eprintln!("note: PrivateCluster: stopping the server in {}: {error}", control.dir.display());
             }
         }
+        if std::env::var_os("FERRY_CHAOS_KEEP").is_some() {
+            eprintln!("PrivateCluster kept for inspection (stopped): {}", control.dir.display());
+            return;
+        }
         if let Err(error) = std::fs::remove_dir_all(&control.dir) {
             eprintln!("note: PrivateCluster: removing {}: {error}", control.dir.display());
         }
