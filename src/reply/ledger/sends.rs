@@ -150,8 +150,16 @@ impl RunSends {
         markup: MarkupDialect,
         (blocks, part, last): (&[String], usize, bool),
     ) -> Result<Outcome, ChannelError> {
-        let first = blocks.first().map_or("", String::as_str);
-        message.idempotency_key = Some(format!("{}:block:{first}:{part}", self.inner.prefix));
+        // Named by every block it carries: a message that merged blocks is another message
+        // than one that carried the first of them alone (a killed attempt may have sent that
+        // one unrecorded), and the platform's reconciliation (Discord's nonce, Slack's
+        // lookup) must not answer for one with the other.
+        let name = match blocks {
+            [] => String::new(),
+            [only] => only.clone(),
+            several => block_digest(&several.join("+")),
+        };
+        message.idempotency_key = Some(format!("{}:block:{name}:{part}", self.inner.prefix));
         let recorded = if last { blocks.to_vec() } else { Vec::new() };
         self.send_with(message, Some(recorded), |message, inherited| async move {
             if inherited {

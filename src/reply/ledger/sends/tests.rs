@@ -94,6 +94,36 @@ async fn a_send_the_killed_attempt_made_without_recording_it_is_found_by_its_key
     assert_eq!(channel.sent_texts(), ["sent, never recorded"]);
 }
 
+/// A killed attempt sent the first block alone without recording it; the resumed run
+/// merges it with the next block. The merged message is not taken for the lone one (its key
+/// differs), so the next block is not recorded as delivered while the chat lacks it.
+#[tokio::test(start_paused = true)]
+async fn a_merged_block_message_is_not_reconciled_with_a_lone_first_block_sent_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
+    let seq = accept(&log, "1").await;
+    let capabilities =
+        ChannelCapabilities { send_reconciliation: SendReconciliation::Lookup, ..ChannelCapabilities::unrestricted() };
+    let channel = Arc::new(MemoryChannel::with_capabilities("memory", "default", capabilities));
+    let scheduler = OutboundScheduler::new(channel.clone());
+    let first = [block_digest("block one")];
+    let killed = RunSends::new(DeliveryLedger::new(Arc::new(log.clone())).recorder(vec![seq]), Recovered::default(), 0);
+    killed.send_block(&scheduler, text("block one"), MarkupDialect::Plain, (&first, 0, true)).await.unwrap();
+
+    // As if killed before its record: the restart knows of no block sent.
+    let (second, _) = restarted(&log, &[seq]).await;
+    let recorder = second.recorder(vec![seq]);
+    assert!(recorder.inherited(), "a first send is reconciled by key");
+    let sends = RunSends::new(recorder, Recovered::default(), 0);
+    let both = [block_digest("block one"), block_digest("block two")];
+    let merged = sends
+        .send_block(&scheduler, text("block one\n\nblock two"), MarkupDialect::Plain, (&both, 0, true))
+        .await
+        .unwrap();
+    assert!(matches!(merged, Outcome::Sent(_)));
+    assert_eq!(channel.sent_texts(), ["block one", "block one\n\nblock two"], "block two reached the chat");
+}
+
 /// A message steered into a run is answered by the run's reply: the record completing it
 /// marks the steered message answered too, so a restart does not run it again.
 #[tokio::test]
