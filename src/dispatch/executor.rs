@@ -66,7 +66,15 @@ struct Destination<'a> {
 
 /// The scheduled fires among a batch's messages (`cron`): run by `super::scheduled`.
 fn fires_of(messages: &[QueuedMessage]) -> Vec<ferry_channel::ScheduledFire> {
-    messages.iter().filter_map(|queued| queued.message.request.as_ref()?.scheduled.clone()).collect()
+    fires_by_id(messages).into_iter().map(|(_, fire)| fire).collect()
+}
+
+/// [`fires_of`], each with the id of the message that carries it.
+fn fires_by_id(messages: &[QueuedMessage]) -> Vec<(i64, ferry_channel::ScheduledFire)> {
+    messages
+        .iter()
+        .filter_map(|queued| Some((queued.id, queued.message.request.as_ref()?.scheduled.clone()?)))
+        .collect()
 }
 
 /// Back where `message` came from, or where a gateway client asked for the reply to be
@@ -104,11 +112,7 @@ impl RunExecutor for AgentExecutor {
         }
         // Replies a killed process left unfinished are completed first, in this lane.
         let count = job.messages.len();
-        let fired: Vec<(i64, ferry_channel::ScheduledFire)> = job
-            .messages
-            .iter()
-            .filter_map(|queued| Some((queued.id, queued.message.request.as_ref()?.scheduled.clone()?)))
-            .collect();
+        let fired = fires_by_id(&job.messages);
         let Settled { messages, preview: left_preview, answered, resumed } =
             recovered::settle(&self.ledger, &self.channels, &self.schedulers, std::mem::take(&mut job.messages)).await;
         self.report_settled(fired, &messages, answered).await;

@@ -19,6 +19,13 @@ fn text(body: &str) -> OutboundMessage {
     OutboundMessage::text(Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None }, body)
 }
 
+/// A channel that finds its sent messages by idempotency key (as Slack does).
+fn lookup_channel() -> Arc<MemoryChannel> {
+    let capabilities =
+        ChannelCapabilities { send_reconciliation: SendReconciliation::Lookup, ..ChannelCapabilities::unrestricted() };
+    Arc::new(MemoryChannel::with_capabilities("memory", "default", capabilities))
+}
+
 /// What a restart finds in `log` for the reply to `seqs`, as the executor hands it on.
 async fn restarted(log: &InboundLog, seqs: &[i64]) -> (DeliveryLedger, Recovered) {
     let ledger = DeliveryLedger::new(Arc::new(log.clone()));
@@ -74,9 +81,7 @@ async fn a_send_the_killed_attempt_made_without_recording_it_is_found_by_its_key
     let dir = tempfile::tempdir().unwrap();
     let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
     let seq = accept(&log, "1").await;
-    let capabilities =
-        ChannelCapabilities { send_reconciliation: SendReconciliation::Lookup, ..ChannelCapabilities::unrestricted() };
-    let channel = Arc::new(MemoryChannel::with_capabilities("memory", "default", capabilities));
+    let channel = lookup_channel();
     let key = RunSends::new(DeliveryLedger::new(Arc::new(log.clone())).recorder(vec![seq]), Recovered::default(), 0)
         .message_key("call-a");
     let mut unrecorded = text("sent, never recorded");
@@ -102,9 +107,7 @@ async fn a_merged_block_message_is_not_reconciled_with_a_lone_first_block_sent_b
     let dir = tempfile::tempdir().unwrap();
     let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
     let seq = accept(&log, "1").await;
-    let capabilities =
-        ChannelCapabilities { send_reconciliation: SendReconciliation::Lookup, ..ChannelCapabilities::unrestricted() };
-    let channel = Arc::new(MemoryChannel::with_capabilities("memory", "default", capabilities));
+    let channel = lookup_channel();
     let scheduler = OutboundScheduler::new(channel.clone());
     let first = [block_digest("block one")];
     let killed = RunSends::new(DeliveryLedger::new(Arc::new(log.clone())).recorder(vec![seq]), Recovered::default(), 0);
