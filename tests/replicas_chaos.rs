@@ -148,6 +148,15 @@ impl Platforms {
     }
 }
 
+/// The key of `user`'s DM session on `kind` (`dm_scope = "per-channel-peer"`), as the
+/// replicas' logs name it.
+fn session_key(kind: Kind, user: u64) -> String {
+    match kind {
+        Kind::Slack => format!("session_key=agent:main:slack:direct:u{user}"),
+        _ => format!("session_key=agent:main:{}:direct:{user}", kind.name()),
+    }
+}
+
 /// The chat a message is from, as its text names it: `chat=<kind>-<user>`.
 fn chat_of(text: &str) -> Option<String> {
     let start = text.find("chat=")? + "chat=".len();
@@ -432,6 +441,8 @@ async fn three_replicas_answer_every_message_once_through_kills_freezes_and_data
     let watcher = tokio::spawn(watch_answers(shared.clone(), watching.clone()));
     let sender = tokio::spawn(send_messages(shared.clone(), StdRng::seed_from_u64(rng.random())));
     let began = Instant::now();
+    // The replicas log in UTC: the faults' offsets are from here.
+    println!("faults are timed from {}", chrono::Utc::now().to_rfc3339());
     let deadline = began + duration_from_env("FERRY_REPLICA_CHAOS_SECONDS", 60);
     let faults = inject_faults(&shared, &mut replicas, &mut rng, began, deadline).await;
     shared.stop_sending.store(true, Ordering::SeqCst);
@@ -560,6 +571,14 @@ async fn three_replicas_answer_every_message_once_through_kills_freezes_and_data
             println!(
                 "{kind:?} {token} (user {user}): the model was asked about it {asked} times; the chat shows {chat:?}"
             );
+            // What each replica did with the chat's session, for a post-mortem from CI's
+            // output alone (the homes are kept on the machine that ran it).
+            let session = session_key(*kind, user);
+            for index in 0..replicas.len() {
+                for line in replicas.lines_about(index, &session, 60) {
+                    println!("  replica {index}: {line}");
+                }
+            }
             if *kind == Kind::Discord {
                 let channel = shared.platforms.discord.fake().dm_channel(user);
                 for call in

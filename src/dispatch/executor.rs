@@ -116,6 +116,15 @@ impl RunExecutor for AgentExecutor {
         let Settled { messages, preview: left_preview, answered, resumed } =
             recovered::settle(&self.ledger, &self.channels, &self.schedulers, std::mem::take(&mut job.messages)).await;
         self.report_settled(fired, &messages, answered).await;
+        tracing::debug!(
+            session_key = %job.session_key,
+            seqs = ?messages.iter().map(|message| message.id).collect::<Vec<_>>(),
+            resumed = ?resumed.seqs,
+            joined = ?resumed.joined,
+            ended = resumed.ended,
+            answered,
+            "a batch's recovered replies settled"
+        );
         if messages.is_empty() {
             return RunReport { answered, ..RunReport::default() };
         }
@@ -279,9 +288,19 @@ impl RunExecutor for AgentExecutor {
         if fires.iter().any(|fire| fire.kind == "text") {
             return self.remind(turn, &job.messages, &fires).await;
         }
-        // On until the reply is sent (dropped at the end of this function).
-        let _typing = Typing::start(scheduler.clone(), target.clone());
-        let slot = job.global.enter(key);
+        // On from when the run gets its slot in the global lane (a run waiting for one
+        // shows nothing) until the reply is sent (dropped at the end of this function).
+        let typing: Arc<std::sync::Mutex<Option<Typing>>> = Arc::default();
+        let slot = {
+            let (typing, scheduler, target) = (typing.clone(), scheduler.clone(), target.clone());
+            let permit = job.global.enter(key);
+            async move {
+                let permit = permit.await;
+                *typing.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    Some(Typing::start(scheduler, target));
+                permit
+            }
+        };
         let (events, followed) = mpsc::unbounded_channel();
         let reset = &self.config.session.reset;
         let (outcome, ()) = tokio::join!(
@@ -322,13 +341,22 @@ impl RunExecutor for AgentExecutor {
         // it marks them, so a restart does not run them again.
         recorder.join(&steer.taken_seqs());
         let delivered = turn.deliver(&outcome).await;
+        tracing::debug!(session_key = %key, seqs = ?answers, joined = ?recorder.joined(), delivered, keep, "a run's reply ended");
         if delivered && !keep {
             // Not before, and not when it was not delivered: a run stopped (its lease lost)
             // or kept for later leaves them to run in their own batch rather than lost.
             self.ledger.finished(&resumed.joined);
         }
+        // A reply withheld because this replica stopped holding the session (lost, or lapsed
+        // while the database was out of reach) is the next holder's to give.
+        let fenced = !delivered && self.leases.as_ref().is_some_and(|leases| !leases.holds(key));
         let retry_later = if keep { job.messages } else { Vec::new() };
-        RunReport { unconsumed_steer: outcome.unconsumed_steer, answered: delivered && answered && !keep, retry_later }
+        RunReport {
+            unconsumed_steer: outcome.unconsumed_steer,
+            answered: delivered && answered && !keep,
+            retry_later,
+            fenced,
+        }
     }
 }
 
@@ -343,7 +371,7 @@ fn stopped_waiting(key: &str) -> RunReport {
 /// user here; the messages stay journaled and the session's new holder answers them.
 fn fenced_out(key: &str) -> RunReport {
     tracing::info!(session_key = key, "another replica holds this session now; it answers these messages");
-    RunReport::default()
+    RunReport { fenced: true, ..RunReport::default() }
 }
 
 /// The files of a batch, taken in.

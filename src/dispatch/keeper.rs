@@ -43,6 +43,10 @@ pub(super) struct LaneKeeper {
     idle: Mutex<HashSet<String>>,
     /// Whether the database answered the last renewal (for `/healthz`).
     reachable: std::sync::atomic::AtomicBool,
+    /// Sessions whose leases this replica dropped while the database was unreachable (they
+    /// may still be its own there): taking one again, even under the same epoch, is a
+    /// takeover, so what its runs here began is completed from the ledger.
+    lapsed: Mutex<HashSet<String>>,
 }
 
 impl LaneKeeper {
@@ -54,6 +58,7 @@ impl LaneKeeper {
             hand_over: tokio::sync::Notify::new(),
             idle: Mutex::default(),
             reachable: std::sync::atomic::AtomicBool::new(true),
+            lapsed: Mutex::default(),
         })
     }
 
@@ -85,7 +90,8 @@ impl LaneKeeper {
             Ok(Hold::Kept) => self.due(key.to_owned(), false),
             Ok(Hold::Taken { epoch }) => {
                 tracing::debug!(session_key = %key, epoch, "took a session's lease");
-                self.due(key.to_owned(), epoch > 1);
+                let lapsed_here = self.lapsed().remove(key);
+                self.due(key.to_owned(), epoch > 1 || lapsed_here);
             }
             Ok(Hold::Elsewhere) => tracing::debug!(session_key = %key, "another replica runs this session"),
             Err(error) => {
@@ -141,6 +147,14 @@ impl LaneKeeper {
             .filter(|message| due.get(&message.entry.session_key).copied().unwrap_or(false))
             .map(|message| message.seq)
             .collect();
+        for key in &keys {
+            let seqs: Vec<i64> =
+                fresh.iter().filter(|message| message.entry.session_key == *key).map(|message| message.seq).collect();
+            if !seqs.is_empty() {
+                let taken_over = due.get(key).copied().unwrap_or(false);
+                tracing::debug!(session_key = %key, ?seqs, taken_over, "handing a session's waiting messages to its lane");
+            }
+        }
         if !adopted.is_empty() {
             let orphans = dispatcher.inner.ledger.adopt(&adopted, deliveries);
             dispatcher.delete_orphans(orphans);
@@ -154,9 +168,21 @@ impl LaneKeeper {
         self.known.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Forgets a session given back or lost.
+    /// Forgets a session given back.
     fn let_go(&self, key: &str) {
         self.known().remove(key);
+    }
+
+    /// Abandons the lane of a session this replica lost (or let lapse): its run is
+    /// cancelled and what it had handed over is forgotten, so that whoever takes the session
+    /// next, this replica included, reads its waiting messages afresh.
+    fn lose(&self, scheduler: &crate::queue::Scheduler, key: &str) {
+        scheduler.abandon(key);
+        self.let_go(key);
+    }
+
+    fn lapsed(&self) -> MutexGuard<'_, HashSet<String>> {
+        self.lapsed.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -175,6 +201,10 @@ async fn poll(keeper: Arc<LaneKeeper>, inner: Weak<Inner>) {
             Ok(claimed) => {
                 for (key, epoch) in claimed {
                     tracing::info!(session_key = %key, epoch, "took over a session whose holder's lease lapsed");
+                    // The holder may have been this replica, its lease lapsed before a renewal
+                    // could report it lost: that tenure's lane ends here.
+                    keeper.lose(&dispatcher.inner.scheduler, &key);
+                    keeper.lapsed().remove(&key);
                     keeper.due(key, true);
                 }
             }
@@ -228,8 +258,7 @@ async fn renew(keeper: Arc<LaneKeeper>, inner: Weak<Inner>) {
                 }
                 for key in renewed.lost {
                     tracing::warn!(session_key = %key, "lost a session's lease; its run stops here");
-                    scheduler.abandon(&key);
-                    keeper.let_go(&key);
+                    keeper.lose(&scheduler, &key);
                 }
                 for name in renewed.lost_ingress {
                     tracing::warn!(ingress = %name, "lost an ingress lease; receiving stops here");
@@ -249,9 +278,9 @@ async fn renew(keeper: Arc<LaneKeeper>, inner: Weak<Inner>) {
                         );
                     }
                     for lease in held {
-                        scheduler.abandon(&lease.key);
                         keeper.leases.forget(&lease.key);
-                        keeper.let_go(&lease.key);
+                        keeper.lose(&scheduler, &lease.key);
+                        keeper.lapsed().insert(lease.key);
                     }
                 }
             }

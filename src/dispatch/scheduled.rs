@@ -154,7 +154,7 @@ impl AgentExecutor {
         // An alert counts as sent (for the day-long dedupe) only once it was.
         let alert = alert.filter(|_| answered);
         self.report(fires, Ended::Ok { delivered: answered, alert }, None).await;
-        RunReport { unconsumed_steer: outcome.unconsumed_steer, answered, retry_later: Vec::new() }
+        RunReport { unconsumed_steer: outcome.unconsumed_steer, answered, ..RunReport::default() }
     }
 
     /// A reminder: its text (with the late note it was journaled with) sent as it is, once.

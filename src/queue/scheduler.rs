@@ -75,6 +75,10 @@ pub struct RunReport {
     /// with the next message from their chat, when their channel connects
     /// ([`Scheduler::resume_kept`]), or after a restart, instead of being dropped.
     pub retry_later: Vec<QueuedMessage>,
+    /// The session's lease was lost, or lapsed here, while the run went on: its writes
+    /// were refused, and its messages (those steered into it too) stay journaled for the
+    /// session's next holder rather than being marked answered.
+    pub fenced: bool,
 }
 
 /// Does the runs the scheduler starts (the dispatcher: agent run + reply).
@@ -545,8 +549,11 @@ impl Scheduler {
     /// The active run of `key` ended: forget what it answered and decide what runs next.
     async fn finished(&self, key: &str, token: u64, answered: Vec<i64>, report: RunReport) {
         let kept: Vec<i64> = report.retry_later.iter().map(|message| message.id).collect();
-        let remove =
-            if report.answered { Vec::new() } else { answered.into_iter().filter(|id| !kept.contains(id)).collect() };
+        let remove = if report.answered || report.fenced {
+            Vec::new()
+        } else {
+            answered.into_iter().filter(|id| !kept.contains(id)).collect()
+        };
         let mut effects = Effects { remove, ..Effects::default() };
         {
             let mut lanes = self.lanes();
@@ -566,7 +573,7 @@ impl Scheduler {
             let returned = steered.split_off(steered.len() - unconsumed);
             if kept_for_later {
                 lane.parked.extend(steered);
-            } else {
+            } else if !report.fenced {
                 effects.remove.extend(steered.iter().map(|item| item.id));
             }
             for item in returned.into_iter().rev() {

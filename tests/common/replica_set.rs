@@ -282,12 +282,20 @@ impl ReplicaSet {
 
     /// Lines of replica `index`'s log at WARN or ERROR, the last `limit` of them.
     pub fn trouble(&self, index: usize, limit: usize) -> Vec<String> {
+        self.log_lines(index, limit, |line| line.contains(" WARN ") || line.contains(" ERROR "))
+    }
+
+    /// Lines of replica `index`'s log that contain `needle`, the last `limit` of them.
+    pub fn lines_about(&self, index: usize, needle: &str, limit: usize) -> Vec<String> {
+        self.log_lines(index, limit, |line| line.contains(needle))
+    }
+
+    fn log_lines(&self, index: usize, limit: usize, keep: impl Fn(&str) -> bool) -> Vec<String> {
         let replica = &self.replicas[index];
         let home = replica.daemon.as_ref().and_then(|daemon| daemon.home.as_ref()).or(replica.home.as_ref());
         let Some(home) = home else { return Vec::new() };
         let log = std::fs::read_to_string(home.path().join("stderr.log")).unwrap_or_default();
-        let lines: Vec<String> =
-            log.lines().filter(|line| line.contains(" WARN ") || line.contains(" ERROR ")).map(str::to_owned).collect();
+        let lines: Vec<String> = log.lines().filter(|line| keep(line)).map(str::to_owned).collect();
         lines[lines.len().saturating_sub(limit)..].to_vec()
     }
 }

@@ -224,6 +224,24 @@ async fn steer_hands_the_message_to_a_streaming_run() {
     assert_eq!(h.journaled().await, 0, "the steered message was answered by the run");
 }
 
+/// A run whose session's lease was lost (or lapsed on this replica) while it went on could
+/// not write its reply: neither its own messages nor one steered into it are marked answered,
+/// so the session's next holder finds them waiting.
+#[tokio::test(start_paused = true)]
+async fn a_fenced_run_leaves_its_messages_and_the_steered_ones_unanswered() {
+    let mut h = Harness::new().await;
+    let steer = settings(QueueMode::Steer);
+    h.scheduler.submit(h.message("a", "first").await, steer).await;
+    let run = h.next_run().await;
+    run.steer.open();
+    let steered = h.message("a", "change of plan").await;
+    assert_eq!(h.scheduler.submit(steered, steer).await.admission, Admission::Steered);
+    assert_eq!(run.steer.drain(), ["change of plan"]);
+    run.finish.send(RunReport { fenced: true, ..RunReport::default() }).unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(h.journaled().await, 2, "both wait for the session's next holder");
+}
+
 /// A run that steered a message in and then failed for a passing reason answered neither:
 /// the steered message stays journaled and waits with the run's own for the next run.
 #[tokio::test(start_paused = true)]

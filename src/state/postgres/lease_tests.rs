@@ -167,3 +167,31 @@ async fn racing_replicas_never_share_an_epoch() {
     assert_eq!(epochs.len(), taken.len(), "an epoch was handed out twice: {taken:?}");
     assert!(taken.len() > 10, "the sessions changed hands: {taken:?}");
 }
+
+/// A replica whose renewals stalled past its own reckoning of the lease (the database out
+/// of reach for a moment, shorter than the lease) refused its runs' writes meanwhile: when
+/// the database answers again, neither a renewal nor a new message revives the lease under
+/// the same epoch. The renewal reports it lost and gives it back, so it is taken over at once
+/// (by this replica too) with a new epoch, and what the fenced runs left is picked up.
+#[tokio::test]
+async fn a_lease_that_lapsed_here_is_not_revived_but_given_back_for_a_takeover() {
+    let Some(database) = ferry_fakes::test_database().await else { return };
+    let (a, b) = (replica(database.url()).await, replica(database.url()).await);
+    let session = "agent:main:telegram:direct:5";
+    a.inbound.accept(&key("m1"), 10, 0, &entry(session)).await.unwrap().unwrap();
+    assert_eq!(leases(&a).hold(session).await.unwrap(), Hold::Taken { epoch: 1 });
+    // No renewal: past A's own reckoning, short of the lease in the database.
+    tokio::time::sleep(TIMING.local_validity() + Duration::from_millis(100)).await;
+    assert!(!leases(&a).holds(session));
+    let refused = a.sessions.open_run(session, Utc::now(), &ResetConfig::default(), "run-a").await.unwrap_err();
+    assert!(refused.is_fenced(), "{refused}");
+    assert_eq!(leases(&a).hold(session).await.unwrap(), Hold::Elsewhere, "a new message does not revive it");
+    assert!(!leases(&a).holds(session));
+    let renewed = leases(&a).renew().await.unwrap();
+    assert_eq!(renewed.lost, [session], "the renewal reports it lost instead of renewing it");
+    assert!(!leases(&a).holds(session));
+    // Given back, not left to run out: taken at once, and never under the old epoch.
+    let claimed = leases(&b).claim_waiting(64).await.unwrap();
+    assert_eq!(claimed, [(session.to_owned(), 2)]);
+    assert_eq!(leases(&a).hold(session).await.unwrap(), Hold::Elsewhere);
+}

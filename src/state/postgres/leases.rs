@@ -142,9 +142,41 @@ impl PgLeases {
         &self.backend.book
     }
 
-    fn record(&self, key: String, epoch: i64, sent: Instant) {
+    /// Counts `key` as held at `epoch` from `sent` on. A lease of the same epoch that lapsed
+    /// here is not revived (`false`): the next renewal reports it lost, and it is taken over
+    /// as a lapsed lease is.
+    fn record(&self, key: String, epoch: i64, sent: Instant) -> bool {
         let valid_until = sent + self.timing.local_validity();
-        self.book().held().insert(key, Held { epoch, valid_until });
+        let mut book = self.book().held();
+        if book.get(&key).is_some_and(|held| held.epoch == epoch && held.valid_until <= Instant::now()) {
+            return false;
+        }
+        book.insert(key, Held { epoch, valid_until });
+        true
+    }
+
+    /// Whether this replica's lease of `key` lapsed by its own reckoning and waits for the
+    /// next renewal to be reported lost.
+    fn lapsed_here(&self, key: &str) -> bool {
+        self.book().held().get(key).is_some_and(|held| held.valid_until <= Instant::now())
+    }
+
+    /// Lets the leases `held` (still this replica's in the database) lapse now. Best effort:
+    /// if it fails, they lapse at their expiry.
+    async fn give_back(&self, client: &deadpool_postgres::Client, held: &[(String, i64)]) {
+        let keys: Vec<&str> = held.iter().map(|(key, _)| key.as_str()).collect();
+        let epochs: Vec<i64> = held.iter().map(|(_, epoch)| *epoch).collect();
+        let given = client
+            .execute(
+                "UPDATE session_leases l SET expires_at = now() \
+                 FROM unnest($2::text[], $3::bigint[]) AS h(key, epoch) \
+                 WHERE l.key = h.key AND l.owner = $1 AND l.epoch = h.epoch",
+                &[&self.replica, &keys, &epochs],
+            )
+            .await;
+        if let Err(error) = given {
+            tracing::debug!(error = %pg_error(error), "cannot give back lapsed leases; they lapse at their expiry");
+        }
     }
 }
 
@@ -269,18 +301,19 @@ impl LeaseStore for PgLeases {
         if self.holds(key) {
             return Ok(Hold::Kept);
         }
+        if self.lapsed_here(key) {
+            // Its runs were fenced meanwhile: the session is taken over once the next
+            // renewal reports the lease lost, never carried on under the same epoch.
+            return Ok(Hold::Elsewhere);
+        }
         let sent = Instant::now();
         match self.holds.submit(key.to_owned()).await? {
-            HoldOutcome::Kept(epoch) => {
-                self.record(key.to_owned(), epoch, sent);
-                Ok(Hold::Kept)
-            }
-            HoldOutcome::Taken(epoch) => {
-                self.record(key.to_owned(), epoch, sent);
+            HoldOutcome::Kept(epoch) if self.record(key.to_owned(), epoch, sent) => Ok(Hold::Kept),
+            HoldOutcome::Taken(epoch) if self.record(key.to_owned(), epoch, sent) => {
                 metrics().lease(LeaseEvent::Claimed);
                 Ok(Hold::Taken { epoch })
             }
-            HoldOutcome::Elsewhere => Ok(Hold::Elsewhere),
+            HoldOutcome::Kept(_) | HoldOutcome::Taken(_) | HoldOutcome::Elsewhere => Ok(Hold::Elsewhere),
         }
     }
 
@@ -307,6 +340,7 @@ impl LeaseStore for PgLeases {
             client.query(&statement, &[&self.replica, &limit, &millis(self.timing.lease)]).await.map_err(pg_error)?;
         let claimed: Vec<(String, i64)> = rows.iter().map(|row| (row.get(0), row.get(1))).collect();
         for (key, epoch) in &claimed {
+            // A new epoch: never a lapsed lease revived.
             self.record(key.clone(), *epoch, sent);
             metrics().lease(LeaseEvent::Claimed);
         }
@@ -331,8 +365,15 @@ impl LeaseStore for PgLeases {
             return Ok(Renewed { lost_ingress, ..Renewed::default() });
         }
         let sent = Instant::now();
-        let keys: Vec<&str> = held.iter().map(|(key, _)| key.as_str()).collect();
-        let epochs: Vec<i64> = held.iter().map(|(_, epoch)| *epoch).collect();
+        // A lease this replica stopped counting as held is not renewed: while it had lapsed
+        // here, its runs' writes were refused and their sends withheld, so what those runs
+        // answered must be taken over afresh, not carried on as if nothing happened.
+        let (live, lapsed): (Vec<(String, i64)>, Vec<(String, i64)>) = {
+            let book = self.book().held();
+            held.into_iter().partition(|(key, _)| book.get(key).is_some_and(|held| held.valid_until > sent))
+        };
+        let keys: Vec<&str> = live.iter().map(|(key, _)| key.as_str()).collect();
+        let epochs: Vec<i64> = live.iter().map(|(_, epoch)| *epoch).collect();
         let client = self.backend.client().await?;
         let statement = client
             .prepare_cached(
@@ -349,22 +390,32 @@ impl LeaseStore for PgLeases {
             .map_err(pg_error)?;
         let renewed: HashSet<String> = rows.iter().map(|row| row.get(0)).collect();
         let valid_until = sent + self.timing.local_validity();
-        let mut book = self.book().held();
+        let now = Instant::now();
         let mut lost = Vec::new();
-        for (key, epoch) in held {
-            if renewed.contains(&key) {
-                if let Some(entry) = book.get_mut(&key).filter(|entry| entry.epoch == epoch) {
+        let mut given_back = Vec::new();
+        {
+            let mut book = self.book().held();
+            for (key, epoch) in live.into_iter().chain(lapsed) {
+                let Some(entry) = book.get_mut(&key).filter(|entry| entry.epoch == epoch) else { continue };
+                if renewed.contains(&key) && entry.valid_until > now {
                     entry.valid_until = valid_until;
+                    continue;
                 }
-            } else if book.get(&key).is_some_and(|entry| entry.epoch == epoch) {
+                if renewed.contains(&key) || entry.valid_until <= sent {
+                    // Still this replica's in the database: given back below, so that any
+                    // replica (this one too) takes it over at once with a new epoch.
+                    given_back.push((key.clone(), epoch));
+                }
                 book.remove(&key);
                 lost.push(key);
             }
         }
-        drop(book);
-        metrics().lease_count(LeaseEvent::Renewed, renewed.len());
+        if !given_back.is_empty() {
+            self.give_back(&client, &given_back).await;
+        }
+        metrics().lease_count(LeaseEvent::Renewed, renewed.len().saturating_sub(given_back.len()));
         metrics().lease_count(LeaseEvent::Lost, lost.len());
-        Ok(Renewed { renewed: renewed.len(), lost, lost_ingress })
+        Ok(Renewed { renewed: renewed.len().saturating_sub(given_back.len()), lost, lost_ingress })
     }
 
     async fn release(&self, key: &str) -> Result<bool, StorageError> {
