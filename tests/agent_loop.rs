@@ -516,6 +516,21 @@ async fn cancellation_aborts_a_run_mid_stream() {
     assert!(matches!(terminal(&events), LifecycleEvent::End { aborted: true, .. }));
 }
 
+/// A replica that stopped holding the run's session (paused past its lease) makes no more
+/// model calls for it: the run ends as cancelled before asking.
+#[tokio::test]
+async fn a_run_whose_session_is_no_longer_held_asks_the_model_nothing() {
+    let fake = FakeOpenAi::start().await.unwrap();
+    fake.push(Turn::text(["never asked"]));
+    let (runner, _workspace) = runner(openai(&fake), settings());
+    let mut request = RunRequest::new("k", "hi");
+    request.still_held = Some(Arc::new(|| false));
+    let (outcome, events) = run(&runner, request).await;
+    assert_eq!(outcome.status, RunStatus::Aborted(AbortReason::Cancelled));
+    assert!(matches!(terminal(&events), LifecycleEvent::End { aborted: true, .. }));
+    assert!(fake.requests().is_empty(), "the model was asked: {:?}", fake.requests().len());
+}
+
 #[tokio::test]
 async fn malformed_stream_data_ends_the_run_with_a_clear_error() {
     let fake = FakeOpenAi::start().await.unwrap();

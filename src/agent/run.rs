@@ -166,6 +166,11 @@ pub struct RunRequest {
     /// What a killed attempt at this run recorded ([`Resumption`]): the run resumes from it,
     /// and `message` (when not empty) follows as messages that arrived since.
     pub resume: Resumption,
+    /// Whether this process still holds the run's session, by its own reckoning (replicas
+    /// sharing PostgreSQL; `None`: always). Asked before each model call: a replica paused
+    /// past its lease asks the model nothing more for a session another replica has taken
+    /// over; the run ends as cancelled, as the renewal that reports the loss would end it.
+    pub still_held: Option<Arc<dyn Fn() -> bool + Send + Sync>>,
 }
 
 impl RunRequest {
@@ -193,6 +198,7 @@ impl RunRequest {
             schedulers: None,
             send_ledger: None,
             resume: Resumption::default(),
+            still_held: None,
         }
     }
 }
@@ -604,6 +610,11 @@ impl AgentRunner {
                 chars_left: parts.settings.max_reply_chars.saturating_sub(state.reply_chars),
                 run_limit: parts.settings.max_reply_chars,
             };
+            if request.still_held.as_ref().is_some_and(|held| !held()) {
+                // Cancelled: the run's select ends it before this future is polled again.
+                request.cancel.cancel();
+                std::future::pending::<()>().await;
+            }
             let call = CallContext {
                 session_key: &request.session_key,
                 chosen: request.model.as_ref(),

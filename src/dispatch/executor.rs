@@ -166,17 +166,19 @@ impl RunExecutor for AgentExecutor {
             tracing::error!(channel = %channel_name, account = ?account_id, "the reply's channel is not connected; it cannot be answered");
             return RunReport::default();
         };
-        let scheduler = match &self.leases {
+        let still_held: Option<Arc<dyn Fn() -> bool + Send + Sync>> = self.leases.as_ref().map(|leases| {
+            let (leases, session) = (leases.clone(), key.to_owned());
+            Arc::new(move || leases.holds(&session)) as Arc<dyn Fn() -> bool + Send + Sync>
+        });
+        let scheduler = match &still_held {
             None => self.schedulers.for_channel(&channel),
-            Some(leases) => {
-                let (leases, session) = (leases.clone(), key.to_owned());
-                self.schedulers.for_channel(&channel).guarded(Arc::new(move || leases.holds(&session)))
-            }
+            Some(held) => self.schedulers.for_channel(&channel).guarded(held.clone()),
         };
 
         let mut request = RunRequest::new(key, job.prompt);
         request.media = media.files;
         request.resume = Resumption { messages: resumed.steps, ended: resumed.ended };
+        request.still_held = still_held;
         request.schedulers = Some(self.schedulers.clone());
         // Kept to tell a run stopped while it waited for the store (its lease lost, or
         // `/stop`) from one the store refused.
