@@ -80,15 +80,10 @@ impl AgentRunner {
     /// reply is recorded: a crash from now on resumes here (and makes the calls of its last
     /// turn that no result answers again, under the same ids).
     pub(super) async fn record_step(&self, state: &mut RunState, request: &RunRequest) {
-        let Some(sends) = &request.send_ledger else { return };
         if state.recorded >= state.messages.len() {
             return;
         }
-        let whole = state.recorded == state.first_new;
-        let messages = state.messages[state.recorded..].to_vec();
-        state.recorded = state.messages.len();
-        let joined = request.steer.as_ref().map(super::super::SteerInbox::taken_seqs).unwrap_or_default();
-        sends.step(messages, joined, &request.run_id, StepKind { ended: false, whole }).await;
+        Self::write_step(state, request, false).await;
     }
 
     /// Records that the run ended, with what it said since its last step, before its
@@ -97,15 +92,21 @@ impl AgentRunner {
     /// history instead of being told twice. Nothing is written when the run has nothing to
     /// save (`saved_from`: where what it saves starts).
     pub(super) async fn record_end(&self, state: &mut RunState, request: &RunRequest, saved_from: usize) {
-        let Some(sends) = &request.send_ledger else { return };
         if saved_from >= state.messages.len() {
             return;
         }
+        Self::write_step(state, request, true).await;
+    }
+
+    /// Writes the run's messages since its last step (all of them when it has none yet),
+    /// with the messages steered into it so far, when its reply is recorded.
+    async fn write_step(state: &mut RunState, request: &RunRequest, ended: bool) {
+        let Some(sends) = &request.send_ledger else { return };
         let whole = state.recorded == state.first_new;
         let messages = state.messages.get(state.recorded..).unwrap_or_default().to_vec();
         state.recorded = state.messages.len();
         let joined = request.steer.as_ref().map(super::super::SteerInbox::taken_seqs).unwrap_or_default();
-        sends.step(messages, joined, &request.run_id, StepKind { ended: true, whole }).await;
+        sends.step(messages, joined, &request.run_id, StepKind { ended, whole }).await;
     }
 }
 
