@@ -243,20 +243,33 @@ fn sends_responder(
     }
 }
 
-/// The tokens the assistant's `message` calls and its texts named in the request.
+/// The tokens the assistant's `message` calls and its texts named in the request. A call
+/// that steering skipped (its result says so: a message arrived while the run worked) sent
+/// nothing, and a model reading its transcript knows it: its tokens are still to send.
 fn said(request: &RecordedRequest) -> (Vec<String>, Vec<String>) {
     let (mut by_tool, mut in_text) = (Vec::new(), Vec::new());
     let messages = request.body.get("messages").and_then(serde_json::Value::as_array).cloned().unwrap_or_default();
+    let skipped: Vec<&str> = messages
+        .iter()
+        .filter(|message| message["role"] == "tool" && message["content"] == SKIPPED_FOR_STEER)
+        .filter_map(|message| message["tool_call_id"].as_str())
+        .collect();
     for message in messages.iter().filter(|message| message["role"] == "assistant") {
         if let Some(text) = message["content"].as_str() {
             in_text.extend(oracle::tokens(text));
         }
         for call in message["tool_calls"].as_array().into_iter().flatten() {
+            if call["id"].as_str().is_some_and(|id| skipped.contains(&id)) {
+                continue;
+            }
             by_tool.extend(oracle::tokens(call["function"]["arguments"].as_str().unwrap_or_default()));
         }
     }
     (by_tool, in_text)
 }
+
+/// What a tool call skipped by steering gets for its result (`agent::run::SKIPPED_FOR_STEER`).
+const SKIPPED_FOR_STEER: &str = "skipped due to queued user message";
 
 fn is_even(token: &str) -> bool {
     token.rsplit('-').next().and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| n % 2 == 0)
