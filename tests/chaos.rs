@@ -455,10 +455,11 @@ async fn chaos<P: ChaosPlatform>(mode: Mode) {
     }
     keep_for_inspection(&h, seed);
     let context = format!("{} (seed {seed}): {verdict:?}", P::NAME);
-    // Known and not fixed yet (issue 41): under steering, block streaming and `message`
-    // sends together, kills still lose a few answers (a handful of ~300 tokens), as they did
-    // before these sends were under the ledger; what this mode holds the gateway to so far
-    // is that nothing is sent twice. The losses are printed above.
+    // Known and not fixed yet (issue 41): under steering, a message's tool send and another
+    // message's reply can reach the chat in another order than the messages came, and a
+    // loss would be printed above (the losses this mode used to report were the test
+    // model's: it took a `message` call that steering skipped for a send). What the mode
+    // holds the gateway to so far is that nothing is sent twice.
     if mode == Mode::Replies {
         assert!(verdict.lost.is_empty(), "lost: {context}");
         assert!(verdict.out_of_order.is_empty(), "out of order: {context}");
