@@ -22,7 +22,7 @@ use crate::queue::{QueuedMessage, RunExecutor, RunJob, RunReport};
 use crate::reply::attachments::FileLimits;
 use crate::reply::chunker::ChunkLimits;
 use crate::reply::ledger::{DeliveryLedger, OrphanPreview};
-use crate::reply::outbound::{OutboundScheduler, Schedulers};
+use crate::reply::outbound::{OutboundScheduler, Schedulers, WriteGuard};
 use crate::reply::turn::{BlockStyle, ReplyTurn, TurnStyle};
 use crate::reply::typing::Typing;
 use crate::session::{SessionStore, run_in_session};
@@ -166,9 +166,9 @@ impl RunExecutor for AgentExecutor {
             tracing::error!(channel = %channel_name, account = ?account_id, "the reply's channel is not connected; it cannot be answered");
             return RunReport::default();
         };
-        let still_held: Option<Arc<dyn Fn() -> bool + Send + Sync>> = self.leases.as_ref().map(|leases| {
+        let still_held: Option<WriteGuard> = self.leases.as_ref().map(|leases| {
             let (leases, session) = (leases.clone(), key.to_owned());
-            Arc::new(move || leases.holds(&session)) as Arc<dyn Fn() -> bool + Send + Sync>
+            Arc::new(move || leases.holds(&session)) as WriteGuard
         });
         let scheduler = match &still_held {
             None => self.schedulers.for_channel(&channel),

@@ -147,13 +147,8 @@ impl LaneKeeper {
             .filter(|message| due.get(&message.entry.session_key).copied().unwrap_or(false))
             .map(|message| message.seq)
             .collect();
-        for key in &keys {
-            let seqs: Vec<i64> =
-                fresh.iter().filter(|message| message.entry.session_key == *key).map(|message| message.seq).collect();
-            if !seqs.is_empty() {
-                let taken_over = due.get(key).copied().unwrap_or(false);
-                tracing::debug!(session_key = %key, ?seqs, taken_over, "handing a session's waiting messages to its lane");
-            }
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            log_hand_over(&keys, &fresh, &due);
         }
         if !adopted.is_empty() {
             let orphans = dispatcher.inner.ledger.adopt(&adopted, deliveries);
@@ -183,6 +178,19 @@ impl LaneKeeper {
 
     fn lapsed(&self) -> MutexGuard<'_, HashSet<String>> {
         self.lapsed.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Says, per session, which waiting messages go to its lane (a post-mortem of a replica's
+/// takeovers reads it).
+fn log_hand_over(keys: &[String], fresh: &[crate::state::inbound::LoggedMessage], due: &HashMap<String, bool>) {
+    for key in keys {
+        let seqs: Vec<i64> =
+            fresh.iter().filter(|message| message.entry.session_key == *key).map(|message| message.seq).collect();
+        if !seqs.is_empty() {
+            let taken_over = due.get(key).copied().unwrap_or(false);
+            tracing::debug!(session_key = %key, ?seqs, taken_over, "handing a session's waiting messages to its lane");
+        }
     }
 }
 

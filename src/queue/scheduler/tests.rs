@@ -119,6 +119,19 @@ impl Harness {
     }
 }
 
+/// A steer-mode run of chat `a` started for "first", with "change of plan" steered into it.
+async fn run_with_a_steered_message(h: &mut Harness) -> (QueuedMessage, QueuedMessage, Started) {
+    let steer = settings(QueueMode::Steer);
+    let first = h.message("a", "first").await;
+    h.scheduler.submit(first.clone(), steer).await;
+    let run = h.next_run().await;
+    run.steer.open();
+    let steered = h.message("a", "change of plan").await;
+    assert_eq!(h.scheduler.submit(steered.clone(), steer).await.admission, Admission::Steered);
+    assert_eq!(run.steer.drain(), ["change of plan"]);
+    (first, steered, run)
+}
+
 fn settings(mode: QueueMode) -> QueueSettings {
     QueueSettings { mode, debounce: Duration::from_millis(1000), cap: 20, drop: DropPolicy::Summarize }
 }
@@ -211,13 +224,7 @@ async fn every_new_message_restarts_the_quiet_window() {
 #[tokio::test(start_paused = true)]
 async fn steer_hands_the_message_to_a_streaming_run() {
     let mut h = Harness::new().await;
-    let steer = settings(QueueMode::Steer);
-    h.scheduler.submit(h.message("a", "first").await, steer).await;
-    let run = h.next_run().await;
-    run.steer.open();
-    let steered = h.message("a", "change of plan").await;
-    assert_eq!(h.scheduler.submit(steered, steer).await.admission, Admission::Steered);
-    assert_eq!(run.steer.drain(), ["change of plan"]);
+    let (_, _, run) = run_with_a_steered_message(&mut h).await;
     run.finish.send(RunReport::default()).unwrap();
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(h.started.try_recv().is_err(), "no second run");
@@ -230,13 +237,7 @@ async fn steer_hands_the_message_to_a_streaming_run() {
 #[tokio::test(start_paused = true)]
 async fn a_fenced_run_leaves_its_messages_and_the_steered_ones_unanswered() {
     let mut h = Harness::new().await;
-    let steer = settings(QueueMode::Steer);
-    h.scheduler.submit(h.message("a", "first").await, steer).await;
-    let run = h.next_run().await;
-    run.steer.open();
-    let steered = h.message("a", "change of plan").await;
-    assert_eq!(h.scheduler.submit(steered, steer).await.admission, Admission::Steered);
-    assert_eq!(run.steer.drain(), ["change of plan"]);
+    let (_, _, run) = run_with_a_steered_message(&mut h).await;
     run.finish.send(RunReport { fenced: true, ..RunReport::default() }).unwrap();
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(h.journaled().await, 2, "both wait for the session's next holder");
@@ -248,13 +249,7 @@ async fn a_fenced_run_leaves_its_messages_and_the_steered_ones_unanswered() {
 async fn a_message_steered_into_a_run_kept_for_later_is_kept_too() {
     let mut h = Harness::new().await;
     let steer = settings(QueueMode::Steer);
-    let first = h.message("a", "first").await;
-    h.scheduler.submit(first.clone(), steer).await;
-    let run = h.next_run().await;
-    run.steer.open();
-    let steered = h.message("a", "change of plan").await;
-    assert_eq!(h.scheduler.submit(steered.clone(), steer).await.admission, Admission::Steered);
-    assert_eq!(run.steer.drain(), ["change of plan"]);
+    let (first, steered, run) = run_with_a_steered_message(&mut h).await;
     run.finish.send(RunReport { retry_later: vec![first.clone()], ..RunReport::default() }).unwrap();
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(h.journaled().await, 2, "neither was answered");
