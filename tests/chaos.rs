@@ -182,11 +182,12 @@ enum Mode {
 }
 
 impl Mode {
-    /// The ledger record a worst-moment kill waits for.
-    fn worst_moment(self) -> &'static str {
+    /// The ledger records a worst-moment kill waits for: finals recorded and being sent; a
+    /// block message recorded once sent (Telegram) or before it is sent (Discord, Slack).
+    fn worst_moments(self) -> &'static [&'static str] {
         match self {
-            Self::Replies => "\"event\":\"finals\"",
-            Self::Sends => "\"event\":\"sent\"",
+            Self::Replies => &["\"event\":\"finals\""],
+            Self::Sends => &["\"event\":\"sent\"", "\"event\":\"block_message\""],
         }
     }
 }
@@ -373,9 +374,10 @@ async fn chaos<P: ChaosPlatform>(mode: Mode) {
             if rng.random_bool(0.4) {
                 // The worst moment: a reply's finals were just recorded and are being sent,
                 // or a send was recorded and the run goes on.
-                let before = h.ledger_count(mode.worst_moment());
+                let count = || mode.worst_moments().iter().map(|record| h.ledger_count(record)).sum::<usize>();
+                let before = count();
                 let recorded = tokio::time::timeout(Duration::from_secs(3), async {
-                    while h.ledger_count(mode.worst_moment()) <= before {
+                    while count() <= before {
                         tokio::time::sleep(Duration::from_millis(5)).await;
                     }
                 })

@@ -78,9 +78,7 @@ pub(super) async fn settle(
     let mut resumed = Resumed::default();
     for reply in &recovered {
         if reply.finals.is_none() {
-            let sends = &mut resumed.sends;
-            sends.sent.extend(reply.sent.iter().map(|(key, id)| (key.clone(), id.clone())));
-            sends.blocks.extend(reply.blocks.iter().cloned());
+            resumed.sends.absorb(&reply.sent, &reply.blocks, &reply.block_messages);
             // One run resumes; a second reply's steps (its messages batched with the
             // first's after the restart) are answered anew.
             if resumed.steps.is_empty() && !reply.steps.is_empty() {
@@ -168,15 +166,9 @@ mod tests {
     use ferry_channel::{ChatKind, ChatRef, InboundMessage, Sender};
 
     use super::*;
+    use crate::reply::ledger::testing::accept;
     use crate::reply::ledger::{RunSends, StepKind};
-    use crate::state::inbound::{Accepted, MessageKey};
     use crate::state::sqlite::inbound_log::InboundLog;
-
-    async fn accept(log: &InboundLog, message_id: &str) -> i64 {
-        let key = MessageKey { channel: "memory", account_id: "default", chat_id: "42", thread_id: "", message_id };
-        let entry = Accepted { session_key: "s".into(), prompt: "q".into(), message: "{}".into(), enqueued_at: 0 };
-        log.accept(&key, 1, 0, &entry).await.unwrap().unwrap()
-    }
 
     fn queued(id: i64) -> QueuedMessage {
         let chat = ChatRef::new(ChatKind::Direct, "42");

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use ferry_channel::{MarkupDialect, OutboundMessage, Target, TextFormat};
+use ferry_channel::{ChannelError, MarkupDialect, OutboundMessage, Target, TextFormat};
 use rand::RngExt;
 use tokio::time::Instant;
 
@@ -63,6 +63,9 @@ pub struct Coalescer {
     buffer_blocks: Vec<String>,
     /// Blocks a killed attempt had sent, pushed again by the resumed run and not sent.
     resent_skipped: usize,
+    /// The block messages a killed attempt recorded were sent again
+    /// ([`RunSends::replay_block_messages`]), before anything this run streams.
+    replayed: bool,
 }
 
 impl Coalescer {
@@ -90,6 +93,7 @@ impl Coalescer {
             ledger: None,
             buffer_blocks: Vec::new(),
             resent_skipped: 0,
+            replayed: false,
         }
     }
 
@@ -105,6 +109,7 @@ impl Coalescer {
         if self.stopped || block.trim().is_empty() {
             return;
         }
+        self.replay().await;
         // A resumed run streams again what its killed attempt streamed: a block that
         // attempt sent is not sent again.
         let digest = self.ledger.as_ref().map(|_| block_digest(&block));
@@ -147,6 +152,7 @@ impl Coalescer {
 
     /// Sends whatever waits and says how block streaming went.
     pub async fn finish(mut self) -> BlocksOutcome {
+        self.replay().await;
         if !self.buffer.is_empty() {
             self.send_buffer().await;
         }
@@ -176,16 +182,26 @@ impl Coalescer {
         let BlockFormat { markup, max_lines, .. } = self.format;
         let text_format = if markup == MarkupDialect::Plain { TextFormat::Plain } else { TextFormat::Markup };
         let parts = format::split(&format::render(&text, markup), markup, self.text_limit, max_lines);
-        let count = parts.len();
-        for (index, part) in parts.into_iter().enumerate() {
-            let mut message = OutboundMessage::text(self.target.clone(), part);
-            message.format = text_format;
-            let (first, rest) = &self.reply_to;
-            message.reply_to_message_id = if self.sent == 0 { first.clone() } else { rest.clone() };
+        let (first, rest) = &self.reply_to;
+        let mut messages: Vec<OutboundMessage> = parts
+            .into_iter()
+            .enumerate()
+            .map(|(index, part)| {
+                let mut message = OutboundMessage::text(self.target.clone(), part);
+                message.format = text_format;
+                message.reply_to_message_id = if self.sent + index == 0 { first.clone() } else { rest.clone() };
+                message
+            })
+            .collect();
+        if let Some(ledger) = &self.ledger {
+            ledger.prepare_block_message(&self.scheduler, &mut messages, &blocks).await;
+        }
+        let count = messages.len();
+        for (index, mut message) in messages.into_iter().enumerate() {
             let send = async {
                 match &self.ledger {
                     Some(ledger) => {
-                        let place = (blocks.as_slice(), index, index + 1 == count);
+                        let place = (blocks.as_slice(), index + 1 == count);
                         ledger.send_block(&self.scheduler, message, markup, place).await.map(|_| ())
                     }
                     None => {
@@ -194,19 +210,43 @@ impl Coalescer {
                     }
                 }
             };
-            match tokio::time::timeout(BLOCK_SEND_TIMEOUT, send).await {
-                Ok(Ok(())) => self.sent += 1,
-                Ok(Err(error)) => {
-                    tracing::warn!(%error, "a streamed block could not be sent; the reply will be sent whole");
-                    self.stopped = true;
-                    return;
-                }
-                Err(_) => {
-                    tracing::warn!("a streamed block hung for 15 s; the reply will be sent whole");
+            match within_timeout(send).await {
+                Some(()) => self.sent += 1,
+                None => {
                     self.stopped = true;
                     return;
                 }
             }
+        }
+    }
+
+    /// Sends again what a killed attempt at this reply recorded before sending it, once,
+    /// before anything of this run.
+    async fn replay(&mut self) {
+        if self.replayed || self.stopped {
+            return;
+        }
+        self.replayed = true;
+        let Some(ledger) = &self.ledger else { return };
+        match within_timeout(ledger.replay_block_messages(&self.scheduler, self.format.markup)).await {
+            Some(parts) => self.sent += parts,
+            None => self.stopped = true,
+        }
+    }
+}
+
+/// Awaits a block send. `None`: it failed or hung, and block streaming stops for the turn
+/// (the final reply is then delivered whole).
+async fn within_timeout<T>(send: impl Future<Output = Result<T, ChannelError>>) -> Option<T> {
+    match tokio::time::timeout(BLOCK_SEND_TIMEOUT, send).await {
+        Ok(Ok(sent)) => Some(sent),
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "a streamed block could not be sent; the reply will be sent whole");
+            None
+        }
+        Err(_) => {
+            tracing::warn!("a streamed block hung for 15 s; the reply will be sent whole");
+            None
         }
     }
 }
@@ -219,6 +259,7 @@ mod tests {
     use ferry_channel::{ChannelCapabilities, ChannelError, ChatKind, ChatRef};
 
     use super::*;
+    use crate::reply::ledger::RecoveredSends;
 
     const IDLE: Duration = Duration::from_millis(1000);
     const PLAIN_4000: BlockFormat = BlockFormat { text_limit: 4000, markup: MarkupDialect::Plain, max_lines: None };
@@ -242,7 +283,7 @@ mod tests {
     /// sent is not sent again, the rest is, and the blocks count as the reply.
     #[tokio::test(start_paused = true)]
     async fn a_block_a_killed_attempt_sent_is_not_sent_again() {
-        use crate::reply::ledger::{DeliveryLedger, RecoveredSends};
+        use crate::reply::ledger::DeliveryLedger;
         use crate::state::sqlite::inbound_log::InboundLog;
 
         let dir = tempfile::tempdir().unwrap();
@@ -256,6 +297,50 @@ mod tests {
         coalescer.push(paragraph('b'), "\n\n").await;
         assert_eq!(coalescer.finish().await, BlocksOutcome::Delivered);
         assert_eq!(channel.sent_texts(), [paragraph('b')]);
+    }
+
+    /// Where the platform settles a repeated send by key (Slack's lookup): a killed attempt
+    /// sent block a alone; the resumed run streams a and b close together, which merges
+    /// them. a is sent again reconciled (found, not repeated) and b goes out alone, rather
+    /// than a merged message under a key of its own repeating a.
+    #[tokio::test(start_paused = true)]
+    async fn a_resumed_run_that_merges_blocks_does_not_repeat_one_its_killed_attempt_sent() {
+        use crate::reply::ledger::DeliveryLedger;
+        use crate::reply::ledger::testing::{accept, restarted};
+        use crate::state::sqlite::inbound_log::InboundLog;
+        use ferry_channel::SendReconciliation;
+
+        let dir = tempfile::tempdir().unwrap();
+        let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
+        let seq = accept(&log, "1").await;
+        let capabilities = ChannelCapabilities {
+            text_limit: 4000,
+            send_reconciliation: SendReconciliation::Lookup,
+            ..ChannelCapabilities::unrestricted()
+        };
+        let channel = Arc::new(MemoryChannel::with_capabilities("memory", "default", capabilities));
+        let target = Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None };
+        let coalescer = |sends: RunSends| {
+            let scheduler = OutboundScheduler::new(channel.clone());
+            let mut coalescer = Coalescer::new(scheduler, target.clone(), "run", IDLE, PLAIN_4000, HumanDelay::Off);
+            coalescer.record_with(sends);
+            coalescer
+        };
+        let killed = DeliveryLedger::new(Arc::new(log.clone()));
+        let mut first = coalescer(killed.sends(killed.recorder(vec![seq]), RecoveredSends::default()));
+        // a lands, and the attempt never learns so (it is killed before the answer).
+        channel.fail_next_after_applying(OperationKind::Send, ChannelError::Rejected { reason: "killed".into() });
+        first.push(paragraph('a'), "").await;
+        tokio::time::advance(IDLE * 2).await;
+        first.tick().await;
+        drop(first);
+
+        let (ledger, recovered) = restarted(&log, &[seq]).await;
+        let mut resumed = coalescer(ledger.sends(ledger.recorder(vec![seq]), recovered));
+        resumed.push(paragraph('a'), "").await;
+        resumed.push(paragraph('b'), "\n\n").await;
+        assert_eq!(resumed.finish().await, BlocksOutcome::Delivered);
+        assert_eq!(channel.sent_texts(), [paragraph('a'), paragraph('b')]);
     }
 
     #[tokio::test(start_paused = true)]

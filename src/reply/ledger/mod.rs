@@ -279,3 +279,6 @@ impl Recorder {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+pub(crate) mod testing;

@@ -47,6 +47,16 @@ pub enum LedgerEvent {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         blocks: Vec<String>,
     },
+    /// A block message about to be sent, on a platform that settles a repeated send by its
+    /// key (Discord's nonce, Slack's lookup): written before its first part is sent, so a
+    /// resumed run sends these very parts again, reconciled, whatever it streams and merges
+    /// this time (`super::sends`).
+    BlockMessage {
+        /// Its parts, rendered and keyed.
+        parts: Vec<OutboundMessage>,
+        /// The digests of the streamed blocks it carries.
+        blocks: Vec<String>,
+    },
     /// The run's own messages since its last step (its user message, assistant turns, tool
     /// results, messages steered into it), written after each tool call that changes
     /// something: a run re-done after a crash resumes from here instead of asking the

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ferry_channel::{MarkupDialect, MessageRef, OutboundMessage};
 
 use super::record::LedgerEvent;
-use super::sends::SentKeys;
+use super::sends::{BlockMessage, SentKeys};
 use crate::state::inbound::LoggedDelivery;
 use crate::types::conversation::ChatMessage;
 
@@ -41,6 +41,9 @@ pub struct RecoveredReply {
     pub joined: Vec<i64>,
     /// Digests of the streamed blocks its block messages carried.
     pub blocks: BTreeSet<String>,
+    /// Its block messages recorded before they were sent, in order: a run re-done for its
+    /// messages sends them again, reconciled, before anything it streams.
+    pub block_messages: Vec<BlockMessage>,
     /// Its run ended (the last step holds all it said): a run re-done for its messages
     /// delivers that instead of asking the model again.
     pub ended: bool,
@@ -121,6 +124,7 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
                 reply.sent.insert(key, message_id);
                 reply.blocks.extend(blocks);
             }
+            LedgerEvent::BlockMessage { parts, blocks } => reply.block_messages.push(BlockMessage { parts, blocks }),
             LedgerEvent::Step { messages, joined, run_id: _, ended, whole } => {
                 if whole {
                     reply.steps = messages;
@@ -141,6 +145,7 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
                 reply.steps.clear();
                 reply.stepped.clear();
                 reply.blocks.clear();
+                reply.block_messages.clear();
                 reply.ended = false;
             }
             // Written with the record that answered the messages: never among the unanswered.
@@ -170,6 +175,11 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
                 if other != index && older.seqs.iter().any(|seq| reply.seqs.contains(seq)) {
                     others.sent.extend(older.sent.iter().map(|(key, id)| (key.clone(), id.clone())));
                     others.blocks.extend(older.blocks.iter().cloned());
+                    for message in &older.block_messages {
+                        if !others.block_messages.iter().any(|known| known.key() == message.key()) {
+                            others.block_messages.push(message.clone());
+                        }
+                    }
                     others.kept = others.kept.max(older.kept);
                 }
             }
@@ -217,6 +227,13 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
             reply.sent.entry(key).or_insert(id);
         }
         reply.blocks.extend(others.blocks);
+        // The other attempts' block messages were streamed before this one's.
+        let own = std::mem::replace(&mut reply.block_messages, others.block_messages);
+        for message in own {
+            if !reply.block_messages.iter().any(|known| known.key() == message.key()) {
+                reply.block_messages.push(message);
+            }
+        }
         reply.kept = reply.kept.max(others.kept);
     }
     let live_previews: Vec<MessageRef> = replies
@@ -258,6 +275,7 @@ impl RecoveredReply {
             stepped: Vec::new(),
             joined: Vec::new(),
             blocks: BTreeSet::new(),
+            block_messages: Vec::new(),
             ended: false,
         }
     }

@@ -16,16 +16,22 @@
 //! - a run that ends records its last step before its transcript is saved: a run re-done
 //!   for its messages after a crash knows what it said (and whether the session has it),
 //!   and delivers that instead of asking the model again;
-//! - each block message is recorded as [`LedgerEvent::Sent`] with the digests of the
-//!   blocks it carried; a resumed run streams its recorded text again, and a block whose
-//!   text was sent is not sent again (a model asked again that words a block differently
-//!   sends it: a repeat in other words rather than a lost block).
+//! - a block message is recorded with the digests of the blocks it carries; a resumed run
+//!   streams its recorded text again, and a block whose text was sent is not sent again (a
+//!   model asked again that words a block differently sends it: a repeat in other words
+//!   rather than a lost block). Where the platform settles a repeated send by its key
+//!   (Discord, Slack), the message is recorded before it is sent
+//!   ([`LedgerEvent::BlockMessage`]) and a resumed run first sends those very parts again,
+//!   reconciled: its own stream, merged otherwise this time, could not be. On Telegram,
+//!   which cannot, each part is recorded once sent ([`LedgerEvent::Sent`]), so only a part
+//!   in flight at the kill is in doubt.
 //!
-//! That is one ledger write per send (a `message` send's is the step before its call) and
-//! one per run (its last step), sharing the log's group commit.
+//! That is one ledger write per send (a `message` send's is the step before its call; a
+//! block message's one for all its parts except on Telegram) and one per run (its last
+//! step), sharing the log's group commit.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use ferry_channel::{ChannelError, MarkupDialect, OutboundMessage, SentMessage};
 
@@ -47,8 +53,12 @@ struct Inner {
     /// What every key starts with: the reply's key, and the generation when earlier runs
     /// for its messages were kept for later.
     prefix: String,
-    /// What a killed attempt at this reply recorded.
+    /// What a killed attempt at this reply recorded; its `blocks` also hold those of its
+    /// recorded block messages.
     recovered: Recovered,
+    /// The killed attempt's recorded block messages, until they are sent again
+    /// ([`RunSends::replay_block_messages`]).
+    to_replay: Mutex<Vec<BlockMessage>>,
 }
 
 /// What a killed attempt at a reply recorded while it ran.
@@ -57,7 +67,39 @@ pub struct Recovered {
     /// Its sends, by key.
     pub sent: SentKeys,
     /// Digests of the streamed blocks its block messages carried.
-    pub blocks: std::collections::BTreeSet<String>,
+    pub blocks: BTreeSet<String>,
+    /// Its block messages recorded before they were sent, in order
+    /// ([`LedgerEvent::BlockMessage`]).
+    pub block_messages: Vec<BlockMessage>,
+}
+
+impl Recovered {
+    /// Adds what another killed attempt at the same messages recorded.
+    pub fn absorb(&mut self, sent: &SentKeys, blocks: &BTreeSet<String>, block_messages: &[BlockMessage]) {
+        self.sent.extend(sent.iter().map(|(key, id)| (key.clone(), id.clone())));
+        self.blocks.extend(blocks.iter().cloned());
+        for message in block_messages {
+            if !self.block_messages.iter().any(|known| known.key() == message.key()) {
+                self.block_messages.push(message.clone());
+            }
+        }
+    }
+}
+
+/// A block message recorded before it was sent ([`LedgerEvent::BlockMessage`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockMessage {
+    /// Its parts, rendered and keyed.
+    pub parts: Vec<OutboundMessage>,
+    /// The digests of the streamed blocks it carries.
+    pub blocks: Vec<String>,
+}
+
+impl BlockMessage {
+    /// Its first part's key, which names it.
+    pub fn key(&self) -> Option<&str> {
+        self.parts.first().and_then(|part| part.idempotency_key.as_deref())
+    }
 }
 
 impl std::fmt::Debug for RunSends {
@@ -96,12 +138,16 @@ impl RunSends {
     /// The sends of the reply `recorder` writes; `recovered`: what a killed attempt at it
     /// recorded; `generation`: how many runs for its messages were kept for later (their
     /// transcripts were saved, so this run's sends are new ones, under keys of their own).
-    pub fn new(recorder: Recorder, recovered: Recovered, generation: u32) -> Self {
+    pub fn new(recorder: Recorder, mut recovered: Recovered, generation: u32) -> Self {
         let prefix = match generation {
             0 => recorder.reply_key(),
             generation => format!("{}.{generation}", recorder.reply_key()),
         };
-        Self { recorder, inner: Arc::new(Inner { prefix, recovered }) }
+        // A recorded block message is sent again before anything is streamed: its blocks
+        // count as sent from the start.
+        let to_replay = std::mem::take(&mut recovered.block_messages);
+        recovered.blocks.extend(to_replay.iter().flat_map(|message| message.blocks.iter().cloned()));
+        Self { recorder, inner: Arc::new(Inner { prefix, recovered, to_replay: Mutex::new(to_replay) }) }
     }
 
     /// The key of the `message` tool send of the model's call `call_id` (its caption's rest
@@ -139,29 +185,50 @@ impl RunSends {
         .await
     }
 
-    /// Sends part `part` of the block message carrying the streamed blocks `blocks` (their
-    /// digests; a message over the platform's limit goes in parts), as plain text again if
-    /// the platform rejects its markup ([`OutboundScheduler::send_or_plain`]), and records
-    /// it; the last part records the blocks.
-    pub async fn send_block(
+    /// Names the parts of the block message carrying the streamed blocks `blocks` (their
+    /// digests; a message over the platform's limit goes in parts) and, where `scheduler`'s
+    /// platform settles a repeated send by its key, records it before any part is sent.
+    pub async fn prepare_block_message(
         &self,
         scheduler: &OutboundScheduler,
-        mut message: OutboundMessage,
-        markup: MarkupDialect,
-        (blocks, part, last): (&[String], usize, bool),
-    ) -> Result<Outcome, ChannelError> {
+        parts: &mut [OutboundMessage],
+        blocks: &[String],
+    ) {
         // Named by every block it carries: a message that merged blocks is another message
-        // than one that carried the first of them alone (a killed attempt may have sent that
-        // one unrecorded), and the platform's reconciliation (Discord's nonce, Slack's
-        // lookup) must not answer for one with the other.
+        // than one that carried the first of them alone, and the platform's reconciliation
+        // must not answer for one with the other.
         let name = match blocks {
             [] => String::new(),
             [only] => only.clone(),
             several => block_digest(&several.join("+")),
         };
-        message.idempotency_key = Some(format!("{}:block:{name}:{part}", self.inner.prefix));
-        let recorded = if last { blocks.to_vec() } else { Vec::new() };
-        self.send_with(message, Some(recorded), |message, inherited| async move {
+        for (index, part) in parts.iter_mut().enumerate() {
+            part.idempotency_key = Some(format!("{}:block:{name}:{index}", self.inner.prefix));
+        }
+        if scheduler.reconciles_sends() {
+            let event = LedgerEvent::BlockMessage { parts: parts.to_vec(), blocks: blocks.to_vec() };
+            self.recorder.record(&event, false).await;
+        }
+    }
+
+    /// Sends a part of a block message [`RunSends::prepare_block_message`] named, as plain
+    /// text again if the platform rejects its markup ([`OutboundScheduler::send_or_plain`]).
+    /// Where the platform cannot settle a repeated send (Telegram), the part is recorded
+    /// once sent, the last with the message's `blocks`.
+    pub async fn send_block(
+        &self,
+        scheduler: &OutboundScheduler,
+        message: OutboundMessage,
+        markup: MarkupDialect,
+        (blocks, last): (&[String], bool),
+    ) -> Result<Outcome, ChannelError> {
+        let recorded = match (scheduler.reconciles_sends(), last) {
+            // Recorded before it was sent.
+            (true, _) => None,
+            (false, true) => Some(blocks.to_vec()),
+            (false, false) => Some(Vec::new()),
+        };
+        self.send_with(message, recorded, |message, inherited| async move {
             if inherited {
                 scheduler.send_or_plain_after_unknown_outcome(message, markup).await
             } else {
@@ -171,11 +238,29 @@ impl RunSends {
         .await
     }
 
+    /// Sends again, reconciled by their keys, the block messages a killed attempt at this
+    /// reply recorded before sending them (it may have sent them, or some of their parts),
+    /// once per run, before anything it streams. Returns how many parts are on the platform.
+    pub async fn replay_block_messages(
+        &self,
+        scheduler: &OutboundScheduler,
+        markup: MarkupDialect,
+    ) -> Result<usize, ChannelError> {
+        let messages = std::mem::take(&mut *self.inner.to_replay.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut parts = 0;
+        for part in messages.into_iter().flat_map(|message| message.parts) {
+            scheduler.send_or_plain_after_unknown_outcome(part, markup).await?;
+            parts += 1;
+        }
+        Ok(parts)
+    }
+
     async fn send_with<F, Fut>(
         &self,
         message: OutboundMessage,
-        // `Some` for a block message part (recorded, with its blocks on the last part); `None`
-        // for a `message` send, which the step after its call records.
+        // `Some` for a block message part recorded once sent (with its blocks on the last
+        // part); `None` for one recorded before it was sent, and for a `message` send, which
+        // the step before its call records.
         blocks: Option<Vec<String>>,
         send: F,
     ) -> Result<Outcome, ChannelError>
@@ -193,8 +278,6 @@ impl RunSends {
         }
         // A reply an earlier process began may have sent it without recording it.
         let sent = send(message, self.recorder.inherited()).await?;
-        // A `message` send is recorded by the step before its call (made again after a
-        // crash, it is reconciled by key): one write per send either way.
         if let Some(blocks) = blocks {
             let event = LedgerEvent::Sent { key, message_id: sent.message_id.clone(), blocks };
             self.recorder.record(&event, false).await;

@@ -2,18 +2,12 @@ use std::sync::Arc;
 
 use ferry_channel::{ChatKind, ChatRef, MessageRef, Target};
 
+use super::testing::accept;
 use super::*;
-use crate::state::inbound::{Accepted, MessageKey};
 use crate::state::sqlite::inbound_log::InboundLog;
 
 fn preview(id: &str) -> MessageRef {
     MessageRef { target: Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None }, message_id: id.into() }
-}
-
-async fn accept(log: &InboundLog, message_id: &str) -> i64 {
-    let key = MessageKey { channel: "memory", account_id: "default", chat_id: "42", thread_id: "", message_id };
-    let entry = Accepted { session_key: "s".into(), prompt: "q".into(), message: "{}".into(), enqueued_at: 0 };
-    log.accept(&key, 1, 0, &entry).await.unwrap().unwrap()
 }
 
 /// A killed run answering two messages left a preview; the replica that took the session

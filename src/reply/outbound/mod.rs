@@ -199,6 +199,12 @@ impl OutboundScheduler {
         &self.inner.channel
     }
 
+    /// Whether a send repeated under the same idempotency key is settled rather than shown
+    /// twice (the platform deduplicates it, or the channel looks it up first).
+    pub fn reconciles_sends(&self) -> bool {
+        self.inner.channel.capabilities().send_reconciliation != SendReconciliation::None
+    }
+
     /// Sends a message (a final reply or a turn's first preview) and returns the platform's
     /// id. Sends are never merged or skipped, and keep their order within the chat.
     pub async fn send(&self, message: OutboundMessage) -> Result<SentMessage, ChannelError> {

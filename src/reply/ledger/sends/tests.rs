@@ -6,14 +6,8 @@ use ferry_channel::{ChannelCapabilities, ChatKind, ChatRef, SendReconciliation, 
 use super::*;
 use crate::reply::ledger::DeliveryLedger;
 use crate::reply::ledger::LedgerEvent;
-use crate::state::inbound::{Accepted, MessageKey};
+use crate::reply::ledger::testing::{accept, restarted};
 use crate::state::sqlite::inbound_log::InboundLog;
-
-async fn accept(log: &InboundLog, message_id: &str) -> i64 {
-    let key = MessageKey { channel: "memory", account_id: "default", chat_id: "42", thread_id: "", message_id };
-    let entry = Accepted { session_key: "s".into(), prompt: "q".into(), message: "{}".into(), enqueued_at: 0 };
-    log.accept(&key, 1, 0, &entry).await.unwrap().unwrap()
-}
 
 fn text(body: &str) -> OutboundMessage {
     OutboundMessage::text(Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None }, body)
@@ -26,16 +20,23 @@ fn lookup_channel() -> Arc<MemoryChannel> {
     Arc::new(MemoryChannel::with_capabilities("memory", "default", capabilities))
 }
 
-/// What a restart finds in `log` for the reply to `seqs`, as the executor hands it on.
-async fn restarted(log: &InboundLog, seqs: &[i64]) -> (DeliveryLedger, Recovered) {
-    let ledger = DeliveryLedger::new(Arc::new(log.clone()));
-    ledger.recover(log.unanswered().unwrap().deliveries).await;
-    let recovered = ledger
-        .take(seqs)
-        .first()
-        .map(|reply| Recovered { sent: reply.sent.clone(), blocks: reply.blocks.clone() })
-        .unwrap_or_default();
-    (ledger, recovered)
+/// The parts of a block message carrying `blocks`, named (and recorded where the platform
+/// reconciles) as the coalescer does before it sends them.
+async fn block_message(
+    sends: &RunSends,
+    scheduler: &OutboundScheduler,
+    bodies: &[&str],
+    blocks: &[String],
+) -> Vec<OutboundMessage> {
+    let mut parts: Vec<OutboundMessage> = bodies.iter().map(|body| text(body)).collect();
+    sends.prepare_block_message(scheduler, &mut parts, blocks).await;
+    parts
+}
+
+/// Sends a block message of one part carrying `blocks`.
+async fn send_block(sends: &RunSends, scheduler: &OutboundScheduler, body: &str, blocks: &[String]) -> Outcome {
+    let part = block_message(sends, scheduler, &[body], blocks).await.remove(0);
+    sends.send_block(scheduler, part, MarkupDialect::Plain, (blocks, true)).await.unwrap()
 }
 
 /// A run that sent a `message` and a block, then was killed, is resumed after a restart:
@@ -55,8 +56,7 @@ async fn a_resumed_run_sends_only_the_blocks_the_killed_attempt_did_not() {
     message.idempotency_key = Some(sends.message_key("call-a"));
     assert!(matches!(sends.send(&scheduler, message).await.unwrap(), Outcome::Sent(_)));
     let zero = [block_digest("block zero")];
-    let block_sent =
-        sends.send_block(&scheduler, text("block zero"), MarkupDialect::Plain, (&zero, 0, true)).await.unwrap();
+    let block_sent = send_block(&sends, &scheduler, "block zero", &zero).await;
     // Killed here: nothing answered the message.
 
     let (second, recovered) = restarted(&log, &[seq]).await;
@@ -64,10 +64,9 @@ async fn a_resumed_run_sends_only_the_blocks_the_killed_attempt_did_not() {
     let sends = RunSends::new(second.recorder(vec![seq]), recovered, 0);
     assert!(sends.block_was_sent(&zero[0]) && !sends.block_was_sent(&block_digest("block one")));
     let scheduler = OutboundScheduler::new(channel.clone());
-    let again =
-        sends.send_block(&scheduler, text("block zero again"), MarkupDialect::Plain, (&zero, 0, true)).await.unwrap();
+    let again = send_block(&sends, &scheduler, "block zero again", &zero).await;
     let one = [block_digest("block one")];
-    let new = sends.send_block(&scheduler, text("block one"), MarkupDialect::Plain, (&one, 0, true)).await.unwrap();
+    let new = send_block(&sends, &scheduler, "block one", &one).await;
 
     assert_eq!(channel.sent_texts(), ["tool one", "block zero", "block one"]);
     assert_eq!(again, Outcome::Recorded(block_sent.message().clone()), "the first attempt's message");
@@ -99,32 +98,48 @@ async fn a_send_the_killed_attempt_made_without_recording_it_is_found_by_its_key
     assert_eq!(channel.sent_texts(), ["sent, never recorded"]);
 }
 
-/// A killed attempt sent the first block alone without recording it; the resumed run
-/// merges it with the next block. The merged message is not taken for the lone one (its key
-/// differs), so the next block is not recorded as delivered while the chat lacks it.
+/// Where the platform settles a repeated send by key, a block message is recorded before it
+/// is sent. A killed attempt sent one and was killed before sending the next; the resumed
+/// run sends both again first, reconciled (the first is found, not repeated; the second
+/// goes out), and their blocks count as sent, however it merges them this time.
 #[tokio::test(start_paused = true)]
-async fn a_merged_block_message_is_not_reconciled_with_a_lone_first_block_sent_before() {
+async fn recorded_block_messages_are_sent_again_reconciled_before_the_resumed_run_streams() {
     let dir = tempfile::tempdir().unwrap();
     let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
     let seq = accept(&log, "1").await;
     let channel = lookup_channel();
     let scheduler = OutboundScheduler::new(channel.clone());
-    let first = [block_digest("block one")];
+    let (one, two) = ([block_digest("block one")], [block_digest("block two")]);
     let killed = RunSends::new(DeliveryLedger::new(Arc::new(log.clone())).recorder(vec![seq]), Recovered::default(), 0);
-    killed.send_block(&scheduler, text("block one"), MarkupDialect::Plain, (&first, 0, true)).await.unwrap();
+    send_block(&killed, &scheduler, "block one", &one).await;
+    block_message(&killed, &scheduler, &["block two"], &two).await;
+    // Killed here, the second message recorded and not sent.
 
-    // As if killed before its record: the restart knows of no block sent.
-    let (second, _) = restarted(&log, &[seq]).await;
-    let recorder = second.recorder(vec![seq]);
-    assert!(recorder.inherited(), "a first send is reconciled by key");
-    let sends = RunSends::new(recorder, Recovered::default(), 0);
-    let both = [block_digest("block one"), block_digest("block two")];
-    let merged = sends
-        .send_block(&scheduler, text("block one\n\nblock two"), MarkupDialect::Plain, (&both, 0, true))
-        .await
-        .unwrap();
-    assert!(matches!(merged, Outcome::Sent(_)));
-    assert_eq!(channel.sent_texts(), ["block one", "block one\n\nblock two"], "block two reached the chat");
+    let (second, recovered) = restarted(&log, &[seq]).await;
+    assert_eq!(recovered.block_messages.len(), 2, "{recovered:?}");
+    assert!(recovered.sent.is_empty(), "recorded before, not after: one write each");
+    let sends = RunSends::new(second.recorder(vec![seq]), recovered, 0);
+    assert!(sends.block_was_sent(&one[0]) && sends.block_was_sent(&two[0]));
+    assert!(!sends.block_was_sent(&block_digest("block three")));
+    let scheduler = OutboundScheduler::new(channel.clone());
+    assert_eq!(sends.replay_block_messages(&scheduler, MarkupDialect::Plain).await.unwrap(), 2);
+    assert_eq!(sends.replay_block_messages(&scheduler, MarkupDialect::Plain).await.unwrap(), 0, "once");
+    assert_eq!(channel.sent_texts(), ["block one", "block two"]);
+}
+
+/// On a platform that cannot settle a repeated send (Telegram), a block message is recorded
+/// once sent and nothing is recorded before: a restart has nothing to send again.
+#[tokio::test(start_paused = true)]
+async fn without_reconciliation_a_block_message_is_recorded_only_once_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
+    let seq = accept(&log, "1").await;
+    let channel = Arc::new(MemoryChannel::new("memory", "default"));
+    let scheduler = OutboundScheduler::new(channel.clone());
+    let killed = RunSends::new(DeliveryLedger::new(Arc::new(log.clone())).recorder(vec![seq]), Recovered::default(), 0);
+    block_message(&killed, &scheduler, &["never sent"], &[block_digest("never sent")]).await;
+    let (_, recovered) = restarted(&log, &[seq]).await;
+    assert!(recovered.block_messages.is_empty() && recovered.sent.is_empty(), "{recovered:?}");
 }
 
 /// A message steered into a run is answered by the run's reply: the record completing it
@@ -179,7 +194,7 @@ async fn sends_of_a_run_after_one_that_kept_its_messages_are_new_ones() {
     let block = |sends: RunSends, body: &'static str| {
         let scheduler = scheduler.clone();
         let digests = [block_digest("the same block")];
-        async move { sends.send_block(&scheduler, text(body), MarkupDialect::Plain, (&digests, 0, true)).await.unwrap() }
+        async move { send_block(&sends, &scheduler, body, &digests).await }
     };
     let first = ledger.sends(ledger.recorder(vec![seq]), Recovered::default());
     block(first, "from the kept run").await;
@@ -205,14 +220,16 @@ async fn each_part_of_a_long_block_message_is_recorded() {
     let blocks = [block_digest("a long block")];
     let sends = RunSends::new(DeliveryLedger::new(Arc::new(log.clone())).recorder(vec![seq]), Recovered::default(), 0);
     let first = OutboundScheduler::new(channel.clone());
-    sends.send_block(&first, text("part one"), MarkupDialect::Plain, (&blocks, 0, false)).await.unwrap();
+    let parts = block_message(&sends, &first, &["part one", "part two"], &blocks).await;
+    sends.send_block(&first, parts[0].clone(), MarkupDialect::Plain, (&blocks, false)).await.unwrap();
     // Killed before the second part.
 
     let (second, recovered) = restarted(&log, &[seq]).await;
     let sends = RunSends::new(second.recorder(vec![seq]), recovered, 0);
     let scheduler = OutboundScheduler::new(channel.clone());
-    let again = sends.send_block(&scheduler, text("part one"), MarkupDialect::Plain, (&blocks, 0, false)).await;
+    let parts = block_message(&sends, &scheduler, &["part one", "part two"], &blocks).await;
+    let again = sends.send_block(&scheduler, parts[0].clone(), MarkupDialect::Plain, (&blocks, false)).await;
     assert!(matches!(again.unwrap(), Outcome::Recorded(_)));
-    sends.send_block(&scheduler, text("part two"), MarkupDialect::Plain, (&blocks, 1, true)).await.unwrap();
+    sends.send_block(&scheduler, parts[1].clone(), MarkupDialect::Plain, (&blocks, true)).await.unwrap();
     assert_eq!(channel.sent_texts(), ["part one", "part two"]);
 }
