@@ -78,7 +78,7 @@ pub(super) async fn settle(
     let mut resumed = Resumed::default();
     for reply in &recovered {
         if reply.finals.is_none() {
-            resumed.sends.absorb(&reply.sent, &reply.blocks, &reply.block_messages);
+            resumed.sends.absorb(reply);
             // One run resumes; a second reply's steps (its messages batched with the
             // first's after the restart) are answered anew.
             if resumed.steps.is_empty() && !reply.steps.is_empty() {

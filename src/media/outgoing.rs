@@ -76,6 +76,7 @@ impl Outgoing {
             size_bytes: Some(size),
             path: Some(stored.path),
             dimensions,
+            uploaded: None,
         })
     }
 }

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use ferry_channel::{ChannelError, MarkupDialect, MessageRef, OutboundMessage, TextFormat};
 
 use super::format::part_as_plain;
+use super::ledger::uploads::{UploadedFiles, uploaded_ahead};
 use super::ledger::{LedgerEvent, RecordedFinals, Recorder, RecoveredReply};
 use super::outbound::{OutboundScheduler, Priority};
 
@@ -31,6 +32,8 @@ pub struct FinalsPlan {
     /// A previous process was delivering this plan when it stopped: the first final not
     /// known to be delivered may have landed, and is reconciled before it is sent.
     pub resumed: bool,
+    /// Files of finals uploaded ahead of their send ([`super::ledger::uploads`]).
+    pub uploads: UploadedFiles,
 }
 
 /// What [`FinalsPlan::deliver`] did.
@@ -54,7 +57,15 @@ impl FinalsPlan {
     ) -> Self {
         let edit_in_place = preview.is_some()
             && matches!(messages.as_slice(), [only] if only.attachments.is_empty() && only.text.chars().count() <= text_limit);
-        Self { messages, preview, edit_in_place, markup, delivered: BTreeMap::new(), resumed: false }
+        Self {
+            messages,
+            preview,
+            edit_in_place,
+            markup,
+            delivered: BTreeMap::new(),
+            resumed: false,
+            uploads: UploadedFiles::new(),
+        }
     }
 
     /// The plan a killed process recorded for `reply`, resumed where it stopped.
@@ -66,6 +77,7 @@ impl FinalsPlan {
             markup: finals.markup,
             delivered: reply.delivered.clone(),
             resumed: true,
+            uploads: reply.uploads.clone(),
         }
     }
 
@@ -111,10 +123,11 @@ impl FinalsPlan {
                 continue;
             }
             let maybe_sent = self.resumed && std::mem::take(&mut first_pending);
+            let message = uploaded_ahead(scheduler, recorder, &self.uploads, message.clone()).await;
             let result = if maybe_sent {
-                scheduler.send_or_plain_after_unknown_outcome(message.clone(), self.markup).await
+                scheduler.send_or_plain_after_unknown_outcome(message, self.markup).await
             } else {
-                scheduler.send_or_plain(message.clone(), self.markup).await
+                scheduler.send_or_plain(message, self.markup).await
             };
             match result {
                 Ok(sent) => {

@@ -22,6 +22,7 @@ fn shown(messages: Vec<ferry_fakes::DiscordSentMessage>) -> Vec<Shown> {
             raw: m.content,
             reply_to: m.reply_to.map(|id| id.to_string()),
             edits: m.edits,
+            files: m.attachments.len(),
         })
         .collect()
 }

@@ -72,6 +72,8 @@ pub struct Shown {
     pub reply_to: Option<String>,
     /// How many edits changed it after it was sent.
     pub edits: u32,
+    /// How many files it carries.
+    pub files: usize,
 }
 
 /// A chat platform's fake, as the suite drives it. See the [module docs](self).

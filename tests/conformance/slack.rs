@@ -34,6 +34,7 @@ fn shown(messages: Vec<PostedMessage>) -> Vec<Shown> {
             raw: m.text,
             reply_to: m.thread_ts,
             edits: m.edits,
+            files: m.files.len(),
         })
         .collect()
 }

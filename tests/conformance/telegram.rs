@@ -25,6 +25,7 @@ fn shown(messages: Vec<ferry_fakes::SentMessage>) -> Vec<Shown> {
             visible: m.visible_text,
             reply_to: m.reply_to.map(|id| id.to_string()),
             edits: m.edits,
+            files: usize::from(m.media.is_some()),
         })
         .collect()
 }

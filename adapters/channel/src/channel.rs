@@ -98,6 +98,17 @@ pub trait Channel: Send + Sync + 'static {
         Err(ChannelError::Unsupported { operation: "delete" })
     }
 
+    /// Uploads `message`'s files ahead of its send where the platform uploads a file and
+    /// shares it in a message as separate steps (Slack), and returns it with each
+    /// attachment's [`uploaded`](crate::Attachment::uploaded) id set: [`Channel::send`] then
+    /// shares those files instead of uploading them. The core records the ids before the
+    /// send, so a send repeated after a restart shares the same files (and
+    /// [`Channel::find_sent`] can find their share) rather than uploading them twice. By
+    /// default there is nothing to do ahead: the files go with the send.
+    async fn upload_ahead(&self, message: OutboundMessage) -> Result<OutboundMessage, ChannelError> {
+        Ok(message)
+    }
+
     /// Looks for `message` (by its idempotency key) where [`Channel::send`] would have put
     /// it (see [`SendReconciliation::Lookup`](crate::SendReconciliation::Lookup)), so a send
     /// whose outcome is unknown is adopted instead of repeated. `Ok(None)`: it is not there,

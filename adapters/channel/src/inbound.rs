@@ -111,6 +111,12 @@ pub struct Attachment {
     /// measures what it sends).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dimensions: Option<(u32, u32)>,
+    /// Outbound, where the platform uploads a file and shares it in a message as separate
+    /// steps (Slack): the platform's id of the file once uploaded
+    /// ([`Channel::upload_ahead`](crate::Channel::upload_ahead)). A send of it shares that
+    /// file rather than uploading the bytes again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uploaded: Option<String>,
 }
 
 impl Attachment {
@@ -124,6 +130,7 @@ impl Attachment {
             size_bytes: None,
             path: None,
             dimensions: None,
+            uploaded: None,
         }
     }
 }

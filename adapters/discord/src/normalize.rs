@@ -158,6 +158,7 @@ fn attachments(message: &Message) -> Vec<Attachment> {
                 size_bytes: Some(u64::from(attachment.size)),
                 path: None,
                 dimensions: attachment.width.zip(attachment.height),
+                uploaded: None,
             }
         })
         .collect()

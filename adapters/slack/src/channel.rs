@@ -296,11 +296,22 @@ impl Channel for SlackChannel {
         self.session().chat_delete(&request).await.map(drop).map_err(|error| channel_error(&error, None))
     }
 
+    async fn upload_ahead(&self, mut message: OutboundMessage) -> Result<OutboundMessage, ChannelError> {
+        self.uploads.upload_ahead(&self.session(), &mut message.attachments).await?;
+        Ok(message)
+    }
+
     async fn find_sent(&self, message: &OutboundMessage) -> Result<Option<SentMessage>, ChannelError> {
         let Some(key) = message.idempotency_key.as_deref() else { return Ok(None) };
         if !message.attachments.is_empty() {
-            let channel = &message.target.chat.id;
-            return self.uploads.find_sent(&self.session(), key, channel, thread_of(message)).await;
+            let files = FileMessage {
+                channel: &message.target.chat.id,
+                thread: thread_of(message),
+                comment: String::new(),
+                attachments: &message.attachments,
+                idempotency_key: Some(key),
+            };
+            return self.uploads.find_sent(&self.session(), key, &files).await;
         }
         // Where `send` posted it: its thread, or the thread under the message it answers.
         let query = lookup::Query { channel: &message.target.chat.id, thread: thread_of(message), key };

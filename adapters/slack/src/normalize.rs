@@ -190,6 +190,7 @@ fn attachment(file: &SlackFile) -> Attachment {
         size_bytes: None,
         path: None,
         dimensions: None,
+        uploaded: None,
     }
 }
 

@@ -21,8 +21,10 @@
 //! idempotency key, the file it uploaded ([`REMEMBERED_UPLOADS`] of them) and asks
 //! `files.info` whether that file is shared in the target conversation: if so, that share is
 //! the message; if the file was never completed or is not (yet) shared there, it is reported
-//! not found, and the core sends again. The memory does not survive a restart: a send whose
-//! outcome was unknown when the process stopped may then show its file twice.
+//! not found, and the core sends again. That memory does not survive a restart, so the core
+//! uploads a message's files ahead of its send ([`Uploads::upload_ahead`]) and records their
+//! ids: a send repeated after a restart carries them (`Attachment::uploaded`), is looked up
+//! by them, and if the share is not there, shares those files instead of uploading new ones.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -130,7 +132,12 @@ impl Uploads {
     ) -> Result<SentMessage, ChannelError> {
         let mut files = Vec::with_capacity(message.attachments.len());
         for attachment in message.attachments {
-            let (file_id, title) = self.upload(session, attachment).await?;
+            let (file_id, title) = match &attachment.uploaded {
+                // Uploaded ahead (`upload_ahead`), maybe by a process that stopped since:
+                // shared, not uploaded again.
+                Some(file_id) => (file_id.clone(), title_of(attachment)),
+                None => self.upload(session, attachment).await?,
+            };
             if files.is_empty()
                 && let Some(key) = message.idempotency_key
             {
@@ -166,6 +173,21 @@ impl Uploads {
                 Ok(SentMessage { message_id: first })
             }
         }
+    }
+
+    /// Steps 1 and 2 for each file of a message that has not been uploaded yet, ahead of its
+    /// send ([`Channel::upload_ahead`](ferry_channel::Channel::upload_ahead)): each
+    /// attachment's `uploaded` is set to its file id.
+    pub(crate) async fn upload_ahead(
+        &self,
+        session: &Session<'_>,
+        attachments: &mut [Attachment],
+    ) -> Result<(), ChannelError> {
+        for attachment in attachments.iter_mut().filter(|attachment| attachment.uploaded.is_none()) {
+            let (file_id, _) = self.upload(session, attachment).await?;
+            attachment.uploaded = Some(file_id);
+        }
+        Ok(())
     }
 
     /// Steps 1 and 2 for one file: its id and title.
@@ -223,15 +245,23 @@ impl Uploads {
         &self,
         session: &Session<'_>,
         key: &str,
-        channel: &str,
-        thread: Option<&str>,
+        message: &FileMessage<'_>,
     ) -> Result<Option<SentMessage>, ChannelError> {
-        let Some(upload) = self.lock().by_key.get(key).cloned() else { return Ok(None) };
-        if !upload.completing || upload.channel != channel {
-            return Ok(None);
-        }
+        let (channel, thread) = (message.channel, message.thread);
+        // A file uploaded ahead is known by its id, in this process or after a restart;
+        // otherwise only this process's memory knows what it uploaded.
+        let file_id = match message.attachments.first().and_then(|attachment| attachment.uploaded.clone()) {
+            Some(file_id) => file_id,
+            None => {
+                let Some(upload) = self.lock().by_key.get(key).cloned() else { return Ok(None) };
+                if !upload.completing || upload.channel != channel {
+                    return Ok(None);
+                }
+                upload.file_id
+            }
+        };
         let waits = [Duration::ZERO, SHARE_POLL[0], SHARE_POLL[1]];
-        match self.poll_share(session, &upload.file_id, channel, thread, &waits).await {
+        match self.poll_share(session, &file_id, channel, thread, &waits).await {
             Ok(found) => Ok(found.map(|message_id| SentMessage { message_id })),
             // Never completed (or deleted since): nothing is shown.
             Err(SlackClientError::ApiError(api)) if matches!(api.code.as_str(), "file_not_found" | "file_deleted") => {
@@ -295,6 +325,14 @@ impl Uploads {
 /// message ids are `ts` values (`1700000000.000100`); file ids are `F…` without a dot.
 pub(crate) fn is_file_id(message_id: &str) -> bool {
     message_id.starts_with('F') && !message_id.contains('.')
+}
+
+/// The title of a file uploaded ahead: its name, as [`file_name`] gave it at upload.
+fn title_of(attachment: &Attachment) -> String {
+    match &attachment.path {
+        Some(path) => file_name(attachment, path),
+        None => attachment.file_name.clone().unwrap_or_else(|| "file".to_owned()),
+    }
 }
 
 /// The name Slack shows: the attachment's, else the local file's.

@@ -321,3 +321,27 @@ async fn an_upload_whose_answer_was_lost_is_found_again_and_one_never_completed_
     unknown.idempotency_key = Some("run-3:0".to_owned());
     assert_eq!(channel.find_sent(&unknown).await.unwrap(), None);
 }
+
+/// Uploaded ahead of its send (the core records the file ids before it shares), a file is
+/// shared by a restarted adapter without a second upload, and once shared it is found by its
+/// id, by an adapter that remembers nothing of it.
+#[tokio::test]
+async fn a_file_uploaded_ahead_is_shared_and_found_by_its_id_after_a_restart() {
+    let slack = FakeSlack::start().await.unwrap();
+    let channel = connected(&slack).await;
+    let (message, _file) = with_png(target("C1", None), "chart", PNG);
+    let ahead = channel.upload_ahead(message).await.unwrap();
+    let file_id = ahead.attachments[0].uploaded.clone().expect("the file's id");
+    assert!(slack.calls_to("files.completeUploadExternal").is_empty(), "uploaded, not shared yet");
+
+    let restarted = connected(&slack).await;
+    assert_eq!(restarted.find_sent(&ahead).await.unwrap(), None, "not shared: safe to send");
+    let sent = restarted.send(ahead.clone()).await.unwrap();
+    assert_eq!(slack.calls_to("files.getUploadURLExternal").len(), 1, "not uploaded again");
+    let [shared]: [_; 1] = slack.uploaded_files().try_into().unwrap();
+    assert_eq!((shared.id.as_str(), shared.ts.as_deref()), (file_id.as_str(), Some(sent.message_id.as_str())));
+
+    let again = connected(&slack).await;
+    let found = again.find_sent(&ahead).await.unwrap().map(|found| found.message_id);
+    assert_eq!(found, Some(sent.message_id));
+}

@@ -235,6 +235,7 @@ pub fn attachments_of(media: &Media, named: &[(String, Option<String>)]) -> Resu
             size_bytes: Some(bytes.len() as u64),
             path: Some(path),
             dimensions,
+            uploaded: None,
         });
     }
     Ok(attachments)

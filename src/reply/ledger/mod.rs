@@ -21,6 +21,7 @@
 pub mod record;
 pub mod recovery;
 pub mod sends;
+pub mod uploads;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

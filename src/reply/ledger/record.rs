@@ -47,6 +47,10 @@ pub enum LedgerEvent {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         blocks: Vec<String>,
     },
+    /// The files of the send `key` were uploaded ahead of it, as these platform ids (one
+    /// per attachment): a send repeated after a restart shares them rather than uploading
+    /// them again (`super::uploads`).
+    Uploaded { key: String, files: Vec<Option<String>> },
     /// A block message about to be sent, on a platform that settles a repeated send by its
     /// key (Discord's nonce, Slack's lookup): written before its first part is sent, so a
     /// resumed run sends these very parts again, reconciled, whatever it streams and merges

@@ -8,6 +8,7 @@ use ferry_channel::{MarkupDialect, MessageRef, OutboundMessage};
 
 use super::record::LedgerEvent;
 use super::sends::{BlockMessage, SentKeys};
+use super::uploads::UploadedFiles;
 use crate::state::inbound::LoggedDelivery;
 use crate::types::conversation::ChatMessage;
 
@@ -44,6 +45,8 @@ pub struct RecoveredReply {
     /// Its block messages recorded before they were sent, in order: a run re-done for its
     /// messages sends them again, reconciled, before anything it streams.
     pub block_messages: Vec<BlockMessage>,
+    /// The files uploaded ahead of its sends ([`LedgerEvent::Uploaded`]), by send key.
+    pub uploads: UploadedFiles,
     /// Its run ended (the last step holds all it said): a run re-done for its messages
     /// delivers that instead of asking the model again.
     pub ended: bool,
@@ -124,6 +127,9 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
                 reply.sent.insert(key, message_id);
                 reply.blocks.extend(blocks);
             }
+            LedgerEvent::Uploaded { key, files } => {
+                reply.uploads.insert(key, files);
+            }
             LedgerEvent::BlockMessage { parts, blocks } => reply.block_messages.push(BlockMessage { parts, blocks }),
             LedgerEvent::Step { messages, joined, run_id: _, ended, whole } => {
                 if whole {
@@ -175,6 +181,7 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
                 if other != index && older.seqs.iter().any(|seq| reply.seqs.contains(seq)) {
                     others.sent.extend(older.sent.iter().map(|(key, id)| (key.clone(), id.clone())));
                     others.blocks.extend(older.blocks.iter().cloned());
+                    others.uploads.extend(older.uploads.iter().map(|(key, files)| (key.clone(), files.clone())));
                     for message in &older.block_messages {
                         if !others.block_messages.iter().any(|known| known.key() == message.key()) {
                             others.block_messages.push(message.clone());
@@ -227,6 +234,9 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
             reply.sent.entry(key).or_insert(id);
         }
         reply.blocks.extend(others.blocks);
+        for (key, files) in others.uploads {
+            reply.uploads.entry(key).or_insert(files);
+        }
         // The other attempts' block messages were streamed before this one's.
         let own = std::mem::replace(&mut reply.block_messages, others.block_messages);
         for message in own {
@@ -276,6 +286,7 @@ impl RecoveredReply {
             joined: Vec::new(),
             blocks: BTreeSet::new(),
             block_messages: Vec::new(),
+            uploads: UploadedFiles::new(),
             ended: false,
         }
     }

@@ -11,8 +11,9 @@
 //!   of doing it again, and a recorded call no result answers is made again with the same
 //!   call id;
 //! - each `message` send is named by the reply and the call id, so a send made again is
-//!   reconciled under the same key — Discord's nonce, Slack's metadata lookup — and only on
-//!   Telegram, which has neither, repeated blind (`ferry_outbound_unknown_outcome_total`);
+//!   reconciled under the same key — Discord's nonce, Slack's metadata lookup. Telegram has
+//!   neither: there each send is recorded once sent ([`LedgerEvent::Sent`]), and only one in
+//!   flight at the kill is repeated blind (`ferry_outbound_unknown_outcome_total`);
 //! - a run that ends records its last step before its transcript is saved: a run re-done
 //!   for its messages after a crash knows what it said (and whether the session has it),
 //!   and delivers that instead of asking the model again;
@@ -26,8 +27,9 @@
 //!   which cannot, each part is recorded once sent ([`LedgerEvent::Sent`]), so only a part
 //!   in flight at the kill is in doubt.
 //!
-//! That is one ledger write per send (a `message` send's is the step before its call; a
-//! block message's one for all its parts except on Telegram) and one per run (its last
+//! That is one ledger write per send — on Discord and Slack a `message` send's is the step
+//! before its call (which any tool call that changes something has), a block message's one
+//! for all its parts; on Telegram each is recorded once sent — and one per run (its last
 //! step), sharing the log's group commit.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,7 +37,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use ferry_channel::{ChannelError, MarkupDialect, OutboundMessage, SentMessage};
 
-use super::{LedgerEvent, Recorder};
+use super::uploads::{UploadedFiles, uploaded_ahead};
+use super::{LedgerEvent, Recorder, RecoveredReply};
 use crate::reply::outbound::OutboundScheduler;
 use crate::types::conversation::ChatMessage;
 
@@ -71,14 +74,17 @@ pub struct Recovered {
     /// Its block messages recorded before they were sent, in order
     /// ([`LedgerEvent::BlockMessage`]).
     pub block_messages: Vec<BlockMessage>,
+    /// The files it uploaded ahead of its sends ([`super::uploads`]).
+    pub uploads: UploadedFiles,
 }
 
 impl Recovered {
-    /// Adds what another killed attempt at the same messages recorded.
-    pub fn absorb(&mut self, sent: &SentKeys, blocks: &BTreeSet<String>, block_messages: &[BlockMessage]) {
-        self.sent.extend(sent.iter().map(|(key, id)| (key.clone(), id.clone())));
-        self.blocks.extend(blocks.iter().cloned());
-        for message in block_messages {
+    /// Adds what a killed attempt at these messages recorded while it ran.
+    pub fn absorb(&mut self, reply: &RecoveredReply) {
+        self.sent.extend(reply.sent.iter().map(|(key, id)| (key.clone(), id.clone())));
+        self.blocks.extend(reply.blocks.iter().cloned());
+        self.uploads.extend(reply.uploads.iter().map(|(key, files)| (key.clone(), files.clone())));
+        for message in &reply.block_messages {
             if !self.block_messages.iter().any(|known| known.key() == message.key()) {
                 self.block_messages.push(message.clone());
             }
@@ -176,10 +182,15 @@ impl RunSends {
     }
 
     /// Sends `message` (its idempotency key made by [`RunSends::message_key`]) unless a
-    /// killed attempt at the reply sent it, and records it. A send repeated within this
-    /// process returns the first delivery (the outbound scheduler remembers delivered keys).
+    /// killed attempt at the reply sent it. The step before the model's call names it; where
+    /// the platform cannot settle a repeated send (Telegram) it is also recorded once sent,
+    /// so a run resumed from that step does not send it again blind. A send repeated within
+    /// this process returns the first delivery (the outbound scheduler remembers delivered
+    /// keys).
     pub async fn send(&self, scheduler: &OutboundScheduler, message: OutboundMessage) -> Result<Outcome, ChannelError> {
-        self.send_with(message, None, |message, inherited| async move {
+        let message = uploaded_ahead(scheduler, Some(&self.recorder), &self.inner.recovered.uploads, message).await;
+        let recorded = (!scheduler.reconciles_sends()).then(Vec::new);
+        self.send_with(message, recorded, |message, inherited| async move {
             if inherited { scheduler.send_after_unknown_outcome(message).await } else { scheduler.send(message).await }
         })
         .await
@@ -258,9 +269,10 @@ impl RunSends {
     async fn send_with<F, Fut>(
         &self,
         message: OutboundMessage,
-        // `Some` for a block message part recorded once sent (with its blocks on the last
-        // part); `None` for one recorded before it was sent, and for a `message` send, which
-        // the step before its call records.
+        // `Some` for a send recorded once sent (a block message's last part with its
+        // blocks); `None` for one the ledger holds already: a block message recorded before
+        // it was sent, a `message` send the step before its call names, where the platform
+        // settles a repeat.
         blocks: Option<Vec<String>>,
         send: F,
     ) -> Result<Outcome, ChannelError>

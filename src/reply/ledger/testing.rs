@@ -23,7 +23,7 @@ pub async fn restarted(log: &InboundLog, seqs: &[i64]) -> (DeliveryLedger, Recov
         .first()
         .map(|reply| {
             let mut recovered = RecoveredSends::default();
-            recovered.absorb(&reply.sent, &reply.blocks, &reply.block_messages);
+            recovered.absorb(reply);
             recovered
         })
         .unwrap_or_default();

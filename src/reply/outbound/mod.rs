@@ -199,6 +199,23 @@ impl OutboundScheduler {
         &self.inner.channel
     }
 
+    /// Uploads `message`'s files ahead of its send where the platform uploads and shares
+    /// them apart ([`Channel::upload_ahead`]): the message comes back with their ids. An
+    /// upload that fails is left to the send (which uploads as it always does), so this
+    /// never costs a message.
+    pub async fn upload_ahead(&self, message: OutboundMessage) -> OutboundMessage {
+        if message.attachments.is_empty() || !self.may_write() {
+            return message;
+        }
+        match self.inner.channel.upload_ahead(message.clone()).await {
+            Ok(uploaded) => uploaded,
+            Err(error) => {
+                tracing::info!(channel = self.inner.channel.name(), %error, "uploading a message's files ahead of it failed; the send uploads them");
+                message
+            }
+        }
+    }
+
     /// Whether a send repeated under the same idempotency key is settled rather than shown
     /// twice (the platform deduplicates it, or the channel looks it up first).
     pub fn reconciles_sends(&self) -> bool {
