@@ -254,6 +254,43 @@ async fn one_replica_at_a_time_connects_to_the_discord_gateway_and_another_takes
     assert_eq!(discord_replies(&discord, channel, 2).await, ["one", "two"]);
 }
 
+/// Discord keeps nothing for a bot that is not connected: a message sent after the shard's
+/// holder was killed and before another replica took the shard over reaches only the
+/// channel's history. The replica that takes over catches up from the positions the holder
+/// saved under the shard's lease, and answers it, once.
+#[tokio::test]
+async fn a_discord_message_sent_between_the_holders_kill_and_the_takeover_is_answered_once() {
+    let Some(database) = test_database().await else { return };
+    let discord = FakeDiscord::start("fake.discord.token").await.unwrap().without_rate_limits();
+    let openai = FakeOpenAi::start().await.unwrap();
+    let config = discord_config(STATE, database.url(), &discord);
+    let mut replicas = Vec::new();
+    for _ in 0..3 {
+        replicas.push(daemon_in(tempfile::tempdir().unwrap(), &config, &openai, "discord").await);
+    }
+    let first = wait_for_poller(&replicas.iter().collect::<Vec<_>>(), "discord:").await;
+    tokio::time::timeout(PATIENCE, discord.wait_for_session()).await.expect("a gateway session");
+    let ada = DiscordUser::new(42, "ada");
+    openai.push(Turn::text(["one"]));
+    let (channel, _) = discord.dm(&ada, "first");
+    assert_eq!(discord_replies(&discord, channel, 1).await, ["one"]);
+
+    let holder = replicas.remove(first);
+    wait_for_no_session_leases(&holder).await;
+    drop(holder);
+    // In the gap: the shard's lease has not run out, nobody is connected.
+    discord.history_only_message(channel, &ada, "sent in the gap");
+    openai.push(Turn::text(["two"]));
+    wait_for_poller(&replicas.iter().collect::<Vec<_>>(), "discord:").await;
+    assert_eq!(discord_replies(&discord, channel, 2).await, ["one", "two"]);
+    // One more: anything answered twice would have shown by its answer.
+    openai.push(Turn::text(["three"]));
+    discord.dm(&ada, "after");
+    assert_eq!(discord_replies(&discord, channel, 3).await, ["one", "two", "three"]);
+    let asked = openai.requests().iter().filter(|request| request.body.to_string().contains("sent in the gap")).count();
+    assert_eq!(asked, 2, "asked about it in its own run and seen once in the history of the next");
+}
+
 /// A Discord message that arrives while PostgreSQL restarts is held until the database
 /// answers again, then answered: Discord does not deliver it again, so refusing it would
 /// lose it.

@@ -78,6 +78,9 @@ pub struct Verdict {
     pub leaks: Vec<String>,
     pub out_of_order: Vec<String>,
     pub notices: usize,
+    /// Messages that should carry a file (the `message` tool's sends in the chaos sends
+    /// mode) and show none.
+    pub without_file: Vec<String>,
 }
 
 impl std::fmt::Display for Verdict {
@@ -85,7 +88,7 @@ impl std::fmt::Display for Verdict {
         write!(
             f,
             "lost {}, duplicated {}, repeated unknown-outcome sends {}, unknown-outcome previews {}, half-written {}, \
-             NO_REPLY leaks {}, out of order {}, kept-for-later notices {}",
+             NO_REPLY leaks {}, out of order {}, kept-for-later notices {}, sends without their file {}",
             self.lost.len(),
             self.duplicated.len(),
             self.repeated_sends.len(),
@@ -94,6 +97,7 @@ impl std::fmt::Display for Verdict {
             self.leaks.len(),
             self.out_of_order.len(),
             self.notices,
+            self.without_file.len(),
         )
     }
 }
