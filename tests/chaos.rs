@@ -12,11 +12,12 @@
 //! repeat of the very same message, counted and reported.
 //!
 //! A second run per platform ([`Mode::Sends`]) answers through what happens while a run goes
-//! on: each message's first token is sent by the `message` tool with a file, its second in a
-//! reply streamed in blocks, and messages arriving mid-run are steered into it. Killed at the
-//! worst moment there, a send was just recorded and the next is under way. It holds the
-//! gateway to the same: nothing lost or sent twice, every file shown once; the order of
-//! answers under steering is reported but not asserted yet (see its assertions).
+//! on: each message's first token is sent by the `message` tool with a file (a document, a
+//! photo or a voice note), its second in a reply streamed in blocks, and messages arriving
+//! mid-run are steered into it. Killed at the worst moment there, a send was just recorded
+//! and the next is under way. It holds the gateway to the same: nothing lost or sent twice,
+//! every file shown once; the order of answers under steering is reported but not asserted
+//! yet (see its assertions).
 //!
 //! Seeded and bounded: `FERRY_CHAOS_SEED` replays a run (the seed is printed, and named in
 //! every failure); `FERRY_CHAOS_SECONDS` sets how long faults are injected (default 40, 25 in
@@ -183,7 +184,7 @@ enum Mode {
 
 impl Mode {
     /// The ledger records a worst-moment kill waits for: finals recorded and being sent; a
-    /// block message recorded once sent (Telegram) or before it is sent (Discord, Slack).
+    /// block message recorded before it is sent, or a send recorded once sent (Telegram).
     fn worst_moments(self) -> &'static [&'static str] {
         match self {
             Self::Replies => &["\"event\":\"finals\""],
@@ -194,7 +195,7 @@ impl Mode {
 
 /// The model in [`Mode::Sends`]: sends the even tokens of the conversation that no
 /// `message` call of its own named yet with the `message` tool, with a file it writes in
-/// the agent's `workspace` first (named by the first of them), then answers the odd ones
+/// the agent's `workspace` first ([`file_for`] the first of them), then answers the odd ones
 /// no text of its own named yet in two paragraphs (block streaming sends them apart or
 /// merged), and `NO_REPLY` when nothing is left. Like a real model, it sees in its
 /// transcript what it already sent; a send it made in a run killed before it was saved it
@@ -222,8 +223,8 @@ fn sends_responder(
         let to_send = pending(true, &said_by_tool);
         if !to_send.is_empty() {
             let text = format!("{}tool {} done.", oracle::PREAMBLE, to_send.join(" "));
-            let file = format!("{}.txt", to_send[0]);
-            let written = std::fs::write(workspace.join(&file), format!("the file for {}\n", to_send.join(" ")));
+            let (file, bytes) = file_for(&to_send[0]);
+            let written = std::fs::write(workspace.join(&file), bytes);
             assert!(written.is_ok(), "writing {file} in the agent's workspace: {written:?}");
             let arguments = serde_json::json!({ "text": text, "media": file }).to_string();
             return Turn::tool_calls([ferry_fakes::ToolCall::new(format!("call-{number}"), "message", arguments)]);
@@ -276,6 +277,23 @@ fn said(request: &RecordedRequest) -> (Vec<String>, Vec<String>) {
 
 /// What a tool call skipped by steering gets for its result (`agent::run::SKIPPED_FOR_STEER`).
 const SKIPPED_FOR_STEER: &str = "skipped due to queued user message";
+
+/// The file the sends mode's model sends with the tool send naming `token` first, and its
+/// bytes: a document, a photo or a voice note in turn, as the platforms upload each their
+/// own way (Telegram's `sendDocument`, `sendPhoto`, `sendVoice`).
+fn file_for(token: &str) -> (String, Vec<u8>) {
+    let number = token.rsplit('-').next().and_then(|n| n.parse::<u32>().ok()).unwrap_or_default();
+    match number / 2 % 3 {
+        0 => (format!("{token}.txt"), format!("the file for {token}\n").into_bytes()),
+        1 => (format!("{token}.jpg"), ferry_fakes::sample_jpeg(64, 48)),
+        _ => {
+            // An Ogg stream's magic, then filler: a voice note as the platforms send it.
+            let mut voice = b"OggS\x00\x02".to_vec();
+            voice.resize(2048, 3);
+            (format!("{token}.ogg"), voice)
+        }
+    }
+}
 
 /// The token of `user`'s last message.
 fn end_token(mode: Mode, user: u64) -> String {

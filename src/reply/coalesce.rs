@@ -194,7 +194,7 @@ impl Coalescer {
             })
             .collect();
         if let Some(ledger) = &self.ledger {
-            ledger.prepare_block_message(&self.scheduler, &mut messages, &blocks).await;
+            ledger.prepare_block_message(&mut messages, &blocks).await;
         }
         let count = messages.len();
         for (index, mut message) in messages.into_iter().enumerate() {

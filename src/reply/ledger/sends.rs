@@ -17,20 +17,20 @@
 //! - a run that ends records its last step before its transcript is saved: a run re-done
 //!   for its messages after a crash knows what it said (and whether the session has it),
 //!   and delivers that instead of asking the model again;
-//! - a block message is recorded with the digests of the blocks it carries; a resumed run
-//!   streams its recorded text again, and a block whose text was sent is not sent again (a
-//!   model asked again that words a block differently sends it: a repeat in other words
-//!   rather than a lost block). Where the platform settles a repeated send by its key
-//!   (Discord, Slack), the message is recorded before it is sent
-//!   ([`LedgerEvent::BlockMessage`]) and a resumed run first sends those very parts again,
-//!   reconciled: its own stream, merged otherwise this time, could not be. On Telegram,
-//!   which cannot, each part is recorded once sent ([`LedgerEvent::Sent`]), so only a part
-//!   in flight at the kill is in doubt.
+//! - a block message is recorded before it is sent ([`LedgerEvent::BlockMessage`]: its
+//!   rendered parts and the digests of the blocks it carries), and a resumed run first sends
+//!   those very messages again — reconciled by key on Discord and Slack; on Telegram, which
+//!   cannot settle a repeat, each part is also recorded once sent ([`LedgerEvent::Sent`]),
+//!   and only one whose send was in flight at the kill is repeated, as the same message. It
+//!   then streams its recorded text again, and a block those messages carried is not sent
+//!   again (a model asked again that words a block differently sends it: a repeat in other
+//!   words rather than a lost block). Without the record before, a block sent unrecorded
+//!   would come back merged with the next one, under another key;
 //!
 //! That is one ledger write per send — on Discord and Slack a `message` send's is the step
-//! before its call (which any tool call that changes something has), a block message's one
-//! for all its parts; on Telegram each is recorded once sent — and one per run (its last
-//! step), sharing the log's group commit.
+//! before its call (which any tool call that changes something has), a block message's the
+//! record before it, for all its parts; on Telegram each send is also recorded once sent, a
+//! second write — and one per run (its last step), sharing the log's group commit.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -197,14 +197,10 @@ impl RunSends {
     }
 
     /// Names the parts of the block message carrying the streamed blocks `blocks` (their
-    /// digests; a message over the platform's limit goes in parts) and, where `scheduler`'s
-    /// platform settles a repeated send by its key, records it before any part is sent.
-    pub async fn prepare_block_message(
-        &self,
-        scheduler: &OutboundScheduler,
-        parts: &mut [OutboundMessage],
-        blocks: &[String],
-    ) {
+    /// digests; a message over the platform's limit goes in parts) and records it before
+    /// any part is sent: a resumed run sends this very message again
+    /// ([`RunSends::replay_block_messages`]) rather than one its own stream merges otherwise.
+    pub async fn prepare_block_message(&self, parts: &mut [OutboundMessage], blocks: &[String]) {
         // Named by every block it carries: a message that merged blocks is another message
         // than one that carried the first of them alone, and the platform's reconciliation
         // must not answer for one with the other.
@@ -216,10 +212,8 @@ impl RunSends {
         for (index, part) in parts.iter_mut().enumerate() {
             part.idempotency_key = Some(format!("{}:block:{name}:{index}", self.inner.prefix));
         }
-        if scheduler.reconciles_sends() {
-            let event = LedgerEvent::BlockMessage { parts: parts.to_vec(), blocks: blocks.to_vec() };
-            self.recorder.record(&event, false).await;
-        }
+        let event = LedgerEvent::BlockMessage { parts: parts.to_vec(), blocks: blocks.to_vec() };
+        self.recorder.record(&event, false).await;
     }
 
     /// Sends a part of a block message [`RunSends::prepare_block_message`] named, as plain
@@ -249,9 +243,11 @@ impl RunSends {
         .await
     }
 
-    /// Sends again, reconciled by their keys, the block messages a killed attempt at this
-    /// reply recorded before sending them (it may have sent them, or some of their parts),
-    /// once per run, before anything it streams. Returns how many parts are on the platform.
+    /// Sends again the block messages a killed attempt at this reply recorded before sending
+    /// them (it may have sent them, or some of their parts), once per run, before anything
+    /// it streams: reconciled by key where the platform can; on Telegram a part recorded as
+    /// sent is skipped, and one that is not is sent again, the very same message at worst
+    /// (its outcome is unknown). Returns how many parts are on the platform.
     pub async fn replay_block_messages(
         &self,
         scheduler: &OutboundScheduler,
@@ -260,7 +256,10 @@ impl RunSends {
         let messages = std::mem::take(&mut *self.inner.to_replay.lock().unwrap_or_else(PoisonError::into_inner));
         let mut parts = 0;
         for part in messages.into_iter().flat_map(|message| message.parts) {
-            scheduler.send_or_plain_after_unknown_outcome(part, markup).await?;
+            let recorded = part.idempotency_key.as_ref().is_some_and(|key| self.inner.recovered.sent.contains_key(key));
+            if !recorded {
+                scheduler.send_or_plain_after_unknown_outcome(part, markup).await?;
+            }
             parts += 1;
         }
         Ok(parts)

@@ -20,22 +20,17 @@ fn lookup_channel() -> Arc<MemoryChannel> {
     Arc::new(MemoryChannel::with_capabilities("memory", "default", capabilities))
 }
 
-/// The parts of a block message carrying `blocks`, named (and recorded where the platform
-/// reconciles) as the coalescer does before it sends them.
-async fn block_message(
-    sends: &RunSends,
-    scheduler: &OutboundScheduler,
-    bodies: &[&str],
-    blocks: &[String],
-) -> Vec<OutboundMessage> {
+/// The parts of a block message carrying `blocks`, named and recorded as the coalescer does
+/// before it sends them.
+async fn block_message(sends: &RunSends, bodies: &[&str], blocks: &[String]) -> Vec<OutboundMessage> {
     let mut parts: Vec<OutboundMessage> = bodies.iter().map(|body| text(body)).collect();
-    sends.prepare_block_message(scheduler, &mut parts, blocks).await;
+    sends.prepare_block_message(&mut parts, blocks).await;
     parts
 }
 
 /// Sends a block message of one part carrying `blocks`.
 async fn send_block(sends: &RunSends, scheduler: &OutboundScheduler, body: &str, blocks: &[String]) -> Outcome {
-    let part = block_message(sends, scheduler, &[body], blocks).await.remove(0);
+    let part = block_message(sends, &[body], blocks).await.remove(0);
     sends.send_block(scheduler, part, MarkupDialect::Plain, (blocks, true)).await.unwrap()
 }
 
@@ -116,7 +111,7 @@ async fn recorded_block_messages_are_sent_again_reconciled_before_the_resumed_ru
     let (one, two) = ([block_digest("block one")], [block_digest("block two")]);
     let killed = RunSends::new(DeliveryLedger::new(Arc::new(log.clone())).recorder(vec![seq]), Recovered::default(), 0);
     send_block(&killed, &scheduler, "block one", &one).await;
-    block_message(&killed, &scheduler, &["block two"], &two).await;
+    block_message(&killed, &["block two"], &two).await;
     // Killed here, the second message recorded and not sent.
 
     let (second, recovered) = restarted(&log, &[seq]).await;
@@ -132,18 +127,31 @@ async fn recorded_block_messages_are_sent_again_reconciled_before_the_resumed_ru
 }
 
 /// On a platform that cannot settle a repeated send (Telegram), a block message is recorded
-/// once sent and nothing is recorded before: a restart has nothing to send again.
+/// before it is sent and each part once sent. The resumed run skips what was recorded sent,
+/// sends again the very same message whose send was in flight at the kill (a repeat of it at
+/// worst, never of its blocks merged with others), and sends the one never sent.
 #[tokio::test(start_paused = true)]
-async fn without_reconciliation_a_block_message_is_recorded_only_once_sent() {
+async fn without_reconciliation_only_the_block_message_in_flight_at_the_kill_is_repeated_and_as_itself() {
     let dir = tempfile::tempdir().unwrap();
     let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
     let seq = accept(&log, "1").await;
     let channel = Arc::new(MemoryChannel::new("memory", "default"));
     let scheduler = OutboundScheduler::new(channel.clone());
     let killed = RunSends::new(DeliveryLedger::new(Arc::new(log.clone())).recorder(vec![seq]), Recovered::default(), 0);
-    block_message(&killed, &scheduler, &["never sent"], &[block_digest("never sent")]).await;
-    let (_, recovered) = restarted(&log, &[seq]).await;
-    assert!(recovered.block_messages.is_empty() && recovered.sent.is_empty(), "{recovered:?}");
+    let digests = |text: &str| [block_digest(text)];
+    send_block(&killed, &scheduler, "one", &digests("one")).await;
+    // Sent, and killed before its record.
+    let in_flight = block_message(&killed, &["two"], &digests("two")).await;
+    scheduler.send(in_flight[0].clone()).await.unwrap();
+    // Recorded, never sent.
+    block_message(&killed, &["three"], &digests("three")).await;
+
+    let (second, recovered) = restarted(&log, &[seq]).await;
+    let sends = RunSends::new(second.recorder(vec![seq]), recovered, 0);
+    let scheduler = OutboundScheduler::new(channel.clone());
+    assert_eq!(sends.replay_block_messages(&scheduler, MarkupDialect::Plain).await.unwrap(), 3);
+    assert_eq!(channel.sent_texts(), ["one", "two", "two", "three"]);
+    assert!(["one", "two", "three"].iter().all(|text| sends.block_was_sent(&block_digest(text))));
 }
 
 /// A message steered into a run is answered by the run's reply: the record completing it
@@ -224,14 +232,14 @@ async fn each_part_of_a_long_block_message_is_recorded() {
     let blocks = [block_digest("a long block")];
     let sends = RunSends::new(DeliveryLedger::new(Arc::new(log.clone())).recorder(vec![seq]), Recovered::default(), 0);
     let first = OutboundScheduler::new(channel.clone());
-    let parts = block_message(&sends, &first, &["part one", "part two"], &blocks).await;
+    let parts = block_message(&sends, &["part one", "part two"], &blocks).await;
     sends.send_block(&first, parts[0].clone(), MarkupDialect::Plain, (&blocks, false)).await.unwrap();
     // Killed before the second part.
 
     let (second, recovered) = restarted(&log, &[seq]).await;
     let sends = RunSends::new(second.recorder(vec![seq]), recovered, 0);
     let scheduler = OutboundScheduler::new(channel.clone());
-    let parts = block_message(&sends, &scheduler, &["part one", "part two"], &blocks).await;
+    let parts = block_message(&sends, &["part one", "part two"], &blocks).await;
     let again = sends.send_block(&scheduler, parts[0].clone(), MarkupDialect::Plain, (&blocks, false)).await;
     assert!(matches!(again.unwrap(), Outcome::Recorded(_)));
     sends.send_block(&scheduler, parts[1].clone(), MarkupDialect::Plain, (&blocks, true)).await.unwrap();
