@@ -303,7 +303,11 @@ pub async fn model_think_and_reasoning_commands_shape_the_next_run<P: Platform>(
 
     // A silent answer stays silent: its reasoning is not shown either.
     h.openai.push(Turn::Reply(Reply::text(["NO_REPLY"]).with_thinking(["Nothing to add."])));
+    let asked = h.openai.requests().len();
     h.platform.dm(USER, "ok thanks").await;
+    // Its run has started before the sentinel is sent: one run for both would answer the
+    // sentinel with the silent turn too, and no `pong` would come.
+    h.request(asked).await;
     let shown = h.after_sentinel(USER).await;
     assert!(visible(&shown).iter().all(|text| !text.contains("Nothing to add.")), "{}: {:?}", P::NAME, visible(&shown));
 }
