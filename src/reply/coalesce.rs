@@ -196,14 +196,10 @@ impl Coalescer {
         if let Some(ledger) = &self.ledger {
             ledger.prepare_block_message(&mut messages, &blocks).await;
         }
-        let count = messages.len();
-        for (index, mut message) in messages.into_iter().enumerate() {
+        for mut message in messages {
             let send = async {
                 match &self.ledger {
-                    Some(ledger) => {
-                        let place = (blocks.as_slice(), index + 1 == count);
-                        ledger.send_block(&self.scheduler, message, markup, place).await.map(|_| ())
-                    }
+                    Some(ledger) => ledger.send_block(&self.scheduler, message, markup).await.map(|_| ()),
                     None => {
                         message.idempotency_key = Some(format!("{}:block:{}", self.run_id, self.sent));
                         self.scheduler.send_or_plain(message, markup).await.map(|_| ())

@@ -42,8 +42,9 @@ pub enum LedgerEvent {
     Sent {
         key: String,
         message_id: String,
-        /// A block message: the digests of the streamed blocks it carried
-        /// ([`super::sends::block_digest`]).
+        /// A block message, as written before [`LedgerEvent::BlockMessage`] held them: the
+        /// digests of the streamed blocks it carried ([`super::sends::block_digest`]). Read
+        /// from older records; no longer written.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         blocks: Vec<String>,
     },

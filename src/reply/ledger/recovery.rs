@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ferry_channel::{MarkupDialect, MessageRef, OutboundMessage};
 
 use super::record::LedgerEvent;
-use super::sends::{BlockMessage, SentKeys};
+use super::sends::{BlockMessage, SentKeys, add_block_messages};
 use super::uploads::UploadedFiles;
 use crate::state::inbound::LoggedDelivery;
 use crate::types::conversation::ChatMessage;
@@ -182,11 +182,7 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
                     others.sent.extend(older.sent.iter().map(|(key, id)| (key.clone(), id.clone())));
                     others.blocks.extend(older.blocks.iter().cloned());
                     others.uploads.extend(older.uploads.iter().map(|(key, files)| (key.clone(), files.clone())));
-                    for message in &older.block_messages {
-                        if !others.block_messages.iter().any(|known| known.key() == message.key()) {
-                            others.block_messages.push(message.clone());
-                        }
-                    }
+                    add_block_messages(&mut others.block_messages, older.block_messages.iter().cloned());
                     others.kept = others.kept.max(older.kept);
                 }
             }
@@ -239,11 +235,7 @@ pub fn fold(deliveries: Vec<LoggedDelivery>) -> Recovery {
         }
         // The other attempts' block messages were streamed before this one's.
         let own = std::mem::replace(&mut reply.block_messages, others.block_messages);
-        for message in own {
-            if !reply.block_messages.iter().any(|known| known.key() == message.key()) {
-                reply.block_messages.push(message);
-            }
-        }
+        add_block_messages(&mut reply.block_messages, own);
         reply.kept = reply.kept.max(others.kept);
     }
     let live_previews: Vec<MessageRef> = replies

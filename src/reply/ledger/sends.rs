@@ -84,10 +84,15 @@ impl Recovered {
         self.sent.extend(reply.sent.iter().map(|(key, id)| (key.clone(), id.clone())));
         self.blocks.extend(reply.blocks.iter().cloned());
         self.uploads.extend(reply.uploads.iter().map(|(key, files)| (key.clone(), files.clone())));
-        for message in &reply.block_messages {
-            if !self.block_messages.iter().any(|known| known.key() == message.key()) {
-                self.block_messages.push(message.clone());
-            }
+        add_block_messages(&mut self.block_messages, reply.block_messages.iter().cloned());
+    }
+}
+
+/// Appends to `known` the block messages of `more` it does not hold yet (by key), in order.
+pub(super) fn add_block_messages(known: &mut Vec<BlockMessage>, more: impl IntoIterator<Item = BlockMessage>) {
+    for message in more {
+        if !known.iter().any(|held| held.key() == message.key()) {
+            known.push(message);
         }
     }
 }
@@ -189,8 +194,7 @@ impl RunSends {
     /// keys).
     pub async fn send(&self, scheduler: &OutboundScheduler, message: OutboundMessage) -> Result<Outcome, ChannelError> {
         let message = uploaded_ahead(scheduler, Some(&self.recorder), &self.inner.recovered.uploads, message).await;
-        let recorded = (!scheduler.reconciles_sends()).then(Vec::new);
-        self.send_with(message, recorded, |message, inherited| async move {
+        self.send_with(message, !scheduler.reconciles_sends(), |message, inherited| async move {
             if inherited { scheduler.send_after_unknown_outcome(message).await } else { scheduler.send(message).await }
         })
         .await
@@ -218,22 +222,15 @@ impl RunSends {
 
     /// Sends a part of a block message [`RunSends::prepare_block_message`] named, as plain
     /// text again if the platform rejects its markup ([`OutboundScheduler::send_or_plain`]).
-    /// Where the platform cannot settle a repeated send (Telegram), the part is recorded
-    /// once sent, the last with the message's `blocks`.
+    /// Where the platform cannot settle a repeated send (Telegram), the part is also recorded
+    /// once sent (its blocks are in the record made before).
     pub async fn send_block(
         &self,
         scheduler: &OutboundScheduler,
         message: OutboundMessage,
         markup: MarkupDialect,
-        (blocks, last): (&[String], bool),
     ) -> Result<Outcome, ChannelError> {
-        let recorded = match (scheduler.reconciles_sends(), last) {
-            // Recorded before it was sent.
-            (true, _) => None,
-            (false, true) => Some(blocks.to_vec()),
-            (false, false) => Some(Vec::new()),
-        };
-        self.send_with(message, recorded, |message, inherited| async move {
+        self.send_with(message, !scheduler.reconciles_sends(), |message, inherited| async move {
             if inherited {
                 scheduler.send_or_plain_after_unknown_outcome(message, markup).await
             } else {
@@ -268,11 +265,10 @@ impl RunSends {
     async fn send_with<F, Fut>(
         &self,
         message: OutboundMessage,
-        // `Some` for a send recorded once sent (a block message's last part with its
-        // blocks); `None` for one the ledger holds already: a block message recorded before
-        // it was sent, a `message` send the step before its call names, where the platform
-        // settles a repeat.
-        blocks: Option<Vec<String>>,
+        // Also recorded once sent: where the platform cannot settle a repeat, what the
+        // ledger holds already (the block message recorded before it, the step naming the
+        // `message` call) does not say whether it went out.
+        record_once_sent: bool,
         send: F,
     ) -> Result<Outcome, ChannelError>
     where
@@ -289,8 +285,8 @@ impl RunSends {
         }
         // A reply an earlier process began may have sent it without recording it.
         let sent = send(message, self.recorder.inherited()).await?;
-        if let Some(blocks) = blocks {
-            let event = LedgerEvent::Sent { key, message_id: sent.message_id.clone(), blocks };
+        if record_once_sent {
+            let event = LedgerEvent::Sent { key, message_id: sent.message_id.clone(), blocks: Vec::new() };
             self.recorder.record(&event, false).await;
         }
         Ok(Outcome::Sent(sent))

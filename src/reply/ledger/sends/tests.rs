@@ -31,7 +31,7 @@ async fn block_message(sends: &RunSends, bodies: &[&str], blocks: &[String]) -> 
 /// Sends a block message of one part carrying `blocks`.
 async fn send_block(sends: &RunSends, scheduler: &OutboundScheduler, body: &str, blocks: &[String]) -> Outcome {
     let part = block_message(sends, &[body], blocks).await.remove(0);
-    sends.send_block(scheduler, part, MarkupDialect::Plain, (blocks, true)).await.unwrap()
+    sends.send_block(scheduler, part, MarkupDialect::Plain).await.unwrap()
 }
 
 /// A run that sent a `message` and a block, then was killed, is resumed after a restart on
@@ -233,15 +233,15 @@ async fn each_part_of_a_long_block_message_is_recorded() {
     let sends = RunSends::new(DeliveryLedger::new(Arc::new(log.clone())).recorder(vec![seq]), Recovered::default(), 0);
     let first = OutboundScheduler::new(channel.clone());
     let parts = block_message(&sends, &["part one", "part two"], &blocks).await;
-    sends.send_block(&first, parts[0].clone(), MarkupDialect::Plain, (&blocks, false)).await.unwrap();
+    sends.send_block(&first, parts[0].clone(), MarkupDialect::Plain).await.unwrap();
     // Killed before the second part.
 
     let (second, recovered) = restarted(&log, &[seq]).await;
     let sends = RunSends::new(second.recorder(vec![seq]), recovered, 0);
     let scheduler = OutboundScheduler::new(channel.clone());
     let parts = block_message(&sends, &["part one", "part two"], &blocks).await;
-    let again = sends.send_block(&scheduler, parts[0].clone(), MarkupDialect::Plain, (&blocks, false)).await;
+    let again = sends.send_block(&scheduler, parts[0].clone(), MarkupDialect::Plain).await;
     assert!(matches!(again.unwrap(), Outcome::Recorded(_)));
-    sends.send_block(&scheduler, parts[1].clone(), MarkupDialect::Plain, (&blocks, true)).await.unwrap();
+    sends.send_block(&scheduler, parts[1].clone(), MarkupDialect::Plain).await.unwrap();
     assert_eq!(channel.sent_texts(), ["part one", "part two"]);
 }
