@@ -25,6 +25,8 @@
 //! uploads a message's files ahead of its send ([`Uploads::upload_ahead`]) and records their
 //! ids: a send repeated after a restart carries them (`Attachment::uploaded`), is looked up
 //! by them, and if the share is not there, shares those files instead of uploading new ones.
+//! Slack forgets an upload left unshared for long: if sharing answers `file_not_found` and
+//! `files.info` does not know the file either, the files are uploaded again and shared.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -130,38 +132,31 @@ impl Uploads {
         session: &Session<'_>,
         message: &FileMessage<'_>,
     ) -> Result<SentMessage, ChannelError> {
-        let mut files = Vec::with_capacity(message.attachments.len());
-        for attachment in message.attachments {
-            let (file_id, title) = match &attachment.uploaded {
-                // Uploaded ahead (`upload_ahead`), maybe by a process that stopped since:
-                // shared, not uploaded again.
-                Some(file_id) => (file_id.clone(), title_of(attachment)),
-                None => self.upload(session, attachment).await?,
-            };
-            if files.is_empty()
-                && let Some(key) = message.idempotency_key
-            {
-                self.remember(key, &file_id, message.channel);
+        let length = message.comment.chars().count();
+        let length = (length > 0).then_some(length);
+        let files = self.files_to_share(session, message, false).await?;
+        let first = files.first().map(|file| file.id.0.clone());
+        let completed = match self.complete(session, message, files).await {
+            Err(SlackClientError::ApiError(api)) if api.code == "file_not_found" && is_uploaded_ahead(message) => {
+                // Completed already (by an attempt whose answer was lost, its share not shown
+                // yet), or gone: Slack forgets an upload left unshared for too long.
+                let file_id = first.unwrap_or_default();
+                match self.poll_share(session, &file_id, message.channel, message.thread, &[Duration::ZERO]).await {
+                    Ok(Some(ts)) => return Ok(SentMessage { message_id: ts }),
+                    Ok(None) => return Ok(SentMessage { message_id: file_id }),
+                    Err(SlackClientError::ApiError(api))
+                        if matches!(api.code.as_str(), "file_not_found" | "file_deleted") =>
+                    {
+                        info!(channel = CHANNEL_NAME, chat_id = %message.channel, %file_id, "a file uploaded ahead of its send is gone from Slack; uploading it again");
+                        let files = self.files_to_share(session, message, true).await?;
+                        self.complete(session, message, files).await
+                    }
+                    Err(error) => return Err(channel_error(&error, length)),
+                }
             }
-            files.push(SlackApiFilesComplete::new(SlackFileId(file_id)).with_title(title));
-        }
-        let Some(first) = files.first().map(|file| file.id.0.clone()) else {
-            return Err(ChannelError::Rejected { reason: "a file message without files".to_owned() });
+            completed => completed,
         };
-        if let Some(key) = message.idempotency_key {
-            self.mark_completing(key);
-        }
-        let comment = Some(message.comment.clone()).filter(|text| !text.is_empty());
-        let length = comment.as_ref().map(|text| text.chars().count());
-        let request = SlackApiFilesCompleteUploadExternalRequest::new(files)
-            .with_channel_id(SlackChannelId(message.channel.to_owned()))
-            .opt_thread_ts(message.thread.map(|ts| SlackTs(ts.to_owned())))
-            .opt_initial_comment(comment);
-        let completed: Completed = session
-            .http_session_api
-            .http_post("files.completeUploadExternal", &request, None)
-            .await
-            .map_err(|error| channel_error(&error, length))?;
+        let (completed, first) = completed.map_err(|error| channel_error(&error, length))?;
         let shared = completed.files.iter().find(|file| file.id == first);
         if let Some(ts) = shared.and_then(|file| share_ts(&file.shares, message.channel, message.thread)) {
             return Ok(SentMessage { message_id: ts });
@@ -173,6 +168,55 @@ impl Uploads {
                 Ok(SentMessage { message_id: first })
             }
         }
+    }
+
+    /// Steps 1 and 2 where they are still to do (for every file when `anew`: those uploaded
+    /// ahead are gone), as the files step 3 shares.
+    async fn files_to_share(
+        &self,
+        session: &Session<'_>,
+        message: &FileMessage<'_>,
+        anew: bool,
+    ) -> Result<Vec<SlackApiFilesComplete>, ChannelError> {
+        let mut files = Vec::with_capacity(message.attachments.len());
+        for attachment in message.attachments {
+            let (file_id, title) = match &attachment.uploaded {
+                // Uploaded ahead (`upload_ahead`), maybe by a process that stopped since:
+                // shared, not uploaded again.
+                Some(file_id) if !anew => (file_id.clone(), title_of(attachment)),
+                _ => self.upload(session, attachment).await?,
+            };
+            if files.is_empty()
+                && let Some(key) = message.idempotency_key
+            {
+                self.remember(key, &file_id, message.channel);
+            }
+            files.push(SlackApiFilesComplete::new(SlackFileId(file_id)).with_title(title));
+        }
+        if files.is_empty() {
+            return Err(ChannelError::Rejected { reason: "a file message without files".to_owned() });
+        }
+        Ok(files)
+    }
+
+    /// Step 3: shares `files` in one message; its answer, with the first file's id.
+    async fn complete(
+        &self,
+        session: &Session<'_>,
+        message: &FileMessage<'_>,
+        files: Vec<SlackApiFilesComplete>,
+    ) -> Result<(Completed, String), SlackClientError> {
+        let first = files.first().map(|file| file.id.0.clone()).unwrap_or_default();
+        if let Some(key) = message.idempotency_key {
+            self.mark_completing(key);
+        }
+        let comment = Some(message.comment.clone()).filter(|text| !text.is_empty());
+        let request = SlackApiFilesCompleteUploadExternalRequest::new(files)
+            .with_channel_id(SlackChannelId(message.channel.to_owned()))
+            .opt_thread_ts(message.thread.map(|ts| SlackTs(ts.to_owned())))
+            .opt_initial_comment(comment);
+        let completed = session.http_session_api.http_post("files.completeUploadExternal", &request, None).await?;
+        Ok((completed, first))
     }
 
     /// Steps 1 and 2 for each file of a message that has not been uploaded yet, ahead of its
@@ -325,6 +369,11 @@ impl Uploads {
 /// message ids are `ts` values (`1700000000.000100`); file ids are `F…` without a dot.
 pub(crate) fn is_file_id(message_id: &str) -> bool {
     message_id.starts_with('F') && !message_id.contains('.')
+}
+
+/// Whether the message's files were uploaded ahead of this send.
+fn is_uploaded_ahead(message: &FileMessage<'_>) -> bool {
+    message.attachments.iter().any(|attachment| attachment.uploaded.is_some())
 }
 
 /// The title of a file uploaded ahead: its name, as [`file_name`] gave it at upload.

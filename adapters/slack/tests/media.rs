@@ -345,3 +345,35 @@ async fn a_file_uploaded_ahead_is_shared_and_found_by_its_id_after_a_restart() {
     let found = again.find_sent(&ahead).await.unwrap().map(|found| found.message_id);
     assert_eq!(found, Some(sent.message_id));
 }
+
+/// A file uploaded ahead whose upload Slack forgot before the send (an upload left unshared
+/// expires) is uploaded again and shared once; one completed by an attempt whose answer was
+/// lost is not uploaded again.
+#[tokio::test]
+async fn a_file_uploaded_ahead_that_slack_forgot_is_uploaded_again_once() {
+    let slack = FakeSlack::start().await.unwrap();
+    let channel = connected(&slack).await;
+    let (message, _file) = with_png(target("C1", None), "chart", PNG);
+    let ahead = channel.upload_ahead(message).await.unwrap();
+    let forgotten = ahead.attachments[0].uploaded.clone().expect("the file's id");
+    slack.expire_pending_uploads();
+
+    let restarted = connected(&slack).await;
+    assert_eq!(restarted.find_sent(&ahead).await.unwrap(), None);
+    let sent = restarted.send(ahead.clone()).await.unwrap();
+    assert_eq!(slack.calls_to("files.getUploadURLExternal").len(), 2, "uploaded again");
+    let [shared]: [_; 1] = slack.uploaded_files().try_into().unwrap();
+    assert_ne!(shared.id, forgotten);
+    assert_eq!((shared.bytes.as_slice(), shared.ts.as_deref()), (PNG, Some(sent.message_id.as_str())));
+
+    // Shared already, by an attempt that never heard back: the repeat finds that share.
+    let again = connected(&slack).await;
+    let (message, _file) = with_png(target("C1", None), "chart", PNG);
+    let ahead = again.upload_ahead(message).await.unwrap();
+    slack.apply_then_drop_next("files.completeUploadExternal");
+    assert!(again.send(ahead.clone()).await.is_err());
+    let resent = again.send(ahead).await.unwrap();
+    assert_eq!(slack.calls_to("files.getUploadURLExternal").len(), 3, "not uploaded a fourth time");
+    assert_eq!(slack.uploaded_files().len(), 2, "one share each");
+    assert_eq!(Some(resent.message_id), slack.uploaded_files()[1].ts);
+}

@@ -18,8 +18,9 @@
 //! names [`FakeSlack::DOWNLOAD_ROUTE`] and [`FakeSlack::UPLOAD_ROUTE`], and are recorded as
 //! [`Call`]s under those names (with the bearer token the request carried, if any).
 //!
-//! Simplifications: a file id that was handed out but never uploaded or completed is
-//! `file_not_found` to `files.info` and `files.completeUploadExternal`; a completed file is
+//! Simplifications: a file id that was handed out but never uploaded or completed (or whose
+//! upload expired, [`FakeSlack::expire_pending_uploads`]) is `file_not_found` to `files.info`
+//! and `files.completeUploadExternal`; a completed file is
 //! shared at once (Slack shares asynchronously: [`FakeSlack::defer_file_shares`] imitates a
 //! share that `files.info` shows only later).
 
@@ -557,6 +558,13 @@ impl FakeSlack {
     /// `after_info_calls + 1`-th call on (`u32::MAX`: never).
     pub fn defer_file_shares(&self, after_info_calls: u32) {
         self.state().files.defer_shares = Some(after_info_calls);
+    }
+
+    /// Forgets every file uploaded but not yet completed, as Slack does once such an upload
+    /// has waited too long: `files.completeUploadExternal` and `files.info` then answer
+    /// `file_not_found` for it.
+    pub fn expire_pending_uploads(&self) {
+        self.state().files.pending.clear();
     }
 
     /// Files the bot uploaded and completed, in order (deleted ones removed).

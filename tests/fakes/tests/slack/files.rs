@@ -115,6 +115,22 @@ async fn the_external_upload_flow_shares_the_file_and_answers_slacks_shapes() {
     assert!(slack.messages_in("C1").is_empty() && slack.uploaded_files().is_empty());
 }
 
+/// An upload never completed, once expired, is unknown to `files.completeUploadExternal`
+/// and `files.info`.
+#[tokio::test]
+async fn an_expired_upload_is_file_not_found() {
+    let slack = FakeSlack::start().await.unwrap();
+    let target = call(&slack, "files.getUploadURLExternal", json!({"filename": "r.csv", "length": 5})).await;
+    let parsed: SlackApiFilesGetUploadUrlExternalResponse = serde_json::from_value(target).unwrap();
+    assert_eq!(post_bytes(parsed.upload_url.0.as_str(), "text/csv", b"a,b\n1".to_vec()).await.0, 200);
+    slack.expire_pending_uploads();
+    let files = json!([{"id": parsed.file_id.0}]);
+    let shared = call(&slack, "files.completeUploadExternal", json!({"files": files, "channel_id": "C1"})).await;
+    assert_eq!(shared["error"], "file_not_found");
+    assert_eq!(call(&slack, "files.info", json!({"file": parsed.file_id.0})).await["error"], "file_not_found");
+    assert!(slack.uploaded_files().is_empty());
+}
+
 #[tokio::test]
 async fn uploads_check_their_arguments_and_length_and_take_multipart_forms() {
     let slack = FakeSlack::start().await.unwrap();
