@@ -84,7 +84,10 @@ impl World {
         plugins: impl FnOnce(HooksBuilder) -> HooksBuilder,
     ) -> Self {
         // Logs show in a failing test's output.
-        let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("ferry=info").try_init();
+        let _ = tracing_subscriber::fmt()
+            .with_test_writer()
+            .with_env_filter(std::env::var("RUST_LOG").unwrap_or("ferry=info".into()))
+            .try_init();
         let workspace = tempfile::tempdir().unwrap();
         let channels = ChannelRegistry::new();
         let runner = AgentRunner::new(RunnerParts {
@@ -739,4 +742,77 @@ async fn a_run_still_going_after_the_shutdown_grace_is_aborted_and_its_message_k
     world.send(world.dm("42", "during shutdown"));
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(world.fake.requests().len(), 1, "no run starts once shutting down");
+}
+
+/// A message steered into a run that a crash cut short is part of the resumed run; when that
+/// run is kept for later (the model failing for a passing reason), the steered message is
+/// kept with the run's own, and the next run asks about both.
+#[test]
+fn a_resumed_run_kept_for_later_keeps_the_message_steered_into_it() {
+    let state = tempfile::tempdir().unwrap();
+    let state_path = state.path().to_owned();
+    let mut config = open_dms();
+    config.messages.queue.mode = QueueMode::Steer;
+    // First process: the first question's run streams, the second is steered into it, the
+    // run records a step with it (before its `message` send), then hangs and the process dies.
+    let first = tokio::runtime::Runtime::new().unwrap();
+    first.block_on(async {
+        let fake = FakeOpenAi::start().await.unwrap();
+        let database = Database::open(&state_path).await.unwrap();
+        let world = World::with(config.clone(), fake, tempfile::tempdir().unwrap(), database).await;
+        let skipped = ToolCall::new("call_1", "message", r#"{"text":"Skipped for the steered message."}"#);
+        let reply = Reply::text(["Let me ", "look ", "into ", "that."]).with_tool_call(skipped);
+        world.fake.push(reply.with_chunk_delay(Duration::from_millis(300)));
+        world.fake.push(Turn::tool_calls([ToolCall::new("call_2", "message", r#"{"text":"On it."}"#)]));
+        world.fake.push(Turn::stall(Reply::text(["never finished"]), 0));
+        world.send(world.dm("42", "the first question"));
+        world.request(0).await;
+        tokio::time::timeout(PATIENCE, async {
+            while !world.dispatcher.scheduler().status(DM_42).streaming {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap();
+        world.send(world.dm("42", "the steered question"));
+        world.request(2).await;
+        assert_eq!(world.journaled().await, 2);
+    });
+    drop(first);
+
+    // Second process: the resumed run fails for a passing reason and is kept for later; the
+    // next message runs with both kept messages.
+    let second = tokio::runtime::Runtime::new().unwrap();
+    second.block_on(async {
+        let fake = FakeOpenAi::start().await.unwrap();
+        for _ in 0..3 {
+            fake.push(Turn::cut(Reply::text(["Starting an answer that breaks off", " …"]), 1));
+        }
+        let world = World::with(config, fake, state, Database::open(&state_path).await.unwrap()).await;
+        world.dispatcher.restore().await.unwrap();
+        world.request(2).await;
+        let shown = || world.channel.visible_messages().into_iter().map(|m| m.text).collect::<Vec<_>>();
+        tokio::time::timeout(PATIENCE, async {
+            while !shown().iter().any(|text| text.contains("kept your message")) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the user is not told: {:?}", shown()));
+        world.fake.push(Turn::text(["All three answered."]));
+        // Not `1` again, which the first process gave the first question.
+        world.send(InboundMessage { message_id: "third".into(), ..world.dm("42", "the third question") });
+        tokio::time::timeout(PATIENCE, async {
+            while !shown().iter().any(|text| text == "All three answered.") {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no answer: {:?}", shown()));
+        let last = world.fake.requests().len() - 1;
+        let asked = last_user_content(&world.request(last).await);
+        for question in ["the first question", "the steered question", "the third question"] {
+            assert!(asked.contains(question), "{question:?} is not asked: {asked}");
+        }
+    });
 }

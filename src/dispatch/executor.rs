@@ -132,7 +132,9 @@ impl RunExecutor for AgentExecutor {
         // Messages steered into a resumed run (or batched with its messages) are in its
         // recorded messages already; one that waits in a later batch is answered by this
         // run, and is not run again once this run's reply is delivered.
-        job.messages.retain(|message| !resumed.joined.contains(&message.id));
+        let (joined, own): (Vec<QueuedMessage>, Vec<QueuedMessage>) =
+            job.messages.into_iter().partition(|message| resumed.joined.contains(&message.id));
+        job.messages = own;
         let Some(_) = job.messages.first() else { return RunReport { answered, ..RunReport::default() } };
         // What arrived since the resumed run began follows its recorded messages.
         let arrived: Vec<QueuedMessage> =
@@ -352,7 +354,14 @@ impl RunExecutor for AgentExecutor {
         // A reply withheld because this replica stopped holding the session (lost, or lapsed
         // while the database was out of reach) is the next holder's to give.
         let fenced = !delivered && self.leases.as_ref().is_some_and(|leases| !leases.holds(key));
-        let retry_later = if keep { job.messages } else { Vec::new() };
+        // Kept for later, the run answered nothing: what joined it waits with its own messages.
+        let retry_later = if keep {
+            let mut kept: Vec<QueuedMessage> = job.messages.into_iter().chain(joined).collect();
+            kept.sort_by_key(|message| message.id);
+            kept
+        } else {
+            Vec::new()
+        };
         RunReport {
             unconsumed_steer: outcome.unconsumed_steer,
             answered: delivered && answered && !keep,

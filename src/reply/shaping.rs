@@ -42,19 +42,19 @@ pub fn shape_reply(
     let mut reply_to = None;
     let mut texts: Vec<String> = Vec::new();
     let answered_here = tool_answered_here(origin, sends);
-    if !answered_here {
-        for payload in payloads {
-            let stripped = directive::strip(&payload.text);
-            if reply_to.is_none() {
-                reply_to = stripped.directives.reply_to;
-            }
-            let Some(text) = silent::shape_final(&stripped.text).and_then(|text| strip_heartbeat(&text)) else {
-                continue;
-            };
-            let text = with_prefix(text, prefix);
-            if !repeats_a_tool_send(origin, sends, &text) {
-                texts.push(text);
-            }
+    // A tool's send here answers the turn, but not a failure after it: the user is told the
+    // run failed (and whether their message is kept for later).
+    for payload in payloads.iter().filter(|payload| !answered_here || payload.is_error) {
+        let stripped = directive::strip(&payload.text);
+        if reply_to.is_none() {
+            reply_to = stripped.directives.reply_to;
+        }
+        let Some(text) = silent::shape_final(&stripped.text).and_then(|text| strip_heartbeat(&text)) else {
+            continue;
+        };
+        let text = with_prefix(text, prefix);
+        if !repeats_a_tool_send(origin, sends, &text) {
+            texts.push(text);
         }
     }
     if texts.is_empty()
@@ -263,6 +263,12 @@ mod tests {
         assert_eq!(
             shape_reply(&[payload("Sent it to you!")], &[], &here, &tool_elsewhere, None, &[]).texts,
             ["Sent it to you!"]
+        );
+        let failed = Payload { text: "⚠️ The model failed; I kept your message.".into(), is_error: true };
+        assert_eq!(
+            shape_reply(&[payload("Half an answer"), failed.clone()], &[], &here, &tool_here, None, &[]).texts,
+            [failed.text],
+            "a failure after a send here is still told"
         );
     }
 

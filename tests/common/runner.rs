@@ -30,7 +30,8 @@ pub fn fake_model_runner(model_url: &str, workspace: &Path, channels: &ChannelRe
             max_tool_rounds: 5,
             max_reply_chars: 200_000,
             retry: RetryPolicy::default(),
-            retry_after_output: RetryPolicy::after_output(Duration::from_secs(10)),
+            // Short: a test of a run kept for later takes no minutes.
+            retry_after_output: RetryPolicy::after_output(Duration::from_millis(100)),
             compaction_reserve_tokens: 20_000,
             thinking: Default::default(),
         },
