@@ -16,8 +16,7 @@
 //! photo or a voice note), its second in a reply streamed in blocks, and messages arriving
 //! mid-run are steered into it. Killed at the worst moment there, a send was just recorded
 //! and the next is under way. It holds the gateway to the same: nothing lost or sent twice,
-//! every file shown once; the order of answers under steering is reported but not asserted
-//! yet (see its assertions).
+//! answers in order, every file shown once.
 //!
 //! Seeded and bounded: `FERRY_CHAOS_SEED` replays a run (the seed is printed, and named in
 //! every failure); `FERRY_CHAOS_SECONDS` sets how long faults are injected (default 40, 25 in
@@ -510,13 +509,7 @@ async fn chaos<P: ChaosPlatform>(mode: Mode) {
     keep_for_inspection(&h, seed);
     let context = format!("{} (seed {seed}): {verdict:?}", P::NAME);
     assert!(verdict.lost.is_empty(), "lost: {context}");
-    // Known and not fixed yet (issue 41): under steering, a message that was waiting when
-    // the gateway was killed can join the conversation after one that came later, so the
-    // tokens of one kind can be answered in another order than they were sent. Reported
-    // above, not asserted in the sends mode.
-    if mode == Mode::Replies {
-        assert!(verdict.out_of_order.is_empty(), "out of order: {context}");
-    }
+    assert!(verdict.out_of_order.is_empty(), "out of order: {context}");
     assert!(verdict.duplicated.is_empty(), "answered twice: {context}");
     assert!(verdict.half_written.is_empty(), "half-written or frozen: {context}");
     assert!(verdict.leaks.is_empty(), "NO_REPLY leaked: {context}");

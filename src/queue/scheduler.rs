@@ -290,6 +290,23 @@ impl Scheduler {
         match mode {
             QueueMode::Collect | QueueMode::Followup => Self::enqueue(lane, message, effects),
             QueueMode::Steer => {
+                // Its chat's earlier messages still waiting (they came before the run could
+                // take them) go in first, in order: steered past them, this one would be
+                // answered before them. One with files waits for a run of its own, and so
+                // does everything after it.
+                while let Some(earlier) = lane.pending.iter().find(|item| item.same_place(&message)) {
+                    if !earlier.message.attachments.is_empty() || !active.steer.is_accepting() {
+                        return Self::enqueue(lane, message, effects);
+                    }
+                    let Some(earlier) = lane.pending.remove_first(|item| item.same_place(&message)) else { break };
+                    match active.steer.push_for(earlier.prompt.clone(), client_run_id(&earlier), Some(earlier.id)) {
+                        Ok(()) => active.steered.push(earlier),
+                        Err(_) => {
+                            lane.pending.push_front(earlier);
+                            return Self::enqueue(lane, message, effects);
+                        }
+                    }
+                }
                 match active.steer.push_for(message.prompt.clone(), client_run_id(&message), Some(message.id)) {
                     Ok(()) => {
                         active.steered.push(message);

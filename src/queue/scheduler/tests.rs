@@ -292,6 +292,52 @@ async fn steer_falls_back_to_followup_when_the_run_is_not_streaming() {
     assert_eq!(h.next_run().await.prompt, "later");
 }
 
+/// Messages that came before the run could take them are steered in ahead of one that
+/// came once it could, in order; another chat's message keeps waiting for its own run.
+#[tokio::test(start_paused = true)]
+async fn a_message_steered_while_earlier_ones_of_its_chat_wait_goes_in_after_them() {
+    let mut h = Harness::new().await;
+    let steer = settings(QueueMode::Steer);
+    let first = h.message("a", "first").await;
+    h.scheduler.submit(first.clone(), steer).await;
+    let run = h.next_run().await;
+    let second = h.message("a", "second").await;
+    assert_eq!(h.scheduler.submit(second.clone(), steer).await.admission, Admission::Queued { position: 1 });
+    let other = h.message("b", "from another chat").await;
+    h.scheduler.submit(other.clone(), steer).await;
+    run.steer.open();
+    let third = h.message("a", "third").await;
+    assert_eq!(h.scheduler.submit(third.clone(), steer).await.admission, Admission::Steered);
+    assert_eq!(run.steer.drain(), ["second", "third"]);
+    assert_eq!(h.scheduler.status("agent:main:main").queued, 1, "only the other chat's message waits");
+    run.finish.send(RunReport::default()).unwrap();
+    let next = h.next_run().await;
+    assert_eq!(next.ids, [other.id]);
+    next.finish.send(RunReport::default()).unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(h.journaled().await, 0, "the steered ones were answered by the first run");
+}
+
+/// A waiting message with files cannot be steered; a message after it waits behind it
+/// rather than being answered first.
+#[tokio::test(start_paused = true)]
+async fn a_message_after_a_waiting_one_with_files_waits_behind_it() {
+    let mut h = Harness::new().await;
+    let steer = settings(QueueMode::Steer);
+    h.scheduler.submit(h.message("a", "first").await, steer).await;
+    let run = h.next_run().await;
+    let mut photo = h.message("a", "this photo").await;
+    photo.message.attachments.push(ferry_channel::Attachment::remote(ferry_channel::AttachmentKind::Image, "p1"));
+    h.scheduler.submit(photo.clone(), steer).await;
+    run.steer.open();
+    let later = h.message("a", "what do you see?").await;
+    assert_eq!(h.scheduler.submit(later.clone(), steer).await.admission, Admission::Queued { position: 2 });
+    assert!(run.steer.drain().is_empty());
+    run.finish.send(RunReport::default()).unwrap();
+    let next = h.next_run().await;
+    assert_eq!(next.ids, [photo.id]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn steering_the_run_did_not_take_runs_as_a_follow_up() {
     let mut h = Harness::new().await;
