@@ -10,6 +10,10 @@
 //! What the daemon reads back is capped by what the prompt can take, so a file whose text
 //! is endless cannot grow the daemon either.
 //!
+//! At most as many parsers run at once as the machine has cores
+//! ([`FileReader::at_most`]); further files wait for one to end, so a flood of files costs
+//! time, never more than that many times the memory limit.
+//!
 //! The first read checks once whether the sandbox can be set up on this host. If it
 //! cannot (no Landlock, no user namespaces), files are still parsed in a child under the
 //! same rlimits and deadline, and a warning says so once: the parser touches nothing of the
@@ -37,7 +41,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::sync::OnceCell;
+use tokio::sync::{OnceCell, Semaphore};
 
 use super::pdf::{PdfError, pdf_text};
 use crate::sandbox::{FileParser, LaunchSpec, Limits, Program, ReadJob, reader_command, reader_confinement};
@@ -94,12 +98,22 @@ pub struct FileReader {
     limits: ReaderLimits,
     /// Whether parsers run confined: checked once, at the first file.
     confined: OnceCell<bool>,
+    /// A permit per parser that may run at once.
+    running: Semaphore,
 }
 
 impl FileReader {
     /// A reader that starts `launcher` (the `ferry` binary) for each file.
+    /// At most one parser per core runs at a time.
     pub fn new(launcher: PathBuf, limits: ReaderLimits) -> Self {
-        Self { launcher, limits, confined: OnceCell::new() }
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        Self { launcher, limits, confined: OnceCell::new(), running: Semaphore::new(cores) }
+    }
+
+    /// At most `parsers` (at least one) run at a time; the others wait their turn.
+    pub fn at_most(mut self, parsers: usize) -> Self {
+        self.running = Semaphore::new(parsers.max(1));
+        self
     }
 
     /// The text of the PDF in `bytes`, at most `keep_chars` characters of it, read in a
@@ -130,6 +144,8 @@ impl FileReader {
     }
 
     async fn run(&self, parser: FileParser, bytes: Vec<u8>, keep: usize, confined: bool) -> Result<Answer, PdfError> {
+        // Never closed; were it, the file would be read anyway rather than refused.
+        let _turn = self.running.acquire().await.ok();
         self.spawn(parser, bytes, keep, confined).await.map_err(|ended| match ended {
             Ended::TooSlow => PdfError::TooSlow(self.limits.timeout),
             Ended::OutOfMemory => PdfError::OutOfMemory(self.limits.memory_bytes / (1024 * 1024)),

@@ -67,3 +67,39 @@ async fn a_pdf_that_eats_memory_ends_at_the_memory_limit() {
     let read = tokio::time::timeout(PATIENCE, reader(PATIENCE, 256).pdf_text(cmap_bomb_pdf(), 100)).await;
     assert_eq!(read.expect("the reader answers"), Err(PdfError::OutOfMemory(256)));
 }
+
+/// Process groups of the processes [`children_marked`] finds: one per parser running.
+fn parsers_marked(memory_mb: u64) -> std::collections::HashSet<String> {
+    children_marked(memory_mb)
+        .into_iter()
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // After the command name in parentheses: state, parent, process group.
+            let after_name = stat.rsplit_once(") ")?.1.to_owned();
+            after_name.split(' ').nth(2).map(str::to_owned)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn files_sent_at_once_are_parsed_one_at_a_time_when_one_parser_may_run() {
+    const MARK_MB: u64 = 521;
+    let deadline = Duration::from_secs(2);
+    let reader = reader(deadline, MARK_MB).at_most(1);
+    let both = async { tokio::join!(reader.pdf_text(endless_pdf(), 100), reader.pdf_text(endless_pdf(), 100)) };
+    let watch = async {
+        let mut most = 0;
+        loop {
+            most = most.max(parsers_marked(MARK_MB).len());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            if most > 1 {
+                return most;
+            }
+        }
+    };
+    let (first, second) = tokio::select! {
+        reads = tokio::time::timeout(PATIENCE, both) => reads.expect("the reader answers"),
+        most = watch => panic!("{most} parsers ran at once"),
+    };
+    assert_eq!((first, second), (Err(PdfError::TooSlow(deadline)), Err(PdfError::TooSlow(deadline))));
+}
