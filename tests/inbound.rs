@@ -816,3 +816,87 @@ fn a_resumed_run_kept_for_later_keeps_the_message_steered_into_it() {
         }
     });
 }
+
+/// Holds every reply at `message_sending` until the process dies: the run's reply is
+/// recorded whole (its last step), but nothing of it is sent.
+struct HoldReplies(tokio::sync::mpsc::UnboundedSender<()>);
+
+#[async_trait::async_trait]
+impl ferry::hooks::Plugin for HoldReplies {
+    fn name(&self) -> &str {
+        "hold-replies"
+    }
+
+    async fn message_sending(
+        &self,
+        _event: &ferry::hooks::MessageSending,
+    ) -> ferry::hooks::HookResult<Option<ferry::hooks::SendingDecision>> {
+        let _ = self.0.send(());
+        std::future::pending().await
+    }
+}
+
+/// A run that ended before a crash left its whole reply recorded but unsent. After the
+/// restart that reply goes out in a run that also answers a message that came since; when
+/// that run is kept for later (the model failing for a passing reason), the recorded reply
+/// still answers its own message, which is never asked about again.
+#[test]
+fn a_recorded_reply_resumed_in_a_run_kept_for_later_still_answers_its_message() {
+    let state = tempfile::tempdir().unwrap();
+    let state_path = state.path().to_owned();
+    let first = tokio::runtime::Runtime::new().unwrap();
+    first.block_on(async {
+        let mut config = open_dms();
+        config.hooks.timeout_ms = 600_000;
+        // No preview: this channel's message ids start again at 1 in the next process, where
+        // a left preview's id would name another message.
+        config.channels.telegram.streaming = ferry::config::StreamingMode::Off;
+        let (held, mut holding) = tokio::sync::mpsc::unbounded_channel();
+        let fake = FakeOpenAi::start().await.unwrap();
+        fake.push(Turn::text(["The answer to the first question."]));
+        let database = Database::open(&state_path).await.unwrap();
+        let world = World::with_hooks(config, fake, tempfile::tempdir().unwrap(), database, |hooks| {
+            hooks.register(1, HoldReplies(held))
+        })
+        .await;
+        world.send(world.dm("42", "the first question"));
+        tokio::time::timeout(PATIENCE, holding.recv()).await.expect("the reply reaches its hook");
+    });
+    drop(first);
+
+    let second = tokio::runtime::Runtime::new().unwrap();
+    second.block_on(async {
+        let fake = FakeOpenAi::start().await.unwrap();
+        for _ in 0..3 {
+            fake.push(Turn::cut(Reply::text(["Starting an answer that breaks off", " …"]), 1));
+        }
+        let world = World::with(open_dms(), fake, state, Database::open(&state_path).await.unwrap()).await;
+        let left_over = world.dispatcher.left_over().await.unwrap();
+        let second = InboundMessage { message_id: "second".into(), ..world.dm("42", "the second question") };
+        assert_eq!(world.send(second).outcome().await, AckOutcome::Accepted);
+        world.dispatcher.resume(left_over).await;
+        let shown = || world.channel.visible_messages().into_iter().map(|m| m.text).collect::<Vec<_>>();
+        tokio::time::timeout(PATIENCE, async {
+            while !shown().iter().any(|text| text.contains("kept your message")) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the user is not told: {:?}", shown()));
+        world.fake.push(Turn::text(["Both answered."]));
+        world.send(InboundMessage { message_id: "third".into(), ..world.dm("42", "the third question") });
+        tokio::time::timeout(PATIENCE, async {
+            while !shown().iter().any(|text| text == "Both answered.") {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no answer: {:?}", shown()));
+        let recorded = shown().iter().filter(|text| text.contains("The answer to the first question.")).count();
+        assert_eq!(recorded, 1, "the recorded reply is shown once: {:?}", shown());
+        let last = world.fake.requests().len() - 1;
+        let asked = last_user_content(&world.request(last).await);
+        assert!(!asked.contains("the first question"), "asked again: {asked}");
+        assert!(asked.contains("the second question") && asked.contains("the third question"), "{asked}");
+    });
+}

@@ -140,6 +140,13 @@ impl RunExecutor for AgentExecutor {
         let arrived: Vec<QueuedMessage> =
             job.messages.iter().filter(|message| !resumed.seqs.contains(&message.id)).cloned().collect();
         let resuming = !resumed.steps.is_empty();
+        // The messages a killed attempt's whole reply (recorded before the kill) answers,
+        // when this run also answers messages that came since.
+        let answered_by_record: Vec<i64> = if resuming && resumed.ended && !arrived.is_empty() {
+            job.messages.iter().map(|message| message.id).filter(|id| resumed.seqs.contains(id)).collect()
+        } else {
+            Vec::new()
+        };
         if resuming {
             job.prompt = if arrived.is_empty() && job.summaries.is_empty() {
                 String::new()
@@ -339,14 +346,31 @@ impl RunExecutor for AgentExecutor {
                 notice.text = kept;
             }
             self.ledger.kept(&recorder).await;
-            turn = turn.without_recorder();
+            turn = if answered_by_record.is_empty() {
+                turn.without_recorder()
+            } else {
+                // The killed attempt's reply is among the payloads: delivered now, it is
+                // recorded as the answer to its own messages, which are not asked about again
+                // (its text may be on screen already, from a send the kill left unknown).
+                let earlier = self.ledger.recorder(answered_by_record.clone());
+                earlier.join(&resumed.joined);
+                if let Some(preview) = turn.preview_message() {
+                    // The preview becomes that reply's: the messages kept for later must not
+                    // stream into it (and over it) when they run.
+                    let (channel, account) = (channel.name(), channel.account_id());
+                    self.ledger.hand_over_preview(&answers, &answered_by_record, channel, account, &preview).await;
+                }
+                turn.with_recorder(earlier)
+            };
         }
         // Messages steered into the run are answered by its reply: the record that completes
         // it marks them, so a restart does not run them again.
         recorder.join(&steer.taken_seqs());
         let delivered = turn.deliver(&outcome).await;
         tracing::debug!(session_key = %key, seqs = ?answers, joined = ?recorder.joined(), delivered, keep, "a run's reply ended");
-        if delivered && !keep {
+        // Kept for later, only what the killed attempt's reply answered is answered.
+        let earlier_answered = keep && delivered && !answered_by_record.is_empty();
+        if delivered && (!keep || earlier_answered) {
             // Not before, and not when it was not delivered: a run stopped (its lease lost)
             // or kept for later leaves them to run in their own batch rather than lost.
             self.ledger.finished(&resumed.joined);
@@ -354,13 +378,16 @@ impl RunExecutor for AgentExecutor {
         // A reply withheld because this replica stopped holding the session (lost, or lapsed
         // while the database was out of reach) is the next holder's to give.
         let fenced = !delivered && self.leases.as_ref().is_some_and(|leases| !leases.holds(key));
-        // Kept for later, the run answered nothing: what joined it waits with its own messages.
-        let retry_later = if keep {
+        // Kept for later, the run answered nothing but what the killed attempt's reply
+        // answered: what joined it waits with its own messages.
+        let retry_later = if !keep {
+            Vec::new()
+        } else if earlier_answered {
+            job.messages.into_iter().filter(|message| !answered_by_record.contains(&message.id)).collect()
+        } else {
             let mut kept: Vec<QueuedMessage> = job.messages.into_iter().chain(joined).collect();
             kept.sort_by_key(|message| message.id);
             kept
-        } else {
-            Vec::new()
         };
         RunReport {
             unconsumed_steer: outcome.unconsumed_steer,

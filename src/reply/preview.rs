@@ -121,6 +121,11 @@ impl PreviewStream {
         }
     }
 
+    /// The preview message, once sent (or adopted).
+    pub fn message(&self) -> Option<&MessageRef> {
+        self.message.as_ref()
+    }
+
     /// Ends streaming: the preview message, for the finals to replace.
     pub fn into_message(self) -> Option<MessageRef> {
         self.message

@@ -185,6 +185,11 @@ impl ReplyTurn {
         self
     }
 
+    /// The preview this turn streams into, once sent (or adopted).
+    pub fn preview_message(&self) -> Option<MessageRef> {
+        self.preview.as_ref().and_then(PreviewStream::message).cloned()
+    }
+
     /// Streams into `preview`, left by an earlier attempt at this reply that a restart cut
     /// short. Returns `false` when this turn streams no preview (the caller deletes it).
     pub fn adopt_preview(&mut self, preview: MessageRef) -> bool {
