@@ -140,6 +140,28 @@ impl World {
         tokio::time::timeout(PATIENCE, self.fake.wait_for_request(index)).await.expect("model request").body
     }
 
+    /// What the user sees now: the messages' texts, edits applied, deletions gone.
+    fn shown(&self) -> Vec<String> {
+        self.channel.visible_messages().into_iter().map(|message| message.text).collect()
+    }
+
+    /// Waits until the user sees a message `wanted` holds for.
+    async fn until_shown(&self, wanted: impl Fn(&str) -> bool) {
+        tokio::time::timeout(PATIENCE, async {
+            while !self.shown().iter().any(|text| wanted(text)) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("not shown; the chat shows {:?}", self.shown()));
+    }
+
+    /// The last user message of the model's latest request.
+    async fn last_asked(&self) -> String {
+        let last = self.fake.requests().len().saturating_sub(1);
+        last_user_content(&self.request(last).await)
+    }
+
     async fn journaled(&self) -> usize {
         QueueJournal::new(self.database.inbound_store()).len().await.expect("journal")
     }
@@ -791,26 +813,12 @@ fn a_resumed_run_kept_for_later_keeps_the_message_steered_into_it() {
         let world = World::with(config, fake, state, Database::open(&state_path).await.unwrap()).await;
         world.dispatcher.restore().await.unwrap();
         world.request(2).await;
-        let shown = || world.channel.visible_messages().into_iter().map(|m| m.text).collect::<Vec<_>>();
-        tokio::time::timeout(PATIENCE, async {
-            while !shown().iter().any(|text| text.contains("kept your message")) {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        })
-        .await
-        .unwrap_or_else(|_| panic!("the user is not told: {:?}", shown()));
+        world.until_shown(|text| text.contains("kept your message")).await;
         world.fake.push(Turn::text(["All three answered."]));
         // Not `1` again, which the first process gave the first question.
         world.send(InboundMessage { message_id: "third".into(), ..world.dm("42", "the third question") });
-        tokio::time::timeout(PATIENCE, async {
-            while !shown().iter().any(|text| text == "All three answered.") {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        })
-        .await
-        .unwrap_or_else(|_| panic!("no answer: {:?}", shown()));
-        let last = world.fake.requests().len() - 1;
-        let asked = last_user_content(&world.request(last).await);
+        world.until_shown(|text| text == "All three answered.").await;
+        let asked = world.last_asked().await;
         for question in ["the first question", "the steered question", "the third question"] {
             assert!(asked.contains(question), "{question:?} is not asked: {asked}");
         }
@@ -875,27 +883,13 @@ fn a_recorded_reply_resumed_in_a_run_kept_for_later_still_answers_its_message() 
         let second = InboundMessage { message_id: "second".into(), ..world.dm("42", "the second question") };
         assert_eq!(world.send(second).outcome().await, AckOutcome::Accepted);
         world.dispatcher.resume(left_over).await;
-        let shown = || world.channel.visible_messages().into_iter().map(|m| m.text).collect::<Vec<_>>();
-        tokio::time::timeout(PATIENCE, async {
-            while !shown().iter().any(|text| text.contains("kept your message")) {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        })
-        .await
-        .unwrap_or_else(|_| panic!("the user is not told: {:?}", shown()));
+        world.until_shown(|text| text.contains("kept your message")).await;
         world.fake.push(Turn::text(["Both answered."]));
         world.send(InboundMessage { message_id: "third".into(), ..world.dm("42", "the third question") });
-        tokio::time::timeout(PATIENCE, async {
-            while !shown().iter().any(|text| text == "Both answered.") {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        })
-        .await
-        .unwrap_or_else(|_| panic!("no answer: {:?}", shown()));
-        let recorded = shown().iter().filter(|text| text.contains("The answer to the first question.")).count();
-        assert_eq!(recorded, 1, "the recorded reply is shown once: {:?}", shown());
-        let last = world.fake.requests().len() - 1;
-        let asked = last_user_content(&world.request(last).await);
+        world.until_shown(|text| text == "Both answered.").await;
+        let recorded = world.shown().iter().filter(|text| text.contains("The answer to the first question.")).count();
+        assert_eq!(recorded, 1, "the recorded reply is shown once: {:?}", world.shown());
+        let asked = world.last_asked().await;
         assert!(!asked.contains("the first question"), "asked again: {asked}");
         assert!(asked.contains("the second question") && asked.contains("the third question"), "{asked}");
     });

@@ -299,21 +299,15 @@ impl Scheduler {
                         return Self::enqueue(lane, message, effects);
                     }
                     let Some(earlier) = lane.pending.remove_first(|item| item.same_place(&message)) else { break };
-                    match active.steer.push_for(earlier.prompt.clone(), client_run_id(&earlier), Some(earlier.id)) {
-                        Ok(()) => active.steered.push(earlier),
-                        Err(_) => {
-                            lane.pending.push_front(earlier);
-                            return Self::enqueue(lane, message, effects);
-                        }
+                    if let Some(earlier) = active.steer_in(earlier) {
+                        lane.pending.push_front(earlier);
+                        return Self::enqueue(lane, message, effects);
                     }
                 }
-                match active.steer.push_for(message.prompt.clone(), client_run_id(&message), Some(message.id)) {
-                    Ok(()) => {
-                        active.steered.push(message);
-                        Submitted { admission: Admission::Steered, dropped: Vec::new() }
-                    }
+                match active.steer_in(message) {
+                    None => Submitted { admission: Admission::Steered, dropped: Vec::new() },
                     // Not streaming yet, or finishing: fall back to a follow-up.
-                    Err(_) => Self::enqueue(lane, message, effects),
+                    Some(message) => Self::enqueue(lane, message, effects),
                 }
             }
             QueueMode::SteerBacklog => {
@@ -716,6 +710,20 @@ fn drain_where(items: &mut Vec<QueuedMessage>, take: impl Fn(&QueuedMessage) -> 
     let (taken, kept) = std::mem::take(items).into_iter().partition(|item| take(item));
     *items = kept;
     taken
+}
+
+impl Active {
+    /// Hands `message` to the run, whose reply answers it. Gives it back (`Some`) when the
+    /// run cannot take it now (not streaming yet, or finishing).
+    fn steer_in(&mut self, message: QueuedMessage) -> Option<QueuedMessage> {
+        match self.steer.push_for(message.prompt.clone(), client_run_id(&message), Some(message.id)) {
+            Ok(()) => {
+                self.steered.push(message);
+                None
+            }
+            Err(_) => Some(message),
+        }
+    }
 }
 
 fn client_run_id(message: &QueuedMessage) -> Option<String> {
