@@ -3,13 +3,31 @@
 //! a block — cut whole with `chunk_text` (target ≥ 50 MB/s), and streamed in model-sized
 //! deltas through a `BlockChunker`.
 //!
+//! The `ledger` group streams block messages under the delivery ledger, over a store whose
+//! every write costs a database round trip (1 ms), on a platform that cannot settle a
+//! repeated send (Telegram) and on one that can (Slack): the time per block message is the
+//! ledger writes its send waits for. It also prints how many records each message wrote.
+//!
 //! Run with `cargo bench --bench reply`; results go in BENCHMARKS.md.
 
 use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
+use ferry::channel::memory::MemoryChannel;
+use ferry::channel::{ChannelCapabilities, ChatKind, ChatRef, MarkupDialect, SendReconciliation, Target};
+use ferry::config::HumanDelay;
 use ferry::reply::chunker::{BlockChunker, BreakMode, ChunkLimits, chunk_text};
+use ferry::reply::coalesce::{BlockFormat, Coalescer};
+use ferry::reply::ledger::{DeliveryLedger, RecoveredSends};
+use ferry::reply::outbound::OutboundScheduler;
+use ferry::state::inbound::{Accepted, MessageKey, Unanswered};
+use ferry::state::sqlite::inbound_log::InboundLog;
+use ferry::state::{InboundStore, StorageError};
 
 /// A markdown reply of about `target` bytes, the way a model writes one.
 fn markdown_reply(target: usize) -> String {
@@ -75,5 +93,112 @@ fn block_chunker(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, block_chunker);
+/// The inbound log behind a round trip: every write waits `delay` first, as one to a
+/// database would, and is counted.
+#[derive(Debug)]
+struct RoundTrip {
+    log: InboundLog,
+    delay: Duration,
+    records: AtomicU64,
+}
+
+#[async_trait]
+impl InboundStore for RoundTrip {
+    async fn seen(&self, key: &MessageKey<'_>, cutoff: i64) -> Result<bool, StorageError> {
+        InboundStore::seen(&self.log, key, cutoff).await
+    }
+
+    async fn record_seen(&self, key: &MessageKey<'_>, at: i64, cutoff: i64) -> Result<bool, StorageError> {
+        InboundStore::record_seen(&self.log, key, at, cutoff).await
+    }
+
+    async fn accept(
+        &self,
+        key: &MessageKey<'_>,
+        at: i64,
+        cutoff: i64,
+        entry: &Accepted,
+    ) -> Result<Option<i64>, StorageError> {
+        InboundStore::accept(&self.log, key, at, cutoff, entry).await
+    }
+
+    async fn answered(&self, ids: &[i64]) -> Result<(), StorageError> {
+        tokio::time::sleep(self.delay).await;
+        InboundStore::answered(&self.log, ids).await
+    }
+
+    async fn record_delivery(&self, ids: &[i64], body: String, answered: bool) -> Result<(), StorageError> {
+        tokio::time::sleep(self.delay).await;
+        self.records.fetch_add(1, Ordering::Relaxed);
+        InboundStore::record_delivery(&self.log, ids, body, answered).await
+    }
+
+    async fn unanswered(&self) -> Result<Unanswered, StorageError> {
+        InboundStore::unanswered(&self.log).await
+    }
+
+    async fn pending_count(&self) -> Result<usize, StorageError> {
+        InboundStore::pending_count(&self.log).await
+    }
+
+    async fn next_id(&self) -> Result<i64, StorageError> {
+        InboundStore::next_id(&self.log).await
+    }
+}
+
+/// Block messages a reply streams in one iteration.
+const BLOCK_MESSAGES: u64 = 20;
+
+/// Streams [`BLOCK_MESSAGES`] block messages of one reply (each block alone: no idle wait
+/// merges them) under the ledger, on a channel that settles repeats as `reconciliation`
+/// says. Returns the time taken.
+async fn stream_blocks(store: &Arc<RoundTrip>, reconciliation: SendReconciliation, reply: u64) -> Duration {
+    let capabilities =
+        ChannelCapabilities { send_reconciliation: reconciliation, ..ChannelCapabilities::unrestricted() };
+    let channel = Arc::new(MemoryChannel::with_capabilities("memory", "default", capabilities));
+    let target = Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None };
+    let ledger = DeliveryLedger::new(store.clone());
+    let format = BlockFormat { text_limit: 4000, markup: MarkupDialect::Plain, max_lines: None };
+    let scheduler = OutboundScheduler::new(channel);
+    let mut coalescer = Coalescer::new(scheduler, target, "run", Duration::ZERO, format, HumanDelay::Off);
+    coalescer.record_with(ledger.sends(ledger.recorder(vec![1]), RecoveredSends::default()));
+    let start = Instant::now();
+    for block in 0..BLOCK_MESSAGES {
+        coalescer.push(format!("Reply {reply}, block {block}: the lanes keep each chat in order."), "\n\n").await;
+    }
+    black_box(coalescer.finish().await);
+    start.elapsed()
+}
+
+fn ledger_block_messages(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
+    let mut group = c.benchmark_group("ledger");
+    group.throughput(Throughput::Elements(BLOCK_MESSAGES));
+    for (name, reconciliation) in
+        [("telegram_block_messages", SendReconciliation::None), ("slack_block_messages", SendReconciliation::Lookup)]
+    {
+        let store =
+            Arc::new(RoundTrip { log: log.clone(), delay: Duration::from_millis(1), records: AtomicU64::new(0) });
+        let replies = AtomicU64::new(0);
+        group.bench_function(name, |b| {
+            b.to_async(&runtime).iter_custom(|iterations| {
+                let (store, replies) = (&store, &replies);
+                async move {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iterations {
+                        total += stream_blocks(store, reconciliation, replies.fetch_add(1, Ordering::Relaxed)).await;
+                    }
+                    total
+                }
+            })
+        });
+        let (records, replies) = (store.records.load(Ordering::Relaxed), replies.load(Ordering::Relaxed));
+        eprintln!("{name}: {:.2} ledger records per block message", records as f64 / (replies * BLOCK_MESSAGES) as f64);
+    }
+    group.finish();
+}
+
+criterion_group!(benches, block_chunker, ledger_block_messages);
 criterion_main!(benches);

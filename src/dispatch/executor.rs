@@ -280,7 +280,7 @@ impl RunExecutor for AgentExecutor {
         let mut turn = ReplyTurn::new(scheduler.clone(), origin, &run_id, answering, style)
             .with_hooks(runner.hooks().clone())
             .with_recorder(recorder.clone())
-            .with_sends(sends);
+            .with_sends(sends.clone());
         if let Some(left) = left_preview {
             if left.channel == channel.name()
                 && left.account_id == channel.account_id()
@@ -345,6 +345,8 @@ impl RunExecutor for AgentExecutor {
             if let Some(notice) = outcome.payloads.iter_mut().rev().find(|payload| payload.is_error) {
                 notice.text = kept;
             }
+            // What the run sent is recorded before the record that ends its generation.
+            sends.settle().await;
             self.ledger.kept(&recorder).await;
             turn = if answered_by_record.is_empty() {
                 turn.without_recorder()

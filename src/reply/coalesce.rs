@@ -156,6 +156,9 @@ impl Coalescer {
         if !self.buffer.is_empty() {
             self.send_buffer().await;
         }
+        if let Some(ledger) = &self.ledger {
+            ledger.settle().await;
+        }
         match (self.stopped, self.sent + self.resent_skipped) {
             (true, _) => BlocksOutcome::Stopped,
             (false, 0) => BlocksOutcome::NothingSent,

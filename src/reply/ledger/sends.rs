@@ -27,15 +27,20 @@
 //!   words rather than a lost block). Without the record before, a block sent unrecorded
 //!   would come back merged with the next one, under another key;
 //!
-//! That is one ledger write per send — on Discord and Slack a `message` send's is the step
-//! before its call (which any tool call that changes something has), a block message's the
-//! record before it, for all its parts; on Telegram each send is also recorded once sent, a
-//! second write — and one per run (its last step), sharing the log's group commit.
+//! That is one ledger write per send that the send waits for — on Discord and Slack a
+//! `message` send's is the step before its call (which any tool call that changes
+//! something has), a block message's the record before it, for all its parts — and one per
+//! run (its last step), sharing the log's group commit. On Telegram each send is also
+//! recorded once sent, a second record the send does not wait for: it is written behind
+//! it, in the group commit of whatever else is written then, and the reply's next step and
+//! the end of its block streaming wait for it ([`RunSends::settle`]), so it lands within
+//! one write's time of the send, as before, without adding that time to every send.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ferry_channel::{ChannelError, MarkupDialect, OutboundMessage, SentMessage};
+use tokio::task::JoinHandle;
 
 use super::uploads::{UploadedFiles, uploaded_ahead};
 use super::{LedgerEvent, Recorder, RecoveredReply};
@@ -62,6 +67,8 @@ struct Inner {
     /// The killed attempt's recorded block messages, until they are sent again
     /// ([`RunSends::replay_block_messages`]).
     to_replay: Mutex<Vec<BlockMessage>>,
+    /// Records being written behind their sends ([`RunSends::settle`]).
+    behind: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// What a killed attempt at a reply recorded while it ran.
@@ -158,7 +165,8 @@ impl RunSends {
         // count as sent from the start.
         let to_replay = std::mem::take(&mut recovered.block_messages);
         recovered.blocks.extend(to_replay.iter().flat_map(|message| message.blocks.iter().cloned()));
-        Self { recorder, inner: Arc::new(Inner { prefix, recovered, to_replay: Mutex::new(to_replay) }) }
+        let inner = Inner { prefix, recovered, to_replay: Mutex::new(to_replay), behind: Mutex::default() };
+        Self { recorder, inner: Arc::new(inner) }
     }
 
     /// The key of the `message` tool send of the model's call `call_id` (its caption's rest
@@ -177,6 +185,7 @@ impl RunSends {
     /// Records the run's messages since its last step (and the messages steered into it so
     /// far), written by run `run_id`: a run re-done after a crash resumes from here.
     pub async fn step(&self, messages: Vec<ChatMessage>, joined: Vec<i64>, run_id: &str, how: StepKind) {
+        self.settle().await;
         self.recorder.join(&joined);
         // Every message the reply answers beyond its own: also those a resumed attempt had
         // answered in another batch ([`Recorder::join`]).
@@ -188,8 +197,9 @@ impl RunSends {
 
     /// Sends `message` (its idempotency key made by [`RunSends::message_key`]) unless a
     /// killed attempt at the reply sent it. The step before the model's call names it; where
-    /// the platform cannot settle a repeated send (Telegram) it is also recorded once sent,
-    /// so a run resumed from that step does not send it again blind. A send repeated within
+    /// the platform cannot settle a repeated send (Telegram) it is also recorded once sent
+    /// (behind the send: [`RunSends::settle`]), so a run resumed from that step does not
+    /// send it again blind. A send repeated within
     /// this process returns the first delivery (the outbound scheduler remembers delivered
     /// keys).
     pub async fn send(&self, scheduler: &OutboundScheduler, message: OutboundMessage) -> Result<Outcome, ChannelError> {
@@ -223,7 +233,7 @@ impl RunSends {
     /// Sends a part of a block message [`RunSends::prepare_block_message`] named, as plain
     /// text again if the platform rejects its markup ([`OutboundScheduler::send_or_plain`]).
     /// Where the platform cannot settle a repeated send (Telegram), the part is also recorded
-    /// once sent (its blocks are in the record made before).
+    /// once sent, behind the send (its blocks are in the record made before).
     pub async fn send_block(
         &self,
         scheduler: &OutboundScheduler,
@@ -253,13 +263,42 @@ impl RunSends {
         let messages = std::mem::take(&mut *self.inner.to_replay.lock().unwrap_or_else(PoisonError::into_inner));
         let mut parts = 0;
         for part in messages.into_iter().flat_map(|message| message.parts) {
-            let recorded = part.idempotency_key.as_ref().is_some_and(|key| self.inner.recovered.sent.contains_key(key));
+            let key = part.idempotency_key.clone();
+            let recorded = key.as_ref().is_some_and(|key| self.inner.recovered.sent.contains_key(key));
             if !recorded {
-                scheduler.send_or_plain_after_unknown_outcome(part, markup).await?;
+                let sent = scheduler.send_or_plain_after_unknown_outcome(part, markup).await?;
+                // Where a repeat is not settled by key, a second kill must not repeat it again.
+                if let Some(key) = key.filter(|_| !scheduler.reconciles_sends()) {
+                    self.record_behind(LedgerEvent::Sent { key, message_id: sent.message_id, blocks: Vec::new() });
+                }
             }
             parts += 1;
         }
         Ok(parts)
+    }
+
+    /// Waits until the records written behind their sends are written (or failed: each
+    /// logs its own failure). The reply's next step waits for them, and so does the end of
+    /// its block streaming, before the record that completes the reply: the reply's records
+    /// stay in the order of what they say.
+    pub async fn settle(&self) {
+        let behind = std::mem::take(&mut *self.inner.behind.lock().unwrap_or_else(PoisonError::into_inner));
+        for record in behind {
+            if let Err(error) = record.await {
+                tracing::warn!(%error, "a send's ledger record was not written; a restart now may repeat that send");
+            }
+        }
+    }
+
+    /// Writes `event` without waiting for it ([`RunSends::settle`] does).
+    fn record_behind(&self, event: LedgerEvent) {
+        let recorder = self.recorder.clone();
+        let record = tokio::spawn(async move {
+            recorder.record(&event, false).await;
+        });
+        let mut behind = self.inner.behind.lock().unwrap_or_else(PoisonError::into_inner);
+        behind.retain(|written| !written.is_finished());
+        behind.push(record);
     }
 
     async fn send_with<F, Fut>(
@@ -286,8 +325,7 @@ impl RunSends {
         // A reply an earlier process began may have sent it without recording it.
         let sent = send(message, self.recorder.inherited()).await?;
         if record_once_sent {
-            let event = LedgerEvent::Sent { key, message_id: sent.message_id.clone(), blocks: Vec::new() };
-            self.recorder.record(&event, false).await;
+            self.record_behind(LedgerEvent::Sent { key, message_id: sent.message_id.clone(), blocks: Vec::new() });
         }
         Ok(Outcome::Sent(sent))
     }

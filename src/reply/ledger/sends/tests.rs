@@ -1,4 +1,5 @@
 use std::sync::Arc;
+use std::time::Duration;
 
 use ferry_channel::memory::MemoryChannel;
 use ferry_channel::{ChannelCapabilities, ChatKind, ChatRef, SendReconciliation, Target};
@@ -7,7 +8,9 @@ use super::*;
 use crate::reply::ledger::DeliveryLedger;
 use crate::reply::ledger::LedgerEvent;
 use crate::reply::ledger::testing::{accept, restarted};
+use crate::state::inbound::{Accepted, MessageKey, Unanswered};
 use crate::state::sqlite::inbound_log::InboundLog;
+use crate::state::{InboundStore, StorageError};
 
 fn text(body: &str) -> OutboundMessage {
     OutboundMessage::text(Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None }, body)
@@ -53,7 +56,9 @@ async fn a_resumed_run_sends_only_the_blocks_the_killed_attempt_did_not() {
     assert!(matches!(sends.send(&scheduler, message).await.unwrap(), Outcome::Sent(_)));
     let zero = [block_digest("block zero")];
     let block_sent = send_block(&sends, &scheduler, "block zero", &zero).await;
-    // Killed here: nothing answered the message.
+    sends.settle().await;
+    // Killed here, once the records written behind the sends are written: nothing
+    // answered the message.
 
     let (second, recovered) = restarted(&log, &[seq]).await;
     assert_eq!(recovered.sent.len(), 2, "the send and the block: {recovered:?}");
@@ -140,6 +145,7 @@ async fn without_reconciliation_only_the_block_message_in_flight_at_the_kill_is_
     let killed = RunSends::new(DeliveryLedger::new(Arc::new(log.clone())).recorder(vec![seq]), Recovered::default(), 0);
     let digests = |text: &str| [block_digest(text)];
     send_block(&killed, &scheduler, "one", &digests("one")).await;
+    killed.settle().await;
     // Sent, and killed before its record.
     let in_flight = block_message(&killed, &["two"], &digests("two")).await;
     scheduler.send(in_flight[0].clone()).await.unwrap();
@@ -152,6 +158,96 @@ async fn without_reconciliation_only_the_block_message_in_flight_at_the_kill_is_
     assert_eq!(sends.replay_block_messages(&scheduler, MarkupDialect::Plain).await.unwrap(), 3);
     assert_eq!(channel.sent_texts(), ["one", "two", "two", "three"]);
     assert!(["one", "two", "three"].iter().all(|text| sends.block_was_sent(&block_digest(text))));
+    sends.settle().await;
+
+    // Killed again: what the replay sent was recorded, so a third attempt repeats nothing.
+    let (third, recovered) = restarted(&log, &[seq]).await;
+    let sends = RunSends::new(third.recorder(vec![seq]), recovered, 0);
+    assert_eq!(sends.replay_block_messages(&scheduler, MarkupDialect::Plain).await.unwrap(), 3);
+    assert_eq!(channel.sent_texts(), ["one", "two", "two", "three"]);
+}
+
+/// The inbound log behind a store that holds every `Sent` record until it is let go, as a
+/// slow database would.
+#[derive(Debug)]
+struct HeldSentRecords {
+    log: InboundLog,
+    gate: tokio::sync::Semaphore,
+}
+
+#[async_trait::async_trait]
+impl crate::state::InboundStore for HeldSentRecords {
+    async fn seen(&self, key: &MessageKey<'_>, cutoff: i64) -> Result<bool, StorageError> {
+        InboundStore::seen(&self.log, key, cutoff).await
+    }
+
+    async fn record_seen(&self, key: &MessageKey<'_>, at: i64, cutoff: i64) -> Result<bool, StorageError> {
+        InboundStore::record_seen(&self.log, key, at, cutoff).await
+    }
+
+    async fn accept(
+        &self,
+        key: &MessageKey<'_>,
+        at: i64,
+        cutoff: i64,
+        entry: &Accepted,
+    ) -> Result<Option<i64>, StorageError> {
+        InboundStore::accept(&self.log, key, at, cutoff, entry).await
+    }
+
+    async fn answered(&self, ids: &[i64]) -> Result<(), StorageError> {
+        InboundStore::answered(&self.log, ids).await
+    }
+
+    async fn record_delivery(&self, ids: &[i64], body: String, answered: bool) -> Result<(), StorageError> {
+        if matches!(LedgerEvent::decode(&body), Ok(LedgerEvent::Sent { .. })) {
+            let _held = self.gate.acquire().await;
+        }
+        InboundStore::record_delivery(&self.log, ids, body, answered).await
+    }
+
+    async fn unanswered(&self) -> Result<Unanswered, StorageError> {
+        InboundStore::unanswered(&self.log).await
+    }
+
+    async fn pending_count(&self) -> Result<usize, StorageError> {
+        InboundStore::pending_count(&self.log).await
+    }
+
+    async fn next_id(&self) -> Result<i64, StorageError> {
+        InboundStore::next_id(&self.log).await
+    }
+}
+
+/// On Telegram a send waits for one ledger write, not two: its record once sent is written
+/// behind it. The reply's next step waits for that record, so the reply's records keep
+/// their order, and a restart after the step finds the send recorded.
+#[tokio::test]
+async fn a_send_does_not_wait_for_its_record_once_sent_but_the_next_step_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
+    let seq = accept(&log, "1").await;
+    let store = Arc::new(HeldSentRecords { log: log.clone(), gate: tokio::sync::Semaphore::new(0) });
+    let channel = Arc::new(MemoryChannel::new("memory", "default"));
+    let scheduler = OutboundScheduler::new(channel.clone());
+    let sends = RunSends::new(DeliveryLedger::new(store.clone()).recorder(vec![seq]), Recovered::default(), 0);
+    let mut message = text("tool one");
+    message.idempotency_key = Some(sends.message_key("call-a"));
+    let send = sends.send(&scheduler, message);
+    let sent = tokio::time::timeout(Duration::from_secs(5), send).await;
+    assert!(matches!(sent, Ok(Ok(Outcome::Sent(_)))), "the send did not wait for its record: {sent:?}");
+    let zero = [block_digest("block zero")];
+    let block = tokio::time::timeout(Duration::from_secs(5), send_block(&sends, &scheduler, "block zero", &zero));
+    assert!(matches!(block.await, Ok(Outcome::Sent(_))));
+    assert!(restarted(&log, &[seq]).await.1.sent.is_empty(), "the records are still held");
+
+    let step = sends.step(Vec::new(), Vec::new(), "run-1", StepKind::default());
+    tokio::pin!(step);
+    assert!(tokio::time::timeout(Duration::from_millis(200), &mut step).await.is_err(), "the step waits for them");
+    store.gate.add_permits(2);
+    step.await;
+    let (_, recovered) = restarted(&log, &[seq]).await;
+    assert_eq!(recovered.sent.len(), 2, "{recovered:?}");
 }
 
 /// A message steered into a run is answered by the run's reply: the record completing it
@@ -203,10 +299,15 @@ async fn sends_of_a_run_after_one_that_kept_its_messages_are_new_ones() {
     let scheduler = OutboundScheduler::new(channel.clone());
     let ledger = DeliveryLedger::new(Arc::new(log.clone()));
     // Block messages are named by their first block: the next run's may be the same text.
+    // Each is sent and its record written behind it (as before the kept record and the step).
     let block = |sends: RunSends, body: &'static str| {
         let scheduler = scheduler.clone();
         let digests = [block_digest("the same block")];
-        async move { send_block(&sends, &scheduler, body, &digests).await }
+        async move {
+            let outcome = send_block(&sends, &scheduler, body, &digests).await;
+            sends.settle().await;
+            outcome
+        }
     };
     let first = ledger.sends(ledger.recorder(vec![seq]), Recovered::default());
     block(first, "from the kept run").await;
@@ -234,6 +335,7 @@ async fn each_part_of_a_long_block_message_is_recorded() {
     let first = OutboundScheduler::new(channel.clone());
     let parts = block_message(&sends, &["part one", "part two"], &blocks).await;
     sends.send_block(&first, parts[0].clone(), MarkupDialect::Plain).await.unwrap();
+    sends.settle().await;
     // Killed before the second part.
 
     let (second, recovered) = restarted(&log, &[seq]).await;
