@@ -41,6 +41,8 @@ async fn execute(config: &Config, stores: &Stores, command: MemoryCommand, env: 
                 Some(scope) => vec![MemoryScope::new(agent, scope)],
                 None => store.scopes(Some(&agent)).await?.into_iter().map(|summary| summary.scope).collect(),
             };
+            // What an older build stored is found as the daemon would find it.
+            memory.index_as_this_version().await?;
             let today = Utc::now().date_naive();
             let mut any = false;
             for scope in scopes {

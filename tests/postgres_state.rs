@@ -263,3 +263,30 @@ async fn state_copy_moves_a_sqlite_install_into_postgres() {
     assert!(forced.status.success(), "{}", text(&forced.stderr));
     check().await;
 }
+
+/// A note an older Ferry stored on PostgreSQL, indexed with its accents (PostgreSQL's
+/// `simple` configuration folds none), is found by `ferry memory search` without them: the
+/// chunks are indexed again as this build normalizes words, once.
+#[tokio::test]
+async fn memory_search_finds_without_accents_a_note_an_older_build_indexed_with_them() {
+    let Some(database) = test_database().await else { return };
+    let stores = postgres_stores(database.url()).await;
+    let scope = MemoryScope::new("main", "private:telegram:42");
+    let note = "Ada's café is in Lisbon";
+    let indexed_by_version_1 = "ada s café is in lisbon".to_owned();
+    let chunk =
+        DocChunk { start_line: 1, end_line: 1, text: note.into(), index_text: indexed_by_version_1, hash: "h".into() };
+    let limits = MemoryLimits { doc_bytes: 50_000, scope_bytes: 5_000_000 };
+    stores.memory.put(&scope, "MEMORY.md", note, &[chunk], None, limits).await.unwrap();
+    let cafe = KeywordQuery { fts5: "\"cafe\"".into(), tsquery: "'cafe'".into() };
+    assert!(stores.memory.search(&scope, &cafe, 5).await.unwrap().is_empty(), "not found before");
+
+    let home = tempfile::tempdir().unwrap();
+    let config = "[state]\nbackend = \"postgres\"\n";
+    let args = ["memory", "search", "CAFE", "--scope", "private:telegram:42"];
+    let found = ferry(&args, home.path(), config, database.url());
+    assert!(found.status.success(), "{}", text(&found.stderr));
+    assert!(text(&found.stdout).contains("MEMORY.md:1-1  Ada's café is in Lisbon"), "{}", text(&found.stdout));
+    assert_eq!(stores.memory.search(&scope, &cafe, 5).await.unwrap().len(), 1, "indexed again in the database");
+    assert_eq!(stores.memory.reindex(2, str::to_owned).await.unwrap(), 0, "recorded as done");
+}

@@ -118,6 +118,13 @@ impl Memory {
         })
     }
 
+    /// Indexes the stored chunks again if an older build indexed them by an older word
+    /// normalization ([`super::terms::INDEX_VERSION`]), so searches find what it stored the
+    /// way they find what this build stores. Returns how many chunks were indexed again.
+    pub async fn index_as_this_version(&self) -> Result<u64, MemoryError> {
+        Ok(self.store.reindex(super::terms::INDEX_VERSION, index_text).await?)
+    }
+
     /// Every document of the scope, for `/memory` and `ferry memory status`.
     pub async fn list(&self, scope: &MemoryScope) -> Result<Vec<DocSummary>, MemoryError> {
         Ok(self.store.list(scope).await?)

@@ -30,6 +30,20 @@ pub struct MemoryService {
     mirror: Option<JoinHandle<()>>,
 }
 
+/// [`Memory::index_as_this_version`] when the daemon starts, logged. Searches made
+/// meanwhile may miss some of what older builds stored.
+async fn reindex(memory: Memory) {
+    match memory.index_as_this_version().await {
+        Ok(0) => {}
+        Ok(chunks) => tracing::info!(chunks, "memory's search index rebuilt for this version's word normalization"),
+        Err(error) => tracing::warn!(
+            %error,
+            "cannot rebuild memory's search index for this version; searches may miss accented words stored \
+             by an older version until ferry restarts"
+        ),
+    }
+}
+
 impl MemoryService {
     /// Memory for `config` on `store`, with the embedding task started when
     /// `[memory.embeddings]` is set; `None` when `memory.enabled` is off.
@@ -38,6 +52,7 @@ impl MemoryService {
             return Ok(None);
         }
         let memory = Memory::new(store.clone(), config.memory.clone());
+        tokio::spawn(reindex(memory.clone()));
         let embedder = config.memory.embeddings.as_ref().map(|settings| Embedder::new(settings, env)).transpose()?;
         let index = IndexState::default();
         let stop = CancellationToken::new();

@@ -32,17 +32,24 @@ pub enum Term {
     Phrase(Vec<String>),
 }
 
+/// The version of this normalization: a store whose chunks were indexed by an older one has
+/// them indexed again when memory starts ([`crate::state::memory::MemoryStore::reindex`]).
+/// 2: accented Latin letters folded.
+pub const INDEX_VERSION: i64 = 2;
+
 /// The text to put into the full-text index for `text`: lowercased, every CJK character a
 /// word of its own, and everything that is not a letter or digit turned into a single space.
 /// Combining accents are dropped, so a word stays whole in decomposed text and after
-/// lowercasing `İ` (`i` and a combining dot).
+/// lowercasing `İ` (`i` and a combining dot), and accented Latin letters lose their accents
+/// (`café` is indexed as `cafe`): SQLite's tokenizer folds those (`remove_diacritics 2`)
+/// and PostgreSQL's `simple` configuration does not, so they are folded here for both.
 ///
 /// Punctuation is removed here rather than left to the tokenizers because PostgreSQL's parser
 /// does not split on it everywhere: it keeps `example.com`, `a@b.org`, `/usr/bin` and `1.2.3`
 /// whole, so a search for `example` would miss them there and find them in SQLite.
 pub fn index_text(text: &str) -> String {
     let mut indexed = String::with_capacity(text.len() + text.len() / 4);
-    for c in text.to_lowercase().chars() {
+    for c in folded_lowercase(text) {
         if is_combining_accent(c) {
             continue;
         }
@@ -68,7 +75,7 @@ pub fn query_terms(query: &str) -> Vec<Term> {
     let mut terms: Vec<Term> = Vec::new();
     let mut word = String::new();
     let mut phrase: Vec<String> = Vec::new();
-    for c in query.to_lowercase().chars() {
+    for c in folded_lowercase(query) {
         if terms.len() >= MAX_TERMS {
             return terms;
         }
@@ -172,6 +179,33 @@ pub(super) fn is_cjk(c: char) -> bool {
         | '\u{20000}'..='\u{323AF}'      // CJK Extensions B to H, compatibility supplement
     );
     cjk && c.is_alphanumeric()
+}
+
+/// `text` lowercased, its accented Latin letters as their base letter and accents (which
+/// the callers drop). Other scripts are left whole: in Cyrillic, Greek, Indic scripts or
+/// kana a mark can make another letter (`й` is not `и`), and SQLite folds only Latin too.
+fn folded_lowercase(text: &str) -> impl Iterator<Item = char> + '_ {
+    text.chars().flat_map(char::to_lowercase).flat_map(|c| {
+        let mut parts = [c, '\0', '\0', '\0'];
+        if is_accented_latin(c) {
+            let mut len = 0;
+            unicode_normalization::char::decompose_canonical(c, |part| {
+                if let Some(slot) = parts.get_mut(len) {
+                    *slot = part;
+                    len += 1;
+                }
+            });
+            parts.into_iter().take(len.max(1))
+        } else {
+            parts.into_iter().take(1)
+        }
+    })
+}
+
+/// Latin letters that may carry accents: Latin-1 Supplement, Latin Extended-A and -B, and
+/// Latin Extended Additional (Vietnamese).
+fn is_accented_latin(c: char) -> bool {
+    matches!(c, '\u{00C0}'..='\u{024F}' | '\u{1E00}'..='\u{1EFF}')
 }
 
 /// A combining diacritical mark (U+0300 to U+036F): not a letter, but part of the word it

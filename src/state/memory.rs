@@ -220,7 +220,18 @@ pub trait MemoryStore: Send + Sync + std::fmt::Debug {
 
     /// Totals, with embedding counts under `model`.
     async fn stats(&self, model: Option<&str>) -> Result<MemoryStats, StorageError>;
+
+    /// Indexes every chunk again with `index` (which makes a chunk text's
+    /// [`DocChunk::index_text`]) when the store's chunks were indexed by a normalization
+    /// older than `version`, and records `version` ([`MEMORY_INDEX_VERSION_KEY`]): a build
+    /// that normalizes differently finds what older builds stored. Returns how many chunks
+    /// were indexed again; 0, after one read, once the store is at `version`.
+    async fn reindex(&self, version: i64, index: for<'a> fn(&'a str) -> String) -> Result<u64, StorageError>;
 }
+
+/// The `state_meta` key holding the normalization version memory's chunks were indexed by
+/// ([`MemoryStore::reindex`]); a store without it was indexed by version 1.
+pub const MEMORY_INDEX_VERSION_KEY: &str = "memory_index_version";
 
 /// The rules both backends decide a write by, on what their transaction read: the
 /// document's version must still be `expected`, the new text must fit one document, and

@@ -214,6 +214,29 @@ async fn embeddings_are_kept_per_text_and_model(harness: &Harness) {
     assert_eq!((stats.chunks, stats.embedded, stats.unembedded), (2, 1, 1), "the new text waits for its vector");
 }
 
+/// A newer normalization than the lowercase one [`chunks`] indexes by: it adds a word.
+fn with_fruit(text: &str) -> String {
+    text.to_lowercase().replace("kiwi", "kiwi fruit")
+}
+
+async fn chunks_indexed_by_an_older_normalization_are_indexed_again_once(harness: &Harness) {
+    let store = harness.stores.memory.as_ref();
+    write(store, &alice(), "MEMORY.md", "likes kiwi\nlives in Lisbon").await;
+    write(store, &bob(), "MEMORY.md", "kiwi allergy").await;
+    assert!(store.search(&alice(), &any_of(&["fruit"]), 10).await.unwrap().is_empty(), "indexed as written");
+    assert_eq!(store.reindex(2, with_fruit).await.unwrap(), 3, "every chunk, of every scope");
+    let hits = store.search(&alice(), &any_of(&["fruit"]), 10).await.unwrap();
+    assert_eq!(hits.iter().map(|hit| hit.text.as_str()).collect::<Vec<_>>(), ["likes kiwi"], "the text is kept");
+    assert_eq!(store.search(&bob(), &any_of(&["fruit"]), 10).await.unwrap().len(), 1);
+    assert_eq!(store.search(&alice(), &any_of(&["lisbon"]), 10).await.unwrap().len(), 1, "the rest still found");
+    assert_eq!(store.reindex(2, with_fruit).await.unwrap(), 0, "once");
+    let reopened = harness.reopen().await;
+    assert_eq!(reopened.memory.reindex(2, with_fruit).await.unwrap(), 0, "the version is kept");
+    assert_eq!(reopened.memory.reindex(1, with_fruit).await.unwrap(), 0, "never back to an older one");
+    assert_eq!(reopened.memory.reindex(3, str::to_lowercase).await.unwrap(), 3, "a newer one indexes again");
+    assert!(reopened.memory.search(&alice(), &any_of(&["fruit"]), 10).await.unwrap().is_empty());
+}
+
 conformance!(
     a_write_keeps_the_version_it_replaces,
     only_the_newest_versions_are_kept,
@@ -223,4 +246,5 @@ conformance!(
     search_finds_only_the_scope_it_is_asked_in,
     search_ranks_better_matches_first_and_forgets_replaced_text,
     embeddings_are_kept_per_text_and_model,
+    chunks_indexed_by_an_older_normalization_are_indexed_again_once,
 );

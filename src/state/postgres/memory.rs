@@ -14,8 +14,9 @@ use deadpool_postgres::Transaction;
 use super::{PgBackend, pg_error};
 use crate::state::StorageError;
 use crate::state::memory::{
-    ChunkHit, ChunkVector, DocChunk, DocSummary, DocVersion, KEEP_VERSIONS, KeywordQuery, MemoryDoc, MemoryLimits,
-    MemoryScope, MemoryStats, MemoryStore, PutError, ScopeSummary, Unembedded, check_put, vector_bytes, vector_of,
+    ChunkHit, ChunkVector, DocChunk, DocSummary, DocVersion, KEEP_VERSIONS, KeywordQuery, MEMORY_INDEX_VERSION_KEY,
+    MemoryDoc, MemoryLimits, MemoryScope, MemoryStats, MemoryStore, PutError, ScopeSummary, Unembedded, check_put,
+    vector_bytes, vector_of,
 };
 
 impl From<tokio_postgres::Error> for PutError {
@@ -142,6 +143,13 @@ async fn put(
     }
     Ok(version)
 }
+
+/// Serializes replicas indexing memory again ([`MemoryStore::reindex`]): the second finds
+/// the version recorded. An arbitrary constant ("memidx" in ASCII).
+const REINDEX_LOCK: i64 = 0x6d65_6d69_6478;
+
+/// Chunks indexed again per statement.
+const REINDEX_BATCH: usize = 1000;
 
 #[async_trait]
 impl MemoryStore for PgMemory {
@@ -304,6 +312,44 @@ impl MemoryStore for PgMemory {
             .await
             .map_err(pg_error)?;
         Ok(rows.iter().map(|row| Unembedded { hash: row.get(0), text: row.get(1) }).collect())
+    }
+
+    async fn reindex(&self, version: i64, index: for<'a> fn(&'a str) -> String) -> Result<u64, StorageError> {
+        let mut client = self.backend.client().await?;
+        let transaction = client.transaction().await.map_err(pg_error)?;
+        transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&REINDEX_LOCK]).await.map_err(pg_error)?;
+        let indexed = transaction
+            .query_opt("SELECT value FROM state_meta WHERE key = $1", &[&MEMORY_INDEX_VERSION_KEY])
+            .await
+            .map_err(pg_error)?
+            .and_then(|row| row.get::<_, String>(0).parse::<i64>().ok())
+            .unwrap_or(1);
+        if indexed >= version {
+            return Ok(0);
+        }
+        let chunks = transaction.query("SELECT id, text FROM memory_chunks", &[]).await.map_err(pg_error)?;
+        for batch in chunks.chunks(REINDEX_BATCH) {
+            let ids: Vec<i64> = batch.iter().map(|row| row.get(0)).collect();
+            let texts: Vec<String> = batch.iter().map(|row| index(row.get(1))).collect();
+            transaction
+                .execute(
+                    "UPDATE memory_chunks m SET tsv = to_tsvector('simple', c.indexed) \
+                     FROM unnest($1::bigint[], $2::text[]) AS c(id, indexed) WHERE m.id = c.id",
+                    &[&ids, &texts],
+                )
+                .await
+                .map_err(pg_error)?;
+        }
+        transaction
+            .execute(
+                "INSERT INTO state_meta (key, value) VALUES ($1, $2) \
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                &[&MEMORY_INDEX_VERSION_KEY, &version.to_string()],
+            )
+            .await
+            .map_err(pg_error)?;
+        transaction.commit().await.map_err(pg_error)?;
+        Ok(chunks.len() as u64)
     }
 
     async fn put_embeddings(&self, model: &str, vectors: &[(String, Vec<f32>)]) -> Result<(), StorageError> {

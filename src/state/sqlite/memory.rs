@@ -14,8 +14,9 @@ use sha2::{Digest, Sha256};
 use super::Database;
 use crate::state::StorageError;
 use crate::state::memory::{
-    ChunkHit, ChunkVector, DocChunk, DocSummary, DocVersion, KEEP_VERSIONS, KeywordQuery, MemoryDoc, MemoryLimits,
-    MemoryScope, MemoryStats, MemoryStore, PutError, ScopeSummary, Unembedded, check_put, vector_bytes, vector_of,
+    ChunkHit, ChunkVector, DocChunk, DocSummary, DocVersion, KEEP_VERSIONS, KeywordQuery, MEMORY_INDEX_VERSION_KEY,
+    MemoryDoc, MemoryLimits, MemoryScope, MemoryStats, MemoryStore, PutError, ScopeSummary, Unembedded, check_put,
+    vector_bytes, vector_of,
 };
 
 impl From<rusqlite::Error> for PutError {
@@ -358,6 +359,35 @@ impl MemoryStore for SqliteMemory {
                     touch.execute(params![agent_id, scope])?;
                 }
                 Ok::<_, StorageError>(())
+            })
+            .await
+    }
+
+    async fn reindex(&self, version: i64, index: for<'a> fn(&'a str) -> String) -> Result<u64, StorageError> {
+        self.database
+            .write(move |connection| {
+                let indexed: Option<String> = connection
+                    .query_row("SELECT value FROM state_meta WHERE key = ?1", [MEMORY_INDEX_VERSION_KEY], |row| {
+                        row.get(0)
+                    })
+                    .optional()?;
+                if indexed.and_then(|value| value.parse::<i64>().ok()).unwrap_or(1) >= version {
+                    return Ok::<_, StorageError>(0);
+                }
+                let chunks: Vec<(i64, String)> = connection
+                    .prepare("SELECT id, text FROM memory_chunks")?
+                    .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+                    .collect::<Result<_, _>>()?;
+                let mut update = connection.prepare("UPDATE memory_fts SET body = ?2 WHERE rowid = ?1")?;
+                for (id, text) in &chunks {
+                    update.execute(params![id, index(text)])?;
+                }
+                connection.execute(
+                    "INSERT INTO state_meta (key, value) VALUES (?1, ?2) \
+                     ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    params![MEMORY_INDEX_VERSION_KEY, version.to_string()],
+                )?;
+                Ok(chunks.len() as u64)
             })
             .await
     }
