@@ -4,7 +4,7 @@
 //! deltas through a `BlockChunker`.
 //!
 //! The `ledger` group streams block messages under the delivery ledger, over a store whose
-//! every write costs a database round trip (1 ms), on a platform that cannot settle a
+//! every write costs a database round trip (1 ms, `state::intercept`), on a platform that cannot settle a
 //! repeated send (Telegram) and on one that can (Slack): the time per block message is the
 //! ledger writes its send waits for. It also prints how many records each message wrote.
 //!
@@ -25,9 +25,9 @@ use ferry::reply::chunker::{BlockChunker, BreakMode, ChunkLimits, chunk_text};
 use ferry::reply::coalesce::{BlockFormat, Coalescer};
 use ferry::reply::ledger::{DeliveryLedger, RecoveredSends};
 use ferry::reply::outbound::OutboundScheduler;
-use ferry::state::inbound::{Accepted, MessageKey, Unanswered};
+use ferry::state::StorageError;
+use ferry::state::intercept::{BeforeWrite, Intercepted};
 use ferry::state::sqlite::inbound_log::InboundLog;
-use ferry::state::{InboundStore, StorageError};
 
 /// A markdown reply of about `target` bytes, the way a model writes one.
 fn markdown_reply(target: usize) -> String {
@@ -93,56 +93,21 @@ fn block_chunker(c: &mut Criterion) {
     group.finish();
 }
 
-/// The inbound log behind a round trip: every write waits `delay` first, as one to a
-/// database would, and is counted.
+/// A database's round trip: every write waits `delay` first; delivery records are counted.
 #[derive(Debug)]
 struct RoundTrip {
-    log: InboundLog,
     delay: Duration,
     records: AtomicU64,
 }
 
 #[async_trait]
-impl InboundStore for RoundTrip {
-    async fn seen(&self, key: &MessageKey<'_>, cutoff: i64) -> Result<bool, StorageError> {
-        InboundStore::seen(&self.log, key, cutoff).await
-    }
-
-    async fn record_seen(&self, key: &MessageKey<'_>, at: i64, cutoff: i64) -> Result<bool, StorageError> {
-        InboundStore::record_seen(&self.log, key, at, cutoff).await
-    }
-
-    async fn accept(
-        &self,
-        key: &MessageKey<'_>,
-        at: i64,
-        cutoff: i64,
-        entry: &Accepted,
-    ) -> Result<Option<i64>, StorageError> {
-        InboundStore::accept(&self.log, key, at, cutoff, entry).await
-    }
-
-    async fn answered(&self, ids: &[i64]) -> Result<(), StorageError> {
+impl BeforeWrite for RoundTrip {
+    async fn before_write(&self, body: Option<&str>) -> Result<(), StorageError> {
         tokio::time::sleep(self.delay).await;
-        InboundStore::answered(&self.log, ids).await
-    }
-
-    async fn record_delivery(&self, ids: &[i64], body: String, answered: bool) -> Result<(), StorageError> {
-        tokio::time::sleep(self.delay).await;
-        self.records.fetch_add(1, Ordering::Relaxed);
-        InboundStore::record_delivery(&self.log, ids, body, answered).await
-    }
-
-    async fn unanswered(&self) -> Result<Unanswered, StorageError> {
-        InboundStore::unanswered(&self.log).await
-    }
-
-    async fn pending_count(&self) -> Result<usize, StorageError> {
-        InboundStore::pending_count(&self.log).await
-    }
-
-    async fn next_id(&self) -> Result<i64, StorageError> {
-        InboundStore::next_id(&self.log).await
+        if body.is_some() {
+            self.records.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
     }
 }
 
@@ -152,7 +117,11 @@ const BLOCK_MESSAGES: u64 = 20;
 /// Streams [`BLOCK_MESSAGES`] block messages of one reply (each block alone: no idle wait
 /// merges them) under the ledger, on a channel that settles repeats as `reconciliation`
 /// says. Returns the time taken.
-async fn stream_blocks(store: &Arc<RoundTrip>, reconciliation: SendReconciliation, reply: u64) -> Duration {
+async fn stream_blocks(
+    store: &Arc<Intercepted<RoundTrip>>,
+    reconciliation: SendReconciliation,
+    reply: u64,
+) -> Duration {
     let capabilities =
         ChannelCapabilities { send_reconciliation: reconciliation, ..ChannelCapabilities::unrestricted() };
     let channel = Arc::new(MemoryChannel::with_capabilities("memory", "default", capabilities));
@@ -179,8 +148,8 @@ fn ledger_block_messages(c: &mut Criterion) {
     for (name, reconciliation) in
         [("telegram_block_messages", SendReconciliation::None), ("slack_block_messages", SendReconciliation::Lookup)]
     {
-        let store =
-            Arc::new(RoundTrip { log: log.clone(), delay: Duration::from_millis(1), records: AtomicU64::new(0) });
+        let hook = RoundTrip { delay: Duration::from_millis(1), records: AtomicU64::new(0) };
+        let store = Arc::new(Intercepted { log: log.clone(), hook });
         let replies = AtomicU64::new(0);
         group.bench_function(name, |b| {
             b.to_async(&runtime).iter_custom(|iterations| {
@@ -194,7 +163,7 @@ fn ledger_block_messages(c: &mut Criterion) {
                 }
             })
         });
-        let (records, replies) = (store.records.load(Ordering::Relaxed), replies.load(Ordering::Relaxed));
+        let (records, replies) = (store.hook.records.load(Ordering::Relaxed), replies.load(Ordering::Relaxed));
         eprintln!("{name}: {:.2} ledger records per block message", records as f64 / (replies * BLOCK_MESSAGES) as f64);
     }
     group.finish();

@@ -164,8 +164,8 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use super::*;
-    use crate::state::flaky::FlakyInbound;
     use crate::state::inbound::{Accepted, MessageKey};
+    use crate::state::intercept::{Intercepted, Outage};
     use crate::state::sqlite::inbound_log::InboundLog;
 
     /// Messages answered while the store restarts are marked once it is back, so they do not
@@ -178,10 +178,10 @@ mod tests {
             MessageKey { channel: "memory", account_id: "default", chat_id: "42", thread_id: "", message_id: "1" };
         let entry = Accepted { session_key: "s".into(), prompt: "q".into(), message: "{}".into(), enqueued_at: 0 };
         let seq = log.accept(&key, 1, 0, &entry).await.unwrap().unwrap();
-        let store = Arc::new(FlakyInbound::new(log.clone(), 2));
+        let store = Arc::new(Intercepted { log: log.clone(), hook: Outage::new(2) });
         let journal = QueueJournal::new(store.clone());
         journal.remove(&[seq]).await.expect("marked in the end");
-        assert_eq!(store.writes.load(Ordering::SeqCst), 3, "two refusals, then the write");
+        assert_eq!(store.hook.writes.load(Ordering::SeqCst), 3, "two refusals, then the write");
         assert_eq!(log.pending_count(), 0);
     }
 }

@@ -38,10 +38,9 @@
 pub(crate) mod conformance;
 pub mod copy;
 mod error;
-#[cfg(test)]
-pub(crate) mod flaky;
 pub mod health;
 pub mod inbound;
+pub mod intercept;
 pub mod jobs;
 pub mod leases;
 pub mod memory;

@@ -55,16 +55,16 @@ async fn a_preview_handed_to_a_run_answering_the_same_messages_writes_nothing() 
 async fn a_record_written_during_an_outage_is_written_once_the_store_is_back() {
     use std::sync::atomic::Ordering;
 
-    use crate::state::flaky::FlakyInbound;
+    use crate::state::intercept::{Intercepted, Outage};
 
     let dir = tempfile::tempdir().unwrap();
     let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
     let seq = accept(&log, "1").await;
-    let store = Arc::new(FlakyInbound::new(log.clone(), 3));
+    let store = Arc::new(Intercepted { log: log.clone(), hook: Outage::new(3) });
     let ledger = DeliveryLedger::new(store.clone());
     let answered = LedgerEvent::Delivered { index: 0, message_id: "100".into() };
     assert!(ledger.recorder(vec![seq]).record(&answered, true).await, "written in the end");
-    assert_eq!(store.writes.load(Ordering::SeqCst), 4, "three refusals, then the write");
+    assert_eq!(store.hook.writes.load(Ordering::SeqCst), 4, "three refusals, then the write");
     assert!(log.unanswered().unwrap().messages.is_empty(), "the message is answered");
 }
 

@@ -8,9 +8,9 @@ use super::*;
 use crate::reply::ledger::DeliveryLedger;
 use crate::reply::ledger::LedgerEvent;
 use crate::reply::ledger::testing::{accept, restarted};
-use crate::state::inbound::{Accepted, MessageKey, Unanswered};
+use crate::state::StorageError;
+use crate::state::intercept::{BeforeWrite, Intercepted};
 use crate::state::sqlite::inbound_log::InboundLog;
-use crate::state::{InboundStore, StorageError};
 
 fn text(body: &str) -> OutboundMessage {
     OutboundMessage::text(Target { chat: ChatRef::new(ChatKind::Direct, "42"), thread_id: None }, body)
@@ -167,55 +167,17 @@ async fn without_reconciliation_only_the_block_message_in_flight_at_the_kill_is_
     assert_eq!(channel.sent_texts(), ["one", "two", "two", "three"]);
 }
 
-/// The inbound log behind a store that holds every `Sent` record until it is let go, as a
-/// slow database would.
+/// Holds every `Sent` record until it is let go, as a slow database would.
 #[derive(Debug)]
-struct HeldSentRecords {
-    log: InboundLog,
-    gate: tokio::sync::Semaphore,
-}
+struct HoldSentRecords(tokio::sync::Semaphore);
 
 #[async_trait::async_trait]
-impl crate::state::InboundStore for HeldSentRecords {
-    async fn seen(&self, key: &MessageKey<'_>, cutoff: i64) -> Result<bool, StorageError> {
-        InboundStore::seen(&self.log, key, cutoff).await
-    }
-
-    async fn record_seen(&self, key: &MessageKey<'_>, at: i64, cutoff: i64) -> Result<bool, StorageError> {
-        InboundStore::record_seen(&self.log, key, at, cutoff).await
-    }
-
-    async fn accept(
-        &self,
-        key: &MessageKey<'_>,
-        at: i64,
-        cutoff: i64,
-        entry: &Accepted,
-    ) -> Result<Option<i64>, StorageError> {
-        InboundStore::accept(&self.log, key, at, cutoff, entry).await
-    }
-
-    async fn answered(&self, ids: &[i64]) -> Result<(), StorageError> {
-        InboundStore::answered(&self.log, ids).await
-    }
-
-    async fn record_delivery(&self, ids: &[i64], body: String, answered: bool) -> Result<(), StorageError> {
-        if matches!(LedgerEvent::decode(&body), Ok(LedgerEvent::Sent { .. })) {
-            let _held = self.gate.acquire().await;
+impl BeforeWrite for HoldSentRecords {
+    async fn before_write(&self, body: Option<&str>) -> Result<(), StorageError> {
+        if body.is_some_and(|body| matches!(LedgerEvent::decode(body), Ok(LedgerEvent::Sent { .. }))) {
+            let _held = self.0.acquire().await;
         }
-        InboundStore::record_delivery(&self.log, ids, body, answered).await
-    }
-
-    async fn unanswered(&self) -> Result<Unanswered, StorageError> {
-        InboundStore::unanswered(&self.log).await
-    }
-
-    async fn pending_count(&self) -> Result<usize, StorageError> {
-        InboundStore::pending_count(&self.log).await
-    }
-
-    async fn next_id(&self) -> Result<i64, StorageError> {
-        InboundStore::next_id(&self.log).await
+        Ok(())
     }
 }
 
@@ -227,7 +189,8 @@ async fn a_send_does_not_wait_for_its_record_once_sent_but_the_next_step_does() 
     let dir = tempfile::tempdir().unwrap();
     let log = InboundLog::open(&dir.path().join("inbound.log")).unwrap();
     let seq = accept(&log, "1").await;
-    let store = Arc::new(HeldSentRecords { log: log.clone(), gate: tokio::sync::Semaphore::new(0) });
+    let hook = HoldSentRecords(tokio::sync::Semaphore::new(0));
+    let store = Arc::new(Intercepted { log: log.clone(), hook });
     let channel = Arc::new(MemoryChannel::new("memory", "default"));
     let scheduler = OutboundScheduler::new(channel.clone());
     let sends = RunSends::new(DeliveryLedger::new(store.clone()).recorder(vec![seq]), Recovered::default(), 0);
@@ -244,7 +207,7 @@ async fn a_send_does_not_wait_for_its_record_once_sent_but_the_next_step_does() 
     let step = sends.step(Vec::new(), Vec::new(), "run-1", StepKind::default());
     tokio::pin!(step);
     assert!(tokio::time::timeout(Duration::from_millis(200), &mut step).await.is_err(), "the step waits for them");
-    store.gate.add_permits(2);
+    store.hook.0.add_permits(2);
     step.await;
     let (_, recovered) = restarted(&log, &[seq]).await;
     assert_eq!(recovered.sent.len(), 2, "{recovered:?}");

@@ -1,5 +1,6 @@
-//! Test support: an inbound store whose writes fail as unreachable a set number of times
-//! before they reach the SQLite inbound log behind it, for tests of what rides out an outage.
+//! An inbound store whose writes go through a hook first, in front of the SQLite inbound
+//! log: how tests and benches stand in for a database that is down ([`Outage`]), slow, or
+//! holding some writes back, without a database.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -9,23 +10,39 @@ use super::{InboundStore, StorageError, StorageErrorKind};
 use crate::state::inbound::{Accepted, MessageKey, Unanswered};
 use crate::state::sqlite::inbound_log::InboundLog;
 
-/// [`InboundLog`] behind an outage: the next `failures` calls of `answered` and
-/// `record_delivery` fail with [`StorageErrorKind::Unavailable`]; everything else, and every
-/// call after those, goes through.
-#[derive(Debug)]
-pub(crate) struct FlakyInbound {
-    log: InboundLog,
-    failures: AtomicU32,
-    /// Calls of `answered` and `record_delivery`, failed or not.
-    pub(crate) writes: AtomicU32,
+/// What runs before each write of an [`Intercepted`] store (`answered` and
+/// `record_delivery`); an error is returned in the write's place, and nothing is written.
+#[async_trait]
+pub trait BeforeWrite: Send + Sync + std::fmt::Debug {
+    /// `body`: the delivery record's, `None` for `answered`.
+    async fn before_write(&self, body: Option<&str>) -> Result<(), StorageError>;
 }
 
-impl FlakyInbound {
-    pub(crate) fn new(log: InboundLog, failures: u32) -> Self {
-        Self { log, failures: AtomicU32::new(failures), writes: AtomicU32::new(0) }
-    }
+/// [`InboundLog`] behind `hook`: reads and acceptances go straight through, writes after
+/// the hook.
+#[derive(Debug)]
+pub struct Intercepted<H> {
+    pub log: InboundLog,
+    pub hook: H,
+}
 
-    fn outage(&self) -> Result<(), StorageError> {
+/// The next `failures` writes fail with [`StorageErrorKind::Unavailable`] (a database
+/// restarting); every write is counted, failed or not.
+#[derive(Debug, Default)]
+pub struct Outage {
+    failures: AtomicU32,
+    pub writes: AtomicU32,
+}
+
+impl Outage {
+    pub fn new(failures: u32) -> Self {
+        Self { failures: AtomicU32::new(failures), writes: AtomicU32::new(0) }
+    }
+}
+
+#[async_trait]
+impl BeforeWrite for Outage {
+    async fn before_write(&self, _: Option<&str>) -> Result<(), StorageError> {
         self.writes.fetch_add(1, Ordering::SeqCst);
         match self.failures.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| left.checked_sub(1)) {
             Ok(_) => Err(StorageError::new(StorageErrorKind::Unavailable, "test", "the database is restarting")),
@@ -35,7 +52,7 @@ impl FlakyInbound {
 }
 
 #[async_trait]
-impl InboundStore for FlakyInbound {
+impl<H: BeforeWrite> InboundStore for Intercepted<H> {
     async fn seen(&self, key: &MessageKey<'_>, cutoff: i64) -> Result<bool, StorageError> {
         InboundStore::seen(&self.log, key, cutoff).await
     }
@@ -55,12 +72,12 @@ impl InboundStore for FlakyInbound {
     }
 
     async fn answered(&self, ids: &[i64]) -> Result<(), StorageError> {
-        self.outage()?;
+        self.hook.before_write(None).await?;
         InboundStore::answered(&self.log, ids).await
     }
 
     async fn record_delivery(&self, ids: &[i64], body: String, answered: bool) -> Result<(), StorageError> {
-        self.outage()?;
+        self.hook.before_write(Some(&body)).await?;
         InboundStore::record_delivery(&self.log, ids, body, answered).await
     }
 
