@@ -182,7 +182,21 @@ async fn a_direct_message_is_answered_and_acknowledged() {
     assert_eq!(last_user_content(&world.request(0).await), "hi there");
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(world.journaled().await, 0, "answered messages leave the journal");
-    assert!(world.channel.operations().iter().any(|op| matches!(op, ferry::channel::memory::Operation::Typing { .. })));
+    let typed =
+        world.channel.operations().iter().any(|op| matches!(op, ferry::channel::memory::Operation::Typing { .. }));
+    assert!(!typed, "a reply ready at once is sent without typing first");
+}
+
+/// A run that works a while shows typing: the reply comes a second after the message.
+#[tokio::test]
+async fn a_run_that_works_a_while_shows_typing() {
+    let world = World::new(open_dms()).await;
+    world.fake.push(Turn::Reply(Reply::text(["Let me ", "think."]).with_chunk_delay(Duration::from_secs(1))));
+    world.send(world.dm("42", "a hard one"));
+    assert_eq!(world.replies(1).await, ["Let me think."]);
+    let typed =
+        world.channel.operations().iter().any(|op| matches!(op, ferry::channel::memory::Operation::Typing { .. }));
+    assert!(typed, "typing was shown while the run worked");
 }
 
 #[tokio::test]
@@ -574,12 +588,12 @@ async fn a_silent_reply_sends_nothing_and_a_trailing_token_is_stripped() {
     settle(&world, "42", 1).await;
     assert_eq!(sent_to(&world), [("42".to_owned(), "marker".to_owned())], "nothing for the silent reply");
     assert!(
-        world
+        !world
             .channel
             .operations()
             .iter()
             .any(|op| matches!(op, Operation::Typing { target } if target.chat.id == "42")),
-        "the run showed typing while it worked"
+        "no typing flash for a silent reply ready at once"
     );
 
     world.fake.push(Turn::text(["😄 NO_", "REPLY"]));

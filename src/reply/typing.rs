@@ -1,9 +1,15 @@
 //! Keeping the typing indicator on while a run works (SPEC §7).
 //!
 //! Platforms show "typing…" for a few seconds per request (Telegram ~5 s, Discord ~10 s),
-//! so a long run must refresh it. [`Typing::start`] refreshes every [`TYPING_REFRESH`]
-//! until the handle is dropped — when the reply is done — and gives up after
-//! [`TYPING_SAFETY_STOP`] in any case, so a stuck run never leaves a chat "typing" forever.
+//! so a long run must refresh it. [`Typing::start`] shows it once the run has gone
+//! [`TYPING_DELAY`] without being done, refreshes it every [`TYPING_REFRESH`] until the
+//! handle is dropped — when the reply is done — and gives up after [`TYPING_SAFETY_STOP`]
+//! in any case, so a stuck run never leaves a chat "typing" forever.
+//!
+//! The delay is for replies that are ready at once (a command, a cached or quick model):
+//! they are sent without an indicator nobody would see, and without waiting behind it for
+//! a send slot of the bot's budget, which the indicator's call takes too (Telegram: one
+//! every ~35 ms per bot). A silent reply ready that soon shows nothing at all.
 
 use std::time::Duration;
 
@@ -11,6 +17,9 @@ use ferry_channel::Target;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::outbound::OutboundScheduler;
+
+/// How long a run works before typing is shown.
+pub const TYPING_DELAY: Duration = Duration::from_millis(300);
 
 /// How often the indicator is renewed while the run is active.
 pub const TYPING_REFRESH: Duration = Duration::from_secs(6);
@@ -24,9 +33,10 @@ pub struct Typing {
 }
 
 impl Typing {
-    /// Shows typing in `target` now and keeps it on, through the account's outbound
-    /// scheduler (see [`OutboundScheduler::typing`]: budgets, at most one per chat every
-    /// few seconds). Does nothing on a channel without typing indicators.
+    /// Shows typing in `target` after [`TYPING_DELAY`] unless the handle is dropped by
+    /// then, and keeps it on, through the account's outbound scheduler (see
+    /// [`OutboundScheduler::typing`]: budgets, at most one per chat every few seconds). Does
+    /// nothing on a channel without typing indicators.
     pub fn start(scheduler: OutboundScheduler, target: Target) -> Self {
         if !scheduler.channel().capabilities().supports_typing {
             return Self { _stop: None };
@@ -35,6 +45,10 @@ impl Typing {
         let stopped = stop.clone();
         tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + TYPING_SAFETY_STOP;
+            tokio::select! {
+                () = stopped.cancelled() => return,
+                () = tokio::time::sleep(TYPING_DELAY) => {}
+            }
             loop {
                 scheduler.typing(&target).await;
                 let next = tokio::time::Instant::now() + TYPING_REFRESH;
@@ -80,22 +94,42 @@ mod tests {
         let channel = Arc::new(MemoryChannel::new("memory", "default"));
         let typing = Typing::start(OutboundScheduler::new(channel.clone()), target());
         settle().await;
-        assert_eq!(typings(&channel), 1, "shown at once");
+        assert_eq!(typings(&channel), 0, "not at once");
+        tokio::time::advance(TYPING_DELAY).await;
+        settle().await;
+        assert_eq!(typings(&channel), 1, "once the run has worked a moment");
         for _ in 0..13 {
             tokio::time::advance(Duration::from_secs(1)).await;
             settle().await;
         }
-        assert_eq!(typings(&channel), 3, "at 0, 6 and 12 s");
+        assert_eq!(typings(&channel), 3, "at 0.3, 6.3 and 12.3 s");
         drop(typing);
         tokio::time::advance(Duration::from_secs(60)).await;
         settle().await;
         assert_eq!(typings(&channel), 3, "nothing after the reply");
     }
 
+    /// A reply done within the delay was sent without typing: none is shown after it.
+    #[tokio::test(start_paused = true)]
+    async fn a_reply_ready_at_once_is_sent_without_typing() {
+        let channel = Arc::new(MemoryChannel::new("memory", "default"));
+        let typing = Typing::start(OutboundScheduler::new(channel.clone()), target());
+        settle().await;
+        tokio::time::advance(TYPING_DELAY - Duration::from_millis(50)).await;
+        settle().await;
+        drop(typing);
+        tokio::time::advance(Duration::from_secs(60)).await;
+        settle().await;
+        assert_eq!(typings(&channel), 0);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn typing_stops_after_two_minutes_even_if_the_run_does_not() {
         let channel = Arc::new(MemoryChannel::new("memory", "default"));
         let _typing = Typing::start(OutboundScheduler::new(channel.clone()), target());
+        settle().await;
+        tokio::time::advance(TYPING_DELAY).await;
+        settle().await;
         for _ in 0..60 {
             tokio::time::advance(Duration::from_secs(6)).await;
             settle().await;
