@@ -16,7 +16,8 @@
 //!
 //! The fake enforces Telegram's flood limits (1 message/s per chat after a burst of 3,
 //! 20/min per group, 30/s per bot) and the bench reports the 429s it served: Ferry's own
-//! budgets should keep that at 0. Also reports the gateway's peak RSS.
+//! budgets should keep that at 0. Also reports the gateway's peak RSS, and how long a
+//! gateway takes from its start to its first `getUpdates` (10 starts in fresh homes).
 //!
 //! Each chat is its own session (`dm_scope = "per-peer"`, as a bot serving many people is
 //! configured). Run with `cargo bench --bench telegram` (`FERRY_BENCH_LOG=info` shows the
@@ -111,6 +112,31 @@ async fn run() {
     back_to_back(&telegram).await;
     println!("429s served by the fake in all: {}", telegram.rate_limited_count());
     gateway.report_memory();
+    drop(gateway);
+    start_up().await;
+}
+
+/// Gateways started one after another, each in a fresh home (Telegram only, the echo
+/// provider): from spawning `ferry gateway` to its first `getUpdates` at the fake, p50/max.
+async fn start_up() {
+    const STARTS: usize = 10;
+    let mut times = Vec::with_capacity(STARTS);
+    for _ in 0..STARTS {
+        let telegram = FakeTelegram::start(TOKEN).await.expect("fake telegram");
+        let spawned = Instant::now();
+        let gateway = BenchGateway::start(&format!(
+            "[channels.telegram]\nenabled = true\nbot_token = \"{TOKEN}\"\napi_url = \"{}\"\n\
+             dm_policy = \"open\"\nallow_from = [\"*\"]\n",
+            telegram.url()
+        ));
+        tokio::time::timeout(Duration::from_secs(60), telegram.wait_for_arrivals("getUpdates", 1))
+            .await
+            .expect("polling");
+        let first = telegram.calls_to("getUpdates").first().map(|call| call.at).expect("a getUpdates call");
+        times.push(first.saturating_duration_since(spawned));
+        drop(gateway);
+    }
+    println!("start → first getUpdates ({STARTS} starts, fresh homes): {}", gateway::p50_max(&mut times));
 }
 
 /// When the bot's successful `sendMessage` calls to `chat` arrived.
