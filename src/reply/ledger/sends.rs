@@ -199,9 +199,8 @@ impl RunSends {
     /// killed attempt at the reply sent it. The step before the model's call names it; where
     /// the platform cannot settle a repeated send (Telegram) it is also recorded once sent
     /// (behind the send: [`RunSends::settle`]), so a run resumed from that step does not
-    /// send it again blind. A send repeated within
-    /// this process returns the first delivery (the outbound scheduler remembers delivered
-    /// keys).
+    /// send it again blind. A send repeated within this process returns the first delivery
+    /// (the outbound scheduler remembers delivered keys).
     pub async fn send(&self, scheduler: &OutboundScheduler, message: OutboundMessage) -> Result<Outcome, ChannelError> {
         let message = uploaded_ahead(scheduler, Some(&self.recorder), &self.inner.recovered.uploads, message).await;
         self.send_with(message, !scheduler.reconciles_sends(), |message, inherited| async move {
