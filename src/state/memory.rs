@@ -233,6 +233,11 @@ pub trait MemoryStore: Send + Sync + std::fmt::Debug {
 /// ([`MemoryStore::reindex`]); a store without it was indexed by version 1.
 pub const MEMORY_INDEX_VERSION_KEY: &str = "memory_index_version";
 
+/// The normalization version a [`MEMORY_INDEX_VERSION_KEY`] value names (1 without one).
+pub fn index_version(value: Option<&str>) -> i64 {
+    value.and_then(|value| value.parse().ok()).unwrap_or(1)
+}
+
 /// The rules both backends decide a write by, on what their transaction read: the
 /// document's version must still be `expected`, the new text must fit one document, and
 /// the scope's new total (`scope_bytes` with `old_bytes` replaced by `new_bytes`) must fit

@@ -16,7 +16,7 @@ use crate::state::StorageError;
 use crate::state::memory::{
     ChunkHit, ChunkVector, DocChunk, DocSummary, DocVersion, KEEP_VERSIONS, KeywordQuery, MEMORY_INDEX_VERSION_KEY,
     MemoryDoc, MemoryLimits, MemoryScope, MemoryStats, MemoryStore, PutError, ScopeSummary, Unembedded, check_put,
-    vector_bytes, vector_of,
+    index_version, vector_bytes, vector_of,
 };
 
 impl From<tokio_postgres::Error> for PutError {
@@ -315,6 +315,10 @@ impl MemoryStore for PgMemory {
     }
 
     async fn reindex(&self, version: i64, index: for<'a> fn(&'a str) -> String) -> Result<u64, StorageError> {
+        // Up to date (every start but the first after an upgrade): one read, no lock.
+        if index_version(self.backend.meta(MEMORY_INDEX_VERSION_KEY).await?.as_deref()) >= version {
+            return Ok(0);
+        }
         let mut client = self.backend.client().await?;
         let transaction = client.transaction().await.map_err(pg_error)?;
         transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&REINDEX_LOCK]).await.map_err(pg_error)?;
@@ -322,9 +326,9 @@ impl MemoryStore for PgMemory {
             .query_opt("SELECT value FROM state_meta WHERE key = $1", &[&MEMORY_INDEX_VERSION_KEY])
             .await
             .map_err(pg_error)?
-            .and_then(|row| row.get::<_, String>(0).parse::<i64>().ok())
-            .unwrap_or(1);
-        if indexed >= version {
+            .map(|row| row.get::<_, String>(0));
+        // Another replica may have done it while this one waited for the lock.
+        if index_version(indexed.as_deref()) >= version {
             return Ok(0);
         }
         let chunks = transaction.query("SELECT id, text FROM memory_chunks", &[]).await.map_err(pg_error)?;

@@ -16,7 +16,7 @@ use crate::state::StorageError;
 use crate::state::memory::{
     ChunkHit, ChunkVector, DocChunk, DocSummary, DocVersion, KEEP_VERSIONS, KeywordQuery, MEMORY_INDEX_VERSION_KEY,
     MemoryDoc, MemoryLimits, MemoryScope, MemoryStats, MemoryStore, PutError, ScopeSummary, Unembedded, check_put,
-    vector_bytes, vector_of,
+    index_version, vector_bytes, vector_of,
 };
 
 impl From<rusqlite::Error> for PutError {
@@ -120,6 +120,15 @@ fn put(
         .execute(params![scope.agent_id, scope.scope, docs, scope_bytes as i64, now])?;
     replace_chunks(connection, scope, path, chunks)?;
     Ok(version)
+}
+
+/// The normalization version the chunks were indexed by ([`MemoryStore::reindex`]).
+fn indexed_version(connection: &Connection) -> rusqlite::Result<i64> {
+    let value: Option<String> = connection
+        .prepare_cached("SELECT value FROM state_meta WHERE key = ?1")?
+        .query_row([MEMORY_INDEX_VERSION_KEY], |row| row.get(0))
+        .optional()?;
+    Ok(index_version(value.as_deref()))
 }
 
 /// Replaces the document's chunks and their full-text rows.
@@ -364,14 +373,13 @@ impl MemoryStore for SqliteMemory {
     }
 
     async fn reindex(&self, version: i64, index: for<'a> fn(&'a str) -> String) -> Result<u64, StorageError> {
+        // Up to date (every start but the first after an upgrade): a read, not the writer.
+        if self.database.read(indexed_version)? >= version {
+            return Ok(0);
+        }
         self.database
             .write(move |connection| {
-                let indexed: Option<String> = connection
-                    .query_row("SELECT value FROM state_meta WHERE key = ?1", [MEMORY_INDEX_VERSION_KEY], |row| {
-                        row.get(0)
-                    })
-                    .optional()?;
-                if indexed.and_then(|value| value.parse::<i64>().ok()).unwrap_or(1) >= version {
+                if indexed_version(connection)? >= version {
                     return Ok::<_, StorageError>(0);
                 }
                 let chunks: Vec<(i64, String)> = connection
