@@ -77,7 +77,16 @@ async fn load() {
         thread_labels: ThreadLabels::new(),
     })
     .expect("dispatcher");
-    let gateway = Gateway::start(GatewayParts { config, dispatcher, bus, channels, mcp: None }).await.expect("gateway");
+    let gateway = Gateway::start(GatewayParts {
+        config,
+        dispatcher,
+        bus,
+        channels,
+        #[cfg(feature = "mcp")]
+        mcp: None,
+    })
+    .await
+    .expect("gateway");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listen");
     let url = format!("ws://{}/ws", listener.local_addr().expect("address"));
     tokio::spawn(gateway.serve(listener, std::future::pending()));

@@ -14,6 +14,7 @@ use ferry::agent::{AbortReason, AgentRunner, EventBus, RunRequest, RunSettings, 
 use ferry::channels::ChannelRegistry;
 use ferry::config::{Config, Environment, LoadedConfig, ResolvedAgent};
 use ferry::gateway::client::{ClientError, GatewayClient};
+#[cfg(feature = "mcp")]
 use ferry::mcp::McpTools;
 use ferry::models::{ModelCatalog, ModelRouter};
 use ferry::session::{catalog_for, run_in_session};
@@ -197,10 +198,13 @@ async fn embedded(loaded: &LoadedConfig, args: AgentArgs, env: &Environment) -> 
     let session_key = args.session.clone().unwrap_or_else(|| format!("agent:{}:main", agent.id)).to_lowercase();
     let policy = ToolPolicy::for_agent(config, &agent.settings);
     // One turn: its MCP servers' tools must be there before it starts.
+    #[cfg(feature = "mcp")]
     let mcp = McpTools::start(&config.mcp, env);
+    #[cfg(feature = "mcp")]
     mcp.settled(ferry::mcp::CONNECT_TIMEOUT).await;
-    let tools =
-        HostTools::registry(config, sandbox_paths(&loaded.source, &state_dir, &workspace)?)?.with_source(mcp.clone());
+    let tools = HostTools::registry(config, sandbox_paths(&loaded.source, &state_dir, &workspace)?)?;
+    #[cfg(feature = "mcp")]
+    let tools = tools.with_source(mcp.clone());
     if let Some(host) = tools.host() {
         host.check_sandbox(&policy).await;
     }
@@ -243,6 +247,7 @@ async fn embedded(loaded: &LoadedConfig, args: AgentArgs, env: &Environment) -> 
     }
     let outcome = run.await.context("the run task failed")?.context("loading the session")?;
     tools.shutdown();
+    #[cfg(feature = "mcp")]
     mcp.shutdown().await;
     stores.close().await;
     match outcome.status {

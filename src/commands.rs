@@ -27,6 +27,8 @@ pub fn config_check(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()
     println!("config OK: {}", describe_source(&loaded.source));
     println!("state_dir: {}", state_dir.display());
     println!("channels enabled: {}", wiring::enabled_channels(&loaded.config).join(", "));
+    println!("{}", built_features());
+    #[cfg(feature = "mcp")]
     check_mcp_programs(&loaded, env)?;
     if !loaded.config.mcp.servers.is_empty() {
         let names: Vec<&str> = loaded.config.mcp.servers.keys().map(String::as_str).collect();
@@ -38,8 +40,23 @@ pub fn config_check(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()
     Ok(())
 }
 
+/// "features: telegram, …; not built: postgres (--features NAME to add)": what this binary
+/// can do, so an operator sees before start-up which capability a build left out.
+fn built_features() -> String {
+    let (built, missing): (Vec<_>, Vec<_>) = config::features::FEATURES.iter().partition(|feature| feature.built);
+    let names = |features: Vec<&config::features::Feature>| {
+        features.iter().map(|feature| feature.name).collect::<Vec<_>>().join(", ")
+    };
+    if missing.is_empty() {
+        format!("features: {}", names(built))
+    } else {
+        format!("features: {}; not built: {} (build with --features NAME to add one)", names(built), names(missing))
+    }
+}
+
 /// Every local MCP server's program exists where starting it would look (its `PATH` is
 /// Ferry's): a typo fails the check instead of a server that never starts.
+#[cfg(feature = "mcp")]
 fn check_mcp_programs(loaded: &LoadedConfig, env: &Environment) -> anyhow::Result<()> {
     for (name, server) in &loaded.config.mcp.servers {
         let Some(command) = &server.command else { continue };

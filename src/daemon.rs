@@ -19,6 +19,7 @@ use ferry::cron::ticker::Ticker;
 use ferry::dispatch::{Dispatcher, DispatcherParts};
 use ferry::gateway::{Gateway, GatewayError, GatewayParts};
 use ferry::hooks::{GatewayEvent, Hooks};
+#[cfg(feature = "mcp")]
 use ferry::mcp::McpTools;
 use ferry::media::Media;
 use ferry::memory::MemoryService;
@@ -54,6 +55,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     let address = listener.local_addr().context("reading the gateway's address")?;
     let state_dir = state::resolve_state_dir(&config, env)?;
     // In the background: a slow server holds up neither the start nor the channels.
+    #[cfg(feature = "mcp")]
     let mcp = McpTools::start(&config.mcp, env);
     let mut stores = state::Stores::open(&config, &state_dir).await?;
     stores.start_leases(state::leases::LeaseTiming {
@@ -74,6 +76,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
         env,
         source: &loaded_source,
         state_dir: &state_dir,
+        #[cfg(feature = "mcp")]
         mcp: &mcp,
         bus: &bus,
         channels: &channels,
@@ -122,6 +125,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
         dispatcher: dispatcher.clone(),
         bus,
         channels: channels.clone(),
+        #[cfg(feature = "mcp")]
         mcp: Some(mcp.clone()),
     })
     .await?;
@@ -166,6 +170,7 @@ pub async fn gateway(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
     }
     // Background commands and MCP servers end with the daemon.
     registries.iter().for_each(ToolRegistry::shutdown);
+    #[cfg(feature = "mcp")]
     mcp.shutdown().await;
     sweeping.cancel();
     let _ = sweeper.await;
@@ -182,6 +187,7 @@ struct SharedParts<'a> {
     env: &'a Environment,
     source: &'a ConfigSource,
     state_dir: &'a Path,
+    #[cfg(feature = "mcp")]
     mcp: &'a Arc<McpTools>,
     bus: &'a EventBus,
     channels: &'a ChannelRegistry,
@@ -225,6 +231,7 @@ async fn agent_runner(
         tools.register(MemoryGet(memory.clone()));
         tools.register(MemoryWrite(memory.clone()));
     }
+    #[cfg(feature = "mcp")]
     let tools = tools.with_source(shared.mcp.clone());
     if let Some(host) = tools.host() {
         host.check_sandbox(&ToolPolicy::for_agent(config, &agent.settings)).await;

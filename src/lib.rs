@@ -18,6 +18,10 @@
 //! 9. [`gateway`] is the daemon's front door: the WebSocket RPC, `/healthz`, `/metrics` and
 //!    the web chat, itself a channel.
 //!
+//! Heavy capabilities are cargo features (`config::features`): [`mcp`] is `mcp`, PostgreSQL
+//! (`state::postgres`) is `postgres`, and the web tools, images, PDFs and the sandbox have one
+//! each.
+//!
 //! [`hooks`] let plugins watch or change the path at fixed points along it, and [`cron`]
 //! starts it without a message: a scheduled job's fire is journaled as one, then takes the
 //! same path. [`memory`] is what an agent remembers of each person and chat between
@@ -38,6 +42,7 @@ pub mod dispatch;
 pub mod gateway;
 pub mod hooks;
 pub mod logging;
+#[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod media;
 pub mod memory;

@@ -2,14 +2,21 @@
 //! prints each one's state and tools. It starts its own connections, so it works whether a
 //! gateway runs or not, and shows what a fresh start would see.
 
+#[cfg(feature = "mcp")]
 use std::io::Write;
 
-use ferry::config::{Environment, McpConfig};
-use ferry::mcp::{CONNECT_TIMEOUT, McpTools, Phase};
+#[cfg(not(feature = "mcp"))]
+use ferry::config::Environment;
+#[cfg(feature = "mcp")]
+use ferry::{
+    config::{Environment, McpConfig},
+    mcp::{CONNECT_TIMEOUT, McpTools, Phase},
+};
 
 use crate::cli::GlobalArgs;
 use crate::commands::load_config;
 
+#[cfg(feature = "mcp")]
 pub async fn list(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()> {
     let loaded = load_config(global, env)?;
     let config: &McpConfig = &loaded.config.mcp;
@@ -67,5 +74,14 @@ pub async fn list(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()> 
     if failed > 0 {
         anyhow::bail!("{failed} MCP server(s) could not be reached");
     }
+    Ok(())
+}
+
+/// A build without MCP has no servers to list: the config could not name one (it is refused
+/// at load, `config::features`), and this says why.
+#[cfg(not(feature = "mcp"))]
+pub async fn list(global: &GlobalArgs, env: &Environment) -> anyhow::Result<()> {
+    load_config(global, env)?;
+    println!("no MCP servers: MCP {}", ferry::config::features::needs("mcp"));
     Ok(())
 }

@@ -2,10 +2,16 @@
 //! runs to upgrade the state schema on purpose, and to move a one-machine install onto the
 //! PostgreSQL that several replicas share.
 
+#[cfg(feature = "postgres")]
 use anyhow::Context;
-use ferry::config::{Config, Environment, Secret, StateBackendKind};
-use ferry::state::postgres::{self, PgBackend};
-use ferry::state::{self, Database, copy};
+use ferry::config::{Environment, StateBackendKind};
+use ferry::state::{self, Database};
+#[cfg(feature = "postgres")]
+use ferry::{
+    config::{Config, Secret},
+    state::copy,
+    state::postgres::{self, PgBackend},
+};
 
 use crate::cli::GlobalArgs;
 use crate::commands::load_config;
@@ -22,6 +28,10 @@ pub async fn migrate(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
             database.close().await;
             println!("SQLite state in {}: schema up to date", state_dir.display());
         }
+        // Refused when the config was loaded (`config::features`).
+        #[cfg(not(feature = "postgres"))]
+        StateBackendKind::Postgres => anyhow::bail!(ferry::state::StateError::NotBuilt { backend: "postgres" }),
+        #[cfg(feature = "postgres")]
         StateBackendKind::Postgres => {
             let backend = connect(config).await?;
             let before = backend.schema_version().await.context("reading the schema version")?;
@@ -39,6 +49,7 @@ pub async fn migrate(global: &GlobalArgs, env: &Environment) -> anyhow::Result<(
 }
 
 /// Copies the state directory's SQLite state into the PostgreSQL of `state.postgres_url`.
+#[cfg(feature = "postgres")]
 pub async fn copy_sqlite_to_postgres(global: &GlobalArgs, force: bool, env: &Environment) -> anyhow::Result<()> {
     let loaded = load_config(global, env)?;
     let config = &loaded.config;
@@ -76,6 +87,13 @@ pub async fn copy_sqlite_to_postgres(global: &GlobalArgs, force: bool, env: &Env
     Ok(())
 }
 
+/// Without the PostgreSQL driver there is nothing to copy into; says which build has it.
+#[cfg(not(feature = "postgres"))]
+pub async fn copy_sqlite_to_postgres(_global: &GlobalArgs, _force: bool, _env: &Environment) -> anyhow::Result<()> {
+    anyhow::bail!("ferry state copy --to postgres {}", ferry::config::features::needs("postgres"))
+}
+
+#[cfg(feature = "postgres")]
 async fn connect(config: &Config) -> anyhow::Result<PgBackend> {
     let url = config.state.postgres_url.as_ref().filter(|url| !url.is_blank()).map(Secret::expose).context(
         "no PostgreSQL to use: set state.postgres_url in the config or the FERRY_DATABASE_URL environment variable",

@@ -192,6 +192,7 @@ struct Account {
     dispatcher: Dispatcher,
     id: String,
     /// The state directory, for what an adapter keeps across restarts on one machine.
+    #[cfg_attr(not(any(feature = "discord", feature = "slack")), allow(dead_code))]
     state_dir: std::path::PathBuf,
 }
 

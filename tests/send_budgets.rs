@@ -62,10 +62,12 @@ fn within_window(times: &[Duration], window: Duration, limit: usize) -> Result<(
     Ok(())
 }
 
+#[cfg_attr(not(any(feature = "discord", feature = "slack")), allow(dead_code))]
 fn at_once(times: &[Duration]) -> bool {
     times.iter().all(|at| *at < Duration::from_millis(10))
 }
 
+#[cfg(feature = "telegram")]
 #[tokio::test(start_paused = true)]
 async fn telegram_private_chats_burst_three_then_keep_to_one_message_a_second() {
     let budget = ferry_telegram::capabilities().send_budget;
@@ -76,6 +78,7 @@ async fn telegram_private_chats_burst_three_then_keep_to_one_message_a_second() 
     within_bucket(&times, 3.0, 1.0).unwrap();
 }
 
+#[cfg(feature = "telegram")]
 #[tokio::test(start_paused = true)]
 async fn telegram_groups_keep_to_one_message_a_second() {
     let budget = ferry_telegram::capabilities().send_budget;
@@ -88,6 +91,7 @@ async fn telegram_groups_keep_to_one_message_a_second() {
     }
 }
 
+#[cfg(feature = "telegram")]
 #[tokio::test(start_paused = true)]
 async fn telegram_never_sends_more_than_twenty_messages_in_any_minute_to_a_group() {
     let budget = ferry_telegram::capabilities().send_budget;
@@ -96,6 +100,7 @@ async fn telegram_never_sends_more_than_twenty_messages_in_any_minute_to_a_group
     assert!(times[4] < Duration::from_secs(5), "a short exchange is not held back: {times:?}");
 }
 
+#[cfg(feature = "telegram")]
 #[tokio::test(start_paused = true)]
 async fn telegram_never_sends_more_than_thirty_messages_in_any_second() {
     let budget = ferry_telegram::capabilities().send_budget;
@@ -106,6 +111,7 @@ async fn telegram_never_sends_more_than_thirty_messages_in_any_second() {
     assert!(times.last().unwrap() < &Duration::from_millis(4_500), "still about 30 a second: {times:?}");
 }
 
+#[cfg(feature = "discord")]
 #[tokio::test(start_paused = true)]
 async fn discord_bursts_three_and_never_sends_more_than_five_in_any_five_seconds() {
     let budget = ferry_discord::capabilities().send_budget;
@@ -116,6 +122,7 @@ async fn discord_bursts_three_and_never_sends_more_than_five_in_any_five_seconds
     }
 }
 
+#[cfg(feature = "discord")]
 #[tokio::test(start_paused = true)]
 async fn discord_never_sends_more_than_fifty_requests_in_any_second() {
     let budget = ferry_discord::capabilities().send_budget;
@@ -126,6 +133,7 @@ async fn discord_never_sends_more_than_fifty_requests_in_any_second() {
     assert!(times.last().unwrap() < &Duration::from_millis(3_500), "still about 50 a second: {times:?}");
 }
 
+#[cfg(feature = "slack")]
 #[tokio::test(start_paused = true)]
 async fn slack_bursts_three_then_keeps_to_one_message_a_second() {
     let budget = ferry_slack::capabilities().send_budget;

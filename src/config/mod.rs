@@ -23,6 +23,7 @@ mod endpoint;
 mod environment;
 mod error;
 mod explain;
+pub mod features;
 mod human_delay;
 mod inherit;
 mod load;

@@ -27,6 +27,7 @@ pub const IMPLICIT_PROVIDERS: [&str; 3] = ["echo", "openai", "anthropic"];
 /// range ([`ranges::RANGES`]), then the rules below.
 pub fn validate(config: &Config) -> Result<(), Violation> {
     ranges::check(config)?;
+    super::features::validate(config)?;
     gateway(&config.gateway)?;
     models(&config.models)?;
     agent_settings("agents.defaults", &config.agents.defaults, &config.models)?;
@@ -186,6 +187,7 @@ pub fn warnings(config: &Config) -> Vec<Violation> {
              or keep scope = \"session\"",
         ));
     }
+    found.extend(super::features::warnings(config));
     found
 }
 

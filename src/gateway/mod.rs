@@ -95,6 +95,7 @@ pub struct GatewayParts {
     pub bus: EventBus,
     pub channels: ChannelRegistry,
     /// The MCP servers, for `/healthz`; `None` when none is configured.
+    #[cfg(feature = "mcp")]
     pub mcp: Option<Arc<crate::mcp::McpTools>>,
 }
 
@@ -121,6 +122,7 @@ pub struct GatewayState {
     connections: TaskTracker,
     /// See [`max_frame_bytes`].
     pub(crate) max_frame_bytes: usize,
+    #[cfg(feature = "mcp")]
     mcp: Option<Arc<crate::mcp::McpTools>>,
 }
 
@@ -177,6 +179,7 @@ impl GatewayState {
             health[name] = entry;
         }
         // MCP servers do not count against `ok`: without one, the bot still answers.
+        #[cfg(feature = "mcp")]
         if let Some(mcp) = self.mcp.as_ref().filter(|mcp| !mcp.is_empty()) {
             health["mcp"] = mcp.health();
         }
@@ -244,6 +247,7 @@ impl Gateway {
             closing: CancellationToken::new(),
             connections: TaskTracker::new(),
             max_frame_bytes: max_frame_bytes(parts.config.messages.max_inbound_chars),
+            #[cfg(feature = "mcp")]
             mcp: parts.mcp,
         };
         Ok(Self { state: Arc::new(state), stop, hub: hub_task, extra: Router::new() })

@@ -16,17 +16,28 @@
 //!    so text stays sharp, unless that is too big; photos (JPEG, WebP) become JPEG. JPEG
 //!    quality steps down, then the size does, until the base64 fits [`MAX_BASE64_BYTES`].
 
+#[cfg(feature = "media")]
 use std::io::Cursor;
 
+#[cfg(feature = "media")]
 use base64::Engine;
+#[cfg(feature = "media")]
 use base64::engine::general_purpose::STANDARD as BASE64;
+#[cfg(feature = "media")]
 use fast_image_resize::images::ImageRef;
+#[cfg(feature = "media")]
 use fast_image_resize::{FilterType as ResizeFilter, PixelType, ResizeAlg, ResizeOptions, Resizer};
+#[cfg(feature = "media")]
 use image::codecs::jpeg::JpegEncoder;
+#[cfg(feature = "media")]
 use image::codecs::png::{CompressionType, FilterType as PngFilter, PngEncoder};
+#[cfg(feature = "media")]
 use image::imageops::FilterType;
+#[cfg(feature = "media")]
 use image::metadata::Orientation;
+#[cfg(feature = "media")]
 use image::{DynamicImage, ExtendedColorType, ImageDecoder, ImageEncoder, ImageFormat, ImageReader, Limits};
+#[cfg(feature = "media")]
 use image::{RgbImage, RgbaImage};
 
 use crate::types::conversation::ImagePart;
@@ -52,9 +63,11 @@ pub const MAX_DECODE_BYTES: u64 = 256 * 1024 * 1024;
 
 /// JPEG qualities tried in turn until the image fits. 85 is visually lossless for photos;
 /// below 40 artefacts hurt more than a smaller image does.
+#[cfg(feature = "media")]
 const JPEG_QUALITIES: [u8; 4] = [85, 70, 55, 40];
 
 /// Sizes tried in turn (as a share of the fitted size) when no encoding fits.
+#[cfg(feature = "media")]
 const SHRINK_STEPS: [f64; 5] = [1.0, 0.75, 0.5, 0.35, 0.25];
 
 /// The size an image must end up within. [`ImageLimits::default`] is what models take;
@@ -93,6 +106,9 @@ pub enum ImageError {
     DoesNotFit { max_base64_bytes: usize, width: u32, height: u32 },
     #[error("cannot encode the image: {0}")]
     Encode(String),
+    /// This ferry was built without the `media` feature: no image is decoded.
+    #[error("images are not read here: decoding them {}", crate::config::features::needs("media"))]
+    NotBuilt,
 }
 
 /// Makes `bytes` (a PNG, JPEG, WebP or GIF file) ready for a model, within
@@ -104,6 +120,7 @@ pub fn prepare_image(bytes: &[u8]) -> Result<ImagePart, ImageError> {
 }
 
 /// [`prepare_image`] within other limits.
+#[cfg(feature = "media")]
 pub fn prepare_image_within(bytes: &[u8], limits: ImageLimits) -> Result<ImagePart, ImageError> {
     let format = sniff(bytes)?;
     let decoded = decode(bytes, format)?;
@@ -127,7 +144,15 @@ pub fn prepare_image_within(bytes: &[u8], limits: ImageLimits) -> Result<ImagePa
     Err(ImageError::DoesNotFit { max_base64_bytes: limits.max_base64_bytes, width, height })
 }
 
+/// A build without the `media` feature decodes no image: the caller turns the error into the
+/// one-line note every unreadable image becomes.
+#[cfg(not(feature = "media"))]
+pub fn prepare_image_within(_bytes: &[u8], _limits: ImageLimits) -> Result<ImagePart, ImageError> {
+    Err(ImageError::NotBuilt)
+}
+
 /// The format the bytes are in, if it is one models take.
+#[cfg(feature = "media")]
 fn sniff(bytes: &[u8]) -> Result<ImageFormat, ImageError> {
     match image::guess_format(bytes) {
         Ok(format @ (ImageFormat::Png | ImageFormat::Jpeg | ImageFormat::WebP | ImageFormat::Gif)) => Ok(format),
@@ -139,6 +164,7 @@ fn sniff(bytes: &[u8]) -> Result<ImageFormat, ImageError> {
     }
 }
 
+#[cfg(feature = "media")]
 fn format_name(format: ImageFormat) -> &'static str {
     match format {
         ImageFormat::Png => "PNG",
@@ -150,6 +176,7 @@ fn format_name(format: ImageFormat) -> &'static str {
 }
 
 /// Decodes the whole image (a GIF's or animated WebP's first frame), upright.
+#[cfg(feature = "media")]
 fn decode(bytes: &[u8], format: ImageFormat) -> Result<DynamicImage, ImageError> {
     let name = format_name(format);
     let corrupt = |error: image::ImageError| ImageError::Corrupt { format: name, reason: error.to_string() };
@@ -176,6 +203,7 @@ fn decode(bytes: &[u8], format: ImageFormat) -> Result<DynamicImage, ImageError>
     Ok(image)
 }
 
+#[cfg(feature = "media")]
 fn decode_limits(max_side: Option<u32>) -> Limits {
     let mut limits = Limits::default();
     limits.max_image_width = max_side;
@@ -186,6 +214,7 @@ fn decode_limits(max_side: Option<u32>) -> Limits {
 
 /// The size that fits `max_side` on the longest side with the same aspect ratio (rounded,
 /// at least 1 px); the size itself when it already fits.
+#[cfg(feature = "media")]
 fn fit(width: u32, height: u32, max_side: u32) -> (u32, u32) {
     let longest = width.max(height);
     if longest <= max_side {
@@ -199,6 +228,7 @@ fn fit(width: u32, height: u32, max_side: u32) -> (u32, u32) {
 }
 
 /// `width`×`height` times `step`, at least 1 px a side.
+#[cfg(feature = "media")]
 fn scaled(width: u32, height: u32, step: f64) -> (u32, u32) {
     let side = |side: u32| ((f64::from(side) * step).round() as u32).clamp(1, side.max(1));
     (side(width), side(height))
@@ -206,11 +236,13 @@ fn scaled(width: u32, height: u32, step: f64) -> (u32, u32) {
 
 /// Decoded pixels in the two layouts the encoders get: RGB when every pixel is opaque,
 /// RGBA otherwise.
+#[cfg(feature = "media")]
 enum Pixels {
     Rgb(RgbImage),
     Rgba(RgbaImage),
 }
 
+#[cfg(feature = "media")]
 impl From<DynamicImage> for Pixels {
     fn from(image: DynamicImage) -> Self {
         if !image.color().has_alpha() {
@@ -226,6 +258,7 @@ impl From<DynamicImage> for Pixels {
     }
 }
 
+#[cfg(feature = "media")]
 impl Pixels {
     fn dimensions(&self) -> (u32, u32) {
         match self {
@@ -292,6 +325,7 @@ impl Pixels {
 /// `image`'s own resize, which also holds a float copy of the image (75 MB for a 12-MP
 /// photo). `None` only if the buffer does not match its size, which `ImageBuffer` rules out;
 /// the caller then falls back to `image`'s resize.
+#[cfg(feature = "media")]
 fn resize<P: image::Pixel<Subpixel = u8>>(
     image: &image::ImageBuffer<P, Vec<u8>>,
     width: u32,
@@ -305,6 +339,7 @@ fn resize<P: image::Pixel<Subpixel = u8>>(
     image::ImageBuffer::from_raw(width, height, target.into_vec())
 }
 
+#[cfg(feature = "media")]
 fn encode_png(pixels: &[u8], width: u32, height: u32, color: ExtendedColorType) -> Result<Vec<u8>, ImageError> {
     let mut png = Vec::new();
     PngEncoder::new_with_quality(&mut png, CompressionType::Default, PngFilter::Adaptive)
@@ -314,4 +349,5 @@ fn encode_png(pixels: &[u8], width: u32, height: u32, color: ExtendedColorType) 
 }
 
 #[cfg(test)]
+#[cfg(feature = "media")]
 mod tests;

@@ -8,6 +8,7 @@
 //! The bytes are stored in the media store (named by their hash, so a resumed or retried
 //! send uploads the same file) and their type is sniffed, never taken from the name.
 
+#[cfg(feature = "media")]
 use std::io::Cursor;
 use std::sync::Arc;
 
@@ -82,8 +83,16 @@ impl Outgoing {
 }
 
 /// An image's pixel size from its header, without decoding it.
+#[cfg(feature = "media")]
 pub fn dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
     image::ImageReader::new(Cursor::new(bytes)).with_guessed_format().ok()?.into_dimensions().ok()
+}
+
+/// Without the `media` feature no image header is read: platforms are sent the image without
+/// its size, which they measure themselves.
+#[cfg(not(feature = "media"))]
+pub fn dimensions(_bytes: &[u8]) -> Option<(u32, u32)> {
+    None
 }
 
 #[cfg(test)]

@@ -18,13 +18,17 @@
 //!
 //! [`pdf_text`] is what that child runs.
 
+#[cfg(feature = "pdf")]
 use std::collections::{HashMap, HashSet};
+#[cfg(feature = "pdf")]
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "pdf")]
 use pdf_extract::content::Content;
+#[cfg(feature = "pdf")]
 use pdf_extract::{Dictionary, Document, Object, ObjectId, PlainTextOutput};
 
 /// How deeply Form XObjects may nest (a form drawing a form drawing …). Real documents nest a
@@ -53,12 +57,16 @@ pub enum PdfError {
     /// (`[media] parse_memory_mb`).
     #[error("reading the PDF needed more than {0} MB of memory")]
     OutOfMemory(u64),
+    /// This ferry was built without the `pdf` feature: no PDF is read.
+    #[error("PDFs are not read here: reading them {}", crate::config::features::needs("pdf"))]
+    NotBuilt,
 }
 
 /// The text of the PDF in `bytes`, lines as the parser lays them out, runs of blank lines
 /// squeezed, trimmed. Never empty: no text is [`PdfError::NoText`]. Never panics.
 /// CPU-bound, and on a hostile file unbounded in time and memory: the daemon calls it only
 /// through [`FileReader`](super::FileReader), in a child process.
+#[cfg(feature = "pdf")]
 pub fn pdf_text(bytes: &[u8]) -> Result<String, PdfError> {
     let text = catch_unwind(AssertUnwindSafe(|| extract(bytes))).map_err(|panic| {
         let reason = panic
@@ -72,6 +80,13 @@ pub fn pdf_text(bytes: &[u8]) -> Result<String, PdfError> {
     if text.is_empty() { Err(PdfError::NoText) } else { Ok(text) }
 }
 
+/// A build without the `pdf` feature reads no PDF; the sender's model is told why.
+#[cfg(not(feature = "pdf"))]
+pub fn pdf_text(_bytes: &[u8]) -> Result<String, PdfError> {
+    Err(PdfError::NotBuilt)
+}
+
+#[cfg(feature = "pdf")]
 fn extract(bytes: &[u8]) -> Result<String, PdfError> {
     let document = Document::load_mem(bytes).map_err(|error| PdfError::Unreadable(error.to_string()))?;
     // lopdf decrypts on load when the user password is empty; still encrypted means it is not.
@@ -86,6 +101,7 @@ fn extract(bytes: &[u8]) -> Result<String, PdfError> {
 }
 
 /// Lines without trailing spaces, at most one blank line in a row, no blank edges.
+#[cfg(feature = "pdf")]
 fn tidy(text: &str) -> String {
     let mut tidied = String::with_capacity(text.len());
     let mut blank_run = 0;
@@ -109,6 +125,7 @@ fn tidy(text: &str) -> String {
 /// resource dictionary, and it leads to the XObjects its content calls, looked up there.
 /// Content is read as the parser reads it, and any stream counts, not only forms: the
 /// parser runs an image's bytes as content too.
+#[cfg(feature = "pdf")]
 struct FormGraph<'a> {
     document: &'a Document,
     /// Every resource dictionary, by the object holding it (the dictionary itself when it
@@ -119,8 +136,10 @@ struct FormGraph<'a> {
 }
 
 /// An XObject, and the resource dictionary in force when it is called.
+#[cfg(feature = "pdf")]
 type Step = (ObjectId, ObjectId);
 
+#[cfg(feature = "pdf")]
 impl<'a> FormGraph<'a> {
     fn of(document: &'a Document) -> Self {
         let mut graph = Self { document, resources: HashMap::new(), own_resources: HashMap::new() };
@@ -186,6 +205,7 @@ impl<'a> FormGraph<'a> {
 
 /// A depth-first walk that remembers the longest chain below each step, so every step is
 /// expanded once, and stops (as an error) before its own recursion gets deep.
+#[cfg(feature = "pdf")]
 struct Walk<'g, 'a> {
     graph: &'g FormGraph<'a>,
     calls: HashMap<ObjectId, Vec<Vec<u8>>>,
@@ -193,6 +213,7 @@ struct Walk<'g, 'a> {
     on_path: HashSet<Step>,
 }
 
+#[cfg(feature = "pdf")]
 impl Walk<'_, '_> {
     /// How many XObjects the longest chain starting at `step` enters.
     fn longest_from(&mut self, step: Step, depth: usize) -> Result<usize, PdfError> {
@@ -227,6 +248,7 @@ impl Walk<'_, '_> {
 }
 
 /// A resource dictionary's `/XObject` dictionary.
+#[cfg(feature = "pdf")]
 fn xobjects<'a>(document: &'a Document, resources: &'a Dictionary) -> Option<&'a Dictionary> {
     match resources.get(b"XObject") {
         Ok(Object::Dictionary(xobjects)) => Some(xobjects),
@@ -236,4 +258,14 @@ fn xobjects<'a>(document: &'a Document, resources: &'a Dictionary) -> Option<&'a
 }
 
 #[cfg(test)]
+#[cfg(feature = "pdf")]
 pub(super) mod tests;
+
+/// Without the feature every PDF is the same answer, worded for the sender's model.
+#[cfg(all(test, not(feature = "pdf")))]
+#[test]
+fn without_the_pdf_feature_no_pdf_is_read_and_the_reason_names_it() {
+    let error = pdf_text(b"%PDF-1.4\n").unwrap_err();
+    assert_eq!(error, PdfError::NotBuilt);
+    assert!(error.to_string().contains("--features pdf"), "{error}");
+}

@@ -120,6 +120,10 @@ impl FileReader {
     /// child process within the reader's limits. Never panics; whatever the file does to
     /// the parser ends as a [`PdfError`] within the timeout (plus the time to reap).
     pub async fn pdf_text(&self, bytes: Vec<u8>, keep_chars: usize) -> Result<PdfText, PdfError> {
+        // No parser to start: a child would only answer the same.
+        if !cfg!(feature = "pdf") {
+            return Err(PdfError::NotBuilt);
+        }
         let confined = *self.confined.get_or_init(|| self.check_sandbox()).await;
         match self.run(FileParser::Pdf, bytes, keep_chars, confined).await? {
             Answer::Text { text, more_chars } => Ok(PdfText { text, more_chars }),

@@ -22,9 +22,11 @@ use std::ffi::OsString;
 use std::io::{self, Write};
 use std::os::unix::process::CommandExt;
 
+#[cfg(feature = "sandbox")]
 use landlock::RulesetStatus;
 
 use super::probe;
+#[cfg(feature = "sandbox")]
 use super::rules;
 use super::spec::{Confinement, LaunchSpec, Limits, Program};
 
@@ -77,6 +79,7 @@ fn launch(spec: Option<&OsString>) -> Result<Never, String> {
 }
 
 /// Steps 1–6 of the module doc.
+#[cfg(feature = "sandbox")]
 fn confine(confinement: &Confinement) -> Result<(), String> {
     let ruleset = rules::ruleset(confinement)?;
     if let Some((uid, gid)) = confinement.run_as {
@@ -103,8 +106,16 @@ fn confine(confinement: &Confinement) -> Result<(), String> {
     become_namespace_init()
 }
 
+/// A build without the `sandbox` feature has no Landlock: a confined program is refused, never
+/// run with less (the probe says so first, so sandboxed sessions are not offered commands).
+#[cfg(not(feature = "sandbox"))]
+fn confine(_confinement: &Confinement) -> Result<(), String> {
+    Err(format!("Landlock confinement {}", crate::config::features::needs("sandbox")))
+}
+
 /// Forks once: the parent waits and exits as the child does; the child, PID 1 of the new
 /// PID namespace, goes on to exec the command.
+#[cfg(feature = "sandbox")]
 fn become_namespace_init() -> Result<(), String> {
     // SAFETY: the process is single-threaded, so the child may do anything after fork.
     let pid = unsafe { libc::fork() };

@@ -11,11 +11,15 @@
 //! The launcher also runs the parsers of users' files ([`reader_confinement`]: no path at
 //! all, no network), for `crate::media::reader`.
 //!
+//! Landlock is the `sandbox` cargo feature: without it the probe fails with the reason,
+//! and nothing is run confined (`crate::config::features`).
+//!
 //! The file tools do not need the launcher: they resolve every path inside the session's
 //! workspace with `openat2(RESOLVE_BENEATH)` (see `agent::tools::fs`).
 
 pub mod launcher;
 pub mod probe;
+#[cfg(feature = "sandbox")]
 pub mod rules;
 pub mod spec;
 

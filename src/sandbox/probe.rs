@@ -146,6 +146,7 @@ pub async fn run(sandbox: &Sandbox, scratch: &Path) -> Result<Duration, String> 
 
 /// Landlock must be there, and new enough: with ABI 6 scopes a sandbox running as Ferry's
 /// own user cannot signal it.
+#[cfg(feature = "sandbox")]
 fn rules_supported() -> Result<(), String> {
     let abi = super::rules::kernel_abi()?;
     let needed = if super::is_root() { super::rules::MIN_ABI } else { 6 };
@@ -153,4 +154,18 @@ fn rules_supported() -> Result<(), String> {
         return Err(format!("the kernel's Landlock ABI is {abi}; the sandbox needs {needed} or newer"));
     }
     Ok(())
+}
+
+/// A build without the `sandbox` feature has no Landlock to confine with.
+#[cfg(not(feature = "sandbox"))]
+fn rules_supported() -> Result<(), String> {
+    Err(format!("the sandbox {}", crate::config::features::needs("sandbox")))
+}
+
+/// A build without Landlock reports, in the probe's one line, which build has it.
+#[cfg(all(test, not(feature = "sandbox")))]
+#[test]
+fn without_the_sandbox_feature_the_probe_names_it() {
+    let why = rules_supported().unwrap_err();
+    assert!(why.contains("needs a ferry built with --features sandbox"), "{why}");
 }

@@ -82,8 +82,12 @@ pub enum StateError {
     Migrate { path: PathBuf, source: MigrateError },
     #[error("state database {} failed a query: {source}", path.display())]
     Query { path: PathBuf, source: StorageError },
+    #[cfg(feature = "postgres")]
     #[error(transparent)]
     Postgres(#[from] super::postgres::PgOpenError),
+    /// A backend this build does not have (a config loaded without `config::features`' check).
+    #[error("state.backend = \"{backend}\" needs a ferry built with --features {backend}")]
+    NotBuilt { backend: &'static str },
     #[error("cannot open the inbound log: {0}")]
     InboundLog(#[from] LogError),
 }

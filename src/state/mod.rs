@@ -36,6 +36,7 @@
 
 #[cfg(test)]
 pub(crate) mod conformance;
+#[cfg(feature = "postgres")]
 pub mod copy;
 mod error;
 pub mod health;
@@ -46,6 +47,7 @@ pub mod leases;
 pub mod memory;
 pub mod outage;
 pub mod pairing;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod sessions;
 pub mod sqlite;

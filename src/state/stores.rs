@@ -9,11 +9,14 @@ use super::jobs::JobStore;
 use super::leases::{LeaseStore, LeaseTiming};
 use super::memory::MemoryStore;
 use super::pairing::PairingBackend;
+#[cfg(feature = "postgres")]
 use super::postgres::{PgBackend, PgJobs, PgLeases, PgMemory};
 use super::sessions::SessionStore;
 use super::sqlite::{Database, SqliteHealth, SqliteJobs, SqliteMemory, SqlitePairing, SqliteSessionStore};
 use super::{InboundStore, StateError};
-use crate::config::{Config, Secret, StateBackendKind};
+#[cfg(feature = "postgres")]
+use crate::config::Secret;
+use crate::config::{Config, StateBackendKind};
 
 /// The stores of one state backend. Cheap to clone: clones share connections.
 #[derive(Clone)]
@@ -46,6 +49,7 @@ impl std::fmt::Debug for Stores {
 #[derive(Debug, Clone)]
 enum Backend {
     Sqlite(Database),
+    #[cfg(feature = "postgres")]
     Postgres(PgBackend),
 }
 
@@ -54,6 +58,9 @@ impl Stores {
     pub async fn open(config: &Config, state_dir: &Path) -> Result<Self, StateError> {
         match config.state.backend {
             StateBackendKind::Sqlite => Ok(Self::sqlite(&Database::open(state_dir).await?)),
+            #[cfg(not(feature = "postgres"))]
+            StateBackendKind::Postgres => Err(StateError::NotBuilt { backend: "postgres" }),
+            #[cfg(feature = "postgres")]
             StateBackendKind::Postgres => {
                 let url = config.state.postgres_url.as_ref().map(Secret::expose).unwrap_or_default();
                 let backend = PgBackend::connect(url, config.state.pool_size as usize).await?;
@@ -64,6 +71,7 @@ impl Stores {
     }
 
     /// The stores in a PostgreSQL database (already migrated).
+    #[cfg(feature = "postgres")]
     pub fn postgres(backend: &PgBackend) -> Self {
         let (sessions, inbound, pairing, health) = backend.stores();
         Self {
@@ -95,15 +103,19 @@ impl Stores {
     /// Runs the stores as one replica of several: session leases timed by `timing`, and
     /// every run's writes fenced by them. Nothing on SQLite.
     pub fn start_leases(&mut self, timing: LeaseTiming) {
+        #[cfg(feature = "postgres")]
         if let Backend::Postgres(backend) = &self.backend {
             self.leases = Some(PgLeases::start(backend.clone(), timing));
         }
+        #[cfg(not(feature = "postgres"))]
+        let _ = timing;
     }
 
     /// The SQLite database, when that is the backend (its group-commit statistics, tests).
     pub fn sqlite_database(&self) -> Option<&Database> {
         match &self.backend {
             Backend::Sqlite(database) => Some(database),
+            #[cfg(feature = "postgres")]
             Backend::Postgres(_) => None,
         }
     }
@@ -114,6 +126,7 @@ impl Stores {
         drop((sessions, inbound, pairing, health, jobs, memory, leases));
         match backend {
             Backend::Sqlite(database) => database.close().await,
+            #[cfg(feature = "postgres")]
             Backend::Postgres(backend) => backend.close(),
         }
     }

@@ -118,7 +118,14 @@ async fn start(config: Config, commands: bool, with_media: bool) -> Gw {
         thread_labels: ThreadLabels::new(),
     })
     .unwrap();
-    let parts = GatewayParts { config, dispatcher: dispatcher.clone(), bus, channels, mcp: None };
+    let parts = GatewayParts {
+        config,
+        dispatcher: dispatcher.clone(),
+        bus,
+        channels,
+        #[cfg(feature = "mcp")]
+        mcp: None,
+    };
     // An adapter's webhook would be mounted like this route.
     let extra = axum::Router::new().route("/extra", axum::routing::get(|| async { "mounted" }));
     let gateway = Gateway::start(parts).await.unwrap().with_routes(extra);

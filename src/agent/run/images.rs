@@ -35,7 +35,8 @@ pub(super) async fn load_recent_images(
     }
 }
 
-#[cfg(test)]
+// Every case loads real images, which the `media` feature decodes.
+#[cfg(all(test, feature = "media"))]
 mod tests {
     use std::io::Cursor;
     use std::sync::Arc;

@@ -31,6 +31,7 @@ fn file(kind: AttachmentKind, reference: &str, name: Option<&str>) -> Attachment
     Attachment { file_name: name.map(str::to_owned), ..Attachment::remote(kind, reference) }
 }
 
+#[cfg(feature = "media")]
 #[tokio::test]
 async fn a_photo_becomes_a_downscaled_image_kept_in_the_store() {
     let (_dir, media) = media(MediaConfig::default());

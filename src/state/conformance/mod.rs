@@ -15,10 +15,12 @@ mod memory;
 mod pairing;
 mod sessions;
 
+#[cfg(feature = "postgres")]
 use ferry_fakes::TestDatabase;
 use tempfile::TempDir;
 
 use super::Stores;
+#[cfg(feature = "postgres")]
 use super::postgres::PgBackend;
 use super::sqlite::Database;
 
@@ -30,6 +32,7 @@ pub struct Harness {
 
 enum Place {
     Sqlite(TempDir),
+    #[cfg(feature = "postgres")]
     Postgres(TestDatabase),
 }
 
@@ -41,6 +44,7 @@ impl Harness {
     }
 
     /// `None` (the test skips) without a PostgreSQL to test against.
+    #[cfg(feature = "postgres")]
     pub async fn postgres() -> Option<Self> {
         let database = ferry_fakes::test_database().await?;
         let stores = open_postgres(database.url()).await;
@@ -52,11 +56,13 @@ impl Harness {
     pub async fn reopen(&self) -> Stores {
         match &self.place {
             Place::Sqlite(dir) => Stores::sqlite(&Database::open(dir.path()).await.expect("reopen SQLite")),
+            #[cfg(feature = "postgres")]
             Place::Postgres(database) => open_postgres(database.url()).await,
         }
     }
 }
 
+#[cfg(feature = "postgres")]
 async fn open_postgres(url: &str) -> Stores {
     let backend = PgBackend::connect(url, 4).await.expect("connect to PostgreSQL");
     backend.migrate().await.expect("migrate");
@@ -75,6 +81,7 @@ macro_rules! conformance {
                 }
             )*
         }
+        #[cfg(feature = "postgres")]
         mod postgres {
             $(
                 #[tokio::test]

@@ -72,8 +72,20 @@ async fn workspace_of<T: Send + 'static>(
 }
 
 /// The image formats `read` hands the model as images.
+#[cfg(feature = "media")]
 const IMAGE_FORMATS: &[image::ImageFormat] =
     &[image::ImageFormat::Png, image::ImageFormat::Jpeg, image::ImageFormat::WebP, image::ImageFormat::Gif];
+
+/// Whether `bytes` are an image a model could be shown (PNG, JPEG, WebP, GIF). Without the
+/// `media` feature the file's magic number says so, and `prepare_image` explains why it
+/// cannot be shown.
+fn is_model_image(bytes: &[u8]) -> bool {
+    #[cfg(feature = "media")]
+    return image::guess_format(bytes).is_ok_and(|format| IMAGE_FORMATS.contains(&format));
+    #[cfg(not(feature = "media"))]
+    return ["image/png", "image/jpeg", "image/webp", "image/gif"]
+        .contains(&crate::media::sniff(bytes, None).mime_type.as_str());
+}
 
 /// Reads a whole text file (at most [`MAX_FILE_BYTES`]).
 fn read_text(workspace: &Workspace, path: &str) -> Result<String, ToolError> {
@@ -162,7 +174,7 @@ impl TypedTool for ReadFile {
     async fn run(&self, args: ReadArgs, context: &ToolContext) -> Result<ToolOutput, ToolError> {
         workspace(&self.sandbox, context, move |workspace| {
             let bytes = read_bytes(&workspace, &args.path)?;
-            if image::guess_format(&bytes).is_ok_and(|format| IMAGE_FORMATS.contains(&format)) {
+            if is_model_image(&bytes) {
                 let image = crate::media::prepare_image(&bytes)
                     .map_err(|error| ToolError::new(format!("`{}`: {error}", args.path)))?;
                 let text = format!("{} ({} bytes): {}", args.path, bytes.len(), image.describe());

@@ -108,6 +108,22 @@ async fn binary_and_oversized_files_are_refused_with_a_reason() {
     assert!(read(&files, "big.txt", None, None).await.unwrap_err().0.contains("use exec"));
 }
 
+/// A build without `media` still knows an image when it reads one, and says which build can
+/// show it rather than handing the model a screenful of binary.
+#[cfg(not(feature = "media"))]
+#[tokio::test]
+async fn an_image_file_read_without_the_media_feature_names_the_feature() {
+    let files = files();
+    std::fs::create_dir_all(files.workspace()).unwrap();
+    let picture = image::RgbImage::from_fn(30, 10, |x, _| image::Rgb([(x % 256) as u8, 0, 0]));
+    picture.save(files.workspace().join("small.png")).unwrap();
+    let args = ReadArgs { path: "small.png".into(), offset: None, limit: None };
+    let error = files.read.run(args, &context(None, ChannelRegistry::default())).await.unwrap_err();
+    assert!(error.to_string().contains("`small.png`: images are not read here"), "{error}");
+    assert!(error.to_string().contains("--features media"), "{error}");
+}
+
+#[cfg(feature = "media")]
 #[tokio::test]
 async fn an_image_file_is_read_as_an_image_for_the_model() {
     let files = files();

@@ -16,22 +16,37 @@
 //! request forgery ([`ssrf`]): unless `tools.web.allow_private` is on it reaches public
 //! addresses only, checked where the connection is made.
 //!
-//! - [`fetch`]: the `web_fetch` tool, its limits and redirects;
+//! - [`fetch`]: the guarded fetcher, its limits and redirects (always built: files an agent
+//!   attaches by URL come through it);
+//! - `page`: the `web_fetch` tool, reading what [`fetch`] got;
 //! - [`charset`]: which encoding a fetched body is in (header, `<meta>`, UTF-8);
 //! - [`ssrf`]: what an address is, and the resolver that keeps fetches off private ones;
 //! - [`markdown`]: HTML to markdown, on a DOM [`parse`] keeps from nesting too deep;
 //! - [`search`]: the `web_search` tool and its providers (SearXNG, Brave).
+//!
+//! All but [`fetch`] and [`ssrf`] are the `web` cargo feature; without it [`register`] adds
+//! nothing and `config::features` says so.
 
+#[cfg(feature = "web")]
 pub mod charset;
 pub mod fetch;
+#[cfg(feature = "web")]
 pub mod markdown;
+#[cfg(feature = "web")]
+mod page;
+#[cfg(feature = "web")]
 pub mod parse;
+#[cfg(feature = "web")]
 pub mod search;
 pub mod ssrf;
 
 pub use fetch::{FetchSettings, WebFetch};
+#[cfg(feature = "web")]
+pub use page::{DEFAULT_MAX_CHARS, WebFetchArgs};
+#[cfg(feature = "web")]
 pub use search::{SearchResult, WebSearch};
 
+#[cfg(feature = "web")]
 use std::time::Duration;
 
 use super::ToolRegistry;
@@ -56,10 +71,18 @@ pub enum WebToolsError {
 
 /// Adds `web_fetch`, and `web_search` when `[tools.web.search]` names a provider, to
 /// `registry`, with the limits of `config`.
+#[cfg(feature = "web")]
 pub fn register(registry: &mut ToolRegistry, config: &WebToolsConfig) -> Result<(), WebToolsError> {
     registry.register(WebFetch::new(FetchSettings::from_config(config))?);
     if let Some(search) = &config.search {
         registry.register(WebSearch::from_config(search, Duration::from_secs(config.timeout_seconds))?);
     }
+    Ok(())
+}
+
+/// A build without the `web` feature has no web tools to add (`config::features` warns when
+/// the config would offer them, and refuses `[tools.web.search]`).
+#[cfg(not(feature = "web"))]
+pub fn register(_registry: &mut ToolRegistry, _config: &WebToolsConfig) -> Result<(), WebToolsError> {
     Ok(())
 }
