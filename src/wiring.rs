@@ -61,10 +61,7 @@ pub fn check_against_adapters(config: &Config) -> Result<(), Violation> {
     for (name, listed, id, enabled, chunk_limit, max_lines) in settings {
         let Some(adapter) = adapters.iter().find(|adapter| adapter.name == name) else {
             if enabled {
-                return Err(Violation::new(
-                    key(name, listed, id, "enabled"),
-                    format!("this ferry binary was built without the `{name}` feature"),
-                ));
+                return Err(Violation::new(key(name, listed, id, "enabled"), ferry::config::features::needs(name)));
             }
             continue;
         };

@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use ferry_fakes::{RecordedRequest, Reply, Turn};
 use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
+use rand::{Rng, SeedableRng};
 
 use conformance::discord::Discord;
 use conformance::slack::Slack;

@@ -330,6 +330,8 @@ fn config_check_rejects_a_binding_to_an_unknown_agent_or_account_naming_the_key(
 /// it did: `single-agent.shown.toml` is what `ferry config show` printed for it at f1282d4
 /// (the last commit before them), plus what was added since at its defaults:
 /// `agents.defaults.sessions_visibility`, the `[state]` table and the `[cron]` table.
+// The golden config enables every channel.
+#[cfg(all(feature = "telegram", feature = "discord", feature = "slack"))]
 #[test]
 fn a_single_agent_config_shows_as_it_did_before_agents_and_accounts() {
     let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
@@ -347,4 +349,44 @@ fn a_single_agent_config_shows_as_it_did_before_agents_and_accounts() {
         "main [default]\n  model: local/llama3 → anthropic/claude-sonnet-4-5\n  workspace: /srv/ferry/workspace\n  \
          and every chat no binding matches\n"
     );
+}
+
+/// What the binary was built with decides what a config may ask for: `config check` lists the
+/// features, and refuses, naming the file, the key and the feature, a config that needs one
+/// the build lacks. Runs on every feature set CI builds, asserting whichever this one is.
+#[test]
+fn config_check_lists_the_features_and_refuses_what_this_build_lacks_by_name() {
+    let sandbox = Sandbox::new();
+    let output = sandbox.run(&["config", "check"], &[]);
+    let text = stdout(&output);
+    let listed = text.lines().find(|line| line.starts_with("features: ")).unwrap_or_else(|| panic!("{text}"));
+    let (built, missing) = listed.split_once("; not built: ").unwrap_or((listed, ""));
+    let cases = [
+        (
+            "postgres",
+            "[state]\nbackend = \"postgres\"\npostgres_url = \"postgres://u@127.0.0.1:1/f\"\n",
+            "state.backend",
+        ),
+        ("mcp", "[mcp.servers.files]\ncommand = \"sh\"\n", "mcp.servers.files"),
+        ("web", "[tools.web.search]\nprovider = \"searxng\"\nurl = \"http://127.0.0.1:1\"\n", "tools.web.search"),
+        (
+            "discord",
+            "[channels.discord]\nenabled = true\nbot_token = \"t\"\n[channels.telegram]\nenabled = false\n",
+            "channels.discord.enabled",
+        ),
+    ];
+    for (feature, config, key) in cases {
+        let is_built = built.trim_start_matches("features: ").split(", ").any(|name| name == feature);
+        assert_eq!(is_built, !missing.contains(feature), "{listed}");
+        let path = sandbox.file(&format!("{feature}.toml"), config);
+        let output =
+            sandbox.run(&["--config", path.to_str().unwrap(), "config", "check"], &[("PATH", "/usr/bin:/bin")]);
+        if is_built {
+            assert!(output.status.success(), "{feature}: {}", stderr(&output));
+        } else {
+            let line = error_line(&output);
+            assert!(line.contains(&format!("{feature}.toml")) && line.contains(key), "{feature}: {line}");
+            assert!(line.contains(&format!("needs a ferry built with --features {feature}")), "{feature}: {line}");
+        }
+    }
 }

@@ -55,7 +55,7 @@ use std::time::Duration;
 
 use ferry_fakes::{FakeOpenAi, PrivateCluster, RecordedRequest, Turn};
 use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
+use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 
 use conformance::discord::Discord;

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use rand::RngExt;
+use rand::Rng;
 use tokio::task::JoinHandle;
 
 use super::{ChannelHealth, ChannelRegistry};

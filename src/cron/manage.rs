@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use rand::RngExt;
+use rand::Rng;
 
 use super::stored;
 use crate::config::Config;

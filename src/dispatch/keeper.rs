@@ -19,7 +19,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
-use rand::RngExt;
+use rand::Rng;
 use tokio::sync::mpsc;
 
 use super::{Dispatcher, Inner};

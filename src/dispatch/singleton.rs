@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ferry_channel::{Channel, CursorError, IngressCursor};
-use rand::RngExt;
+use rand::Rng;
 
 use super::Shards;
 use crate::state::leases::LeaseStore;

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use ferry_channel::{ChannelError, MarkupDialect, OutboundMessage, Target, TextFormat};
-use rand::RngExt;
+use rand::Rng;
 use tokio::time::Instant;
 
 use super::format;

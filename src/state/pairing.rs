@@ -6,7 +6,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rand::RngExt;
+use rand::Rng;
 
 use super::StorageError;
 

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use ferry_channel::ChannelError;
-use rand::RngExt;
+use rand::Rng;
 
 use super::Priority;
 

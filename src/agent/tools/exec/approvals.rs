@@ -14,7 +14,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use rand::RngExt;
+use rand::Rng;
 use tokio::sync::{broadcast, oneshot};
 
 use crate::config::{ExecAsk, ExecConfig};
