@@ -16,8 +16,10 @@
 //!
 //! The fake enforces Telegram's flood limits (1 message/s per chat after a burst of 3,
 //! 20/min per group, 30/s per bot) and the bench reports the 429s it served: Ferry's own
-//! budgets should keep that at 0. Also reports the gateway's peak RSS, and how long a
-//! gateway takes from its start to its first `getUpdates` (10 starts in fresh homes).
+//! budgets should keep that at 0. Also reports the gateway's peak RSS, how long a gateway
+//! takes from its start to its first `getUpdates` (10 starts in fresh homes) and its resident
+//! memory idle after that. `--no-default-features --features telegram` measures the smallest
+//! build.
 //!
 //! Each chat is its own session (`dm_scope = "per-peer"`, as a bot serving many people is
 //! configured). Run with `cargo bench --bench telegram` (`FERRY_BENCH_LOG=info` shows the
@@ -117,10 +119,13 @@ async fn run() {
 }
 
 /// Gateways started one after another, each in a fresh home (Telegram only, the echo
-/// provider): from spawning `ferry gateway` to its first `getUpdates` at the fake, p50/max.
+/// provider): from spawning `ferry gateway` to its first `getUpdates` at the fake, p50/max;
+/// and each one's resident memory once it has polled idly for two seconds, p50/max.
 async fn start_up() {
     const STARTS: usize = 10;
+    const IDLE: Duration = Duration::from_secs(2);
     let mut times = Vec::with_capacity(STARTS);
+    let mut idle_kib = Vec::with_capacity(STARTS);
     for _ in 0..STARTS {
         let telegram = FakeTelegram::start(TOKEN).await.expect("fake telegram");
         let spawned = Instant::now();
@@ -134,9 +139,18 @@ async fn start_up() {
             .expect("polling");
         let first = telegram.calls_to("getUpdates").first().map(|call| call.at).expect("a getUpdates call");
         times.push(first.saturating_duration_since(spawned));
+        tokio::time::sleep(IDLE).await;
+        idle_kib.push(gateway.rss_kib());
         drop(gateway);
     }
     println!("start → first getUpdates ({STARTS} starts, fresh homes): {}", gateway::p50_max(&mut times));
+    idle_kib.sort_unstable();
+    println!(
+        "idle RSS after {} s of polling ({STARTS} starts): p50 {:.1} MB, max {:.1} MB",
+        IDLE.as_secs(),
+        idle_kib[STARTS / 2] as f64 / 1024.0,
+        idle_kib[STARTS - 1] as f64 / 1024.0
+    );
 }
 
 /// When the bot's successful `sendMessage` calls to `chat` arrived.

@@ -13,28 +13,27 @@ use super::error::Violation;
 use super::schema::{Config, SandboxMode, Vision};
 use super::tool_lists::ToolProfile;
 
-/// One cargo feature: its name, whether this build has it, and what it brings.
+/// One cargo feature: its name, and whether this build has it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Feature {
     /// The name to pass to `cargo build --features`.
     pub name: &'static str,
     /// Whether this binary was built with it.
     pub built: bool,
-    /// What it brings, for `ferry config check` and `--version`-style listings.
-    pub brings: &'static str,
 }
 
-/// Every optional capability, in the order `ferry config check` lists them.
+/// Every optional capability, in the order `ferry config check` lists them (README's table
+/// says what each brings).
 pub const FEATURES: [Feature; 9] = [
-    Feature { name: "telegram", built: cfg!(feature = "telegram"), brings: "the Telegram channel" },
-    Feature { name: "discord", built: cfg!(feature = "discord"), brings: "the Discord channel" },
-    Feature { name: "slack", built: cfg!(feature = "slack"), brings: "the Slack channel" },
-    Feature { name: "postgres", built: cfg!(feature = "postgres"), brings: "state on PostgreSQL (replicas)" },
-    Feature { name: "media", built: cfg!(feature = "media"), brings: "images decoded and resized for models" },
-    Feature { name: "pdf", built: cfg!(feature = "pdf"), brings: "the text of PDFs users send" },
-    Feature { name: "web", built: cfg!(feature = "web"), brings: "the web_fetch and web_search tools" },
-    Feature { name: "mcp", built: cfg!(feature = "mcp"), brings: "MCP servers' tools" },
-    Feature { name: "sandbox", built: cfg!(feature = "sandbox"), brings: "sandboxed commands (Landlock)" },
+    Feature { name: "telegram", built: cfg!(feature = "telegram") },
+    Feature { name: "discord", built: cfg!(feature = "discord") },
+    Feature { name: "slack", built: cfg!(feature = "slack") },
+    Feature { name: "postgres", built: cfg!(feature = "postgres") },
+    Feature { name: "media", built: cfg!(feature = "media") },
+    Feature { name: "pdf", built: cfg!(feature = "pdf") },
+    Feature { name: "web", built: cfg!(feature = "web") },
+    Feature { name: "mcp", built: cfg!(feature = "mcp") },
+    Feature { name: "sandbox", built: cfg!(feature = "sandbox") },
 ];
 
 /// The one line that says a setting needs a feature this build lacks.
