@@ -2,9 +2,13 @@
 
 use std::io::Cursor;
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use image::codecs::gif::GifEncoder;
-use image::{Frame, Rgb, Rgba};
+use image::codecs::jpeg::JpegEncoder;
+use image::{DynamicImage, Frame, ImageFormat, Rgb, RgbImage, Rgba, RgbaImage};
 
+use super::codec::{JPEG_QUALITIES, fit, scaled};
 use super::*;
 
 fn encoded(image: DynamicImage, format: ImageFormat) -> Vec<u8> {

@@ -3,6 +3,7 @@
 
 use ferry_fakes::pdfs::{pdf, pdf_with_trailer, stream};
 
+use super::parse::tidy;
 use super::*;
 
 const CATALOG: &[u8] = b"<< /Type /Catalog /Pages 2 0 R >>";
