@@ -16,9 +16,9 @@
 //!
 //! The fake enforces Telegram's flood limits (1 message/s per chat after a burst of 3,
 //! 20/min per group, 30/s per bot) and the bench reports the 429s it served: Ferry's own
-//! budgets should keep that at 0. Also reports the gateway's peak RSS, how long a gateway
-//! takes from its start to its first `getUpdates` (10 starts in fresh homes) and its resident
-//! memory idle after that. `--no-default-features --features telegram` measures the smallest
+//! budgets should keep that at 0. Also reports the gateway's CPU time per message (one at a
+//! time, and in the burst), its peak RSS, how long a gateway takes from its start to its first
+//! `getUpdates` (10 starts in fresh homes) and its resident memory idle after that. `--no-default-features --features telegram` measures the smallest
 //! build.
 //!
 //! Each chat is its own session (`dm_scope = "per-peer"`, as a bot serving many people is
@@ -57,6 +57,7 @@ async fn run() {
     tokio::time::timeout(Duration::from_secs(60), telegram.wait_for_arrivals("getUpdates", 1)).await.expect("polling");
 
     let mut latencies: Vec<Duration> = Vec::new();
+    let cpu_before = gateway.cpu_time();
     for sample in 0..LATENCY_SAMPLES {
         let user = 20_000 + sample;
         let injected_at = Instant::now();
@@ -74,6 +75,7 @@ async fn run() {
         // Within Telegram's 30 sends/s per bot, so the budget never holds a reply.
         tokio::time::sleep(SAMPLE_GAP).await;
     }
+    let cpu_one_at_a_time = gateway.cpu_time().saturating_sub(cpu_before);
     latencies.sort();
     let percentile = |p: f64| gateway::percentile(&latencies, p);
     println!(
@@ -83,7 +85,12 @@ async fn run() {
         percentile(0.99).as_secs_f64() * 1e3,
         latencies.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
     );
+    println!(
+        "CPU per message, one at a time (each a run and a reply, idle polling between them included): {:.2} ms",
+        cpu_one_at_a_time.as_secs_f64() * 1e3 / LATENCY_SAMPLES as f64
+    );
 
+    let cpu_before = gateway.cpu_time();
     let started = Instant::now();
     let mut last = 0;
     for round in 0..PER_CHAT {
@@ -101,6 +108,7 @@ async fn run() {
     .await
     .expect("every chat answered");
     let answered = started.elapsed();
+    let cpu_burst = gateway.cpu_time().saturating_sub(cpu_before);
     println!(
         "burst: {} updates over {CHATS} chats accepted in {:.0} ms = {:.0} updates/s; every chat answered (first \
          message alone, the other nine collected into one follow-up) after {:.2} s, paced by the send budgets",
@@ -108,6 +116,12 @@ async fn run() {
         accepted.as_secs_f64() * 1e3,
         (CHATS * PER_CHAT) as f64 / accepted.as_secs_f64(),
         answered.as_secs_f64(),
+    );
+    println!(
+        "CPU per update in the burst ({} updates, {} runs and replies): {:.2} ms",
+        CHATS * PER_CHAT,
+        CHATS * 2,
+        cpu_burst.as_secs_f64() * 1e3 / (CHATS * PER_CHAT) as f64
     );
     println!("429s served by the fake so far: {}", telegram.rate_limited_count());
 

@@ -43,7 +43,6 @@ impl BenchGateway {
         Self { child, _home: home }
     }
 
-    /// Prints the gateway's peak and current resident memory.
     /// The gateway process's resident memory now (VmRSS), in KiB.
     pub fn rss_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
@@ -54,6 +53,20 @@ impl BenchGateway {
             .unwrap_or(0)
     }
 
+    /// The CPU time the gateway process has used so far, all its threads, user and system
+    /// (`/proc/<pid>/stat`, in clock ticks of 10 ms: meant for differences over many messages).
+    pub fn cpu_time(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // The fields after the command name (which may hold spaces) end at its last ')':
+        // state is the first, utime and stime the 12th and 13th.
+        let fields: Vec<&str> =
+            stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+        let ticks = |index: usize| fields.get(index).and_then(|value| value.parse::<u64>().ok()).unwrap_or(0);
+        // USER_HZ is 100 on every Linux the kernel ABI allows.
+        Duration::from_millis((ticks(11) + ticks(12)) * 10)
+    }
+
+    /// Prints the gateway's peak and current resident memory.
     pub fn report_memory(&self) {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
         let field = |name: &str| {
