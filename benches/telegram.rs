@@ -134,8 +134,40 @@ async fn run() {
 
 /// Gateways started one after another, each in a fresh home (Telegram only, the echo
 /// provider): from spawning `ferry gateway` to its first `getUpdates` at the fake, p50/max;
-/// and each one's resident memory once it has polled idly for two seconds, p50/max.
+/// and each one's resident memory once it has polled idly for two seconds, p50/max. Built
+/// with `mcp` and with the test servers set up (`eval "$(tests/mcp/setup)"`), the same again
+/// with the reference MCP server configured: the gateway's own memory, not the server's.
 async fn start_up() {
+    start_up_with("Telegram", "", false).await;
+    #[cfg(feature = "mcp")]
+    {
+        let var = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+        match (var("FERRY_MCP_NODE"), var("FERRY_MCP_EVERYTHING")) {
+            (Some(node), Some(everything)) => {
+                let server = format!(
+                    "[mcp.servers.everything]\ncommand = {}\nargs = [{}, \"stdio\"]\n",
+                    toml_string(&node),
+                    toml_string(&everything)
+                );
+                start_up_with("Telegram + an MCP server (stdio)", &server, true).await;
+            }
+            _ => println!(
+                "idle with an MCP server: not measured (run `eval \"$(tests/mcp/setup)\"` first for FERRY_MCP_NODE \
+                 and FERRY_MCP_EVERYTHING)"
+            ),
+        }
+    }
+}
+
+/// `value` as a TOML basic string.
+#[cfg(feature = "mcp")]
+fn toml_string(value: &str) -> String {
+    format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// [`start_up`] with `extra` added to the config; `with_server`: idle is counted from when
+/// the gateway has started a child process (the MCP server), not from its first poll.
+async fn start_up_with(label: &str, extra: &str, with_server: bool) {
     const STARTS: usize = 10;
     const IDLE: Duration = Duration::from_secs(2);
     let mut times = Vec::with_capacity(STARTS);
@@ -145,7 +177,7 @@ async fn start_up() {
         let spawned = Instant::now();
         let gateway = BenchGateway::start(&format!(
             "[channels.telegram]\nenabled = true\nbot_token = \"{TOKEN}\"\napi_url = \"{}\"\n\
-             dm_policy = \"open\"\nallow_from = [\"*\"]\n",
+             dm_policy = \"open\"\nallow_from = [\"*\"]\n\n{extra}",
             telegram.url()
         ));
         tokio::time::timeout(Duration::from_secs(60), telegram.wait_for_arrivals("getUpdates", 1))
@@ -153,14 +185,17 @@ async fn start_up() {
             .expect("polling");
         let first = telegram.calls_to("getUpdates").first().map(|call| call.at).expect("a getUpdates call");
         times.push(first.saturating_duration_since(spawned));
+        if with_server {
+            gateway::at_least(1, || gateway.children()).await;
+        }
         tokio::time::sleep(IDLE).await;
         idle_kib.push(gateway.rss_kib());
         drop(gateway);
     }
-    println!("start → first getUpdates ({STARTS} starts, fresh homes): {}", gateway::p50_max(&mut times));
+    println!("{label}: start → first getUpdates ({STARTS} starts, fresh homes): {}", gateway::p50_max(&mut times));
     idle_kib.sort_unstable();
     println!(
-        "idle RSS after {} s of polling ({STARTS} starts): p50 {:.1} MB, max {:.1} MB",
+        "{label}: idle RSS after {} s of polling ({STARTS} starts): p50 {:.1} MB, max {:.1} MB",
         IDLE.as_secs(),
         idle_kib[STARTS / 2] as f64 / 1024.0,
         idle_kib[STARTS - 1] as f64 / 1024.0

@@ -53,6 +53,16 @@ impl BenchGateway {
             .unwrap_or(0)
     }
 
+    /// The processes the gateway has started and not yet reaped (those of all its threads).
+    pub fn children(&self) -> Vec<u32> {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.child.id())) else { return Vec::new() };
+        tasks
+            .flatten()
+            .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+            .flat_map(|pids| pids.split_whitespace().filter_map(|pid| pid.parse().ok()).collect::<Vec<u32>>())
+            .collect()
+    }
+
     /// The CPU time the gateway process has used so far, all its threads, user and system
     /// (`/proc/<pid>/stat`, in clock ticks of 10 ms: meant for differences over many messages).
     pub fn cpu_time(&self) -> Duration {
