@@ -15,19 +15,29 @@ pub const DIALECTS: [MarkupDialect; 5] = [
     MarkupDialect::SlackMrkdwn,
 ];
 
-/// Fence lines toggle; a part must end with every fence closed.
+/// A part must end with every fence closed, by CommonMark's rules as `split` reads them: a run
+/// of three or more backticks or tildes opens a fence (a backtick one only without a backtick
+/// after it), and only a run of the same character, at least as long and alone on its line,
+/// closes it. A fence line of the other character inside a fence is code: ```` ``` ```` in a
+/// `~~~` block opens nothing.
 pub fn fences_balanced(part: &str) -> bool {
-    let mut open: Option<usize> = None;
+    let mut open: Option<(char, usize)> = None;
     for line in part.lines() {
         let line = line.trim_start_matches([' ', '>', '\t']);
-        let ticks = line.chars().take_while(|&c| c == '`').count();
-        if ticks < 3 {
+        let Some(marker) = line.chars().next().filter(|&c| c == '`' || c == '~') else { continue };
+        // The marker is ASCII: its count of characters is its length in bytes.
+        let length = line.chars().take_while(|&c| c == marker).count();
+        if length < 3 {
             continue;
         }
-        let rest = &line[ticks..];
+        let rest = &line[length..];
         match open {
-            Some(len) if ticks >= len && rest.trim().is_empty() => open = None,
-            None if !rest.contains('`') => open = Some(ticks),
+            Some((open_marker, open_length))
+                if marker == open_marker && length >= open_length && rest.trim().is_empty() =>
+            {
+                open = None
+            }
+            None if !(marker == '`' && rest.contains('`')) => open = Some((marker, length)),
             _ => {}
         }
     }
@@ -111,5 +121,26 @@ pub fn keeps_text(rendered: &str, parts: &[String], dialect: MarkupDialect) -> R
                 Some(at) => Err(format!("the reply's text from character {at} on is missing from the parts")),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fences_balanced;
+
+    #[test]
+    fn a_fence_of_the_other_character_inside_a_fence_is_code() {
+        // Found by the format_split fuzz target: the part was right, the check was not.
+        assert!(fences_balanced("~~~| 1 < 22 ,|\ntext\n```item\n- **item**\n~~~"));
+        assert!(fences_balanced("```rust\n~~~\n```"));
+    }
+
+    #[test]
+    fn an_unclosed_fence_of_either_character_is_unbalanced() {
+        assert!(!fences_balanced("~~~\ncode"));
+        assert!(!fences_balanced("```\ncode\n~~~"));
+        assert!(!fences_balanced("````\ncode\n```"));
+        assert!(fences_balanced("> ````\n> code\n> `````"));
+        assert!(fences_balanced("```x```"), "inline code, not a fence");
     }
 }
